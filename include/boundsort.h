@@ -1,0 +1,17 @@
+/*
+ * boundsort.h - the public C API of boundsort.
+ *
+ * The library is organised as modules under src/ (see ARCHITECTURE.md); this
+ * header gathers the entry points a program embedding boundsort uses: status
+ * codes, the memory accountant, opening recordings, and the version.
+ */
+#ifndef BOUNDSORT_H
+#define BOUNDSORT_H
+
+#define BOUNDSORT_VERSION "0.1.0"
+
+#include "../src/common/status.h"
+#include "../src/io/recording.h"
+#include "../src/mem/mem.h"
+
+#endif

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# deps.sh - install what boundsort needs to build and test on Debian 12.
+# Skips apt-get when everything is already there. Needs root (or sudo).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev clang libclang-rt-14-dev libomp-dev
+      python3 python3-numpy python3-scipy)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: run as root or install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

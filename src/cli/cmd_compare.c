@@ -1,0 +1,12 @@
+/*
+ * cmd_compare.c - `boundsort compare`: provided by a later release; until then it
+ * prints its usage and says it is not available (exit code 1).
+ */
+#include "cli.h"
+
+int bs_cmd_compare(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return bs_cli_not_available("compare", "boundsort compare OUT GT [--json]");
+}

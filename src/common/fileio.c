@@ -1,0 +1,158 @@
+/*
+ * fileio.c - atomic writes (temporary name, fsync, rename) and file helpers.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "fileio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bs_status bs_atomic_open(bs_atomic_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    if (strlen(path) >= sizeof f->path)
+        return bs_error(BS_ERR_INPUT, "%s: path too long", path);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    snprintf(f->tmp_path, sizeof f->tmp_path, "%s.tmp-%ld", path, (long)getpid());
+    f->fp = fopen(f->tmp_path, "wb");
+    if (!f->fp)
+        return bs_error(BS_ERR_INPUT, "%s: cannot open for writing: %s", path, strerror(errno));
+    return BS_OK;
+}
+
+bs_status bs_atomic_commit(bs_atomic_file *f)
+{
+    if (!f->fp)
+        return bs_error(BS_ERR_INTERNAL, "%s: commit of a file that is not open", f->path);
+    int bad = fflush(f->fp) != 0 || ferror(f->fp) || fsync(fileno(f->fp)) != 0;
+    int err = errno;
+    bad |= fclose(f->fp) != 0;
+    f->fp = NULL;
+    if (bad) {
+        remove(f->tmp_path);
+        return bs_error(BS_ERR_INPUT, "%s: write failed: %s", f->path, strerror(err ? err : EIO));
+    }
+    if (rename(f->tmp_path, f->path) != 0) {
+        err = errno;
+        remove(f->tmp_path);
+        return bs_error(BS_ERR_INPUT, "%s: cannot rename into place: %s", f->path, strerror(err));
+    }
+    return BS_OK;
+}
+
+void bs_atomic_abort(bs_atomic_file *f)
+{
+    if (f->fp) {
+        fclose(f->fp);
+        f->fp = NULL;
+        remove(f->tmp_path);
+    }
+}
+
+bs_status bs_write_file_atomic(const char *path, const void *data, size_t bytes)
+{
+    bs_atomic_file f;
+    BS_TRY(bs_atomic_open(&f, path));
+    if (bytes && fwrite(data, 1, bytes, f.fp) != bytes) {
+        int err = errno;
+        bs_atomic_abort(&f);
+        return bs_error(BS_ERR_INPUT, "%s: write failed: %s", path, strerror(err));
+    }
+    return bs_atomic_commit(&f);
+}
+
+bs_status bs_read_text_file(const char *path, size_t max_bytes, char **text, size_t *len)
+{
+    *text = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return bs_error(BS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(fp);
+        return bs_error(BS_ERR_MEMORY, "%s: out of memory", path);
+    }
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap > max_bytes) {
+                free(buf);
+                fclose(fp);
+                return bs_error(BS_ERR_INPUT, "%s: file is larger than %zu bytes", path, max_bytes);
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(fp);
+                return bs_error(BS_ERR_MEMORY, "%s: out of memory", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, fp);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int failed = ferror(fp);
+    fclose(fp);
+    if (failed) {
+        free(buf);
+        return bs_error(BS_ERR_INPUT, "%s: read error", path);
+    }
+    if (n > max_bytes) {
+        free(buf);
+        return bs_error(BS_ERR_INPUT, "%s: file is larger than %zu bytes", path, max_bytes);
+    }
+    buf[n] = '\0';
+    *text = buf;
+    if (len)
+        *len = n;
+    return BS_OK;
+}
+
+bs_status bs_file_size(const char *path, uint64_t *bytes)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return bs_error(BS_ERR_INPUT, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return bs_error(BS_ERR_INPUT, "%s: not a regular file", path);
+    *bytes = (uint64_t)st.st_size;
+    return BS_OK;
+}
+
+bs_status bs_mkdir_p(const char *path)
+{
+    char buf[4096];
+    if (strlen(path) >= sizeof buf)
+        return bs_error(BS_ERR_INPUT, "%s: path too long", path);
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return bs_error(BS_ERR_INPUT, "%s: cannot create folder '%s': %s", path, buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return bs_error(BS_ERR_INPUT, "%s: cannot create folder: %s", path, strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        return bs_error(BS_ERR_INPUT, "%s: exists and is not a folder", path);
+    if (access(buf, W_OK) != 0)
+        return bs_error(BS_ERR_INPUT, "%s: folder is not writable", path);
+    return BS_OK;
+}
+
+bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *name)
+{
+    int n = snprintf(buf, buflen, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= buflen)
+        return bs_error(BS_ERR_INPUT, "%s/%s: path too long", dir, name);
+    return BS_OK;
+}

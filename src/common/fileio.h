@@ -1,0 +1,45 @@
+/*
+ * fileio.h - atomic file writes and small file helpers.
+ *
+ * An output file is written under a temporary name beside its final path
+ * ("<path>.tmp-<pid>"), flushed, fsync'ed and renamed over the final path on
+ * commit, so a killed run never leaves a half-written file that looks
+ * complete. bs_atomic_abort() removes the temporary and leaves any previous
+ * file at the final path untouched.
+ */
+#ifndef BS_FILEIO_H
+#define BS_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "status.h"
+
+typedef struct {
+    FILE *fp;
+    char path[4096];
+    char tmp_path[4160];
+} bs_atomic_file;
+
+bs_status bs_atomic_open(bs_atomic_file *f, const char *path);
+bs_status bs_atomic_commit(bs_atomic_file *f);
+void bs_atomic_abort(bs_atomic_file *f);
+
+/* Write a whole buffer atomically to path. */
+bs_status bs_write_file_atomic(const char *path, const void *data, size_t bytes);
+
+/* Read a whole (small, text) file into a NUL-terminated malloc'ed buffer,
+ * refusing files larger than max_bytes. */
+bs_status bs_read_text_file(const char *path, size_t max_bytes, char **text, size_t *len);
+
+/* Size of a file in bytes. */
+bs_status bs_file_size(const char *path, uint64_t *bytes);
+
+/* Create a directory and its parents (like mkdir -p); checks it is writable. */
+bs_status bs_mkdir_p(const char *path);
+
+/* Join dir and name into buf ("dir/name"); fails if it does not fit. */
+bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *name);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * recording.h - an opened recording: where the samples are, how to scale them
+ * to µV, and where each sorted channel sits on the probe.
+ *
+ * Every reader (raw + probe file, SpikeGLX, later Open Ephys and NWB) fills a
+ * bs_recording. Samples are stored interleaved in the file: sample t of file
+ * column c is at data_offset + (t * n_cols + c) * sample_bytes. The sorter
+ * sees only the probe's channels (`probe.n_chan`, each mapped to a file
+ * column), scaled to µV as (raw - offset) * uv_per_bit[ch]. Columns that are
+ * not on the probe (sync, reference, unused) are never read.
+ */
+#ifndef BS_RECORDING_H
+#define BS_RECORDING_H
+
+#include <stdint.h>
+
+#include "../common/status.h"
+
+typedef enum { BS_SAMPLE_I16 = 0, BS_SAMPLE_U16, BS_SAMPLE_I32, BS_SAMPLE_F32 } bs_sample_type;
+
+typedef struct {
+    int n_chan;     /* channels used for sorting */
+    int *column;    /* [n_chan] column of the channel in the data file */
+    double *x_um;   /* [n_chan] contact x, µm (shank offset included) */
+    double *y_um;   /* [n_chan] contact y (depth), µm */
+    int *shank;     /* [n_chan] shank index, 0-based */
+    int n_shanks;
+    char model[64]; /* probe model or part number, "" if unknown */
+} bs_probe;
+
+typedef struct {
+    char data_path[4096]; /* binary file holding the samples */
+    char format[16];      /* "raw", "spikeglx", ... */
+    bs_sample_type dtype;
+    int n_cols;           /* columns per sample in the file (all saved channels) */
+    uint64_t data_offset; /* bytes before the first sample */
+    int64_t n_samples;    /* samples per channel (from the real file size) */
+    double fs_hz;         /* sampling rate, Hz */
+    float *uv_per_bit;    /* [probe.n_chan] µV per raw unit */
+    float offset;         /* raw units subtracted before scaling (0 for signed ints) */
+    int64_t first_sample; /* sample number of the first sample in the acquisition clock */
+    bs_probe probe;
+} bs_recording;
+
+/* Options for opening a raw binary (ignored by self-describing formats). */
+typedef struct {
+    const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON), or NULL */
+    double fs_hz;           /* 0: unknown */
+    int n_cols;             /* 0: probe's channel count */
+    const char *dtype;      /* "int16" (default), "uint16", "int32", "float32" */
+    double uv_per_bit;      /* 0: 1.0 */
+    double offset;          /* raw units subtracted before scaling */
+    uint64_t header_bytes;  /* bytes to skip at file start */
+} bs_open_options;
+
+/* Open REC: a SpikeGLX .bin (with .meta beside it) or a folder holding one,
+ * or a raw binary with opt->probe_path. */
+bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
+void bs_recording_close(bs_recording *rec);
+
+size_t bs_sample_bytes(bs_sample_type t);
+/* Duration in seconds. */
+double bs_recording_duration_s(const bs_recording *rec);
+
+/* Probe helpers */
+bs_status bs_probe_alloc(bs_probe *p, int n_chan);
+void bs_probe_free(bs_probe *p);
+/* Checks: n_chan >= 1, finite positions, no duplicate (x, y, shank), columns
+ * in [0, n_cols) and distinct. `name` is used in messages. */
+bs_status bs_probe_validate(const bs_probe *p, int n_cols, const char *name);
+
+#endif
