@@ -1,0 +1,170 @@
+/*
+ * probe.c - the bs_probe structure: allocation, validation, and writing it as
+ * a probeinterface JSON ProbeGroup (one probe, µm, device_channel_indices =
+ * file columns) that probeinterface, SpikeInterface and boundsort itself read.
+ * Also the small bs_recording helpers shared by every reader.
+ */
+#include "probe.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/fileio.h"
+#include "../mem/mem.h"
+
+bs_status bs_probe_alloc(bs_probe *p, int n_chan)
+{
+    memset(p, 0, sizeof *p);
+    if (n_chan < 1)
+        return bs_error(BS_ERR_INPUT, "a probe needs at least one channel (got %d)", n_chan);
+    p->n_chan = n_chan;
+    p->column = bs_mem_calloc("io/probe", (size_t)n_chan, sizeof *p->column);
+    p->x_um = bs_mem_calloc("io/probe", (size_t)n_chan, sizeof *p->x_um);
+    p->y_um = bs_mem_calloc("io/probe", (size_t)n_chan, sizeof *p->y_um);
+    p->shank = bs_mem_calloc("io/probe", (size_t)n_chan, sizeof *p->shank);
+    if (!p->column || !p->x_um || !p->y_um || !p->shank) {
+        bs_probe_free(p);
+        return BS_ERR_MEMORY;
+    }
+    p->n_shanks = 1;
+    return BS_OK;
+}
+
+void bs_probe_free(bs_probe *p)
+{
+    bs_mem_free(p->column);
+    bs_mem_free(p->x_um);
+    bs_mem_free(p->y_um);
+    bs_mem_free(p->shank);
+    memset(p, 0, sizeof *p);
+}
+
+typedef struct {
+    double x, y;
+    int shank, ch;
+} site;
+
+static int site_cmp(const void *a, const void *b)
+{
+    const site *s = a, *t = b;
+    if (s->shank != t->shank)
+        return s->shank < t->shank ? -1 : 1;
+    if (s->x != t->x)
+        return s->x < t->x ? -1 : 1;
+    if (s->y != t->y)
+        return s->y < t->y ? -1 : 1;
+    return 0;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+bs_status bs_probe_validate(const bs_probe *p, int n_cols, const char *name)
+{
+    if (p->n_chan < 1)
+        return bs_error(BS_ERR_INPUT, "%s: the probe has no channels", name);
+    int max_shank = 0;
+    for (int i = 0; i < p->n_chan; i++) {
+        if (!isfinite(p->x_um[i]) || !isfinite(p->y_um[i]))
+            return bs_error(BS_ERR_INPUT, "%s: channel %d has a non-finite position (%g, %g) µm", name, i,
+                            p->x_um[i], p->y_um[i]);
+        if (p->shank[i] < 0)
+            return bs_error(BS_ERR_INPUT, "%s: channel %d has a negative shank index %d", name, i, p->shank[i]);
+        if (p->column[i] < 0 || (n_cols > 0 && p->column[i] >= n_cols))
+            return bs_error(BS_ERR_INPUT, "%s: channel %d maps to data column %d, expected 0..%d", name, i,
+                            p->column[i], n_cols - 1);
+        if (p->shank[i] > max_shank)
+            max_shank = p->shank[i];
+    }
+    if (p->n_shanks != max_shank + 1)
+        return bs_error(BS_ERR_INPUT, "%s: n_shanks is %d but shank indices reach %d", name, p->n_shanks, max_shank);
+    site *s = malloc((size_t)p->n_chan * sizeof *s);
+    int *cols = malloc((size_t)p->n_chan * sizeof *cols);
+    if (!s || !cols) {
+        free(s);
+        free(cols);
+        return bs_error(BS_ERR_MEMORY, "%s: out of memory", name);
+    }
+    for (int i = 0; i < p->n_chan; i++) {
+        s[i] = (site){p->x_um[i], p->y_um[i], p->shank[i], i};
+        cols[i] = p->column[i];
+    }
+    qsort(s, (size_t)p->n_chan, sizeof *s, site_cmp);
+    qsort(cols, (size_t)p->n_chan, sizeof *cols, int_cmp);
+    bs_status st = BS_OK;
+    for (int i = 1; i < p->n_chan && st == BS_OK; i++) {
+        if (site_cmp(&s[i - 1], &s[i]) == 0)
+            st = bs_error(BS_ERR_INPUT, "%s: channels %d and %d share the position (%g, %g) µm on shank %d", name,
+                          s[i - 1].ch, s[i].ch, s[i].x, s[i].y, s[i].shank);
+        else if (cols[i - 1] == cols[i])
+            st = bs_error(BS_ERR_INPUT, "%s: two channels read the same data column %d", name, cols[i]);
+    }
+    free(s);
+    free(cols);
+    return st;
+}
+
+bs_status bs_probe_write_json(const bs_probe *p, const char *path)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "specification", "probeinterface");
+    cJSON_AddStringToObject(root, "version", "0.3.0");
+    cJSON *probes = cJSON_AddArrayToObject(root, "probes");
+    cJSON *probe = cJSON_CreateObject();
+    cJSON_AddItemToArray(probes, probe);
+    cJSON_AddNumberToObject(probe, "ndim", 2);
+    cJSON_AddStringToObject(probe, "si_units", "um");
+    cJSON *ann = cJSON_AddObjectToObject(probe, "annotations");
+    cJSON_AddStringToObject(ann, "model_name", p->model[0] ? p->model : "unknown");
+    cJSON_AddStringToObject(ann, "manufacturer", "");
+    cJSON *pos = cJSON_AddArrayToObject(probe, "contact_positions");
+    cJSON *shapes = cJSON_AddArrayToObject(probe, "contact_shapes");
+    cJSON *params = cJSON_AddArrayToObject(probe, "contact_shape_params");
+    cJSON *ids = cJSON_AddArrayToObject(probe, "contact_ids");
+    cJSON *shank = cJSON_AddArrayToObject(probe, "shank_ids");
+    cJSON *dev = cJSON_AddArrayToObject(probe, "device_channel_indices");
+    for (int i = 0; i < p->n_chan; i++) {
+        cJSON *xy = cJSON_CreateArray();
+        cJSON_AddItemToArray(xy, cJSON_CreateNumber(p->x_um[i]));
+        cJSON_AddItemToArray(xy, cJSON_CreateNumber(p->y_um[i]));
+        cJSON_AddItemToArray(pos, xy);
+        cJSON_AddItemToArray(shapes, cJSON_CreateString("square"));
+        cJSON *sp = cJSON_CreateObject();
+        cJSON_AddNumberToObject(sp, "width", 12);
+        cJSON_AddItemToArray(params, sp);
+        char id[32], sh[16];
+        snprintf(id, sizeof id, "e%d", i);
+        snprintf(sh, sizeof sh, "%d", p->shank[i]);
+        cJSON_AddItemToArray(ids, cJSON_CreateString(id));
+        cJSON_AddItemToArray(shank, cJSON_CreateString(sh));
+        cJSON_AddItemToArray(dev, cJSON_CreateNumber(p->column[i]));
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text)
+        return bs_error(BS_ERR_MEMORY, "%s: out of memory formatting the probe", path);
+    bs_status st = bs_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+size_t bs_sample_bytes(bs_sample_type t)
+{
+    switch (t) {
+    case BS_SAMPLE_I16:
+    case BS_SAMPLE_U16: return 2;
+    case BS_SAMPLE_I32:
+    case BS_SAMPLE_F32: return 4;
+    }
+    return 0;
+}
+
+double bs_recording_duration_s(const bs_recording *rec)
+{
+    return rec->fs_hz > 0 ? (double)rec->n_samples / rec->fs_hz : 0.0;
+}

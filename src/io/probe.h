@@ -1,0 +1,16 @@
+/*
+ * probe.h - probe geometry helpers (the bs_probe type is in recording.h):
+ * allocation through the accountant, validation, probeinterface JSON output.
+ */
+#ifndef BS_PROBE_H
+#define BS_PROBE_H
+
+#include "recording.h"
+
+/* bs_probe_alloc / bs_probe_free / bs_probe_validate are declared in recording.h. */
+
+/* Write the probe as a probeinterface JSON ProbeGroup with one probe (µm,
+ * shank_ids as strings, device_channel_indices = data file columns). */
+bs_status bs_probe_write_json(const bs_probe *p, const char *path);
+
+#endif

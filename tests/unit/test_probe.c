@@ -1,0 +1,48 @@
+/*
+ * test_probe.c - probe validation catches each defect with a message.
+ */
+#include "test.h"
+
+#include "io/probe.h"
+#include "mem/mem.h"
+
+static void line4(bs_probe *p)
+{
+    bs_probe_alloc(p, 4);
+    for (int i = 0; i < 4; i++) {
+        p->column[i] = i;
+        p->x_um[i] = 0;
+        p->y_um[i] = 20.0 * i;
+    }
+}
+
+int main(void)
+{
+    bs_probe p;
+    line4(&p);
+    CHECK(bs_probe_validate(&p, 4, "p") == BS_OK);
+    CHECK(bs_probe_validate(&p, 3, "p") == BS_ERR_INPUT && strstr(bs_last_error(), "data column 3"));
+    p.y_um[2] = NAN;
+    CHECK(bs_probe_validate(&p, 4, "p") == BS_ERR_INPUT && strstr(bs_last_error(), "non-finite"));
+    p.y_um[2] = 20.0;
+    CHECK(bs_probe_validate(&p, 4, "p") == BS_ERR_INPUT && strstr(bs_last_error(), "share the position"));
+    p.y_um[2] = 40.0;
+    p.column[3] = 0;
+    CHECK(bs_probe_validate(&p, 4, "p") == BS_ERR_INPUT && strstr(bs_last_error(), "same data column"));
+    p.column[3] = 3;
+    p.shank[3] = 1;
+    CHECK(bs_probe_validate(&p, 4, "p") == BS_ERR_INPUT && strstr(bs_last_error(), "n_shanks"));
+    p.n_shanks = 2;
+    CHECK(bs_probe_validate(&p, 4, "p") == BS_OK);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/probe.json", test_tmpdir());
+    CHECK(bs_probe_write_json(&p, path) == BS_OK);
+    char *text = NULL;
+    CHECK(bs_read_text_file(path, 1 << 20, &text, NULL) == BS_OK);
+    CHECK(text && strstr(text, "\"device_channel_indices\"") && strstr(text, "probeinterface"));
+    free(text);
+    bs_probe_free(&p);
+    CHECK(bs_probe_alloc(&p, 0) == BS_ERR_INPUT);
+    CHECK(bs_mem_live_blocks() == 0);
+    TEST_MAIN_END();
+}
