@@ -12,6 +12,7 @@
 #ifndef BS_RECORDING_H
 #define BS_RECORDING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/status.h"
