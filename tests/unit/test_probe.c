@@ -3,6 +3,7 @@
  */
 #include "test.h"
 
+#include "common/fileio.h"
 #include "io/probe.h"
 #include "mem/mem.h"
 
