@@ -72,6 +72,10 @@ bs_status bs_sorting_from_arrays(const int64_t *times, const int64_t *ids, int64
     if (n < 0 || n_extra < 0)
         return bs_error(BS_ERR_INTERNAL, "%s: negative spike count", what);
     for (int64_t i = 0; i < n; i++)
+        if (times[i] < 0 || times[i] > BS_COMPARE_MAX_TIME)
+            return bs_error(BS_ERR_INPUT, "%s: spike time [%" PRId64 "] is %" PRId64 ", expected 0..2^60 samples", what,
+                            i, times[i]);
+    for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0)
             return bs_error(BS_ERR_INPUT, "%s: unit id of spike %" PRId64 " is %" PRId64 ", expected >= 0", what, i,
                             ids[i]);
@@ -399,8 +403,8 @@ bs_status bs_gt_read_fs(const char *gt_folder, double *fs_hz)
         return bs_error(BS_ERR_INPUT, "%s: not valid JSON", path);
     const cJSON *fs = cJSON_GetObjectItemCaseSensitive(root, "fs_hz");
     bs_status st = BS_OK;
-    if (!cJSON_IsNumber(fs) || !isfinite(fs->valuedouble) || fs->valuedouble <= 0)
-        st = bs_error(BS_ERR_INPUT, "%s: field 'fs_hz': expected a positive number (Hz)", path);
+    if (!cJSON_IsNumber(fs) || !(fs->valuedouble > 0 && fs->valuedouble <= BS_COMPARE_MAX_FS_HZ))
+        st = bs_error(BS_ERR_INPUT, "%s: field 'fs_hz': expected a number in (0, 1e9] (Hz)", path);
     else
         *fs_hz = fs->valuedouble;
     cJSON_Delete(root);
@@ -482,14 +486,73 @@ void bs_compare_result_free(bs_compare_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* Assignment maximizing the total of thr (n1 x n2, zeros below threshold),
+ * solved on the rows and columns that hold a non-zero score. row_to_col gets
+ * the column of each row or -1; col_scratch (n2 entries) is overwritten. */
+static bs_status hungarian_on_support(const double *thr, int32_t n1, int32_t n2, int32_t *row_to_col,
+                                      int32_t *col_scratch)
+{
+    int32_t *rows = bs_mem_alloc("compare/hungarian_support", (size_t)n1 * sizeof(int32_t));
+    double *sub = NULL;
+    int32_t *sub_r2c = NULL;
+    bs_status st = BS_OK;
+    if (!rows)
+        return BS_ERR_MEMORY;
+    int32_t nr = 0, nc = 0;
+    for (int32_t b = 0; b < n2; b++)
+        col_scratch[b] = -1;
+    for (int32_t a = 0; a < n1; a++) {
+        int any = 0;
+        for (int32_t b = 0; b < n2; b++)
+            if (thr[(size_t)a * (size_t)n2 + (size_t)b] != 0.0) {
+                any = 1;
+                if (col_scratch[b] < 0)
+                    col_scratch[b] = 0;
+            }
+        if (any)
+            rows[nr++] = a;
+        row_to_col[a] = -1;
+    }
+    for (int32_t b = 0; b < n2; b++) /* column b -> its position in the submatrix */
+        if (col_scratch[b] == 0)
+            col_scratch[b] = nc++;
+    if (nr == 0)
+        goto done;
+    sub = bs_mem_alloc("compare/hungarian_support", (size_t)nr * (size_t)nc * sizeof(double));
+    sub_r2c = bs_mem_alloc("compare/hungarian_support", (size_t)nr * sizeof(int32_t));
+    if (!sub || !sub_r2c) {
+        st = BS_ERR_MEMORY;
+        goto done;
+    }
+    for (int32_t i = 0; i < nr; i++)
+        for (int32_t b = 0; b < n2; b++)
+            if (col_scratch[b] >= 0)
+                sub[(size_t)i * (size_t)nc + (size_t)col_scratch[b]] = thr[(size_t)rows[i] * (size_t)n2 + (size_t)b];
+    st = bs_hungarian_max(sub, nr, nc, sub_r2c, NULL);
+    if (st == BS_OK) {
+        /* reuse sub_r2c's columns: col_scratch becomes submatrix column -> b */
+        for (int32_t b = 0, c = 0; b < n2; b++)
+            if (col_scratch[b] >= 0)
+                col_scratch[c++] = b;
+        for (int32_t i = 0; i < nr; i++)
+            if (sub_r2c[i] >= 0)
+                row_to_col[rows[i]] = col_scratch[sub_r2c[i]];
+    }
+done:
+    bs_mem_free(rows);
+    bs_mem_free(sub);
+    bs_mem_free(sub_r2c);
+    return st;
+}
+
 bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_hz, const bs_compare_params *p,
                      bs_compare_result *r)
 {
     memset(r, 0, sizeof *r);
-    if (!(fs_hz > 0) || !isfinite(fs_hz))
-        return bs_error(BS_ERR_INPUT, "sampling rate %g Hz: expected a positive number", fs_hz);
-    if (!(p->delta_ms >= 0) || !isfinite(p->delta_ms))
-        return bs_error(BS_ERR_USAGE, "--delta-ms %g: expected a number >= 0 (ms)", p->delta_ms);
+    if (!(fs_hz > 0 && fs_hz <= BS_COMPARE_MAX_FS_HZ))
+        return bs_error(BS_ERR_INPUT, "sampling rate %g Hz: expected a number in (0, 1e9]", fs_hz);
+    if (!(p->delta_ms >= 0 && p->delta_ms <= 1000.0))
+        return bs_error(BS_ERR_USAGE, "--delta-ms %g: expected a number in [0, 1000] (ms)", p->delta_ms);
     const int32_t n1 = gt->n_units, n2 = sorted->n_units;
     const size_t cells = (size_t)n1 * (size_t)n2;
     r->n_gt_units = n1;
@@ -524,8 +587,10 @@ bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_h
             thr[c] = r->agreement[c] < p->match_score ? 0.0 : r->agreement[c];
         }
 
-    /* Hungarian match, kept where agreement >= match_score */
-    st = bs_hungarian_max(thr, n1, n2, r->hungarian_12, NULL);
+    /* Hungarian match, kept where agreement >= match_score. Rows and columns
+     * that hold no score >= match_score add 0 to any assignment, so the
+     * solver runs on the submatrix of the others (usually a few hundred). */
+    st = hungarian_on_support(thr, n1, n2, r->hungarian_12, r->hungarian_21);
     if (st != BS_OK)
         goto fail;
     for (int32_t b = 0; b < n2; b++)

@@ -20,8 +20,11 @@
  * 3. Agreement(u, v) = m / (n_gt(u) + n_sorted(v) - m) (0 when the
  *    denominator is 0).
  * 4. Hungarian match: scores below match_score (0.5) are zeroed, the
- *    assignment maximizing the total is computed (hungarian.h), and a pair is
- *    kept only if its agreement >= match_score. Best match (per unit,
+ *    assignment maximizing the total is computed (hungarian.h; on the rows
+ *    and columns holding a non-zero score, the others add 0 to any
+ *    assignment), and a pair is kept only if its agreement >= match_score.
+ *    Where two assignments tie (e.g. two identical sorted units) the one
+ *    chosen may differ from scipy's; the totals are equal. Best match (per unit,
  *    independently): the first maximum of a row / column, kept if >=
  *    chance_score (0.1).
  * 5. Per GT unit u with Hungarian partner v: tp = m(u,v), fn = n_gt - tp,
@@ -50,6 +53,10 @@
 
 #include "../common/status.h"
 
+/* Input limits that keep every window computation inside int64. */
+#define BS_COMPARE_MAX_TIME ((int64_t)1 << 60) /* samples */
+#define BS_COMPARE_MAX_FS_HZ 1e9               /* Hz */
+
 /* A spike train of several units, sorted by time. */
 typedef struct {
     int64_t n_spikes;
@@ -60,9 +67,10 @@ typedef struct {
     int64_t *counts;   /* n_units spikes per unit */
 } bs_sorting;
 
-/* Build from raw arrays (copied). ids must be >= 0 (checked, `what` names
- * the source in messages). extra_ids (may be NULL): unit ids that exist even
- * without spikes (e.g. the simulator's U units). times need not be sorted. */
+/* Build from raw arrays (copied). ids must be >= 0 and times within
+ * 0..BS_COMPARE_MAX_TIME (checked, `what` names the source in messages).
+ * extra_ids (may be NULL): unit ids that exist even without spikes (e.g. the
+ * simulator's U units). times need not be sorted. */
 bs_status bs_sorting_from_arrays(const int64_t *times, const int64_t *ids, int64_t n, const int64_t *extra_ids,
                                  int32_t n_extra, const char *what, bs_sorting *out);
 void bs_sorting_free(bs_sorting *s);

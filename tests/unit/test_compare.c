@@ -481,6 +481,8 @@ static void bad_inputs(void)
     snprintf(path, sizeof path, "%s/recording.json", dir);
     CHECK(bs_write_file_atomic(path, "{\"fs_hz\": \"fast\"}", 17) == BS_OK);
     CHECK(bs_gt_read_fs(dir, &(double){0}) == BS_ERR_INPUT && strstr(bs_last_error(), "fs_hz"));
+    CHECK(bs_write_file_atomic(path, "{\"fs_hz\": -5}", 13) == BS_OK);
+    CHECK(bs_gt_read_fs(dir, &(double){0}) == BS_ERR_INPUT && strstr(bs_last_error(), "fs_hz"));
     CHECK(bs_write_file_atomic(path, "{\"fs_hz\": 30000", 15) == BS_OK);
     CHECK(bs_gt_read_fs(dir, &(double){0}) == BS_ERR_INPUT && strstr(bs_last_error(), "not valid JSON"));
 
@@ -532,6 +534,11 @@ static void bad_inputs(void)
     CHECK(bs_compare(&e1, &e2, 30000.0, &p, &r) == BS_OK && r.n_false_positive == 2 && r.n_bad == 2);
     bs_compare_result_free(&r);
     CHECK(bs_compare(&e2, &e2, 0.0, &p, &r) == BS_ERR_INPUT);
+    CHECK(bs_compare(&e2, &e2, 1e300, &p, &r) == BS_ERR_INPUT);
+    bs_sorting e3;
+    int64_t huge[1] = {INT64_MAX - 3}, zero[1] = {0};
+    CHECK(bs_sorting_from_arrays(huge, zero, 1, NULL, 0, "huge", &e3) == BS_ERR_INPUT &&
+          strstr(bs_last_error(), "spike time"));
     bs_sorting_free(&e1);
     bs_sorting_free(&e2);
 }
