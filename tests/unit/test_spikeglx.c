@@ -388,6 +388,18 @@ static void check_parser_and_gains(void)
     free(huge);
     free(all);
 
+    /* an unknown part is fine with ~snsGeomMap and imChan0apGain (no imroTbl at all); x per shank */
+    const char *tiny = "imSampRate=30000\r\nnSavedChans=3\r\nsnsApLfSy=2,0,1\r\nacqApLfSy=2,0,1\r\n"
+                       "snsSaveChanSubset=all\r\nimAiRangeMax=0.6\r\nimChan0apGain=100\r\n"
+                       "~snsGeomMap=(NPX,2,250,70)(0:27:0:1)(1:27.5:15:1)";
+    CHECK(bs_spikeglx_probe_from_meta(tiny, strlen(tiny), "tiny.meta", &p, &uv, &n_saved, &fs) == BS_OK);
+    CHECK(p.n_chan == 2 && p.n_shanks == 2 && p.shank[1] == 1 && strcmp(p.model, "NPX") == 0);
+    CHECK_NEAR(p.x_um[1], 277.5, 1e-12);
+    CHECK_NEAR(p.y_um[1], 15, 1e-12);
+    CHECK(uv[0] == 11.71875f); /* 0.6 V / 512 (default imMaxInt) / 100 */
+    bs_probe_free(&p);
+    bs_mem_free(uv);
+
     /* the list parser */
     int *l, nl;
     CHECK(bs_sglx_parse_list("0:2,5,7:8", 10, "t", "f", &l, &nl) == BS_OK && nl == 6 && l[3] == 5 && l[5] == 8);
@@ -400,7 +412,7 @@ static void check_parser_and_gains(void)
 
 static void check_paths(const char *meta_dir, const char *tmp)
 {
-    char dir[4200], path[4300], meta[4300];
+    char dir[4200], path[8600], meta[4300];
     size_t len;
     char src[4200];
     snprintf(src, sizeof src, "%s/p2_g0_t0.imec0.ap.meta", meta_dir);
