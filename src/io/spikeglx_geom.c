@@ -869,7 +869,13 @@ static bs_status info_build(const bs_sglx_meta *m, int flags, bs_sglx_info *info
         info->probe.shank[j] = s->shank[k];
         if (s->shank[k] > max_shank)
             max_shank = s->shank[k];
-        info->uv_per_bit[j] = (float)(vmax / imax / s->gain[k] * 1e6);
+        double uv = vmax / imax / s->gain[k] * 1e6;
+        if (!(uv > 1e-6 && uv < 1e6))
+            return bs_error(BS_ERR_INPUT,
+                            "%s: imAiRangeMax %g V / imMaxInt %g / gain %g give %g µV per bit for channel %d, expected "
+                            "a value in 1e-6..1e6",
+                            name, vmax, imax, s->gain[k], uv, s->subset[k]);
+        info->uv_per_bit[j] = (float)uv;
         info->acq_chan[j] = s->subset[k];
         j++;
     }

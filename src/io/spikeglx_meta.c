@@ -7,7 +7,7 @@
  * drops a leading '~' from the key, and writes NULs in place so every key and
  * value is a C string inside the copy. The pairs are kept in file order;
  * lookups scan from the end so the last of duplicate keys wins (a warning
- * names the duplicate once at parse time). Everything is bounded by the text
+ * names each repeated key once at parse time, found by sorting the keys). Everything is bounded by the text
  * length: a NUL byte, a line with no '=', or an empty key is an error naming
  * the line, never a crash.
  *
@@ -35,6 +35,13 @@ static char *trim(char *s, char *end)
         end--;
     *end = '\0';
     return s;
+}
+
+static int kv_cmp(const void *a, const void *b)
+{
+    const bs_sglx_kv *x = *(const bs_sglx_kv *const *)a, *y = *(const bs_sglx_kv *const *)b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x < y ? -1 : x > y);
 }
 
 void bs_sglx_meta_free(bs_sglx_meta *m)
@@ -114,16 +121,18 @@ bs_status bs_sglx_meta_parse(const char *text, size_t len, const char *name, bs_
         bs_sglx_meta_free(m);
         return bs_error(BS_ERR_INPUT, "%s: the metadata file has no key=value lines", name ? name : "(meta)");
     }
-    /* report duplicates (quadratic only in the number of keys, ~200 in real files;
-     * bounded for huge inputs by checking only the first 4096 pairs) */
-    size_t check = m->n < 4096 ? m->n : 4096;
-    for (size_t i = 1; i < check; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(m->kv[i].key, m->kv[j].key) == 0) {
-                bs_log_warn("%s: key '%s' appears on lines %d and %d; using the last value", m->name, m->kv[i].key,
-                            m->kv[j].line, m->kv[i].line);
-                break;
-            }
+    /* report duplicates: sort the pairs by key (stable by position), warn once per repeated key */
+    const bs_sglx_kv **sorted = malloc(m->n * sizeof *sorted);
+    if (sorted) {
+        for (size_t i = 0; i < m->n; i++)
+            sorted[i] = &m->kv[i];
+        qsort(sorted, m->n, sizeof *sorted, kv_cmp);
+        for (size_t i = 1; i < m->n; i++)
+            if (strcmp(sorted[i]->key, sorted[i - 1]->key) == 0 && (i < 2 || strcmp(sorted[i]->key, sorted[i - 2]->key)))
+                bs_log_warn("%s: key '%s' appears more than once (lines %d and %d); using the last value", m->name,
+                            sorted[i]->key, sorted[i - 1]->line, sorted[i]->line);
+        free(sorted);
+    }
     return BS_OK;
 }
 

@@ -160,6 +160,7 @@ int main(void)
     BAD(meta_edit(np1, "imMaxInt", "abc"), "field 'imMaxInt': expected an integer");
     BAD(meta_edit(np1, "imAiRangeMax", "0"), "field 'imAiRangeMax': expected a voltage > 0");
     BAD(meta_edit(np1, "imStdby", "0:383"), "nothing to sort");
+    BAD(meta_edit(np1, "imAiRangeMax", "1e300"), "µV per bit for channel 0, expected a value in 1e-6..1e6");
     BAD(meta_edit(np1, "imStdby", "0:400"), "field 'imStdby': channel 400 is out of range");
     {
         /* an LF-only file: no AP channels */
