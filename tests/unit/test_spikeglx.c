@@ -364,6 +364,7 @@ static void check_parser_and_gains(void)
     bs_mem_free(uv);
 
     /* a huge value of an unused key, blank lines and spaces around '=' */
+    bs_sglx_meta m;
     size_t big = 3u << 20;
     char *huge = malloc(big + 4096);
     memcpy(huge, "userNotes = ", 12);
@@ -377,7 +378,6 @@ static void check_parser_and_gains(void)
     char *all = malloc(n + strlen(buf) + 1);
     memcpy(all, huge, n);
     memcpy(all + n, buf, strlen(buf) + 1);
-    bs_sglx_meta m;
     CHECK(bs_sglx_meta_parse(all, n + strlen(buf), "huge.meta", &m) == BS_OK);
     const char *notes = bs_sglx_meta_get(&m, "userNotes");
     CHECK(notes && strlen(notes) == big);
@@ -400,6 +400,45 @@ static void check_parser_and_gains(void)
     bs_probe_free(&p);
     bs_mem_free(uv);
 
+    /* a combined 3A-style file: AP 0:3, LF 384:387, SY 768 -> 9 columns, only the 4 AP sorted */
+    np1_meta(buf, sizeof buf, "\n", "", 500);
+    char *at = strstr(buf, "nSavedChans=5");
+    memcpy(at, "nSavedChans=9", 13);
+    at = strstr(buf, "snsApLfSy=4,0,1");
+    memcpy(at, "snsApLfSy=4,4,1", 15);
+    at = strstr(buf, "snsSaveChanSubset=3:5,191,768\n");
+    char *rest = strdup(at + strlen("snsSaveChanSubset=3:5,191,768\n"));
+    sprintf(at, "snsSaveChanSubset=0:3,384:387,768\n%s", rest);
+    free(rest);
+    CHECK(bs_sglx_meta_parse(buf, strlen(buf), "lf.meta", &m) == BS_OK);
+    bs_sglx_info info;
+    bs_status st = bs_sglx_info_from_meta(&m, 0, &info);
+    CHECK_MSG(st == BS_OK, "%s", bs_last_error());
+    if (st == BS_OK) {
+        CHECK(info.n_ap == 4 && info.n_lf == 4 && info.n_sy == 1 && info.sync_column == 8);
+        CHECK(info.probe.n_chan == 4 && info.probe.column[3] == 3 && info.acq_chan[3] == 3);
+        bs_sglx_info_free(&info);
+    }
+    bs_sglx_meta_free(&m);
+
+    /* the imro header written as a part number (SpikeGLX >= 20260115) reads like the type code */
+    np1_meta(buf, sizeof buf, "\n", "", 250);
+    CHECK(bs_spikeglx_probe_from_meta(buf, strlen(buf), "code.meta", &p, &uv, &n_saved, &fs) == BS_OK);
+    bs_probe q;
+    float *uq;
+    char *pnform = malloc(strlen(buf) + 8);
+    at = strstr(buf, "~imroTbl=(0,384)");
+    sprintf(pnform, "%.*s~imroTbl=(NP1000,384)%s", (int)(at - buf), buf, at + strlen("~imroTbl=(0,384)"));
+    CHECK(bs_spikeglx_probe_from_meta(pnform, strlen(pnform), "pn.meta", &q, &uq, &n_saved, &fs) == BS_OK);
+    CHECK(p.n_chan == q.n_chan && q.n_chan == 3);
+    for (int j = 0; j < p.n_chan && j < q.n_chan; j++)
+        CHECK(p.x_um[j] == q.x_um[j] && p.y_um[j] == q.y_um[j] && uv[j] == uq[j] && p.column[j] == q.column[j]);
+    free(pnform);
+    bs_probe_free(&p);
+    bs_probe_free(&q);
+    bs_mem_free(uv);
+    bs_mem_free(uq);
+
     /* the list parser */
     int *l, nl;
     CHECK(bs_sglx_parse_list("0:2,5,7:8", 10, "t", "f", &l, &nl) == BS_OK && nl == 6 && l[3] == 5 && l[5] == 8);
@@ -414,7 +453,7 @@ static void check_paths(const char *meta_dir, const char *tmp)
 {
     char dir[4200], path[8600], meta[4300];
     size_t len;
-    char src[4200];
+    char src[4300];
     snprintf(src, sizeof src, "%s/p2_g0_t0.imec0.ap.meta", meta_dir);
     char *text = read_all(src, &len);
     CHECK(text != NULL);
