@@ -77,6 +77,19 @@ static void print_columns(FILE *out, const bs_probe *p)
     }
 }
 
+/* The shortest decimal that reads back as the same float (0.195f -> 0.195,
+ * not 0.194999993), for display. */
+static double pretty_float(float f)
+{
+    char buf[32];
+    for (int prec = 6; prec < 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if ((float)strtod(buf, NULL) == f)
+            return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
 typedef struct {
     double xmin, xmax, ymin, ymax, uv_min, uv_max, pitch;
 } summary;
@@ -90,8 +103,8 @@ static summary summarize(const bs_recording *rec)
         s.xmax = fmax(s.xmax, p->x_um[c]);
         s.ymin = fmin(s.ymin, p->y_um[c]);
         s.ymax = fmax(s.ymax, p->y_um[c]);
-        s.uv_min = fmin(s.uv_min, rec->uv_per_bit[c]);
-        s.uv_max = fmax(s.uv_max, rec->uv_per_bit[c]);
+        s.uv_min = fmin(s.uv_min, pretty_float(rec->uv_per_bit[c]));
+        s.uv_max = fmax(s.uv_max, pretty_float(rec->uv_per_bit[c]));
     }
     s.pitch = bs_probe_vertical_pitch_um(p);
     return s;
@@ -110,16 +123,16 @@ static void print_text(const char *path, const bs_recording *rec)
     printf("dtype          %s (header %llu bytes)\n", bs_sample_type_name(rec->dtype),
            (unsigned long long)rec->data_offset);
     if (s.uv_min == s.uv_max)
-        printf("uV per bit     %.9g\n", s.uv_min);
+        printf("µV/bit         %.9g\n", s.uv_min);
     else
-        printf("uV per bit     %.9g .. %.9g\n", s.uv_min, s.uv_max);
-    printf("offset         %.9g raw units\n", rec->offset);
+        printf("µV/bit         %.9g .. %.9g (per channel)\n", s.uv_min, s.uv_max);
+    printf("offset         %.9g raw units\n", pretty_float(rec->offset));
     printf("probe          %s\n", p->model[0] ? p->model : "(model unknown)");
     printf("shanks         %d\n", p->n_shanks);
-    printf("x range        %.6g .. %.6g um\n", s.xmin, s.xmax);
-    printf("y range        %.6g .. %.6g um\n", s.ymin, s.ymax);
+    printf("x range        %.6g .. %.6g µm\n", s.xmin, s.xmax);
+    printf("y range        %.6g .. %.6g µm\n", s.ymin, s.ymax);
     if (s.pitch > 0)
-        printf("vertical pitch %.6g um\n", s.pitch);
+        printf("vertical pitch %.6g µm\n", s.pitch);
     else
         printf("vertical pitch none (no column holds two contacts)\n");
     printf("columns        ");
@@ -144,7 +157,7 @@ static int print_json(const char *path, const bs_recording *rec)
     cJSON_AddNumberToObject(o, "header_bytes", (double)rec->data_offset);
     cJSON_AddNumberToObject(o, "uv_per_bit_min", s.uv_min);
     cJSON_AddNumberToObject(o, "uv_per_bit_max", s.uv_max);
-    cJSON_AddNumberToObject(o, "offset", rec->offset);
+    cJSON_AddNumberToObject(o, "offset", pretty_float(rec->offset));
     cJSON *pr = cJSON_AddObjectToObject(o, "probe");
     cJSON_AddStringToObject(pr, "model", p->model);
     cJSON_AddNumberToObject(pr, "n_shanks", p->n_shanks);
@@ -160,7 +173,7 @@ static int print_json(const char *path, const bs_recording *rec)
         cJSON_AddNumberToObject(ch, "x_um", p->x_um[c]);
         cJSON_AddNumberToObject(ch, "y_um", p->y_um[c]);
         cJSON_AddNumberToObject(ch, "shank", p->shank[c]);
-        cJSON_AddNumberToObject(ch, "uv_per_bit", rec->uv_per_bit[c]);
+        cJSON_AddNumberToObject(ch, "uv_per_bit", pretty_float(rec->uv_per_bit[c]));
         cJSON_AddItemToArray(chans, ch);
     }
     char *text = cJSON_Print(o);
