@@ -86,7 +86,7 @@ static bs_status get_number(const cJSON *v, const char *name, const char *where,
 static bs_status get_int(const cJSON *v, const char *name, const char *where, const char *key, int i, int lo,
                          int *out)
 {
-    double d;
+    double d = 0;
     BS_TRY(get_number(v, name, where, key, i, -1, &d));
     if (!(d == floor(d)) || d < lo || d > (double)INT_MAX - 1) {
         char buf[64];
@@ -197,7 +197,7 @@ static bs_status pi_max_column(const cJSON *probe, const char *name, const char 
     const cJSON *v;
     cJSON_ArrayForEach(v, dci)
     {
-        int c;
+        int c = 0;
         bs_status st = get_int(v, name, where, "device_channel_indices", i, -1, &c);
         if (st != BS_OK) {
             double d;
@@ -284,7 +284,7 @@ static bs_status pi_read_probe(const cJSON *probe, const char *name, const char 
                           where, i, ndim ? ndim : 2, ndim == 3 ? ", z" : "", describe(row, d, sizeof d));
             break;
         }
-        double x, y;
+        double x = 0, y = 0;
         st = get_number(row->child, name, where, "contact_positions", i, 0, &x);
         if (st == BS_OK)
             st = get_number(row->child->next, name, where, "contact_positions", i, 1, &y);

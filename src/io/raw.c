@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,7 +73,7 @@ bs_status bs_raw_open(const char *path, const bs_open_options *opt, bs_recording
         return bs_error(BS_ERR_INPUT, "%s: path longer than %zu bytes", path, sizeof rec->data_path - 1);
     if (!(opt->fs_hz > 0) || !isfinite(opt->fs_hz))
         return bs_error(BS_ERR_INPUT, "%s: sampling rate (--fs): expected a rate > 0 Hz, got %g", path, opt->fs_hz);
-    bs_sample_type t;
+    bs_sample_type t = BS_SAMPLE_I16;
     bs_status st = bs_sample_type_parse(opt->dtype, &t);
     if (st != BS_OK)
         return bs_error_context(BS_ERR_INPUT, "%s", path);
@@ -82,6 +83,14 @@ bs_status bs_raw_open(const char *path, const bs_open_options *opt, bs_recording
                         opt->uv_per_bit);
     if (!isfinite(opt->offset) || !isfinite((float)opt->offset))
         return bs_error(BS_ERR_INPUT, "%s: offset: expected a finite number of raw units, got %g", path, opt->offset);
+    if (t != BS_SAMPLE_F32) { /* the largest scaled integer must fit a float32 */
+        double max_raw = t == BS_SAMPLE_I32 ? 2147483648.0 : 65536.0;
+        if ((max_raw + fabs(opt->offset)) * uvpb >= FLT_MAX)
+            return bs_error(BS_ERR_INPUT,
+                            "%s: uv_per_bit (--uv-per-bit) %g with offset %g: expected scaled %s values to fit a "
+                            "float32",
+                            path, uvpb, opt->offset, bs_sample_type_name(t));
+    }
     if (opt->n_cols < 0)
         return bs_error(BS_ERR_INPUT, "%s: n_chan (--n-chan): expected the number of columns >= 1, got %d", path,
                         opt->n_cols);

@@ -250,6 +250,23 @@ static void test_nan(void)
     CHECK(bs_batch_read(&r, 3, &w, &nv) == BS_OK && nv == 10 && w[40 + 5 + 9] == 99.0f);
     bs_batch_reader_close(&r);
     bs_recording_close(&rec);
+
+    /* a finite value whose scaled µV overflows float32 */
+    fp = fopen(bin, "wb");
+    for (int t = 0; t < 10; t++)
+        for (int c = 0; c < 3; c++) {
+            float v = (t == 4 && c == 2) ? 3e38f : 1.0f;
+            fwrite(&v, sizeof v, 1, fp);
+        }
+    fclose(fp);
+    opt.uv_per_bit = 4.0;
+    CHECK(bs_recording_open(bin, &opt, &rec) == BS_OK);
+    CHECK(bs_batch_reader_open(&r, &rec, 30, 5, 0) == BS_OK);
+    CHECK(bs_batch_read(&r, 0, &w, &nv) == BS_ERR_INPUT);
+    CHECK(strstr(bs_last_error(), "sample 4, channel 0 (file column 2): expected a finite float32 value whose scaled") !=
+          NULL);
+    bs_batch_reader_close(&r);
+    bs_recording_close(&rec);
 }
 
 static void test_bytes(void)

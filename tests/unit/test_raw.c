@@ -143,6 +143,9 @@ int main(void)
     BAD_OPEN(bin12, &opt, "dtype: expected int16, uint16, int32 or float32");
     opt = (bs_open_options){.probe_path = fixture("pi_2shank.json"), .fs_hz = 30000, .uv_per_bit = -1};
     BAD_OPEN(bin12, &opt, "uv_per_bit (--uv-per-bit): expected a finite value > 0");
+    opt = (bs_open_options){.probe_path = fixture("pi_2shank.json"), .fs_hz = 30000, .dtype = "int32",
+                            .uv_per_bit = 1e30};
+    BAD_OPEN(bin12, &opt, "expected scaled int32 values to fit a float32");
     opt = (bs_open_options){.probe_path = fixture("pi_2shank.json"), .fs_hz = 30000, .header_bytes = 5000};
     BAD_OPEN(bin12, &opt, "fewer than the 5000 header bytes");
     opt = (bs_open_options){.probe_path = fixture("pi_2shank.json"), .fs_hz = 30000};
