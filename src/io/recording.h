@@ -47,10 +47,11 @@ typedef struct {
 typedef struct {
     const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON), or NULL */
     double fs_hz;           /* 0: unknown */
-    int n_cols;             /* 0: probe's channel count */
+    int n_cols;             /* columns per sample; 0: what the probe file requires (Kilosort n_chan, else
+                               the largest device channel index + 1) */
     const char *dtype;      /* "int16" (default), "uint16", "int32", "float32" */
     double uv_per_bit;      /* 0: 1.0 */
-    double offset;          /* raw units subtracted before scaling */
+    double offset;          /* raw units subtracted before scaling (uint16: 0 means 32768) */
     uint64_t header_bytes;  /* bytes to skip at file start */
     int probe_index;        /* probe of a probeinterface ProbeGroup to use (0: the first) */
 } bs_open_options;

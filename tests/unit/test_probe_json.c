@@ -81,6 +81,28 @@ int main(void)
     CHECK(bs_probe_json_load(fixture("pi_group2.json"), 2, &p, &req) == BS_ERR_INPUT);
     CHECK(strstr(bs_last_error(), "probe index 2 requested, expected 0..1") != NULL);
 
+    /* a real four-shank NP 2.0 layout read by probeinterface from a SpikeGLX .meta;
+     * np2_4shank.expect lists column, x, y, shank id per connected contact */
+    CHECK(bs_probe_json_load(fixture("np2_4shank.json"), 0, &p, &req) == BS_OK);
+    CHECK(p.n_chan == 384 && req == 384 && p.n_shanks == 4 && strcmp(p.model, "NP2010") == 0);
+    {
+        char ex[4200];
+        snprintf(ex, sizeof ex, "%s/probes/np2_4shank.expect", test_env("BS_TEST_DATA", "tests/data"));
+        FILE *fp = fopen(ex, "r");
+        CHECK(fp != NULL);
+        int n = 0, bad = 0, col, sh;
+        double x, y;
+        while (fp && n < p.n_chan && fscanf(fp, "%d %lf %lf %d", &col, &x, &y, &sh) == 4) {
+            bad += p.column[n] != col || p.x_um[n] != x || p.y_um[n] != y || p.shank[n] != sh;
+            n++;
+        }
+        if (fp)
+            fclose(fp);
+        CHECK_MSG(n == 384 && bad == 0, "%d lines, %d mismatches", n, bad);
+    }
+    CHECK(bs_probe_vertical_pitch_um(&p) == 15.0);
+    bs_probe_free(&p);
+
     /* Kilosort dictionary */
     CHECK(bs_probe_json_load(fixture("ks_probe.json"), 0, &p, &req) == BS_OK);
     CHECK(p.n_chan == 6 && req == 8 && p.n_shanks == 2);

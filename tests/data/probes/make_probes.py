@@ -50,3 +50,23 @@ ks = {
 }
 with open("ks_probe.json", "w") as f:
     json.dump(ks, f, indent=4)
+
+# A real layout: the probe probeinterface reads from a SpikeGLX .meta of a four-shank NP 2.0
+# recording that saved different electrodes per shank (../shared/data/real-metadata), written
+# compactly, and the expected result of reading it: one line per connected contact in file
+# order with column, x (um), y (um), shank id.
+meta = "../../../../shared/data/real-metadata/spikeglx/NP2_4_shanks_save_different_electrodes.imec0.ap.meta"
+p = pi.read_spikeglx(meta)
+g = pi.ProbeGroup()
+g.add_probe(p)
+pi.write_probeinterface("/tmp/np2_4shank_indented.json", g)
+with open("/tmp/np2_4shank_indented.json") as f:
+    j = json.load(f)
+with open("np2_4shank.json", "w") as f:
+    json.dump(j, f, separators=(",", ":"))
+dci = p.device_channel_indices
+with open("np2_4shank.expect", "w") as f:
+    for i in range(p.get_contact_count()):
+        if dci[i] >= 0:
+            x, y = p.contact_positions[i]
+            f.write("%d %.6f %.6f %s\n" % (dci[i], x, y, p.shank_ids[i]))
