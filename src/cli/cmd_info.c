@@ -1,12 +1,263 @@
 /*
- * cmd_info.c - `boundsort info`: provided by a later release; until then it
- * prints its usage and says it is not available (exit code 1).
+ * cmd_info.c - `boundsort info REC [--probe P --fs HZ --n-chan N --dtype T
+ * --uv-per-bit X --offset X --header-bytes N --probe-index I] [--json]`.
+ *
+ * Opens the recording with bs_recording_open (which picks the reader) and
+ * prints what the sorter will see: channels, columns in the file, sampling
+ * rate, duration and sample count, dtype, µV per bit (a range when it differs
+ * between channels), and the probe layout: shanks, x / y extent (µm),
+ * vertical pitch (bs_probe_vertical_pitch_um) and the file columns read.
+ * --json prints the same as one JSON object on stdout, with a "channels" list
+ * giving, per sorted channel, its file column, x_um, y_um and shank.
+ * Exit codes: 0, 1 for a bad command line, 2 (with the message) for bad input.
  */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/probe_json.h"
+#include "../io/recording.h"
 #include "cli.h"
+
+static const char *USAGE =
+    "boundsort info REC [--probe P --fs HZ --n-chan N --dtype T --uv-per-bit X --offset X\n"
+    "                    --header-bytes N --probe-index I] [--json]\n"
+    "\n"
+    "  REC             recording: a raw binary with --probe (probeinterface or Kilosort JSON)\n"
+    "  --probe P       probe file of a raw binary\n"
+    "  --fs HZ         sampling rate of a raw binary, Hz\n"
+    "  --n-chan N      columns per sample in the raw binary (default: what the probe file needs)\n"
+    "  --dtype T       int16 (default), uint16, int32, float32\n"
+    "  --uv-per-bit X  µV per raw unit (default 1)\n"
+    "  --offset X      raw units subtracted before scaling (default 0; 32768 for uint16)\n"
+    "  --header-bytes N  bytes to skip at the start of the file\n"
+    "  --probe-index I which probe of a probeinterface ProbeGroup (default 0)\n"
+    "  --json          print JSON instead of text\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "boundsort info: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\nusage: %s", USAGE);
+    return BS_ERR_USAGE;
+}
+
+static int parse_double(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return end != s && *end == '\0' && errno == 0 && isfinite(*v);
+}
+
+static int parse_long(const char *s, long long lo, long long hi, long long *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtoll(s, &end, 10);
+    return end != s && *end == '\0' && errno == 0 && *v >= lo && *v <= hi;
+}
+
+/* "0-3,5,7-9": the file columns of the sorted channels, in channel order. */
+static void print_columns(FILE *out, const bs_probe *p)
+{
+    int i = 0;
+    while (i < p->n_chan) {
+        int j = i;
+        while (j + 1 < p->n_chan && p->column[j + 1] == p->column[j] + 1)
+            j++;
+        fprintf(out, "%s%d", i ? "," : "", p->column[i]);
+        if (j > i)
+            fprintf(out, "-%d", p->column[j]);
+        i = j + 1;
+    }
+}
+
+/* The shortest decimal that reads back as the same float (0.195f -> 0.195,
+ * not 0.194999993), for display. */
+static double pretty_float(float f)
+{
+    char buf[32];
+    for (int prec = 6; prec < 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if ((float)strtod(buf, NULL) == f)
+            return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+typedef struct {
+    double xmin, xmax, ymin, ymax, uv_min, uv_max, pitch;
+} summary;
+
+static summary summarize(const bs_recording *rec)
+{
+    const bs_probe *p = &rec->probe;
+    summary s = {INFINITY, -INFINITY, INFINITY, -INFINITY, INFINITY, -INFINITY, 0};
+    for (int c = 0; c < p->n_chan; c++) {
+        s.xmin = fmin(s.xmin, p->x_um[c]);
+        s.xmax = fmax(s.xmax, p->x_um[c]);
+        s.ymin = fmin(s.ymin, p->y_um[c]);
+        s.ymax = fmax(s.ymax, p->y_um[c]);
+        s.uv_min = fmin(s.uv_min, pretty_float(rec->uv_per_bit[c]));
+        s.uv_max = fmax(s.uv_max, pretty_float(rec->uv_per_bit[c]));
+    }
+    s.pitch = bs_probe_vertical_pitch_um(p);
+    return s;
+}
+
+static void print_text(const char *path, const bs_recording *rec)
+{
+    const bs_probe *p = &rec->probe;
+    summary s = summarize(rec);
+    printf("recording      %s (%s)\n", path, rec->format);
+    printf("data file      %s\n", rec->data_path);
+    printf("channels       %d (of %d columns in the file)\n", p->n_chan, rec->n_cols);
+    printf("sampling rate  %.6g Hz\n", rec->fs_hz);
+    printf("duration       %.6f s\n", bs_recording_duration_s(rec));
+    printf("samples        %lld\n", (long long)rec->n_samples);
+    printf("dtype          %s (header %llu bytes)\n", bs_sample_type_name(rec->dtype),
+           (unsigned long long)rec->data_offset);
+    if (s.uv_min == s.uv_max)
+        printf("µV/bit         %.9g\n", s.uv_min);
+    else
+        printf("µV/bit         %.9g .. %.9g (per channel)\n", s.uv_min, s.uv_max);
+    printf("offset         %.9g raw units\n", pretty_float(rec->offset));
+    printf("probe          %s\n", p->model[0] ? p->model : "(model unknown)");
+    printf("shanks         %d\n", p->n_shanks);
+    printf("x range        %.6g .. %.6g µm\n", s.xmin, s.xmax);
+    printf("y range        %.6g .. %.6g µm\n", s.ymin, s.ymax);
+    if (s.pitch > 0)
+        printf("vertical pitch %.6g µm\n", s.pitch);
+    else
+        printf("vertical pitch none (no column holds two contacts)\n");
+    printf("columns        ");
+    print_columns(stdout, p);
+    printf("\n");
+}
+
+static int print_json(const char *path, const bs_recording *rec)
+{
+    const bs_probe *p = &rec->probe;
+    summary s = summarize(rec);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddStringToObject(o, "data_path", rec->data_path);
+    cJSON_AddStringToObject(o, "format", rec->format);
+    cJSON_AddNumberToObject(o, "n_chan", p->n_chan);
+    cJSON_AddNumberToObject(o, "n_cols", rec->n_cols);
+    cJSON_AddNumberToObject(o, "fs_hz", rec->fs_hz);
+    cJSON_AddNumberToObject(o, "n_samples", (double)rec->n_samples);
+    cJSON_AddNumberToObject(o, "duration_s", bs_recording_duration_s(rec));
+    cJSON_AddStringToObject(o, "dtype", bs_sample_type_name(rec->dtype));
+    cJSON_AddNumberToObject(o, "header_bytes", (double)rec->data_offset);
+    cJSON_AddNumberToObject(o, "uv_per_bit_min", s.uv_min);
+    cJSON_AddNumberToObject(o, "uv_per_bit_max", s.uv_max);
+    cJSON_AddNumberToObject(o, "offset", pretty_float(rec->offset));
+    cJSON *pr = cJSON_AddObjectToObject(o, "probe");
+    cJSON_AddStringToObject(pr, "model", p->model);
+    cJSON_AddNumberToObject(pr, "n_shanks", p->n_shanks);
+    cJSON_AddNumberToObject(pr, "x_min_um", s.xmin);
+    cJSON_AddNumberToObject(pr, "x_max_um", s.xmax);
+    cJSON_AddNumberToObject(pr, "y_min_um", s.ymin);
+    cJSON_AddNumberToObject(pr, "y_max_um", s.ymax);
+    cJSON_AddNumberToObject(pr, "vertical_pitch_um", s.pitch);
+    cJSON *chans = cJSON_AddArrayToObject(o, "channels");
+    for (int c = 0; c < p->n_chan; c++) {
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "column", p->column[c]);
+        cJSON_AddNumberToObject(ch, "x_um", p->x_um[c]);
+        cJSON_AddNumberToObject(ch, "y_um", p->y_um[c]);
+        cJSON_AddNumberToObject(ch, "shank", p->shank[c]);
+        cJSON_AddNumberToObject(ch, "uv_per_bit", pretty_float(rec->uv_per_bit[c]));
+        cJSON_AddItemToArray(chans, ch);
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text)
+        return bs_cli_fail(bs_error(BS_ERR_MEMORY, "out of memory formatting JSON"));
+    puts(text);
+    free(text);
+    return BS_OK;
+}
 
 int bs_cmd_info(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return bs_cli_not_available("info", "boundsort info REC [--probe P --fs HZ ...] [--json]");
+    if (bs_cli_wants_help(argc, argv)) {
+        printf("usage: %s", USAGE);
+        return BS_OK;
+    }
+    bs_open_options opt = {0};
+    const char *rec_path = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+            continue;
+        }
+        if (a[0] == '-' && a[1] != '\0') {
+            if (i + 1 >= argc)
+                return usage_error("option %s needs a value", a);
+            const char *v = argv[++i];
+            double d;
+            long long n;
+            if (strcmp(a, "--probe") == 0) {
+                opt.probe_path = v;
+            } else if (strcmp(a, "--fs") == 0) {
+                if (!parse_double(v, &d) || d <= 0)
+                    return usage_error("--fs: expected a sampling rate > 0 Hz, got '%s'", v);
+                opt.fs_hz = d;
+            } else if (strcmp(a, "--n-chan") == 0) {
+                if (!parse_long(v, 1, INT_MAX, &n))
+                    return usage_error("--n-chan: expected a column count >= 1, got '%s'", v);
+                opt.n_cols = (int)n;
+            } else if (strcmp(a, "--dtype") == 0) {
+                bs_sample_type t;
+                if (bs_sample_type_parse(v, &t) != BS_OK)
+                    return usage_error("--dtype: expected int16, uint16, int32 or float32, got '%s'", v);
+                opt.dtype = v;
+            } else if (strcmp(a, "--uv-per-bit") == 0) {
+                if (!parse_double(v, &d) || d <= 0)
+                    return usage_error("--uv-per-bit: expected a number > 0, got '%s'", v);
+                opt.uv_per_bit = d;
+            } else if (strcmp(a, "--offset") == 0) {
+                if (!parse_double(v, &d))
+                    return usage_error("--offset: expected a number, got '%s'", v);
+                opt.offset = d;
+            } else if (strcmp(a, "--header-bytes") == 0) {
+                if (!parse_long(v, 0, LLONG_MAX, &n))
+                    return usage_error("--header-bytes: expected a byte count >= 0, got '%s'", v);
+                opt.header_bytes = (uint64_t)n;
+            } else if (strcmp(a, "--probe-index") == 0) {
+                if (!parse_long(v, 0, INT_MAX, &n))
+                    return usage_error("--probe-index: expected an index >= 0, got '%s'", v);
+                opt.probe_index = (int)n;
+            } else {
+                return usage_error("unknown option %s", a);
+            }
+            continue;
+        }
+        if (rec_path)
+            return usage_error("one recording expected, got a second one '%s'", a);
+        rec_path = a;
+    }
+    if (!rec_path)
+        return usage_error("%s", "missing the recording REC");
+
+    bs_recording rec;
+    bs_status st = bs_recording_open(rec_path, &opt, &rec);
+    if (st != BS_OK)
+        return bs_cli_fail(st);
+    int rc = BS_OK;
+    if (json)
+        rc = print_json(rec_path, &rec);
+    else
+        print_text(rec_path, &rec);
+    bs_recording_close(&rec);
+    return rc;
 }

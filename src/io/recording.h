@@ -47,17 +47,28 @@ typedef struct {
 typedef struct {
     const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON), or NULL */
     double fs_hz;           /* 0: unknown */
-    int n_cols;             /* 0: probe's channel count */
+    int n_cols;             /* columns per sample; 0: what the probe file requires (Kilosort n_chan, else
+                               the largest device channel index + 1) */
     const char *dtype;      /* "int16" (default), "uint16", "int32", "float32" */
     double uv_per_bit;      /* 0: 1.0 */
-    double offset;          /* raw units subtracted before scaling */
+    double offset;          /* raw units subtracted before scaling (uint16: 0 means 32768) */
     uint64_t header_bytes;  /* bytes to skip at file start */
+    int probe_index;        /* probe of a probeinterface ProbeGroup to use (0: the first) */
 } bs_open_options;
 
 /* Open REC: a SpikeGLX .bin (with .meta beside it) or a folder holding one,
  * or a raw binary with opt->probe_path. */
 bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
 void bs_recording_close(bs_recording *rec);
+
+/* The raw-binary reader behind bs_recording_open (src/io/raw.c): a headerless
+ * (or header_bytes-prefixed) interleaved binary described by opt. */
+bs_status bs_raw_open(const char *path, const bs_open_options *opt, bs_recording *rec);
+
+/* "int16", "uint16", "int32", "float32" (also "i2", "u2", "i4", "f4") ->
+ * type; BS_ERR_USAGE with a message on anything else. NULL -> int16. */
+bs_status bs_sample_type_parse(const char *text, bs_sample_type *t);
+const char *bs_sample_type_name(bs_sample_type t); /* "int16", ... */
 
 size_t bs_sample_bytes(bs_sample_type t);
 /* Duration in seconds. */

@@ -1,0 +1,227 @@
+/*
+ * batch.c - the batch reader (see batch.h for the window layout and the
+ * ownership rule).
+ *
+ * For batch b the window starts at sample w0 = b*NB - halo. The file rows
+ * actually read are [lo, hi) = [max(0, w0), min(T, w0 + W)); they are read in
+ * blocks of block_rows whole rows with pread() (retrying short reads) and
+ * each block is converted in tiles of TILE_ROWS rows (small enough to stay
+ * in cache), column by column: for sorted channel c the values of file column
+ * probe.column[c] are gathered with a stride of one row and written
+ * contiguously into row c of the window as
+ *     (float)(((double)raw - offset) * uv_per_bit[c]).
+ * A float32 value that is not finite, or whose scaled value is not, is
+ * refused. Performance (NP1 shape, 385 int16 columns, page cache hot, one
+ * core of the development machine): ~0.8 GB/s of raw data, ~35x real time.
+ * Window columns before lo and from hi on are then filled by copying the
+ * first / last converted column (edge replication). Since lo <= b*NB < hi for
+ * every valid batch, at least one column is always read.
+ */
+#include "batch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../mem/mem.h"
+
+int64_t bs_batch_count(int64_t n_samples, int64_t nb)
+{
+    if (n_samples <= 0 || nb <= 0)
+        return 0;
+    return (n_samples - 1) / nb + 1;
+}
+
+static int shape_ok(int n_cols, bs_sample_type t, int64_t nb, int64_t halo)
+{
+    return n_cols >= 1 && nb >= 1 && halo >= 0 && bs_sample_bytes(t) > 0 && nb <= INT64_MAX / 4 &&
+           halo <= INT64_MAX / 4;
+}
+
+int64_t bs_batch_block_rows(int n_cols, bs_sample_type t, int64_t nb, int64_t halo, size_t block_bytes)
+{
+    if (!shape_ok(n_cols, t, nb, halo))
+        return 0;
+    if (block_bytes == 0)
+        block_bytes = BS_BATCH_BLOCK_BYTES;
+    size_t row = (size_t)n_cols * bs_sample_bytes(t);
+    int64_t rows = (int64_t)(block_bytes / row);
+    if (rows < 1)
+        rows = 1;
+    int64_t width = nb + 2 * halo;
+    return rows < width ? rows : width;
+}
+
+size_t bs_batch_reader_bytes_ex(int n_chan, int n_cols, bs_sample_type t, int64_t nb, int64_t halo,
+                                size_t block_bytes)
+{
+    if (n_chan < 1 || !shape_ok(n_cols, t, nb, halo))
+        return SIZE_MAX;
+    uint64_t width = (uint64_t)nb + 2 * (uint64_t)halo;
+    uint64_t rows = (uint64_t)bs_batch_block_rows(n_cols, t, nb, halo, block_bytes);
+    uint64_t row = (uint64_t)n_cols * bs_sample_bytes(t);
+    if (width > SIZE_MAX / sizeof(float) / (uint64_t)n_chan || rows > SIZE_MAX / 2 / row)
+        return SIZE_MAX;
+    uint64_t raw = rows * row, out = width * (uint64_t)n_chan * sizeof(float);
+    if (raw > SIZE_MAX - out)
+        return SIZE_MAX;
+    return (size_t)(raw + out);
+}
+
+size_t bs_batch_reader_bytes(int n_chan, int n_cols, bs_sample_type t, int64_t nb, int64_t halo)
+{
+    return bs_batch_reader_bytes_ex(n_chan, n_cols, t, nb, halo, 0);
+}
+
+bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int64_t nb, int64_t halo,
+                               size_t block_bytes)
+{
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    size_t total = bs_batch_reader_bytes_ex(rec->probe.n_chan, rec->n_cols, rec->dtype, nb, halo, block_bytes);
+    if (total == SIZE_MAX)
+        return bs_error(BS_ERR_INPUT,
+                        "%s: batch reader: invalid shape (%d channels, %d columns, batch %lld samples, halo %lld "
+                        "samples): expected channels, columns and batch >= 1, halo >= 0, and a window that fits in "
+                        "memory",
+                        rec->data_path, rec->probe.n_chan, rec->n_cols, (long long)nb, (long long)halo);
+    r->rec = rec;
+    r->nb = nb;
+    r->halo = halo;
+    r->width = nb + 2 * halo;
+    r->n_batches = bs_batch_count(rec->n_samples, nb);
+    r->block_rows = bs_batch_block_rows(rec->n_cols, rec->dtype, nb, halo, block_bytes);
+    r->row_bytes = (size_t)rec->n_cols * bs_sample_bytes(rec->dtype);
+    r->fd = open(rec->data_path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0)
+        return bs_error(BS_ERR_INPUT, "%s: cannot open for reading: %s", rec->data_path, strerror(errno));
+#ifdef POSIX_FADV_SEQUENTIAL
+    (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    r->raw = bs_mem_alloc("io/batch-raw", (size_t)r->block_rows * r->row_bytes);
+    r->out = bs_mem_alloc("io/batch-out", (size_t)r->width * (size_t)rec->probe.n_chan * sizeof(float));
+    if (!r->raw || !r->out) {
+        bs_batch_reader_close(r);
+        return BS_ERR_MEMORY;
+    }
+    return BS_OK;
+}
+
+void bs_batch_reader_close(bs_batch_reader *r)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    bs_mem_free(r->raw);
+    bs_mem_free(r->out);
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+}
+
+static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
+{
+    const bs_recording *rec = r->rec;
+    size_t want = (size_t)nrows * r->row_bytes, got = 0;
+    uint64_t off = rec->data_offset + (uint64_t)row0 * r->row_bytes;
+    while (got < want) {
+        ssize_t k = pread(r->fd, (char *)r->raw + got, want - got, (off_t)(off + got));
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return bs_error(BS_ERR_INPUT, "%s: read failed at byte %llu: %s", rec->data_path,
+                            (unsigned long long)(off + got), strerror(errno));
+        }
+        if (k == 0)
+            return bs_error(BS_ERR_INPUT,
+                            "%s: file ends at byte %llu, expected %lld samples (%llu bytes): did it shrink after "
+                            "opening?",
+                            rec->data_path, (unsigned long long)(off + got), (long long)rec->n_samples,
+                            (unsigned long long)(rec->data_offset + (uint64_t)rec->n_samples * r->row_bytes));
+        got += (size_t)k;
+    }
+    return BS_OK;
+}
+
+/* Rows per conversion tile: a tile of the raw block (tile * row bytes, e.g.
+ * 96 KiB for 385 int16 columns) stays in L2 while every channel gathers its
+ * column from it, so each raw byte is fetched from memory once. */
+#define TILE_ROWS 128
+
+/* Gather one column of rows [k0, k1) of the raw block into dst[k0..k1). */
+#define GATHER(type)                                                                                         \
+    do {                                                                                                     \
+        const unsigned char *src = raw + (size_t)rec->probe.column[c] * sizeof(type);                        \
+        for (int64_t k = k0; k < k1; k++) {                                                                  \
+            type v;                                                                                          \
+            memcpy(&v, src + (size_t)k * rb, sizeof v);                                                      \
+            dst[k] = (float)(((double)v - off) * g);                                                         \
+        }                                                                                                    \
+    } while (0)
+
+/* Convert rows [0, nrows) of the raw block into window columns [j0, j0+nrows);
+ * row k is file sample s0 + k. */
+static bs_status convert_block(bs_batch_reader *r, int64_t nrows, int64_t j0, int64_t s0)
+{
+    const bs_recording *rec = r->rec;
+    const unsigned char *raw = r->raw;
+    const size_t rb = r->row_bytes;
+    const double off = rec->offset;
+    for (int64_t k0 = 0; k0 < nrows; k0 += TILE_ROWS) {
+        const int64_t k1 = k0 + TILE_ROWS < nrows ? k0 + TILE_ROWS : nrows;
+        for (int c = 0; c < rec->probe.n_chan; c++) {
+            const double g = rec->uv_per_bit[c];
+            float *dst = r->out + (size_t)c * (size_t)r->width + j0;
+            switch (rec->dtype) {
+            case BS_SAMPLE_I16: GATHER(int16_t); break;
+            case BS_SAMPLE_U16: GATHER(uint16_t); break;
+            case BS_SAMPLE_I32: GATHER(int32_t); break;
+            case BS_SAMPLE_F32: {
+                const unsigned char *src = raw + (size_t)rec->probe.column[c] * 4;
+                for (int64_t k = k0; k < k1; k++) {
+                    float v;
+                    memcpy(&v, src + (size_t)k * rb, sizeof v);
+                    dst[k] = (float)(((double)v - off) * g);
+                    if (!isfinite(dst[k]))
+                        return bs_error(BS_ERR_INPUT,
+                                        "%s: sample %lld, channel %d (file column %d): expected a finite float32 "
+                                        "value%s, got %g",
+                                        rec->data_path, (long long)(s0 + k), c, rec->probe.column[c],
+                                        isfinite(v) ? " whose scaled value fits a float32" : "", (double)v);
+                }
+                break;
+            }
+            }
+        }
+    }
+    return BS_OK;
+}
+
+bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *n_valid)
+{
+    const bs_recording *rec = r->rec;
+    if (!rec || b < 0 || b >= r->n_batches)
+        return bs_error(BS_ERR_INTERNAL, "%s: batch %lld requested, the recording has %lld batches",
+                        rec ? rec->data_path : "batch reader", (long long)b, (long long)r->n_batches);
+    const int64_t T = rec->n_samples, W = r->width;
+    const int64_t start = b * r->nb, end = start + r->nb < T ? start + r->nb : T;
+    const int64_t w0 = start - r->halo;
+    const int64_t lo = w0 > 0 ? w0 : 0, hi = w0 + W < T ? w0 + W : T;
+    for (int64_t s = lo; s < hi; s += r->block_rows) {
+        int64_t n = hi - s < r->block_rows ? hi - s : r->block_rows;
+        BS_TRY(read_rows(r, s, n));
+        BS_TRY(convert_block(r, n, s - w0, s));
+    }
+    const int64_t jlo = lo - w0, jhi = hi - w0; /* window columns that were read */
+    for (int c = 0; c < rec->probe.n_chan; c++) {
+        float *row = r->out + (size_t)c * (size_t)W;
+        for (int64_t j = 0; j < jlo; j++)
+            row[j] = row[jlo];
+        for (int64_t j = jhi; j < W; j++)
+            row[j] = row[jhi - 1];
+    }
+    *window = r->out;
+    *n_valid = end - start;
+    return BS_OK;
+}

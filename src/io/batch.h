@@ -1,0 +1,85 @@
+/*
+ * batch.h - the batch reader: a recording cut into batches of NB samples,
+ * each handed out as a float32 µV window with `halo` samples of context on
+ * either side.
+ *
+ * Batch b owns samples [b*NB, min((b+1)*NB, T)) (T = n_samples); there are
+ * ceil(T / NB) batches (none when T = 0). Its window has n_chan rows of
+ * W = NB + 2*halo floats, channel-major (row c = sorted channel c, contiguous
+ * in time): window[c*W + j] = µV of channel c at sample
+ *     clamp(b*NB - halo + j, 0, T - 1),
+ * i.e. edge replication outside [0, T): before the first sample the first
+ * sample is repeated, after the last one the last (this also pads the last,
+ * short batch past its end). Columns [halo, halo + n_valid) are the batch's
+ * own samples; everything else is context only, so a detector that reports
+ * events only in the central part sees each sample in exactly one batch.
+ * µV = (raw - rec->offset) * rec->uv_per_bit[c].
+ *
+ * Reading: the file rows covering [max(0, b*NB - halo), min(T, (b+1)*NB +
+ * halo)) are read with pread() in blocks of whole rows through one raw buffer
+ * of at most block_bytes (default BS_BATCH_BLOCK_BYTES, at least one row),
+ * and only the probe's columns are converted. The reader owns both buffers,
+ * allocated once at open from the accountant: the raw block (tag
+ * "io/batch-raw") and the window (tag "io/batch-out"); their sum is exactly
+ * bs_batch_reader_bytes_ex(). The window returned by bs_batch_read() belongs
+ * to the reader and stays valid (and writable: filter it in place) until the
+ * next read or close.
+ *
+ * Threads: a reader is not shared between threads. To read batches in
+ * parallel, open one reader per thread on the same (read-only) bs_recording;
+ * each has its own file descriptor and buffers and pread() has no shared file
+ * position, so any batches can be read concurrently.
+ *
+ * float32 files: a NaN or infinite sample in a probe channel is refused
+ * (BS_ERR_INPUT naming the file, the sample and the channel).
+ */
+#ifndef BS_BATCH_H
+#define BS_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recording.h"
+
+/* Default raw block size, bytes (8 MiB: large sequential reads). */
+#define BS_BATCH_BLOCK_BYTES ((size_t)8 << 20)
+
+typedef struct {
+    const bs_recording *rec;
+    int64_t nb;          /* batch length, samples */
+    int64_t halo;        /* context on each side, samples */
+    int64_t width;       /* window length NB + 2*halo, samples */
+    int64_t n_batches;   /* ceil(n_samples / nb) */
+    int64_t block_rows;  /* file rows per raw block */
+    size_t row_bytes;    /* bytes per file row (n_cols * sample size) */
+    int fd;
+    void *raw;           /* [block_rows * row_bytes] bytes, tag io/batch-raw */
+    float *out;          /* [n_chan * width] µV, tag io/batch-out */
+} bs_batch_reader;
+
+/* Number of batches of nb samples covering n_samples (0 if n_samples <= 0). */
+int64_t bs_batch_count(int64_t n_samples, int64_t nb);
+
+/* Rows of the raw block for these shapes: min(NB + 2*halo, max(1,
+ * block_bytes / row_bytes)); block_bytes 0 = BS_BATCH_BLOCK_BYTES. */
+int64_t bs_batch_block_rows(int n_cols, bs_sample_type t, int64_t nb, int64_t halo, size_t block_bytes);
+
+/* Bytes a reader allocates (raw block + window); SIZE_MAX if the shape is
+ * invalid (n_chan, n_cols or nb < 1, halo < 0) or overflows. */
+size_t bs_batch_reader_bytes_ex(int n_chan, int n_cols, bs_sample_type t, int64_t nb, int64_t halo,
+                                size_t block_bytes);
+/* Same with the default block size. */
+size_t bs_batch_reader_bytes(int n_chan, int n_cols, bs_sample_type t, int64_t nb, int64_t halo);
+
+/* Open a reader (block_bytes 0 = default). The recording must outlive it. */
+bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int64_t nb, int64_t halo,
+                               size_t block_bytes);
+
+/* Read batch b (0 <= b < n_batches) into the reader's window; *window points
+ * at it, *n_valid is the number of central samples that belong to the batch
+ * (NB, or fewer for the last batch). */
+bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *n_valid);
+
+void bs_batch_reader_close(bs_batch_reader *r);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * recording.c - bs_recording_open: choose a reader for REC, and
+ * bs_recording_close.
+ *
+ * Dispatch, in order: self-describing formats first (each one `if` that tests
+ * the path and calls its reader), then a raw binary when the caller gave a
+ * probe file. A SpikeGLX reader joins as
+ *     if (looks_like_spikeglx(path)) return bs_spikeglx_open(path, rec);
+ * at the marked place. Anything else is refused with a message that says what
+ * was expected.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../mem/mem.h"
+#include "recording.h"
+
+/* A folder, or a file "X.bin" with "X.meta" beside it. */
+static int looks_like_spikeglx(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 0;
+    if (S_ISDIR(st.st_mode))
+        return 1;
+    size_t n = strlen(path);
+    if (n < 4 || strcmp(path + n - 4, ".bin") != 0)
+        return 0;
+    char meta[4200];
+    if (snprintf(meta, sizeof meta, "%.*s.meta", (int)(n - 4), path) >= (int)sizeof meta)
+        return 0;
+    return stat(meta, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return bs_error(BS_ERR_INPUT, "%s: cannot open the recording: %s", path, strerror(errno));
+
+    /* Self-describing formats (the SpikeGLX branch goes here). */
+
+    if (opt && opt->probe_path)
+        return bs_raw_open(path, opt, rec);
+    if (looks_like_spikeglx(path))
+        return bs_error(BS_ERR_INPUT,
+                        "%s: looks like SpikeGLX (a folder, or a .bin with its .meta), which this build cannot read: "
+                        "expected a raw binary with a probe file (--probe)",
+                        path);
+    return bs_error(BS_ERR_INPUT,
+                    "%s: unrecognised recording: expected a SpikeGLX .bin with its .meta, or a raw binary with a "
+                    "probe file (--probe P --fs HZ)",
+                    path);
+}
+
+void bs_recording_close(bs_recording *rec)
+{
+    if (!rec)
+        return;
+    bs_mem_free(rec->uv_per_bit);
+    bs_probe_free(&rec->probe);
+    memset(rec, 0, sizeof *rec);
+}
