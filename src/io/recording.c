@@ -4,10 +4,10 @@
  *
  * Dispatch, in order: self-describing formats first (each one `if` that tests
  * the path and calls its reader), then a raw binary when the caller gave a
- * probe file. A SpikeGLX reader joins as
- *     if (looks_like_spikeglx(path)) return bs_spikeglx_open(path, rec);
- * at the marked place. Anything else is refused with a message that says what
- * was expected.
+ * probe file: a probe file given on the command line wins (it describes a
+ * raw binary, or overrides a SpikeGLX .meta's geometry); otherwise a SpikeGLX
+ * folder, .bin with its .meta, or .meta is read by the SpikeGLX reader.
+ * Anything else is refused with a message that says what was expected.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,8 +16,9 @@
 
 #include "../mem/mem.h"
 #include "recording.h"
+#include "spikeglx.h"
 
-/* A folder, or a file "X.bin" with "X.meta" beside it. */
+/* A folder, a file "X.meta", or a file "X.bin" with "X.meta" beside it. */
 static int looks_like_spikeglx(const char *path)
 {
     struct stat st;
@@ -26,6 +27,8 @@ static int looks_like_spikeglx(const char *path)
     if (S_ISDIR(st.st_mode))
         return 1;
     size_t n = strlen(path);
+    if (n >= 5 && strcmp(path + n - 5, ".meta") == 0)
+        return 1;
     if (n < 4 || strcmp(path + n - 4, ".bin") != 0)
         return 0;
     char meta[4200];
@@ -41,15 +44,10 @@ bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_rec
     if (stat(path, &st) != 0)
         return bs_error(BS_ERR_INPUT, "%s: cannot open the recording: %s", path, strerror(errno));
 
-    /* Self-describing formats (the SpikeGLX branch goes here). */
-
     if (opt && opt->probe_path)
         return bs_raw_open(path, opt, rec);
     if (looks_like_spikeglx(path))
-        return bs_error(BS_ERR_INPUT,
-                        "%s: looks like SpikeGLX (a folder, or a .bin with its .meta), which this build cannot read: "
-                        "expected a raw binary with a probe file (--probe)",
-                        path);
+        return bs_spikeglx_open(path, rec);
     return bs_error(BS_ERR_INPUT,
                     "%s: unrecognised recording: expected a SpikeGLX .bin with its .meta, or a raw binary with a "
                     "probe file (--probe P --fs HZ)",

@@ -156,12 +156,12 @@ int main(void)
     write_text(badprobe, "{\"chanMap\":[0,9],\"xc\":[0,0],\"yc\":[0,10],\"n_chan\":8}");
     opt = (bs_open_options){.probe_path = badprobe, .fs_hz = 30000};
     BAD_OPEN(bin8, &opt, "chanMap[1] = 9: expected a column in 0..7");
-    /* no probe file: a plain file is not recognised; a .bin with .meta is SpikeGLX */
+    /* no probe file: a plain file is not recognised; a .bin with .meta goes to the SpikeGLX reader */
     BAD_OPEN(bin8, NULL, "unrecognised recording");
     const char *glx = tmp("x.ap.bin");
     write_bytes(glx, 16, 0);
     write_bytes(tmp("x.ap.meta"), 4, 'a');
-    BAD_OPEN(glx, NULL, "looks like SpikeGLX");
+    BAD_OPEN(glx, NULL, "x.ap.meta: line 1: expected key=value");
     CHECK(bs_raw_open(bin8, NULL, &rec) == BS_ERR_INPUT && strstr(bs_last_error(), "needs a probe file"));
 
     CHECK(bs_mem_live_blocks() == 0);
