@@ -1,0 +1,155 @@
+/*
+ * detect.h - universal-template spike detection (ARCHITECTURE.md stage
+ * "universal detection ──► features").
+ *
+ * Mechanism, in three parts:
+ *
+ * 1. Temporal bases (basis.c). Isolated single-channel peaks of the whitened
+ *    data (|x| above th_single_ch, the largest within ±4 channels × ±5
+ *    samples, the only one within ±6 channels × ±30 samples) give unit-norm
+ *    snippets of nt samples with the peak at nt_before. Their uncentred
+ *    second-moment matrix (nt × nt) is eigen-decomposed: the top n_pcs
+ *    eigenvectors are the feature basis `wpca`. k-means (k-means++ seeded,
+ *    deterministic) on the snippets gives n_shapes unit-norm prototype shapes
+ *    `wtemp`.
+ *
+ * 2. A grid of candidate spike positions (grid.c): per shank, rows every
+ *    dmin/2 µm and columns every ~dminx/2 µm over the shank's contacts, kept
+ *    when a contact of that shank lies within max_channel_distance. Each
+ *    position f has its n_chans nearest channels of the same shank (ichan),
+ *    n_sizes Gaussian spatial envelopes exp(-d²/σ_s²), σ_s =
+ *    min_template_size·(s+1), normalised to unit norm over those channels,
+ *    and its n_neighbors nearest positions of the same shank (for spatial
+ *    non-maximum suppression). Shanks are never mixed.
+ *
+ * 3. Matched filtering per batch (universal.c). Each channel is filtered with
+ *    each prototype shape: B[c,k,t] = Σ_u x[c, t - nt_before + u]·wtemp[k,u]
+ *    (so a spike's trough at t gives the peak score at t). The score of
+ *    position f at t is A[f,t] = max over (s,k) of |Σ_j w[s,j,f]·B[ichan[j,f],k,t]|.
+ *    A spike is detected at (f,t) if A[f,t] > th_universal and no position
+ *    g among f's neighbours has a larger score within ±nt_before samples
+ *    (ties go to the smaller (t, f)).
+ *
+ *    Exact pruning: since each envelope has unit norm, Cauchy–Schwarz gives
+ *    A[f,t]² ≤ Σ_j max_k B[ichan[j,f],k,t]². A position whose bound does not
+ *    exceed th_universal² cannot be detected nor suppress a detection, so it
+ *    is skipped; a time whose n_chans largest per-channel maxima cannot
+ *    exceed the threshold is skipped as a whole. The result is identical to
+ *    the exhaustive evaluation (a test checks this), at a small fraction of
+ *    the cost, because spikes are sparse.
+ *
+ * Per detected spike: its trough sample, position index, the winning
+ * (size, shape) and sign, score, a centre-of-mass (x, y) in µm, and features
+ * on the position's n_chans channels: feat[j,p] = Σ_u x[ichan[j], t -
+ * nt_before + u]·wpca[p,u].
+ *
+ * Batches are float32 windows, channel-major (n_chan rows × n_t samples), in
+ * whitened units, with `halo` samples of context on each side of the
+ * `n_valid` samples the batch owns. Only spikes whose trough lies in the
+ * owned part are reported, so each spike is reported by exactly one batch.
+ * Work is split in time chunks over OpenMP threads and merged in chunk order:
+ * the output does not depend on the thread count.
+ */
+#ifndef BS_DETECT_H
+#define BS_DETECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/status.h"
+#include "../io/recording.h"
+
+typedef struct {
+    int nt;                     /* waveform length, samples (odd) */
+    int nt_before;              /* samples before the trough */
+    int n_pcs;                  /* temporal feature components */
+    int n_shapes;               /* prototype shapes for detection */
+    float th_single_ch;         /* snippet peak threshold, whitened units */
+    float th_universal;         /* detection threshold on A, whitened units */
+    int n_chans;                /* channels per position / features */
+    int n_sizes;                /* spatial envelope sizes */
+    float min_template_size_um; /* σ of the smallest envelope, µm */
+    int n_neighbors;            /* positions in the spatial suppression */
+    float dmin_um;              /* vertical grid step ×2, µm (0 = median contact spacing) */
+    float dminx_um;             /* horizontal grid step ×2, µm */
+    float max_channel_distance_um;
+    int max_snippets;           /* cap on snippets for learning the bases */
+    uint64_t seed;              /* k-means++ seed */
+    int exhaustive;             /* 1 = evaluate every (position, time): for tests */
+} bs_detect_params;
+
+void bs_detect_default_params(bs_detect_params *p);
+
+/* ---- 1. temporal bases ---- */
+
+typedef struct {
+    int nt, nt_before, n_pcs, n_shapes;
+    float *wpca;  /* [n_pcs × nt], orthonormal rows */
+    float *wtemp; /* [n_shapes × nt], unit-norm rows, trough-aligned */
+} bs_temporal_basis;
+
+typedef struct {
+    int nt, nt_before, cap, n; /* snippets held / capacity */
+    float *snippets;           /* [cap × nt], unit norm */
+} bs_snippet_set;
+
+bs_status bs_snippets_init(bs_snippet_set *s, const bs_detect_params *p);
+void bs_snippets_free(bs_snippet_set *s);
+/* Add the isolated peaks of one whitened window (owned part only) until full. */
+void bs_snippets_collect(bs_snippet_set *s, const bs_detect_params *p, const float *x, int n_chan, int64_t n_t,
+                         int64_t halo, int64_t n_valid);
+/* Learn the bases; fails with BS_ERR_INPUT when there are fewer snippets than
+ * max(n_pcs, n_shapes) (too few spikes in the recording to learn shapes). */
+bs_status bs_basis_learn(const bs_snippet_set *s, const bs_detect_params *p, bs_temporal_basis *b);
+void bs_basis_free(bs_temporal_basis *b);
+
+/* ---- 2. grid of positions ---- */
+
+typedef struct {
+    int n_pos;        /* positions kept */
+    int n_chans;      /* channels per position */
+    int n_sizes;
+    int n_neighbors;  /* neighbours per position (≤ positions on the shank) */
+    float *x_um, *y_um; /* [n_pos] */
+    int *shank;       /* [n_pos] */
+    int *ichan;       /* [n_pos × n_chans] nearest channels, by distance */
+    float *weights;   /* [n_pos × n_sizes × n_chans] unit-norm envelopes */
+    int *neighbors;   /* [n_pos × n_neighbors] nearest positions (self first), -1 padded */
+} bs_detect_grid;
+
+bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_detect_grid *g);
+void bs_grid_free(bs_detect_grid *g);
+
+/* ---- 3. detection ---- */
+
+typedef struct {
+    int64_t t;       /* trough sample, absolute */
+    int32_t pos;     /* grid position */
+    int16_t size;    /* winning envelope index */
+    int16_t shape;   /* winning prototype shape; negative deflection if sign < 0 */
+    int8_t sign;     /* +1 / -1: sign of the projection */
+    float score;     /* A[f,t], whitened units */
+    float x_um, y_um; /* centre of mass of the positive per-channel projections */
+} bs_detected_spike;
+
+typedef struct {
+    int64_t n, cap;
+    bs_detected_spike *spikes; /* [cap] */
+    float *features;           /* [cap × n_chans × n_pcs] */
+    int feat_len;              /* n_chans × n_pcs */
+} bs_detect_output;
+
+bs_status bs_detect_output_init(bs_detect_output *o, int n_chans, int n_pcs);
+void bs_detect_output_clear(bs_detect_output *o); /* n = 0, memory kept */
+void bs_detect_output_free(bs_detect_output *o);
+
+/* Scratch bytes bs_detect_batch allocates for one call (all threads). */
+size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads);
+
+/* Detect in one window; `t0` is the absolute sample of column `halo`.
+ * Requires halo >= nt. Appends to `out` in time order. */
+bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
+                          const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                          int64_t t0, bs_detect_output *out);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * grid.c - the grid of candidate spike positions and their channel
+ * neighbourhoods and spatial envelopes (see detect.h, part 2).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mem/mem.h"
+#include "detect.h"
+
+typedef struct {
+    double d2;
+    int idx;
+} ranked;
+
+static int ranked_cmp(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->d2 != y->d2)
+        return x->d2 < y->d2 ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static int double_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median spacing between distinct contact depths (µm); 1 if only one depth. */
+static double median_depth_step(const bs_probe *probe)
+{
+    int n = probe->n_chan;
+    double *y = malloc((size_t)n * sizeof *y);
+    if (!y)
+        return 1.0;
+    memcpy(y, probe->y_um, (size_t)n * sizeof *y);
+    qsort(y, (size_t)n, sizeof *y, double_cmp);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || y[i] != y[m - 1])
+            y[m++] = y[i];
+    double step = 1.0;
+    if (m > 1) {
+        for (int i = 0; i + 1 < m; i++)
+            y[i] = y[i + 1] - y[i];
+        qsort(y, (size_t)(m - 1), sizeof *y, double_cmp);
+        step = (m - 1) % 2 ? y[(m - 1) / 2] : 0.5 * (y[(m - 1) / 2 - 1] + y[(m - 1) / 2]);
+    }
+    free(y);
+    return step;
+}
+
+void bs_grid_free(bs_detect_grid *g)
+{
+    bs_mem_free(g->x_um);
+    bs_mem_free(g->y_um);
+    bs_mem_free(g->shank);
+    bs_mem_free(g->ichan);
+    bs_mem_free(g->weights);
+    bs_mem_free(g->neighbors);
+    memset(g, 0, sizeof *g);
+}
+
+bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_detect_grid *g)
+{
+    memset(g, 0, sizeof *g);
+    int C = probe->n_chan;
+    double dmin = p->dmin_um > 0 ? p->dmin_um : median_depth_step(probe);
+    double dy = dmin / 2, dx_target = p->dminx_um / 2;
+    /* count candidate positions per shank to size the arrays */
+    size_t cap = 0;
+    for (int sh = 0; sh < probe->n_shanks; sh++) {
+        double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+        for (int c = 0; c < C; c++)
+            if (probe->shank[c] == sh) {
+                x0 = fmin(x0, probe->x_um[c]);
+                x1 = fmax(x1, probe->x_um[c]);
+                y0 = fmin(y0, probe->y_um[c]);
+                y1 = fmax(y1, probe->y_um[c]);
+            }
+        if (x0 > x1)
+            continue;
+        size_t ny = (size_t)floor((y1 - y0) / dy + 1e-9) + 1;
+        size_t nx = (size_t)lround((x1 - x0) / dx_target) + 1;
+        cap += nx * ny;
+    }
+    int nC = p->n_chans < C ? p->n_chans : C;
+    g->n_chans = nC;
+    g->n_sizes = p->n_sizes;
+    g->x_um = bs_mem_alloc("detect/grid", cap * sizeof(float));
+    g->y_um = bs_mem_alloc("detect/grid", cap * sizeof(float));
+    g->shank = bs_mem_alloc("detect/grid", cap * sizeof(int));
+    ranked *rank = malloc((size_t)(C > 1 ? C : 1) * sizeof *rank);
+    if (!g->x_um || !g->y_um || !g->shank || !rank) {
+        free(rank);
+        bs_grid_free(g);
+        return BS_ERR_MEMORY;
+    }
+    double maxd2 = (double)p->max_channel_distance_um * p->max_channel_distance_um;
+    for (int sh = 0; sh < probe->n_shanks; sh++) {
+        double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+        for (int c = 0; c < C; c++)
+            if (probe->shank[c] == sh) {
+                x0 = fmin(x0, probe->x_um[c]);
+                x1 = fmax(x1, probe->x_um[c]);
+                y0 = fmin(y0, probe->y_um[c]);
+                y1 = fmax(y1, probe->y_um[c]);
+            }
+        if (x0 > x1)
+            continue;
+        int ny = (int)floor((y1 - y0) / dy + 1e-9) + 1;
+        int nx = (int)lround((x1 - x0) / dx_target) + 1;
+        for (int ix = 0; ix < nx; ix++)
+            for (int iy = 0; iy < ny; iy++) {
+                double x = nx > 1 ? x0 + (x1 - x0) * ix / (nx - 1) : x0, y = y0 + dy * iy;
+                double best = INFINITY;
+                for (int c = 0; c < C; c++)
+                    if (probe->shank[c] == sh) {
+                        double ddx = probe->x_um[c] - x, ddy = probe->y_um[c] - y;
+                        best = fmin(best, ddx * ddx + ddy * ddy);
+                    }
+                if (best > maxd2)
+                    continue;
+                g->x_um[g->n_pos] = (float)x;
+                g->y_um[g->n_pos] = (float)y;
+                g->shank[g->n_pos] = sh;
+                g->n_pos++;
+            }
+    }
+    if (g->n_pos == 0) {
+        free(rank);
+        bs_grid_free(g);
+        return bs_error(BS_ERR_INPUT, "no spike positions within %.0f µm of a contact: check the probe geometry",
+                        p->max_channel_distance_um);
+    }
+    int F = g->n_pos;
+    g->ichan = bs_mem_alloc("detect/grid", (size_t)F * nC * sizeof(int));
+    g->weights = bs_mem_alloc("detect/grid", (size_t)F * p->n_sizes * nC * sizeof(float));
+    int max_on_shank = 0;
+    for (int sh = 0; sh < probe->n_shanks; sh++) {
+        int n = 0;
+        for (int f = 0; f < F; f++)
+            n += g->shank[f] == sh;
+        if (n > max_on_shank)
+            max_on_shank = n;
+    }
+    g->n_neighbors = p->n_neighbors < max_on_shank ? p->n_neighbors : max_on_shank;
+    g->neighbors = bs_mem_alloc("detect/grid", (size_t)F * g->n_neighbors * sizeof(int));
+    ranked *prank = malloc((size_t)F * sizeof *prank);
+    if (!g->ichan || !g->weights || !g->neighbors || !prank) {
+        free(rank);
+        free(prank);
+        bs_grid_free(g);
+        return BS_ERR_MEMORY;
+    }
+    for (int f = 0; f < F; f++) {
+        int n = 0;
+        for (int c = 0; c < C; c++) {
+            double ddx = probe->x_um[c] - g->x_um[f], ddy = probe->y_um[c] - g->y_um[f];
+            /* other shanks sort after every channel of this shank */
+            rank[n++] = (ranked){ddx * ddx + ddy * ddy + (probe->shank[c] != g->shank[f] ? 1e30 : 0), c};
+        }
+        qsort(rank, (size_t)n, sizeof *rank, ranked_cmp);
+        for (int j = 0; j < nC; j++)
+            g->ichan[(size_t)f * nC + j] = rank[j].idx;
+        for (int s = 0; s < p->n_sizes; s++) {
+            double sigma = p->min_template_size_um * (s + 1), norm = 0;
+            float *w = g->weights + ((size_t)f * p->n_sizes + s) * nC;
+            for (int j = 0; j < nC; j++) {
+                double d2 = rank[j].d2 >= 1e30 ? INFINITY : rank[j].d2;
+                w[j] = (float)exp(-d2 / (sigma * sigma));
+                norm += (double)w[j] * w[j];
+            }
+            norm = norm > 0 ? 1.0 / sqrt(norm) : 0;
+            for (int j = 0; j < nC; j++)
+                w[j] = (float)(w[j] * norm);
+        }
+        int m = 0;
+        for (int h = 0; h < F; h++)
+            if (g->shank[h] == g->shank[f]) {
+                double ddx = g->x_um[h] - g->x_um[f], ddy = g->y_um[h] - g->y_um[f];
+                prank[m++] = (ranked){ddx * ddx + ddy * ddy, h};
+            }
+        qsort(prank, (size_t)m, sizeof *prank, ranked_cmp);
+        for (int j = 0; j < g->n_neighbors; j++)
+            g->neighbors[(size_t)f * g->n_neighbors + j] = j < m ? prank[j].idx : -1;
+    }
+    free(rank);
+    free(prank);
+    return BS_OK;
+}

@@ -1,0 +1,465 @@
+/*
+ * universal.c - matched filtering with the universal templates, exact
+ * pruning, and spatio-temporal non-maximum suppression (see detect.h, part 3).
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/simd.h"
+#include "../mem/mem.h"
+#include "detect.h"
+
+#define CHUNK_SAMPLES 1024 /* owned samples per work item */
+
+typedef struct {
+    int64_t t; /* window column */
+    int32_t f;
+    int16_t q; /* size * n_shapes + shape */
+    int8_t sign;
+    float score;
+} candidate;
+
+typedef struct {
+    candidate *c;
+    int64_t n, cap;
+} cand_list;
+
+static bs_status cand_push(cand_list *l, candidate c)
+{
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 256;
+        candidate *nc = bs_mem_realloc(l->c, "detect/candidates", (size_t)cap * sizeof *nc);
+        if (!nc)
+            return BS_ERR_MEMORY;
+        l->c = nc;
+        l->cap = cap;
+    }
+    l->c[l->n++] = c;
+    return BS_OK;
+}
+
+bs_status bs_detect_output_init(bs_detect_output *o, int n_chans, int n_pcs)
+{
+    memset(o, 0, sizeof *o);
+    o->feat_len = n_chans * n_pcs;
+    return BS_OK;
+}
+
+void bs_detect_output_clear(bs_detect_output *o) { o->n = 0; }
+
+void bs_detect_output_free(bs_detect_output *o)
+{
+    bs_mem_free(o->spikes);
+    bs_mem_free(o->features);
+    memset(o, 0, sizeof *o);
+}
+
+static bs_status output_reserve(bs_detect_output *o, int64_t n)
+{
+    if (n <= o->cap)
+        return BS_OK;
+    int64_t cap = o->cap ? o->cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    bs_detected_spike *s = bs_mem_realloc(o->spikes, "detect/spikes", (size_t)cap * sizeof *s);
+    if (!s)
+        return BS_ERR_MEMORY;
+    o->spikes = s;
+    float *f = bs_mem_realloc(o->features, "detect/features", (size_t)cap * (size_t)o->feat_len * sizeof *f);
+    if (!f)
+        return BS_ERR_MEMORY;
+    o->features = f;
+    o->cap = cap;
+    return BS_OK;
+}
+
+size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads)
+{
+    size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
+    size_t per_thread = 2 * (size_t)n_chan * (size_t)p->n_shapes * L * sizeof(float) /* filtered, 2 layouts */
+                        + 2 * (size_t)n_chan * L * sizeof(float);                    /* max over shapes², 2 layouts */
+    return per_thread * (size_t)n_threads;
+}
+
+/* Inverse map channel -> positions that use it. Built per call (cheap). */
+typedef struct {
+    int *start;   /* [n_chan + 1] */
+    int *pos;     /* [n_pos * n_chans] */
+} grid_index;
+
+static bs_status index_build(const bs_detect_grid *g, int n_chan, grid_index *ix)
+{
+    int F = g->n_pos, nC = g->n_chans;
+    ix->start = bs_mem_calloc("detect/index", (size_t)n_chan + 1, sizeof(int));
+    ix->pos = bs_mem_alloc("detect/index", (size_t)F * nC * sizeof(int));
+    if (!ix->start || !ix->pos)
+        return BS_ERR_MEMORY;
+    for (int f = 0; f < F; f++)
+        for (int j = 0; j < nC; j++)
+            ix->start[g->ichan[(size_t)f * nC + j] + 1]++;
+    for (int c = 0; c < n_chan; c++)
+        ix->start[c + 1] += ix->start[c];
+    int *fill = calloc((size_t)n_chan, sizeof(int));
+    if (!fill)
+        return BS_ERR_MEMORY;
+    for (int f = 0; f < F; f++)
+        for (int j = 0; j < nC; j++) {
+            int c = g->ichan[(size_t)f * nC + j];
+            ix->pos[ix->start[c] + fill[c]++] = f;
+        }
+    free(fill);
+    return BS_OK;
+}
+
+static void index_free(grid_index *ix)
+{
+    bs_mem_free(ix->start);
+    bs_mem_free(ix->pos);
+}
+
+/* Score of position f from one time column of the filtered data, laid out
+ * fi[c * n_shapes + k]: best |projection| over sizes and shapes. */
+static candidate score_position(const bs_detect_params *p, const bs_detect_grid *g, const float *fi, int f)
+{
+    enum { MAXQ = 256 };
+    int nC = g->n_chans, K = p->n_shapes, S = g->n_sizes;
+    float acc[MAXQ];
+    for (int q = 0; q < S * K; q++)
+        acc[q] = 0;
+    for (int j = 0; j < nC; j++) {
+        const float *fc = fi + (size_t)g->ichan[(size_t)f * nC + j] * K;
+        for (int s = 0; s < S; s++) {
+            float w = g->weights[((size_t)f * S + s) * nC + j];
+            for (int k = 0; k < K; k++)
+                acc[s * K + k] += w * fc[k];
+        }
+    }
+    candidate best = {0, f, 0, 1, 0.0f};
+    for (int q = 0; q < S * K; q++) {
+        float a = fabsf(acc[q]);
+        if (a > best.score) {
+            best.score = a;
+            best.q = (int16_t)q;
+            best.sign = acc[q] < 0 ? -1 : 1;
+        }
+    }
+    return best;
+}
+
+/* Cauchy–Schwarz bound on the squared score of position f: max over shapes
+ * of the sum over its channels of the squared filter outputs. */
+static float score_bound(const bs_detect_grid *g, int K, const float *fi, int f)
+{
+    enum { MAXK = 64 };
+    float sum[MAXK];
+    int nC = g->n_chans;
+    for (int k = 0; k < K; k++)
+        sum[k] = 0;
+    for (int j = 0; j < nC; j++) {
+        const float *fc = fi + (size_t)g->ichan[(size_t)f * nC + j] * K;
+        for (int k = 0; k < K; k++)
+            sum[k] += fc[k] * fc[k];
+    }
+    float m = 0;
+    for (int k = 0; k < K; k++)
+        m = sum[k] > m ? sum[k] : m;
+    return m;
+}
+
+/* o[i] = Σ_u w[u]·x[i + u] for i < L, and m[i] = max(m[i], o[i]²). */
+BS_VECTORIZED static void filter_shape(const float *restrict x, const float *restrict w, int nt, float *restrict o,
+                                       float *restrict m, size_t L)
+{
+    for (size_t i = 0; i < L; i++)
+        o[i] = 0;
+    for (int u = 0; u < nt; u++) {
+        float wu = w[u];
+        const float *src = x + u;
+        for (size_t i = 0; i < L; i++)
+            o[i] += wu * src[i];
+    }
+    for (size_t i = 0; i < L; i++) {
+        float v = o[i] * o[i];
+        m[i] = v > m[i] ? v : m[i];
+    }
+}
+
+/* 1 if candidate a beats b: higher score, ties to the earlier time, then the smaller position. */
+static int beats(const candidate *a, const candidate *b)
+{
+    return a->score > b->score || (a->score == b->score && (a->t < b->t || (a->t == b->t && a->f < b->f)));
+}
+
+/*
+ * Marks keep[e] = 1 for each candidate e owned by this chunk (ta <= t < tb)
+ * that no other candidate beats within ±nb samples at a neighbouring position.
+ * Exact, in three passes that each discard only candidates that cannot be
+ * detections, so the final box test runs on few candidates:
+ *   1. same position, ±nb samples (candidates grouped per position);
+ *   2. same sample, neighbouring positions (a dense score row per sample);
+ *   3. the full box, for the survivors, through the per-position groups.
+ * Every candidate still acts as a suppressor in each pass.
+ */
+static bs_status select_maxima(const cand_list *cl, const bs_detect_grid *g, int nb,
+                               int64_t ta, int64_t tb, int *scratch_f, uint8_t **keep_out)
+{
+    int64_t n = cl->n;
+    int F = g->n_pos, nN = g->n_neighbors;
+    const candidate *c = cl->c;
+    uint8_t *keep = bs_mem_alloc("detect/nms", (size_t)n);
+    int64_t *order = bs_mem_alloc("detect/nms", (size_t)n * sizeof(int64_t)); /* by (f, t) */
+    int64_t *first = bs_mem_calloc("detect/nms", (size_t)F + 1, sizeof(int64_t));
+    float *row = bs_mem_alloc("detect/nms", (size_t)F * sizeof(float));
+    if (!keep || !order || !first || !row) {
+        bs_mem_free(keep);
+        bs_mem_free(order);
+        bs_mem_free(first);
+        bs_mem_free(row);
+        return BS_ERR_MEMORY;
+    }
+    /* counting sort by position keeps time order inside each group */
+    for (int64_t e = 0; e < n; e++)
+        first[c[e].f + 1]++;
+    for (int f = 0; f < F; f++)
+        first[f + 1] += first[f];
+    for (int f = 0; f < F; f++)
+        scratch_f[f] = 0;
+    for (int64_t e = 0; e < n; e++)
+        order[first[c[e].f] + scratch_f[c[e].f]++] = e;
+    /* pass 1 */
+    for (int64_t e = 0; e < n; e++)
+        keep[e] = c[e].t >= ta && c[e].t < tb;
+    for (int f = 0; f < F; f++)
+        for (int64_t a = first[f], lo = first[f]; a < first[f + 1]; a++) {
+            const candidate *ca = &c[order[a]];
+            while (c[order[lo]].t < ca->t - nb)
+                lo++;
+            if (!keep[order[a]])
+                continue;
+            for (int64_t o = lo; o < first[f + 1] && c[order[o]].t <= ca->t + nb; o++)
+                if (o != a && beats(&c[order[o]], ca)) {
+                    keep[order[a]] = 0;
+                    break;
+                }
+        }
+    /* pass 2: one time slice at a time */
+    for (int f = 0; f < F; f++)
+        row[f] = -1.0f;
+    for (int64_t s0 = 0; s0 < n;) {
+        int64_t s1 = s0;
+        while (s1 < n && c[s1].t == c[s0].t)
+            s1++;
+        for (int64_t e = s0; e < s1; e++)
+            row[c[e].f] = c[e].score;
+        for (int64_t e = s0; e < s1; e++) {
+            if (!keep[e])
+                continue;
+            const int *nbr = g->neighbors + (size_t)c[e].f * nN;
+            for (int j = 0; j < nN && keep[e]; j++) {
+                int h = nbr[j];
+                if (h < 0 || h == c[e].f)
+                    continue;
+                /* same sample: ties go to the smaller position */
+                if (row[h] > c[e].score || (row[h] == c[e].score && h < c[e].f))
+                    keep[e] = 0;
+            }
+        }
+        for (int64_t e = s0; e < s1; e++)
+            row[c[e].f] = -1.0f;
+        s0 = s1;
+    }
+    /* pass 3: the whole box */
+    for (int64_t e = 0; e < n; e++) {
+        if (!keep[e])
+            continue;
+        const int *nbr = g->neighbors + (size_t)c[e].f * nN;
+        for (int j = 0; j < nN && keep[e]; j++) {
+            int h = nbr[j];
+            if (h < 0)
+                continue;
+            int64_t lo = first[h], hi = first[h + 1];
+            while (lo < hi) { /* first candidate of h at t >= t_e - nb */
+                int64_t mid = lo + (hi - lo) / 2;
+                if (c[order[mid]].t < c[e].t - nb)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (int64_t o = lo; o < first[h + 1] && c[order[o]].t <= c[e].t + nb; o++)
+                if (order[o] != e && beats(&c[order[o]], &c[e])) {
+                    keep[e] = 0;
+                    break;
+                }
+        }
+    }
+    bs_mem_free(order);
+    bs_mem_free(first);
+    bs_mem_free(row);
+    *keep_out = keep;
+    return BS_OK;
+}
+
+/* One chunk: owned columns [ta, tb) of the window. */
+static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
+                              const grid_index *ix, const bs_probe *probe, const float *x, int64_t n_t, int64_t ta,
+                              int64_t tb, int64_t t_abs0, float *filt, float *mx, float *ft, float *mxt, int *stamp,
+                              bs_detect_output *out)
+{
+    int C = probe->n_chan, K = p->n_shapes, nt = p->nt, nb = p->nt_before, nC = g->n_chans;
+    int64_t ca = ta - nb, cb = tb + nb; /* candidate columns */
+    size_t L = (size_t)(cb - ca);
+    float th2 = p->th_universal * p->th_universal, hot = th2 / (float)nC;
+    /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u] */
+    for (int c = 0; c < C; c++) {
+        const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb);
+        float *m = mx + (size_t)c * L;
+        for (size_t i = 0; i < L; i++)
+            m[i] = 0;
+        for (int k = 0; k < K; k++)
+            filter_shape(xc, b->wtemp + (size_t)k * nt, nt, filt + ((size_t)c * K + k) * L, m, L);
+    }
+    /* time-major copies for the per-sample work below */
+    for (int c = 0; c < C; c++)
+        for (size_t i = 0; i < L; i++) {
+            mxt[i * (size_t)C + c] = mx[(size_t)c * L + i];
+            for (int k = 0; k < K; k++)
+                ft[(i * (size_t)C + c) * K + k] = filt[((size_t)c * K + k) * L + i];
+        }
+    cand_list cands = {0};
+    bs_status st = BS_OK;
+    for (size_t i = 0; i < L && st == BS_OK; i++) {
+        int stamp_id = (int)i + 1;
+        const float *fi = ft + i * (size_t)C * K, *mi = mxt + i * (size_t)C;
+        for (int c = 0; c < C && st == BS_OK; c++) {
+            if (!p->exhaustive && mi[c] <= hot)
+                continue;
+            for (int e = ix->start[c]; e < ix->start[c + 1] && st == BS_OK; e++) {
+                int f = ix->pos[e];
+                if (stamp[f] == stamp_id)
+                    continue;
+                stamp[f] = stamp_id;
+                if (!p->exhaustive && score_bound(g, K, fi, f) <= th2)
+                    continue;
+                candidate cd = score_position(p, g, fi, f);
+                if (cd.score > p->th_universal) {
+                    cd.t = ca + (int64_t)i;
+                    st = cand_push(&cands, cd);
+                }
+            }
+        }
+    }
+    /* candidates are in time order; keep the local maxima of (±nb samples × neighbouring positions) */
+    uint8_t *keep = NULL;
+    if (st == BS_OK && cands.n)
+        st = select_maxima(&cands, g, nb, ta, tb, stamp, &keep);
+    for (int64_t e = 0; e < cands.n && st == BS_OK; e++) {
+        if (!keep[e])
+            continue;
+        candidate cd = cands.c[e];
+        st = output_reserve(out, out->n + 1);
+        if (st != BS_OK)
+            break;
+        size_t i = (size_t)(cd.t - ca);
+        int k = cd.q % K;
+        bs_detected_spike *sp = &out->spikes[out->n];
+        memset(sp, 0, sizeof *sp); /* padding bytes too: outputs compare and hash bytewise */
+        float *feat = out->features + (size_t)out->n * (size_t)out->feat_len;
+        double wsum = 0, xs = 0, ys = 0;
+        for (int j = 0; j < nC; j++) {
+            int c = g->ichan[(size_t)cd.f * nC + j];
+            float a = cd.sign * filt[((size_t)c * K + k) * L + i];
+            if (a > 0) {
+                wsum += a;
+                xs += a * probe->x_um[c];
+                ys += a * probe->y_um[c];
+            }
+            const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(cd.t - nb);
+            for (int q = 0; q < b->n_pcs; q++) {
+                const float *w = b->wpca + (size_t)q * nt;
+                float acc = 0;
+                for (int u = 0; u < nt; u++)
+                    acc += w[u] * xc[u];
+                feat[j * b->n_pcs + q] = acc;
+            }
+        }
+        sp->t = t_abs0 + cd.t;
+        sp->pos = cd.f;
+        sp->size = (int16_t)(cd.q / K);
+        sp->shape = (int16_t)k;
+        sp->sign = cd.sign;
+        sp->score = cd.score;
+        sp->x_um = wsum > 0 ? (float)(xs / wsum) : g->x_um[cd.f];
+        sp->y_um = wsum > 0 ? (float)(ys / wsum) : g->y_um[cd.f];
+        out->n++;
+    }
+    bs_mem_free(keep);
+    bs_mem_free(cands.c);
+    return st;
+}
+
+bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
+                          const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                          int64_t t0, bs_detect_output *out)
+{
+    if (halo < p->nt || n_t < 2 * halo + n_valid)
+        return bs_error(BS_ERR_INTERNAL, "detect: window of %lld samples with halo %lld cannot hold %lld samples",
+                        (long long)n_t, (long long)halo, (long long)n_valid);
+    if (n_valid <= 0)
+        return BS_OK;
+    int n_chunks = (int)((n_valid + CHUNK_SAMPLES - 1) / CHUNK_SAMPLES);
+    int n_threads = omp_get_max_threads();
+    if (n_threads > n_chunks)
+        n_threads = n_chunks;
+    size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
+    size_t filt_floats = (size_t)probe->n_chan * p->n_shapes * L, mx_floats = (size_t)probe->n_chan * L;
+    float *scratch = bs_mem_alloc("detect/scratch", bs_detect_scratch_bytes(probe->n_chan, p, n_threads));
+    int *stamps = bs_mem_calloc("detect/stamps", (size_t)n_threads * g->n_pos, sizeof(int));
+    bs_detect_output *parts = calloc((size_t)n_chunks, sizeof *parts);
+    grid_index ix = {0};
+    bs_status st = (scratch && stamps && parts) ? index_build(g, probe->n_chan, &ix) : BS_ERR_MEMORY;
+    if (st == BS_OK) {
+        bs_status thread_st = BS_OK;
+#pragma omp parallel num_threads(n_threads)
+        {
+            int tid = omp_get_thread_num();
+            float *filt = scratch + (size_t)tid * 2 * (filt_floats + mx_floats);
+            float *mx = filt + filt_floats;
+            float *ft = mx + mx_floats, *mxt = ft + filt_floats;
+            int *stamp = stamps + (size_t)tid * g->n_pos;
+#pragma omp for schedule(dynamic, 1)
+            for (int ch = 0; ch < n_chunks; ch++) {
+                int64_t ta = halo + (int64_t)ch * CHUNK_SAMPLES;
+                int64_t tb = ta + CHUNK_SAMPLES < halo + n_valid ? ta + CHUNK_SAMPLES : halo + n_valid;
+                for (int f = 0; f < g->n_pos; f++)
+                    stamp[f] = 0;
+                bs_detect_output_init(&parts[ch], g->n_chans, b->n_pcs);
+                bs_status s = detect_chunk(p, b, g, &ix, probe, x, n_t, ta, tb, t0 - halo, filt, mx, ft, mxt, stamp,
+                                          &parts[ch]);
+                if (s != BS_OK) {
+#pragma omp critical
+                    thread_st = s;
+                }
+            }
+        }
+        st = thread_st;
+    }
+    for (int ch = 0; ch < n_chunks && parts; ch++) {
+        if (st == BS_OK && parts[ch].n) {
+            st = output_reserve(out, out->n + parts[ch].n);
+            if (st == BS_OK) {
+                memcpy(out->spikes + out->n, parts[ch].spikes, (size_t)parts[ch].n * sizeof *out->spikes);
+                memcpy(out->features + (size_t)out->n * out->feat_len, parts[ch].features,
+                       (size_t)parts[ch].n * out->feat_len * sizeof(float));
+                out->n += parts[ch].n;
+            }
+        }
+        bs_detect_output_free(&parts[ch]);
+    }
+    free(parts);
+    index_free(&ix);
+    bs_mem_free(scratch);
+    bs_mem_free(stamps);
+    return st;
+}

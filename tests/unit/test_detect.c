@@ -1,0 +1,227 @@
+/*
+ * test_detect.c - universal detection on synthetic whitened data with known
+ * spikes: learned bases, recall and precision, positions, exact pruning
+ * (identical to exhaustive evaluation), thread-count independence, spikes at
+ * batch boundaries found exactly once, scratch memory equal to its size
+ * function, and a clear error when there are no spikes to learn from.
+ */
+#include "test.h"
+
+#include <omp.h>
+
+#include "common/rng.h"
+#include "detect/detect.h"
+#include "io/probe.h"
+#include "mem/mem.h"
+
+#define C 32
+#define T 60000
+#define NU 8
+#define HALO 61
+#define NB 10000
+
+static double gauss(bs_rng *r)
+{
+    double u = bs_rng_uniform(r), v = bs_rng_uniform(r);
+    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+static float *signal_;
+static int64_t gt_t[2000];
+static int gt_u[2000], n_gt;
+static double unit_x[NU], unit_y[NU];
+
+static void make_probe(bs_probe *p)
+{
+    bs_probe_alloc(p, C);
+    for (int c = 0; c < C; c++) {
+        p->column[c] = c;
+        p->x_um[c] = (c % 2) * 32.0;
+        p->y_um[c] = (c / 2) * 20.0;
+    }
+}
+
+static void add_spike(int64_t t, int u, double amp)
+{
+    for (int c = 0; c < C; c++) {
+        double dx = (c % 2) * 32.0 - unit_x[u], dy = (c / 2) * 20.0 - unit_y[u];
+        double a = amp * exp(-(dx * dx + dy * dy) / (2 * 25.0 * 25.0));
+        for (int s = -20; s <= 40; s++) {
+            double w = -exp(-(s * s) / (2.0 * (2.0 + 0.3 * u) * (2.0 + 0.3 * u))) +
+                       0.35 * exp(-((s - 10.0 - u) * (s - 10.0 - u)) / (2.0 * 36.0));
+            signal_[(size_t)c * T + (size_t)(t + s)] += (float)(a * w);
+        }
+    }
+    gt_t[n_gt] = t;
+    gt_u[n_gt++] = u;
+}
+
+static void make_signal(int with_spikes)
+{
+    bs_rng r;
+    bs_rng_seed(&r, 42);
+    for (size_t i = 0; i < (size_t)C * T; i++)
+        signal_[i] = (float)gauss(&r);
+    n_gt = 0;
+    if (!with_spikes)
+        return;
+    for (int u = 0; u < NU; u++) {
+        unit_x[u] = (u % 3) * 16.0;
+        unit_y[u] = 30.0 + 35.0 * u;
+    }
+    /* every spike >= 140 samples from the others; some exactly at batch boundaries */
+    int64_t special[] = {NB, 2 * NB - 1, 3 * NB + 1, 4 * NB - 2};
+    int k = 0;
+    for (int64_t t = 300; t < T - 300; t += 150, k++) {
+        int near_special = 0;
+        for (int s = 0; s < 4; s++)
+            near_special |= llabs(t - special[s]) < 150;
+        if (!near_special)
+            add_spike(t + (k * 37) % 11, k % NU, 12.0 + (k % 5));
+    }
+    for (int s = 0; s < 4; s++)
+        add_spike(special[s], s, 14.0);
+}
+
+/* Run detection batch by batch over the whole signal. */
+static bs_status detect_all(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
+                            const bs_probe *probe, bs_detect_output *out)
+{
+    int64_t W = NB + 2 * HALO;
+    float *win = malloc((size_t)C * W * sizeof(float));
+    bs_status st = BS_OK;
+    for (int64_t start = 0; start < T && st == BS_OK; start += NB) {
+        int64_t n_valid = start + NB <= T ? NB : T - start;
+        for (int c = 0; c < C; c++)
+            for (int64_t i = 0; i < W; i++) {
+                int64_t t = start - HALO + i;
+                t = t < 0 ? 0 : t >= T ? T - 1 : t;
+                win[(size_t)c * W + i] = signal_[(size_t)c * T + t];
+            }
+        st = bs_detect_batch(p, b, g, probe, win, W, HALO, n_valid, start, out);
+    }
+    free(win);
+    return st;
+}
+
+int main(void)
+{
+    signal_ = malloc((size_t)C * T * sizeof(float));
+    bs_probe probe;
+    make_probe(&probe);
+    bs_detect_params p;
+    bs_detect_default_params(&p);
+
+    /* pure noise: too few isolated spikes to learn shapes */
+    make_signal(0);
+    bs_snippet_set snips;
+    CHECK(bs_snippets_init(&snips, &p) == BS_OK);
+    bs_snippets_collect(&snips, &p, signal_, C, T, HALO, T - 2 * HALO);
+    bs_temporal_basis basis;
+    CHECK(bs_basis_learn(&snips, &p, &basis) == BS_ERR_INPUT);
+    CHECK(strstr(bs_last_error(), "isolated spikes") != NULL);
+    bs_snippets_free(&snips);
+
+    make_signal(1);
+    CHECK(bs_snippets_init(&snips, &p) == BS_OK);
+    bs_snippets_collect(&snips, &p, signal_, C, T, HALO, T - 2 * HALO);
+    CHECK_MSG(snips.n > n_gt / 2, "%d snippets for %d spikes", snips.n, n_gt);
+    CHECK(bs_basis_learn(&snips, &p, &basis) == BS_OK);
+    bs_snippets_free(&snips);
+    for (int i = 0; i < p.n_pcs; i++)
+        for (int j = 0; j < p.n_pcs; j++) {
+            double dot = 0;
+            for (int u = 0; u < p.nt; u++)
+                dot += (double)basis.wpca[i * p.nt + u] * basis.wpca[j * p.nt + u];
+            CHECK_NEAR(dot, i == j ? 1.0 : 0.0, 1e-5);
+        }
+    for (int k = 0; k < p.n_shapes; k++) {
+        double norm = 0;
+        for (int u = 0; u < p.nt; u++)
+            norm += (double)basis.wtemp[k * p.nt + u] * basis.wtemp[k * p.nt + u];
+        CHECK_NEAR(norm, 1.0, 1e-5);
+        CHECK(basis.wtemp[k * p.nt + p.nt_before] < 0);
+    }
+
+    bs_detect_grid grid;
+    CHECK(bs_grid_build(&probe, &p, &grid) == BS_OK);
+    /* 2 columns 32 µm apart -> 3 grid columns; rows every 10 µm over 300 µm */
+    CHECK(grid.n_pos == 3 * 31);
+    CHECK(grid.n_chans == 10 && grid.neighbors[0] == 0);
+
+    bs_detect_output out;
+    bs_detect_output_init(&out, grid.n_chans, p.n_pcs);
+    omp_set_num_threads(2);
+    CHECK(detect_all(&p, &basis, &grid, &probe, &out) == BS_OK);
+
+    /* recall, precision, position */
+    int found = 0, good_pos = 0, false_pos = 0;
+    for (int i = 0; i < n_gt; i++) {
+        int hits = 0, best = -1;
+        for (int64_t s = 0; s < out.n; s++)
+            if (llabs(out.spikes[s].t - gt_t[i]) <= 2) {
+                hits++;
+                best = (int)s;
+            }
+        found += hits >= 1;
+        if (best >= 0 && fabs(out.spikes[best].y_um - unit_y[gt_u[i]]) < 15.0)
+            good_pos++;
+    }
+    for (int64_t s = 0; s < out.n; s++) {
+        int ok = 0;
+        for (int i = 0; i < n_gt && !ok; i++)
+            ok = llabs(out.spikes[s].t - gt_t[i]) <= 2;
+        false_pos += !ok;
+    }
+    printf("detected %lld spikes; %d of %d ground-truth spikes found, %d well placed, %d unmatched detections\n",
+           (long long)out.n, found, n_gt, good_pos, false_pos);
+    CHECK(found >= 0.95 * n_gt);
+    CHECK(good_pos >= 0.9 * n_gt);
+    CHECK(false_pos <= 0.05 * out.n);
+    /* the spikes placed at batch boundaries are each found exactly once */
+    for (int i = n_gt - 4; i < n_gt; i++) {
+        int hits = 0;
+        for (int64_t s = 0; s < out.n; s++)
+            hits += llabs(out.spikes[s].t - gt_t[i]) <= 2;
+        CHECK_MSG(hits == 1, "boundary spike at %lld found %d times", (long long)gt_t[i], hits);
+    }
+    /* output in time order */
+    int sorted = 1;
+    for (int64_t s = 1; s < out.n; s++)
+        sorted &= out.spikes[s].t >= out.spikes[s - 1].t;
+    CHECK(sorted);
+
+    /* exhaustive evaluation gives the identical result */
+    bs_detect_output ex;
+    bs_detect_output_init(&ex, grid.n_chans, p.n_pcs);
+    bs_detect_params pe = p;
+    pe.exhaustive = 1;
+    CHECK(detect_all(&pe, &basis, &grid, &probe, &ex) == BS_OK);
+    CHECK(ex.n == out.n && memcmp(ex.spikes, out.spikes, (size_t)out.n * sizeof *out.spikes) == 0 &&
+          memcmp(ex.features, out.features, (size_t)out.n * out.feat_len * sizeof(float)) == 0);
+    bs_detect_output_free(&ex);
+
+    /* one thread gives the identical result */
+    bs_detect_output one;
+    bs_detect_output_init(&one, grid.n_chans, p.n_pcs);
+    omp_set_num_threads(1);
+    CHECK(detect_all(&p, &basis, &grid, &probe, &one) == BS_OK);
+    CHECK(one.n == out.n && memcmp(one.spikes, out.spikes, (size_t)out.n * sizeof *out.spikes) == 0 &&
+          memcmp(one.features, out.features, (size_t)out.n * out.feat_len * sizeof(float)) == 0);
+    bs_detect_output_free(&one);
+
+    /* scratch equals its size function (2 threads, 10 chunks per batch) */
+    omp_set_num_threads(2);
+    bs_mem_reset_peaks();
+    bs_detect_output_clear(&out);
+    CHECK(detect_all(&p, &basis, &grid, &probe, &out) == BS_OK);
+    CHECK(bs_mem_tag_peak("detect/scratch", BS_DEV_HOST) == bs_detect_scratch_bytes(C, &p, 2));
+
+    bs_detect_output_free(&out);
+    bs_grid_free(&grid);
+    bs_basis_free(&basis);
+    bs_probe_free(&probe);
+    free(signal_);
+    CHECK(bs_mem_live_blocks() == 0);
+    TEST_MAIN_END();
+}
