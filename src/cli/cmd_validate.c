@@ -54,7 +54,10 @@ int bs_cmd_validate(int argc, char **argv)
                 dir);
         return BS_ERR_INPUT;
     }
-    printf("OK: %" PRId64 " spikes, %" PRId64 " clusters, %" PRId64 " templates\n", s.n_spikes, s.n_clusters,
-           s.n_templates);
+    if (s.n_templates >= 0)
+        printf("OK: %" PRId64 " spikes, %" PRId64 " clusters, %" PRId64 " templates\n", s.n_spikes, s.n_clusters,
+               s.n_templates);
+    else
+        printf("OK: %" PRId64 " spikes, %" PRId64 " clusters, no templates.npy\n", s.n_spikes, s.n_clusters);
     return BS_OK;
 }

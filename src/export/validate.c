@@ -972,14 +972,12 @@ static void check_table(vctx *v, const char *name)
         int nf = 1;
         for (char *c = line; *c; c++)
             nf += *c == delim;
-        if (nf != n_fields) {
+        if (nf != n_fields) /* reported; the row still names its cluster */
             viol(v, name, "line %d has %d fields, expected %d like the header", lineno, nf, n_fields);
-            continue;
-        }
         char *end = NULL;
         errno = 0;
         long long id = strtoll(line, &end, 10);
-        if (end == line || (*end != delim) || errno || id < 0) {
+        if (end == line || (*end != delim && *end != '\0') || errno || id < 0) {
             viol(v, name, "line %d: cluster_id '%.*s' is not a non-negative integer", lineno,
                  (int)strcspn(line, delim == '\t' ? "\t" : ","), line);
             continue;
@@ -1010,6 +1008,8 @@ static void check_table(vctx *v, const char *name)
     if (ok) {
         int64_t n_missing = 0, first = -1;
         for (int64_t i = 0, j = 0; i < v->n_ids; i++) {
+            if (v->ids[i] < 0) /* negative ids are reported with the spike array */
+                continue;
             while (j < n_seen && seen[j] < v->ids[i])
                 j++;
             if (j >= n_seen || seen[j] != v->ids[i])
