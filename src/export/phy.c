@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/fileio.h"
 #include "../common/log.h"
@@ -575,6 +576,19 @@ static bs_status write_params(bs_phy_writer *w)
     BS_TRY(join(w, "params.py", path, sizeof path));
     bs_atomic_file f;
     BS_TRY(bs_atomic_open(&f, path));
+    /* phylib resolves a relative dat_path against the folder: say so when it is not there */
+    if (w->dat_path[0]) {
+        char raw[8400];
+        struct stat sb;
+        if (w->dat_path[0] == '/')
+            snprintf(raw, sizeof raw, "%s", w->dat_path);
+        else
+            snprintf(raw, sizeof raw, "%s/%s", w->dir, w->dat_path);
+        if (stat(raw, &sb) != 0)
+            bs_log_warn("%s: params.py: dat_path %s does not exist (a relative path is relative to the Phy "
+                        "folder); Phy will show no traces",
+                        w->dir, raw);
+    }
     fprintf(f.fp, "dat_path = ");
     if (w->dat_path[0])
         py_string(f.fp, w->dat_path);
@@ -748,6 +762,21 @@ bs_status bs_phy_writer_close(bs_phy_writer *w)
                     w->h.n_templates, w->h.n_chan);
     }
     free_all(w);
+    return st;
+}
+
+bs_status bs_phy_resolve_dat_path(const char *rec_path, char *out, size_t out_len)
+{
+    char *abs = realpath(rec_path, NULL);
+    if (!abs)
+        return bs_error(BS_ERR_INPUT, "%s: cannot resolve the recording path for params.py: %s", rec_path,
+                        strerror(errno));
+    bs_status st = BS_OK;
+    if (strlen(abs) >= out_len)
+        st = bs_error(BS_ERR_INPUT, "%s: resolved path is longer than %zu bytes", rec_path, out_len - 1);
+    else
+        snprintf(out, out_len, "%s", abs);
+    free(abs);
     return st;
 }
 

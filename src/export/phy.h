@@ -38,6 +38,7 @@
 #ifndef BS_PHY_H
 #define BS_PHY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/status.h"
@@ -114,6 +115,12 @@ bs_status bs_phy_writer_set_clusters(bs_phy_writer *w, int n, const bs_phy_clust
 bs_status bs_phy_writer_close(bs_phy_writer *w);
 /* Drop everything written so far and free the writer. */
 void bs_phy_writer_abort(bs_phy_writer *w);
+
+/* The dat_path to write for a recording named `rec_path` (relative to the
+ * current directory, as typed on a command line): its absolute, canonical
+ * path, like KS4 writes, so the folder keeps working when Phy is started
+ * from elsewhere. BS_ERR_INPUT if the file does not exist. */
+bs_status bs_phy_resolve_dat_path(const char *rec_path, char *out, size_t out_len);
 
 /* Zero-lag cosine similarity of n templates of `len` floats each: out[i*n+j]
  * = <a_i, a_j> / (|a_i| |a_j|), 0 when either norm is 0; 1 on the diagonal

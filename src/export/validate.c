@@ -6,7 +6,7 @@
  * the recording length from dat_path's file sizes, then channel_map and
  * channel_positions (C), templates (T), the per-spike arrays (S, read in
  * chunks of CHUNK elements and converted to int64), the per-template arrays,
- * pc_features, and finally every cluster_*.tsv / cluster_*.csv against the
+ * pc_features, any other spike_*.npy (one row per spike), and finally every cluster_*.tsv / cluster_*.csv against the
  * set of cluster ids found in spike_clusters.npy (or spike_templates.npy
  * when there is no spike_clusters.npy, as phylib and SpikeInterface do).
  *
@@ -753,8 +753,7 @@ static int check_matrix(vctx *v, const char *name, int want_float, int64_t r, in
              want_float ? "<f4 or <f8" : "an integer dtype");
     char s[256];
     if (h->ndim != 2 || (r >= 0 && h->shape[0] != r) || (c >= 0 && h->shape[1] != c)) {
-        char want[64];
-        snprintf(want, sizeof want, "(%s, %s)", r >= 0 ? "" : "N", c >= 0 ? "" : "M");
+        char want[64] = "(N, M)";
         if (r >= 0 && c >= 0)
             snprintf(want, sizeof want, "(%" PRId64 ", %" PRId64 ")", r, c);
         else if (r >= 0)
@@ -1050,6 +1049,37 @@ static void check_tables(vctx *v)
     }
 }
 
+/* phylib loads every other spike_<name>.npy as a per-spike attribute: first dimension S. */
+static void check_other_spike_arrays(vctx *v)
+{
+    if (v->S < 0)
+        return;
+    DIR *d = opendir(v->dir);
+    if (!d)
+        return;
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        size_t L = strlen(e->d_name);
+        if (L > 10 && strncmp(e->d_name, "spike_", 6) == 0 && strcmp(e->d_name + L - 4, ".npy") == 0 &&
+            strcmp(e->d_name, "spike_times.npy") != 0 && strcmp(e->d_name, "spike_templates.npy") != 0 &&
+            strcmp(e->d_name, "spike_clusters.npy") != 0)
+            if ((names[n] = strdup(e->d_name)))
+                n++;
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_name);
+    for (int i = 0; i < n; i++) {
+        char path[4200], s[256];
+        bs_npy_header h;
+        if (open_arr(v, names[i], 0, "", &h, path, sizeof path) && (h.ndim < 1 || h.shape[0] != v->S))
+            viol(v, names[i], "shape %s, expected %" PRId64 " rows (phylib loads spike_*.npy as one row per spike)",
+                 shape_str(&h, s, sizeof s), v->S);
+        free(names[i]);
+    }
+}
+
 bs_status bs_phy_validate_summary(const char *dir, FILE *report, bs_phy_summary *sum)
 {
     struct stat st;
@@ -1081,6 +1111,7 @@ bs_status bs_phy_validate_summary(const char *dir, FILE *report, bs_phy_summary 
         check_spike_ids(v, "spike_clusters.npy", 0, 1);
     check_float_vec(v, "amplitudes.npy", v->S, "the length of spike_times.npy");
     check_pc_features(v);
+    check_other_spike_arrays(v);
     check_tables(v);
 
     if (sum) {

@@ -335,6 +335,21 @@ int main(void)
     CHECK(bs_phy_writer_set_clusters(w, 2, dup) == BS_ERR_INTERNAL && strstr(bs_last_error(), "described twice"));
     bs_phy_writer_abort(w);
 
+    /* dat_path as phylib needs it: absolute and canonical */
+    char resolved[4096], messy[4400], want_abs[4400];
+    snprintf(p, sizeof p, "%s/rec.bin", tmp);
+    CHECK(bs_write_file_atomic(p, "\0\0", 2) == BS_OK);
+    snprintf(messy, sizeof messy, "%s/./out/../rec.bin", tmp);
+    char *canon = realpath(p, NULL);
+    snprintf(want_abs, sizeof want_abs, "%s", canon ? canon : "?");
+    free(canon);
+    CHECK(bs_phy_resolve_dat_path(messy, resolved, sizeof resolved) == BS_OK);
+    CHECK(resolved[0] == '/' && strcmp(resolved, want_abs) == 0);
+    CHECK(bs_phy_resolve_dat_path(messy, resolved, 8) == BS_ERR_INPUT);
+    snprintf(messy, sizeof messy, "%s/nope.bin", tmp);
+    CHECK(bs_phy_resolve_dat_path(messy, resolved, sizeof resolved) == BS_ERR_INPUT &&
+          strstr(bs_last_error(), "nope.bin"));
+
     CHECK(bs_mem_live_blocks() == 0);
     TEST_MAIN_END();
 }

@@ -295,6 +295,14 @@ int main(void)
     save_i32(dir, "amplitudes.npy", clu_ids, 1, s10);
     expect_one(dir, "amplitudes.npy", "dtype <i4, expected <f4 or <f8");
 
+    /* 20. another per-spike array (phylib loads spike_*.npy) with the wrong length */
+    make_clean("spike_extra", dir, sizeof dir);
+    float sp[2 * 11] = {0};
+    int64_t spsh[2] = {11, 2};
+    path_of(p, sizeof p, dir, "spike_positions.npy");
+    CHECK(bs_npy_save(p, BS_NPY_F32, 2, spsh, sp) == BS_OK);
+    expect_one(dir, "spike_positions.npy", "shape (11, 2), expected 10 rows");
+
     /* notes are not violations: no raw file, no spike_clusters (ids from spike_templates) */
     make_clean("notes", dir, sizeof dir);
     path_of(p, sizeof p, dir, "rec.bin");

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Optional check: load Phy folders with phylib's own loader (the one
-`phy template-gui` uses) and print what it found. Not part of the test suite.
+`phy template-gui` uses) and, when it is installed, SpikeInterface's
+read_phy / read_kilosort, and print what they found. Not part of the test suite.
 
     python -m venv /tmp/phyvenv --system-site-packages && /tmp/phyvenv/bin/pip install phylib
     /tmp/phyvenv/bin/python tests/data/phy/check_with_phylib.py FOLDER [FOLDER ...]
@@ -17,10 +18,29 @@ try:
     from phylib.io.model import load_model
 except ImportError as e:  # phylib or numpy missing: nothing to check
     print("SKIP: phylib is not available (%s)" % e)
-    sys.exit(0)
+    load_model = None
+
+try:
+    from spikeinterface.extractors import read_phy, read_kilosort
+except Exception as e:  # not installed, or broken by a numpy/numba mismatch
+    print("SKIP: spikeinterface is not available (%s)" % e)
+    read_phy = None
 
 bad = 0
 for folder in sys.argv[1:]:
+    if read_phy is not None:
+        try:
+            s = read_phy(folder)
+            k = read_kilosort(folder)
+            print("%s: read_phy: units %s, spikes per unit %s, properties %s; read_kilosort: units %s"
+                  % (folder, [int(u) for u in s.get_unit_ids()],
+                     [len(s.get_unit_spike_train(u)) for u in s.get_unit_ids()], sorted(s.get_property_keys()),
+                     [int(u) for u in k.get_unit_ids()]))
+        except Exception as e:
+            print("%s: read_phy FAILED: %r" % (folder, e))
+            bad += 1
+    if load_model is None:
+        continue
     params = os.path.join(folder, "params.py")
     try:
         m = load_model(params)
