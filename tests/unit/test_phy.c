@@ -335,6 +335,68 @@ int main(void)
     CHECK(bs_phy_writer_set_clusters(w, 2, dup) == BS_ERR_INTERNAL && strstr(bs_last_error(), "described twice"));
     bs_phy_writer_abort(w);
 
+    /* ---- streaming: 200,000 spikes in blocks of 1,000 never raise tracked memory ---- */
+    {
+        enum { BLOCK = 1000, NBLK = 200 };
+        char big[4200], bigp[4300];
+        snprintf(big, sizeof big, "%s/big", tmp);
+        bs_phy_header hb = header();
+        hb.n_samples = (int64_t)BLOCK * NBLK * 3;
+        bs_mem_reset_peaks();
+        size_t base = bs_mem_current(BS_DEV_HOST);
+        CHECK(bs_phy_writer_open(&w, big, &hb) == BS_OK);
+        CHECK(bs_phy_writer_append_templates(w, T, &templates[0][0][0], &pcind[0][0]) == BS_OK);
+        int64_t bt[BLOCK];
+        int32_t btp[BLOCK];
+        float ba[BLOCK], bpf[BLOCK * P * PC];
+        for (int k = 0; k < BLOCK * P * PC; k++)
+            bpf[k] = (float)k;
+        for (int b = 0; b < NBLK; b++) {
+            for (int i = 0; i < BLOCK; i++) {
+                int64_t g = (int64_t)b * BLOCK + i;
+                bt[i] = 3 * g;
+                btp[i] = (int32_t)(g % T);
+                ba[i] = (float)g;
+            }
+            CHECK(bs_phy_writer_append_spikes(w, BLOCK, bt, btp, NULL, ba, bpf) == BS_OK);
+        }
+        size_t during = bs_mem_peak(BS_DEV_HOST) - base;
+        CHECK(bs_phy_writer_set_channels(w, chan_map, &pos[0][0], shanks) == BS_OK);
+        CHECK(bs_phy_writer_close(w) == BS_OK);
+        CHECK_MSG(during < 4096, "tracked memory while streaming 200k spikes: %zu bytes", during);
+        CHECK(bs_mem_current(BS_DEV_HOST) == base);
+        bs_npy_header hbig;
+        int64_t *bigt = load(big, "spike_times.npy", BS_NPY_I64, 1, &hbig);
+        CHECK(hbig.shape[0] == (int64_t)BLOCK * NBLK);
+        CHECK(bigt && bigt[0] == 0 && bigt[65536] == 3 * 65536 && bigt[BLOCK * NBLK - 1] == 3 * (BLOCK * NBLK - 1));
+        float *bigpf = load(big, "pc_features.npy", BS_NPY_F32, 3, &hbig);
+        CHECK(hbig.shape[0] == BLOCK * NBLK && bigpf && bigpf[(size_t)(BLOCK + 7) * P * PC + 3] == 7 * P * PC + 3);
+        bs_mem_free(bigpf);
+        /* the validator reads it in chunks: clean, then a decrease right at a chunk boundary (65,536) */
+        bs_mem_reset_peaks();
+        size_t before = bs_mem_current(BS_DEV_HOST); /* bigt is alive: 1.6 MB */
+        bs_phy_summary bsum;
+        CHECK(bs_phy_validate_summary(big, NULL, &bsum) == BS_OK && bsum.n_violations == 0 &&
+              bsum.n_spikes == BLOCK * NBLK && bsum.n_clusters == T);
+        CHECK_MSG(bs_mem_peak(BS_DEV_HOST) - before < (3u << 19), "validator peak %zu bytes",
+                  bs_mem_peak(BS_DEV_HOST) - before);
+        if (bigt) {
+            bigt[65536] = bigt[65535] - 1;
+            snprintf(bigp, sizeof bigp, "%s/spike_times.npy", big);
+            CHECK(bs_npy_save(bigp, BS_NPY_I64, 1, hbig.shape, bigt) == BS_OK);
+            size_t len = 0;
+            char *rep = NULL;
+            FILE *ms = open_memstream(&rep, &len);
+            CHECK(bs_phy_validate_summary(big, ms, &bsum) == BS_OK && bsum.n_violations == 1);
+            fclose(ms);
+            CHECK_MSG(rep && strstr(rep, "spike_times.npy: not sorted: spike 65536 at sample 196604 comes after "
+                                         "sample 196605 (1 decreases)"),
+                      "%s", rep ? rep : "");
+            free(rep);
+        }
+        bs_mem_free(bigt);
+    }
+
     /* dat_path as phylib needs it: absolute and canonical */
     char resolved[4096], messy[4400], want_abs[4400];
     snprintf(p, sizeof p, "%s/rec.bin", tmp);

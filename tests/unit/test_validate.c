@@ -316,6 +316,31 @@ int main(void)
     CHECK(sum.n_clusters == 3);
     free(rep);
 
+    /* what Kilosort writes is accepted: KS2.5 uint64 (S, 1) spike times, uint32 templates, KS4's params.py
+     * (dat_path a list of absolute paths, comments), CRLF tables; only a note for the absent raw file */
+    make_clean("kilosort_style", dir, sizeof dir);
+    uint64_t tu[S];
+    for (int i = 0; i < S; i++)
+        tu[i] = (uint64_t)times[i];
+    int64_t sS1[2] = {S, 1};
+    path_of(p, sizeof p, dir, "spike_times.npy");
+    CHECK(bs_npy_save(p, BS_NPY_U64, 2, sS1, tu) == BS_OK);
+    uint32_t tpu[S];
+    for (int i = 0; i < S; i++)
+        tpu[i] = (uint32_t)tpl_ids[i];
+    path_of(p, sizeof p, dir, "spike_templates.npy");
+    CHECK(bs_npy_save(p, BS_NPY_U32, 1, s10, tpu) == BS_OK);
+    put_text(dir, "params.py", "dat_path = ['/nonexistent/boundsort/rec.ap.bin']  # the raw data\n"
+                               "n_channels_dat = 5\noffset = 0\ndtype = \"int16\"\n"
+                               "sample_rate = 30000.\nhp_filtered = False\n");
+    put_text(dir, "cluster_KSLabel.tsv", "cluster_id\tKSLabel\r\n0\tgood\r\n2\tmua\r\n5\tgood\r\n");
+    CHECK(run(dir, &rep, &sum) == 0);
+    CHECK_MSG(rep && strstr(rep, "note: spike times cannot be checked against the recording length: raw file "
+                                 "/nonexistent/boundsort/rec.ap.bin not found"),
+              "%s", rep ? rep : "");
+    CHECK(sum.n_spikes == S && sum.n_clusters == 3);
+    free(rep);
+
     /* several violations at once are all reported */
     make_clean("many", dir, sizeof dir);
     save_i64(dir, "spike_times.npy", t1, S);
