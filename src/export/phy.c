@@ -42,6 +42,7 @@ struct bs_phy_writer {
     char dtype[32];
     bs_npy_writer s[S_COUNT];
     int open[S_COUNT];    /* 1 while a stream is open (temporary file exists) */
+    int failed;           /* a streamed write failed: the streams may disagree, close refuses */
     int64_t n_spikes;
     int64_t last_time;    /* samples; -1 before the first spike */
     int64_t n_tpl_rows;   /* templates appended */
@@ -214,12 +215,19 @@ bs_status bs_phy_writer_append_spikes(bs_phy_writer *w, int64_t n, const int64_t
     for (int64_t i = 0; i < n; i++)
         if (i == 0 || cl[i] != cl[i - 1])
             BS_TRY(mark_present(w, cl[i]));
-    BS_TRY(bs_npy_writer_append(&w->s[S_TIMES], times, n));
-    BS_TRY(bs_npy_writer_append(&w->s[S_TEMPLATES], templates, n));
-    BS_TRY(bs_npy_writer_append(&w->s[S_CLUSTERS], cl, n));
-    BS_TRY(bs_npy_writer_append(&w->s[S_AMPS], amplitudes, n));
-    if (w->h.n_pc > 0)
-        BS_TRY(bs_npy_writer_append(&w->s[S_PCF], pc_features, n));
+    bs_status st = bs_npy_writer_append(&w->s[S_TIMES], times, n);
+    if (st == BS_OK)
+        st = bs_npy_writer_append(&w->s[S_TEMPLATES], templates, n);
+    if (st == BS_OK)
+        st = bs_npy_writer_append(&w->s[S_CLUSTERS], cl, n);
+    if (st == BS_OK)
+        st = bs_npy_writer_append(&w->s[S_AMPS], amplitudes, n);
+    if (st == BS_OK && w->h.n_pc > 0)
+        st = bs_npy_writer_append(&w->s[S_PCF], pc_features, n);
+    if (st != BS_OK) {
+        w->failed = 1;
+        return st;
+    }
     w->n_spikes += n;
     w->last_time = prev;
     return BS_OK;
@@ -247,7 +255,10 @@ bs_status bs_phy_writer_append_templates(bs_phy_writer *w, int64_t n, const floa
             s += (double)templates[t * len + k] * templates[t * len + k];
         w->tpl_norm[w->n_tpl_rows + t] = sqrt(s);
     }
-    BS_TRY(bs_npy_writer_append(&w->s[S_TPL], templates, n));
+    if (bs_npy_writer_append(&w->s[S_TPL], templates, n) != BS_OK) {
+        w->failed = 1;
+        return BS_ERR_INPUT;
+    }
     if (w->h.n_pc > 0) {
         /* int32 -> uint32 (KS4 writes uint32); values were checked to be in [0, n_chan) above */
         size_t cnt = (size_t)n * (size_t)w->h.n_pc_chan;
@@ -258,7 +269,10 @@ bs_status bs_phy_writer_append_templates(bs_phy_writer *w, int64_t n, const floa
             tmp[k] = (uint32_t)pc_feature_ind[k];
         bs_status st = bs_npy_writer_append(&w->s[S_PCIND], tmp, n);
         bs_mem_free(tmp);
-        BS_TRY(st);
+        if (st != BS_OK) {
+            w->failed = 1;
+            return st;
+        }
     }
     w->n_tpl_rows += n;
     return BS_OK;
@@ -278,7 +292,10 @@ bs_status bs_phy_writer_append_similar(bs_phy_writer *w, int64_t n, const float 
         BS_TRY(bs_npy_writer_open(&w->s[S_SIM], path, BS_NPY_F32, 2, row));
         w->open[S_SIM] = 1;
     }
-    BS_TRY(bs_npy_writer_append(&w->s[S_SIM], rows, n));
+    if (bs_npy_writer_append(&w->s[S_SIM], rows, n) != BS_OK) {
+        w->failed = 1;
+        return BS_ERR_INPUT;
+    }
     w->n_sim_rows += n;
     return BS_OK;
 }
@@ -670,6 +687,8 @@ static bs_status close_body(bs_phy_writer *w)
 {
     int C = w->h.n_chan;
     int64_t T = w->h.n_templates;
+    if (w->failed)
+        return bs_error(BS_ERR_INPUT, "%s: an earlier streamed write failed; the folder is not written", w->dir);
     if (w->n_tpl_rows != T)
         return bs_error(BS_ERR_INTERNAL, "%s: %" PRId64 " templates were appended, the header says %" PRId64, w->dir,
                         w->n_tpl_rows, T);

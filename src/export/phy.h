@@ -33,7 +33,11 @@
  * bs_phy_writer_set_clusters(), sorted by id (SpikeInterface inner-joins the
  * tables on cluster_id, so a missing row would drop the unit). Unknown values
  * are written as empty cells (phylib skips them); an unknown group is
- * "unsorted".
+ * "unsorted". A cluster described without spikes becomes a unit with no
+ * spikes in SpikeInterface's read_phy (read_kilosort drops it).
+ *
+ * A failed streamed write (disk full) leaves the writer unusable: every later
+ * close fails and removes what it wrote; call bs_phy_writer_abort().
  */
 #ifndef BS_PHY_H
 #define BS_PHY_H

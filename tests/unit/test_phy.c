@@ -5,9 +5,13 @@
  * compared as text, similar_templates and the whitening inverse are checked
  * against known values; then the refusals (out-of-order times, ids >= T,
  * times outside the recording, an unwritable folder, a close without a
- * channel map) and that a failed or aborted export leaves no params.py.
+ * channel map, a write that fails mid-stream) and that a failed or aborted
+ * export leaves no params.py; 200,000 spikes streamed in blocks keep tracked
+ * memory flat, and the validator reads them back in chunks.
  */
 #include "test.h"
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -395,6 +399,40 @@ int main(void)
             free(rep);
         }
         bs_mem_free(bigt);
+    }
+
+    /* ---- a write that fails mid-stream (file size limit, like a full disk) ---- */
+    {
+        struct rlimit old_lim, lim;
+        CHECK(getrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+        signal(SIGXFSZ, SIG_IGN);
+        lim = old_lim;
+        lim.rlim_cur = 64 * 1024;
+        CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+        char full[4300];
+        snprintf(full, sizeof full, "%s/full", tmp);
+        bs_phy_header hf = header();
+        hf.n_samples = 0; /* unknown */
+        enum { NF = 20000 };
+        int64_t *ft = bs_mem_alloc("test/full", NF * sizeof(int64_t));
+        int32_t *fi = bs_mem_calloc("test/full", NF, sizeof(int32_t));
+        float *fa = bs_mem_calloc("test/full", NF, sizeof(float));
+        float *fp4 = bs_mem_calloc("test/full", (size_t)NF * P * PC, sizeof(float));
+        for (int i = 0; ft && i < NF; i++)
+            ft[i] = i;
+        CHECK(bs_phy_writer_open(&w, full, &hf) == BS_OK);
+        CHECK(bs_phy_writer_append_templates(w, T, &templates[0][0][0], &pcind[0][0]) == BS_OK);
+        CHECK(bs_phy_writer_append_spikes(w, NF, ft, fi, NULL, fa, fp4) == BS_ERR_INPUT);
+        CHECK(strstr(bs_last_error(), "write failed") != NULL);
+        CHECK(bs_phy_writer_set_channels(w, chan_map, &pos[0][0], shanks) == BS_OK);
+        CHECK(bs_phy_writer_close(w) == BS_ERR_INPUT);
+        CHECK(strstr(bs_last_error(), "an earlier streamed write failed") != NULL);
+        CHECK(!file_exists(full, "params.py") && !file_exists(full, "spike_times.npy"));
+        CHECK(setrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+        bs_mem_free(ft);
+        bs_mem_free(fi);
+        bs_mem_free(fa);
+        bs_mem_free(fp4);
     }
 
     /* dat_path as phylib needs it: absolute and canonical */
