@@ -7,7 +7,9 @@
  * cluster tables get a row for every id; O(max cluster id), not O(spikes)),
  * and the small per-channel / per-cluster arrays set by the caller.
  *
- * Close order: streamed files are committed first, then templates_ind,
+ * Close order: streamed files are committed first, files an earlier export
+ * left that would contradict this one are removed (template_ind.npy,
+ * cluster_info.tsv, stale per-spike extras, Phy's .phy/ cache), then templates_ind,
  * similar_templates (computed if not streamed), channel and whitening
  * arrays, the cluster tables and finally params.py. Each committed path is
  * remembered; on any failure they are all removed again, so a failed export
@@ -16,6 +18,7 @@
 #include "phy.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -683,6 +686,42 @@ static bs_status write_tsvs(bs_phy_writer *w)
     return BS_OK;
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Files an earlier export (ours, Kilosort's, SpikeInterface's, Phy's) may
+ * have left that would contradict this one: template_ind.npy makes phylib
+ * read templates as sparse, SpikeInterface reads cluster_info.tsv instead of
+ * our tables, per-spike extras have the old spike count, and .phy/ caches
+ * the old clusters. */
+static bs_status remove_stale(bs_phy_writer *w)
+{
+    static const char *const stale[] = {
+        "template_ind.npy", "cluster_info.tsv", "pc_feature_spike_ids.npy", "template_features.npy",
+        "template_feature_ind.npy", "spike_positions.npy", "spike_detection_templates.npy",
+        "_phy_spikes_subset.waveforms.npy", "_phy_spikes_subset.channels.npy", "_phy_spikes_subset.spikes.npy",
+        "pc_features.npy", "pc_feature_ind.npy"};
+    size_t n = sizeof stale / sizeof stale[0] - (w->h.n_pc > 0 ? 2 : 0);
+    char path[4200];
+    for (size_t k = 0; k < n; k++) {
+        BS_TRY(join(w, stale[k], path, sizeof path));
+        if (remove(path) == 0)
+            bs_log_info("%s: removed %s left by an earlier export", w->dir, stale[k]);
+        else if (errno != ENOENT)
+            return bs_error(BS_ERR_INPUT, "%s: cannot remove a stale file: %s", path, strerror(errno));
+    }
+    BS_TRY(join(w, ".phy", path, sizeof path));
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return bs_error(BS_ERR_INPUT, "%s: cannot remove Phy's stale cache: %s", path, strerror(errno));
+    return BS_OK;
+}
+
 static bs_status close_body(bs_phy_writer *w)
 {
     int C = w->h.n_chan;
@@ -710,16 +749,7 @@ static bs_status close_body(bs_phy_writer *w)
         BS_TRY(bs_npy_writer_close(&w->s[i]));
         BS_TRY(note_committed(w, path));
     }
-    if (w->h.n_pc == 0) {
-        /* stale feature files from an earlier export would contradict this one */
-        const char *stale[2] = {"pc_features.npy", "pc_feature_ind.npy"};
-        for (int k = 0; k < 2; k++) {
-            char path[4200];
-            BS_TRY(join(w, stale[k], path, sizeof path));
-            if (remove(path) != 0 && errno != ENOENT)
-                return bs_error(BS_ERR_INPUT, "%s: cannot remove a stale file: %s", path, strerror(errno));
-        }
-    }
+    BS_TRY(remove_stale(w));
 
     /* templates_ind.npy: dense templates, every row is 0..C-1 */
     {

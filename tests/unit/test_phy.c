@@ -253,6 +253,11 @@ int main(void)
     hh.dat_path = "/data/it's here\\x.bin";
     hh.sample_rate_hz = 29999.5;
     hh.hp_filtered = 1;
+    /* leftovers of other exports and of Phy itself */
+    snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p .phy/memcache && touch .phy/memcache/x template_ind.npy "
+                              "cluster_info.tsv spike_positions.npy cluster_mylabel.tsv",
+             dir);
+    CHECK(system(cmd) == 0);
     CHECK(bs_phy_writer_open(&w, dir, &hh) == BS_OK);
     CHECK(!file_exists(dir, "params.py")); /* the old folder no longer looks complete */
     CHECK(bs_phy_writer_append_templates(w, T, &templates[0][0][0], NULL) == BS_OK);
@@ -262,6 +267,11 @@ int main(void)
     CHECK(bs_phy_writer_set_channels(w, chan_map, &pos[0][0], NULL) == BS_OK);
     CHECK(bs_phy_writer_close(w) == BS_OK);
     CHECK(!file_exists(dir, "pc_features.npy") && !file_exists(dir, "pc_feature_ind.npy"));
+    CHECK(!file_exists(dir, ".phy") && !file_exists(dir, "template_ind.npy") && !file_exists(dir, "cluster_info.tsv") &&
+          !file_exists(dir, "spike_positions.npy"));
+    CHECK(file_exists(dir, "cluster_mylabel.tsv")); /* a user's own labels are not ours to delete */
+    snprintf(p, sizeof p, "%s/cluster_mylabel.tsv", dir);
+    CHECK(remove(p) == 0);
     t = text(dir, "params.py");
     CHECK(t && strcmp(t, "dat_path = '/data/it\\'s here\\\\x.bin'\nn_channels_dat = 5\ndtype = 'int16'\n"
                          "offset = 0\nsample_rate = 29999.5\nhp_filtered = True\n") == 0);
