@@ -1,0 +1,134 @@
+/*
+ * phy.h - the Phy / Kilosort output folder ("template-gui" dataset) writer.
+ *
+ * The folder is what `phy template-gui params.py`, phylib's TemplateModel and
+ * SpikeInterface's read_phy / read_kilosort open (FORMATS.md section 1.2,
+ * "minimal set a C writer should produce").
+ *
+ * Mechanism. Nothing that grows with the recording is held in RAM:
+ *   - bs_phy_writer_open() creates the folder, removes a stale params.py (so a
+ *     folder being rewritten never looks complete), and opens one streaming
+ *     .npy writer (src/io/npy.h) per per-spike file: spike_times.npy (int64),
+ *     spike_templates.npy and spike_clusters.npy (int32), amplitudes.npy
+ *     (float32), pc_features.npy (float32, (S, n_pc, n_pc_chan)), each under
+ *     a temporary name.
+ *   - bs_phy_writer_append_spikes() appends a block of spikes in time order;
+ *     times that go backwards, fall outside [0, n_samples) or ids outside
+ *     [0, n_templates) are a bug in the caller (BS_ERR_INTERNAL), nothing is
+ *     written for that block.
+ *   - Templates are streamed too (bs_phy_writer_append_templates), with their
+ *     pc_feature_ind rows; similar_templates rows may be streamed, otherwise
+ *     the writer computes them at close (zero-lag cosine similarity, reading
+ *     the templates back from disk one block at a time).
+ *   - Channel map / positions / shanks, whitening and per-cluster labels are
+ *     small and set once.
+ *   - bs_phy_writer_close() commits the streamed files, writes the remaining
+ *     arrays and the cluster_*.tsv files, and writes params.py LAST: a folder
+ *     without params.py is not a Phy folder. If anything fails, every file
+ *     this writer committed is removed again and the error says which file.
+ *
+ * Per-cluster tables: cluster_group.tsv, cluster_KSLabel.tsv,
+ * cluster_Amplitude.tsv and cluster_ContamPct.tsv get one row for every
+ * cluster id present in spike_clusters.npy plus every cluster described with
+ * bs_phy_writer_set_clusters(), sorted by id (SpikeInterface inner-joins the
+ * tables on cluster_id, so a missing row would drop the unit). Unknown values
+ * are written as empty cells (phylib skips them); an unknown group is
+ * "unsorted". A cluster described without spikes becomes a unit with no
+ * spikes in SpikeInterface's read_phy (read_kilosort drops it).
+ *
+ * A failed streamed write (disk full) leaves the writer unusable: every later
+ * close fails and removes what it wrote; call bs_phy_writer_abort().
+ */
+#ifndef BS_PHY_H
+#define BS_PHY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/status.h"
+#include "../io/recording.h"
+
+typedef struct {
+    /* params.py */
+    const char *dat_path;    /* raw binary, written as given; a relative path is relative to the Phy
+                                folder (phylib resolves it there); NULL or "" writes dat_path = [] */
+    int n_channels_dat;      /* interleaved columns in the binary, sync channel included */
+    const char *dtype;       /* numpy dtype name of the binary's samples: "int16", "uint16", "int32",
+                                "float32" */
+    uint64_t offset_bytes;   /* header bytes before the first sample */
+    double sample_rate_hz;   /* Hz */
+    int hp_filtered;         /* 1 if the binary is already high-pass filtered */
+    /* shapes */
+    int64_t n_samples;       /* samples per channel in the recording; spike times must be < this */
+    int n_chan;              /* C: channels in channel_map.npy (and columns of templates) */
+    int nt;                  /* samples per template */
+    int n_templates;         /* T: rows of templates.npy; every spike_templates id is < T */
+    int n_pc;                /* P: PC features per channel; 0 writes no pc_features files */
+    int n_pc_chan;           /* channels per spike in pc_features.npy (KS4: 10); 0 when n_pc is 0 */
+} bs_phy_header;
+
+/* One row of the cluster tables. */
+typedef struct {
+    int32_t id;              /* cluster id (>= 0) */
+    const char *group;       /* "good", "mua", "noise", "unsorted"; NULL: "unsorted" */
+    const char *ks_label;    /* "good" / "mua"; NULL: empty cell */
+    double amplitude;        /* Amplitude column (KS4: template L2 norm, whitened units); NaN: empty */
+    double contam_pct;       /* ContamPct column, percent; NaN: empty */
+} bs_phy_cluster;
+
+typedef struct bs_phy_writer bs_phy_writer;
+
+/* Create `dir` (mkdir -p) and start a folder. BS_ERR_INPUT if the folder
+ * cannot be created or written, BS_ERR_INTERNAL for an inconsistent header. */
+bs_status bs_phy_writer_open(bs_phy_writer **w, const char *dir, const bs_phy_header *h);
+
+/* Append n spikes in time order. times: sample index (int64, non-decreasing,
+ * also across calls); templates: template id per spike; clusters: cluster id
+ * per spike (NULL: the template id); amplitudes: per-spike amplitude
+ * (required); pc_features: n x n_pc x n_pc_chan float32 (NULL only when n_pc
+ * is 0). */
+bs_status bs_phy_writer_append_spikes(bs_phy_writer *w, int64_t n, const int64_t *times, const int32_t *templates,
+                                      const int32_t *clusters, const float *amplitudes, const float *pc_features);
+
+/* Append n templates (n x nt x n_chan float32, whitened space) in id order,
+ * with their pc_feature_ind rows (n x n_pc_chan channel indices in
+ * [0, n_chan); NULL only when n_pc is 0). */
+bs_status bs_phy_writer_append_templates(bs_phy_writer *w, int64_t n, const float *templates,
+                                         const int32_t *pc_feature_ind);
+
+/* Optional: append n rows of similar_templates (n x n_templates float32).
+ * Either all T rows are appended, or none (then close computes them). */
+bs_status bs_phy_writer_append_similar(bs_phy_writer *w, int64_t n, const float *rows);
+
+/* Required: channel_map (file column of each channel, [0, n_channels_dat)),
+ * positions (n_chan x 2: x, y in µm) and shanks (NULL: all shank 0). */
+bs_status bs_phy_writer_set_channels(bs_phy_writer *w, const int32_t *channel_map, const float *positions_um,
+                                     const int32_t *shanks);
+/* The same from a probe (columns, x_um, y_um, shank); p->n_chan must be n_chan. */
+bs_status bs_phy_writer_set_probe(bs_phy_writer *w, const bs_probe *p);
+
+/* Optional: whitening matrix (n_chan x n_chan, row-major) and its inverse
+ * (NULL: computed by Gauss-Jordan elimination; a singular matrix is
+ * BS_ERR_INTERNAL). Without this call both files hold the identity. */
+bs_status bs_phy_writer_set_whitening(bs_phy_writer *w, const float *wmat, const float *wmat_inv);
+
+/* Optional: per-cluster labels and metrics (ids distinct and >= 0). */
+bs_status bs_phy_writer_set_clusters(bs_phy_writer *w, int n, const bs_phy_cluster *rows);
+
+/* Write everything and free the writer (also on failure). */
+bs_status bs_phy_writer_close(bs_phy_writer *w);
+/* Drop everything written so far and free the writer. */
+void bs_phy_writer_abort(bs_phy_writer *w);
+
+/* The dat_path to write for a recording named `rec_path` (relative to the
+ * current directory, as typed on a command line): its absolute, canonical
+ * path, like KS4 writes, so the folder keeps working when Phy is started
+ * from elsewhere. BS_ERR_INPUT if the file does not exist. */
+bs_status bs_phy_resolve_dat_path(const char *rec_path, char *out, size_t out_len);
+
+/* Zero-lag cosine similarity of n templates of `len` floats each: out[i*n+j]
+ * = <a_i, a_j> / (|a_i| |a_j|), 0 when either norm is 0; 1 on the diagonal
+ * of non-zero templates. */
+void bs_phy_cosine_similarity(const float *templates, int n, int64_t len, float *out);
+
+#endif
