@@ -54,9 +54,6 @@ bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int
             return BS_ERR_MEMORY;
         owned = 1;
     }
-    /* a zero-byte block is a valid pointer, but a kernel with per-thread
-     * scratch needs its bytes: those cases never reach here with 0 bytes
-     * because the size covers every enabled kernel */
     bs_status st = BS_OK;
     if (pp->remove_mean || pp->car)
         st = bs_car(x, n_chan, n_t, pp->remove_mean, pp->car, scratch, scratch_bytes);
@@ -68,12 +65,10 @@ bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int
         int hit = 0;
         for (size_t i = 0; i < n && !hit; i++)
             hit = !(fabsf(x[i]) < thr); /* NaN counts as an artifact */
-        if (hit) {
+        if (hit) { /* the whole window becomes zeros and whitening is skipped */
             memset(x, 0, n * sizeof *x);
             if (zeroed)
                 *zeroed = 1;
-        }
-        if (hit) {
             if (owned)
                 bs_mem_free(scratch);
             return BS_OK;

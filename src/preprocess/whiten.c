@@ -363,6 +363,43 @@ size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads)
     return (size_t)n_threads * (size_t)n_chan * (size_t)wh_tile(n_t) * sizeof(float);
 }
 
+/* acc[0..len) = sum over i, in order, of w[i] * row nb[i] of the tile.
+ * Four neighbours per sweep keep the running sum in registers; the additions
+ * stay in neighbour order, so the result is that of the plain loop. Built
+ * for AVX2 and baseline x86-64 (chosen at load time); contraction into FMA
+ * is off (see below), so both give the same bytes. */
+BS_PP_CLONES
+static void whiten_row(float *restrict acc, const float *restrict buf, size_t tile, const int *nb, const float *w,
+                       int n, int len)
+{
+    int i = 0;
+    for (int t = 0; t < len; t++)
+        acc[t] = 0.0f;
+    for (; i + 4 <= n; i += 4) {
+        const float w0 = w[i], w1 = w[i + 1], w2 = w[i + 2], w3 = w[i + 3];
+        const float *restrict s0 = buf + (size_t)nb[i] * tile;
+        const float *restrict s1 = buf + (size_t)nb[i + 1] * tile;
+        const float *restrict s2 = buf + (size_t)nb[i + 2] * tile;
+        const float *restrict s3 = buf + (size_t)nb[i + 3] * tile;
+#pragma omp simd
+        for (int t = 0; t < len; t++) {
+            float a = acc[t];
+            a += w0 * s0[t];
+            a += w1 * s1[t];
+            a += w2 * s2[t];
+            a += w3 * s3[t];
+            acc[t] = a;
+        }
+    }
+    for (; i < n; i++) {
+        const float wi = w[i];
+        const float *restrict src = buf + (size_t)nb[i] * tile;
+#pragma omp simd
+        for (int t = 0; t < len; t++)
+            acc[t] += wi * src[t];
+    }
+}
+
 bs_status bs_whiten_apply(const bs_whitener *wh, float *x, int64_t n_t, void *scratch, size_t scratch_bytes)
 {
     const int C = wh->n_chan, k = wh->k;
@@ -387,15 +424,7 @@ bs_status bs_whiten_apply(const bs_whitener *wh, float *x, int64_t n_t, void *sc
             for (int c = 0; c < C; c++) {
                 const int *nb = wh->nbr + (size_t)c * k;
                 const float *w = wh->w + (size_t)c * k;
-                for (int t = 0; t < len; t++)
-                    acc[t] = 0.0f;
-                for (int i = 0; i < wh->n_nbr[c]; i++) {
-                    const float wi = w[i];
-                    const float *restrict src = buf + (size_t)nb[i] * (size_t)tile;
-#pragma omp simd
-                    for (int t = 0; t < len; t++)
-                        acc[t] += wi * src[t];
-                }
+                whiten_row(acc, buf, (size_t)tile, nb, w, wh->n_nbr[c], len);
                 memcpy(x + (size_t)c * (size_t)n_t + t0, acc, (size_t)len * sizeof(float));
             }
         }
