@@ -85,6 +85,7 @@ static void test_random(void)
         }
         CHECK_MSG(bad == 0, "C = %d: %d samples differ from numpy's median", C, bad);
 
+
         /* mean removal: double mean subtracted as float, rows then average ~0 */
         memcpy(y, x, (size_t)C * T * sizeof(float));
         for (int64_t i = 0; i < C * T; i++)
@@ -106,6 +107,29 @@ static void test_random(void)
         }
         CHECK(bad == 0);
         CHECK_MSG(worst < 1e-3, "C = %d: residual mean %g", C, worst);
+
+        /* values over the whole float range, both signs, and infinities */
+        for (int64_t i = 0; i < C * T; i++) {
+            double mag = pow(10.0, urand() * 60.0 - 30.0);
+            x[i] = (float)(urand() < 0.5 ? -mag : mag);
+            if (i % 97 == 0)
+                x[i] = (i % 2) ? INFINITY : -INFINITY;
+            if (i % 89 == 0)
+                x[i] = 0.0f;
+        }
+        float *med = bs_mem_alloc("test/car", (size_t)T * sizeof(float));
+        for (int64_t t = 0; t < T; t++)
+            med[t] = ref_median(x, C, T, t, tmp);
+        memcpy(y, x, (size_t)C * T * sizeof(float));
+        CHECK(bs_car(y, C, T, 0, 1, NULL, 0) == BS_OK);
+        bad = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                float e = x[c * T + t] - med[t];
+                bad += !(y[c * T + t] == e || (isnan(e) && isnan(y[c * T + t])));
+            }
+        CHECK_MSG(bad == 0, "C = %d, wide range: %d samples differ from numpy's median", C, bad);
+        bs_mem_free(med);
         bs_mem_free(x);
         bs_mem_free(y);
         bs_mem_free(tmp);
@@ -126,11 +150,11 @@ static void test_scratch_and_threads(void)
     bs_mem_reset_peaks();
     CHECK(bs_car(a, C, T, 1, 1, NULL, 0) == BS_OK);
     size_t want = bs_car_scratch_bytes(C, T, 2);
-    CHECK(want == 2 * 384 * 64 * sizeof(float));
+    CHECK(want == 2 * 384 * (64 + 1) * sizeof(float)); /* tile + candidate buffer */
     CHECK_MSG(bs_mem_tag_peak("preprocess/car", BS_DEV_HOST) == want, "peak %zu, size %zu",
               bs_mem_tag_peak("preprocess/car", BS_DEV_HOST), want);
     CHECK(bs_mem_tag_current("preprocess/car", BS_DEV_HOST) == 0);
-    CHECK(bs_car_scratch_bytes(5, 10, 3) == 3 * 5 * 10 * sizeof(float)); /* tile clipped to the window */
+    CHECK(bs_car_scratch_bytes(5, 10, 3) == 3 * 5 * (10 + 1) * sizeof(float)); /* tile clipped to the window */
 
     omp_set_num_threads(1);
     CHECK(bs_car(b, C, T, 1, 1, NULL, 0) == BS_OK);
