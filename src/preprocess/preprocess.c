@@ -63,8 +63,9 @@ bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int
         const float thr = (float)pp->artifact_uv;
         const size_t n = (size_t)n_chan * (size_t)n_t;
         int hit = 0;
-        for (size_t i = 0; i < n && !hit; i++)
-            hit = !(fabsf(x[i]) < thr); /* NaN counts as an artifact */
+#pragma omp parallel for reduction(| : hit) schedule(static)
+        for (size_t i = 0; i < n; i++)
+            hit |= !(fabsf(x[i]) < thr); /* NaN counts as an artifact */
         if (hit) { /* the whole window becomes zeros and whitening is skipped */
             memset(x, 0, n * sizeof *x);
             if (zeroed)

@@ -154,6 +154,8 @@ typedef struct {
     float *tmp;     /* [n_chan * n_chan] one batch's ssyrk output */
 } bs_whiten_cov;
 
+/* Bytes the accumulator holds ("preprocess/whiten_cov"): C*C doubles + C*C floats. */
+size_t bs_whiten_cov_bytes(int n_chan);
 bs_status bs_whiten_cov_init(bs_whiten_cov *acc, int n_chan);
 /* Add the central columns [t0, t1) of a window (n_chan x n_t). */
 bs_status bs_whiten_cov_add(bs_whiten_cov *acc, const float *x, int64_t n_t, int64_t t0, int64_t t1);
@@ -173,13 +175,20 @@ typedef struct {
  * probe's positions and shanks. n_neighbors >= 1 (clipped to the shank
  * size), eps >= 0, scale > 0. Fails with BS_ERR_INPUT on a non-finite or
  * non-positive-semidefinite neighbourhood (eigenvalue + eps <= 0). */
+/* Bytes a built whitener holds ("preprocess/whitener") for k entries per row
+ * (k = min(n_neighbors, channels on the largest shank)), and the transient
+ * bytes bs_whitener_build works in ("preprocess/whitener_build"). */
+size_t bs_whitener_bytes(int n_chan, int k);
+size_t bs_whitener_build_bytes(int n_chan, int k);
 bs_status bs_whitener_build(const double *cov, const bs_probe *probe, int n_neighbors, double eps, double scale,
                             bs_whitener *wh);
 void bs_whitener_free(bs_whitener *wh);
 
 /* Dense W (n_chan x n_chan, row-major, zeros off the neighbourhoods). */
 void bs_whitener_dense(const bs_whitener *wh, float *W);
-/* Winv = inverse of (W + ridge I) (n_chan x n_chan). BS_ERR_INPUT if singular. */
+/* Winv = inverse of (W + ridge I) (n_chan x n_chan). BS_ERR_INPUT if singular.
+ * Works in bs_whitener_inverse_bytes(n_chan) = 2*C*C doubles ("preprocess/whiten_inv"). */
+size_t bs_whitener_inverse_bytes(int n_chan);
 bs_status bs_whitener_inverse(const bs_whitener *wh, double ridge, float *Winv);
 
 size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads);

@@ -36,6 +36,11 @@
 
 /* ---------------------------------------------------------- covariance --- */
 
+size_t bs_whiten_cov_bytes(int n_chan)
+{
+    return n_chan < 1 ? 0 : (size_t)n_chan * (size_t)n_chan * (sizeof(double) + sizeof(float));
+}
+
 bs_status bs_whiten_cov_init(bs_whiten_cov *acc, int n_chan)
 {
     memset(acc, 0, sizeof *acc);
@@ -160,6 +165,27 @@ static void jacobi_eig(double *a, int n, double *d, double *v)
         d[i] = a[i * n + i];
 }
 
+size_t bs_whitener_bytes(int n_chan, int k)
+{
+    if (n_chan < 1 || k < 1)
+        return 0;
+    return (size_t)n_chan * sizeof(int) + (size_t)n_chan * (size_t)k * (sizeof(int) + sizeof(float));
+}
+
+/* keys[C], then ints (set[k], prev[k], pos[C]) rounded up to 8 bytes, then
+ * doubles (sub k*k, V k*k, D k) */
+static size_t build_int_bytes(int n_chan, int k) { return ((2 * (size_t)k + (size_t)n_chan) * sizeof(int) + 7) / 8 * 8; }
+
+size_t bs_whitener_build_bytes(int n_chan, int k)
+{
+    if (n_chan < 1 || k < 1)
+        return 0;
+    return (size_t)n_chan * sizeof(nbr_key) + build_int_bytes(n_chan, k) +
+           (2 * (size_t)k * (size_t)k + (size_t)k) * sizeof(double);
+}
+
+size_t bs_whitener_inverse_bytes(int n_chan) { return n_chan < 1 ? 0 : 2 * (size_t)n_chan * (size_t)n_chan * sizeof(double); }
+
 void bs_whitener_free(bs_whitener *wh)
 {
     bs_mem_free(wh->n_nbr);
@@ -201,9 +227,8 @@ bs_status bs_whitener_build(const double *cov, const bs_probe *probe, int n_neig
     wh->nbr = bs_mem_calloc("preprocess/whitener", (size_t)C * k, sizeof(int));
     wh->w = bs_mem_calloc("preprocess/whitener", (size_t)C * k, sizeof(float));
     /* work: keys[C], sorted set + previous set, pos[C], sub matrix, V, D */
-    size_t int_bytes = (2 * (size_t)k + (size_t)C) * sizeof(int);
-    int_bytes = (int_bytes + 7) / 8 * 8; /* keep the doubles aligned */
-    size_t work_bytes = (size_t)C * sizeof(nbr_key) + int_bytes + (2 * (size_t)k * k + (size_t)k) * sizeof(double);
+    const size_t int_bytes = build_int_bytes(C, k); /* keeps the doubles aligned */
+    const size_t work_bytes = bs_whitener_build_bytes(C, k);
     char *work = bs_mem_alloc("preprocess/whitener_build", work_bytes);
     if (!wh->n_nbr || !wh->nbr || !wh->w || !work) {
         bs_mem_free(work);

@@ -112,7 +112,11 @@ static void test_fixture(void)
     }
     p.n_shanks = 2;
     bs_whitener wh;
+    bs_mem_reset_peaks();
     CHECK(bs_whitener_build(cov, &p, K, 1e-6, 1.0, &wh) == BS_OK);
+    CHECK(bs_mem_tag_current("preprocess/whitener", BS_DEV_HOST) == bs_whitener_bytes(C, K));
+    CHECK(bs_mem_tag_peak("preprocess/whitener_build", BS_DEV_HOST) == bs_whitener_build_bytes(C, K));
+    CHECK(bs_mem_tag_current("preprocess/whitener_build", BS_DEV_HOST) == 0);
     int nbr_bad = 0, cross = 0;
     for (int j = 0; j < C; j++)
         for (int i = 0; i < K; i++) {
@@ -138,6 +142,8 @@ static void test_fixture(void)
     CHECK(zeros_ok);
     CHECK_MSG(werr <= 1e-4, "W relative error %g", werr);
     CHECK(bs_whitener_inverse(&wh, 0.0, Wi) == BS_OK);
+    CHECK(bs_mem_tag_peak("preprocess/whiten_inv", BS_DEV_HOST) == bs_whitener_inverse_bytes(C));
+    CHECK(bs_whitener_inverse_bytes(C) == 2 * 28 * 28 * sizeof(double));
     for (int i = 0; i < C * C; i++) {
         double e = fabs(Wi[i] - Iref[i]) / (fabs(Iref[i]) > 1e-3 * imax ? fabs(Iref[i]) : 1e-3 * imax);
         ierr = e > ierr ? e : ierr;
@@ -214,6 +220,8 @@ static void test_noise(void)
 
     bs_whiten_cov acc;
     CHECK(bs_whiten_cov_init(&acc, C) == BS_OK);
+    CHECK(bs_mem_tag_current("preprocess/whiten_cov", BS_DEV_HOST) == bs_whiten_cov_bytes(C));
+    CHECK(bs_whiten_cov_bytes(C) == 16 * 16 * 12);
     CHECK(bs_whiten_cov_finalize(&acc, cov) == BS_ERR_INPUT); /* nothing added yet */
     CHECK(bs_whiten_cov_add(&acc, x1, T, H, H + B) == BS_OK);
     CHECK(bs_whiten_cov_add(&acc, x2, T, H, H + B) == BS_OK);
