@@ -66,7 +66,7 @@ static inline float funkey(int32_t k)
  * n keys; then only the keys sharing those bits with the answer (few, for
  * real data) are copied to `cand` and the remaining bits are found on them.
  * No data-dependent branches in the full passes. */
-BS_PP_CLONES
+BS_VECTORIZED
 static int32_t select_kth(const int32_t *restrict key, int n, int k, int32_t *restrict cand)
 {
     uint32_t ans = 0;
@@ -102,7 +102,7 @@ static int32_t select_kth(const int32_t *restrict key, int n, int k, int32_t *re
 }
 
 /* numpy's median of n keys, as a float. */
-BS_PP_CLONES
+BS_VECTORIZED
 static float median_keys(const int32_t *restrict key, int n, int32_t *restrict cand)
 {
     int32_t hi = select_kth(key, n, n / 2, cand);

@@ -284,7 +284,7 @@ size_t bs_highpass_scratch_bytes(const bs_highpass *hp, int n_chan, int64_t n_t,
 
 /* One pass over buf[0..n) (n samples x HP_LANES, in place), forward or
  * backward, starting from state zi * first sample. */
-BS_PP_CLONES
+BS_VECTORIZED
 static void sos_pass(const bs_highpass *hp, double *buf, int64_t n, int backward)
 {
     const int S = hp->n_sections;

@@ -17,19 +17,8 @@
 #include "../common/status.h"
 #include "../mem/mem.h"
 
-/* Hot loops are compiled twice, for AVX2 and for baseline x86-64, and the
- * loader picks one (GCC/Clang function multi-versioning). FP contraction is
- * off in every file that includes this header (GCC already has it off in
- * ISO C mode; Clang needs the pragma), so a*b + c is never fused into an FMA
- * and both versions round identically. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(BS_NO_CLONES)
-#define BS_PP_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define BS_PP_CLONES
-#endif
-#ifdef __clang__
-#pragma STDC FP_CONTRACT OFF
-#endif
+/* Hot loops are multi-versioned with BS_VECTORIZED (common/simd.h). */
+#include "../common/simd.h"
 
 typedef struct {
     char *buf;     /* n_threads * per_thread bytes */

@@ -393,7 +393,7 @@ size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads)
  * stay in neighbour order, so the result is that of the plain loop. Built
  * for AVX2 and baseline x86-64 (chosen at load time); contraction into FMA
  * is off (see below), so both give the same bytes. */
-BS_PP_CLONES
+BS_VECTORIZED
 static void whiten_row(float *restrict acc, const float *restrict buf, size_t tile, const int *nb, const float *w,
                        int n, int len)
 {
