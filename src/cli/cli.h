@@ -8,7 +8,10 @@
 #ifndef BS_CLI_H
 #define BS_CLI_H
 
+#include <stddef.h>
+
 #include "../common/status.h"
+#include "../io/recording.h"
 
 int bs_cmd_sort(int argc, char **argv);
 int bs_cmd_plan(int argc, char **argv);
@@ -27,5 +30,17 @@ int bs_cli_fail(bs_status st);
 /* A subcommand a later release provides: prints its usage and that it is not
  * available yet; exit code 1 (usage) whether or not --help was given. */
 int bs_cli_not_available(const char *name, const char *usage);
+
+/* Strict number parsing: the whole string, finite, within [lo, hi]. */
+int bs_cli_parse_double(const char *s, double *v);
+int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v);
+
+/* The options that describe how to read REC (--probe, --fs, --n-chan,
+ * --dtype, --uv-per-bit, --offset, --header-bytes, --probe-index), shared by
+ * every command that opens a recording. Returns 1 if `name` is one of them
+ * and `value` was stored in *opt, 0 if `name` is not one of them, -1 if the
+ * value is malformed (the reason is written to msg). */
+int bs_cli_recording_option(const char *name, const char *value, bs_open_options *opt, char *msg, size_t msglen);
+extern const char BS_CLI_RECORDING_OPTIONS_HELP[];
 
 #endif

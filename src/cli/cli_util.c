@@ -1,7 +1,11 @@
 /*
  * cli_util.c - helpers shared by the subcommands.
  */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -24,4 +28,71 @@ int bs_cli_not_available(const char *name, const char *usage)
 {
     fprintf(stderr, "usage: %s\n\nboundsort %s is not available yet in this version.\n", usage, name);
     return BS_ERR_USAGE;
+}
+
+int bs_cli_parse_double(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return end != s && *end == '\0' && errno == 0 && isfinite(*v);
+}
+
+int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtoll(s, &end, 10);
+    return end != s && *end == '\0' && errno == 0 && *v >= lo && *v <= hi;
+}
+
+const char BS_CLI_RECORDING_OPTIONS_HELP[] =
+    "  --probe P       probe file of a raw binary (probeinterface or Kilosort JSON)\n"
+    "  --fs HZ         sampling rate of a raw binary, Hz\n"
+    "  --n-chan N      columns per sample in the raw binary (default: what the probe file needs)\n"
+    "  --dtype T       int16 (default), uint16, int32, float32\n"
+    "  --uv-per-bit X  µV per raw unit (default 1)\n"
+    "  --offset X      raw units subtracted before scaling (default 0; 32768 for uint16)\n"
+    "  --header-bytes N  bytes to skip at the start of the file\n"
+    "  --probe-index I which probe of a probeinterface ProbeGroup (default 0)\n";
+
+int bs_cli_recording_option(const char *name, const char *v, bs_open_options *opt, char *msg, size_t msglen)
+{
+    double d;
+    long long n;
+    if (strcmp(name, "--probe") == 0) {
+        opt->probe_path = v;
+    } else if (strcmp(name, "--fs") == 0) {
+        if (!bs_cli_parse_double(v, &d) || d <= 0)
+            return snprintf(msg, msglen, "--fs: expected a sampling rate > 0 Hz, got '%s'", v), -1;
+        opt->fs_hz = d;
+    } else if (strcmp(name, "--n-chan") == 0) {
+        if (!bs_cli_parse_long(v, 1, INT_MAX, &n))
+            return snprintf(msg, msglen, "--n-chan: expected a column count >= 1, got '%s'", v), -1;
+        opt->n_cols = (int)n;
+    } else if (strcmp(name, "--dtype") == 0) {
+        bs_sample_type t;
+        if (bs_sample_type_parse(v, &t) != BS_OK)
+            return snprintf(msg, msglen, "--dtype: expected int16, uint16, int32 or float32, got '%s'", v), -1;
+        opt->dtype = v;
+    } else if (strcmp(name, "--uv-per-bit") == 0) {
+        if (!bs_cli_parse_double(v, &d) || d <= 0)
+            return snprintf(msg, msglen, "--uv-per-bit: expected a number > 0, got '%s'", v), -1;
+        opt->uv_per_bit = d;
+    } else if (strcmp(name, "--offset") == 0) {
+        if (!bs_cli_parse_double(v, &d))
+            return snprintf(msg, msglen, "--offset: expected a number, got '%s'", v), -1;
+        opt->offset = d;
+    } else if (strcmp(name, "--header-bytes") == 0) {
+        if (!bs_cli_parse_long(v, 0, LLONG_MAX, &n))
+            return snprintf(msg, msglen, "--header-bytes: expected a byte count >= 0, got '%s'", v), -1;
+        opt->header_bytes = (uint64_t)n;
+    } else if (strcmp(name, "--probe-index") == 0) {
+        if (!bs_cli_parse_long(v, 0, INT_MAX, &n))
+            return snprintf(msg, msglen, "--probe-index: expected an index >= 0, got '%s'", v), -1;
+        opt->probe_index = (int)n;
+    } else {
+        return 0;
+    }
+    return 1;
 }

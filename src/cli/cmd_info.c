@@ -23,43 +23,22 @@
 #include "../io/recording.h"
 #include "cli.h"
 
-static const char *USAGE =
+static const char *USAGE_HEAD =
     "boundsort info REC [--probe P --fs HZ --n-chan N --dtype T --uv-per-bit X --offset X\n"
     "                    --header-bytes N --probe-index I] [--json]\n"
     "\n"
-    "  REC             recording: a raw binary with --probe (probeinterface or Kilosort JSON)\n"
-    "  --probe P       probe file of a raw binary\n"
-    "  --fs HZ         sampling rate of a raw binary, Hz\n"
-    "  --n-chan N      columns per sample in the raw binary (default: what the probe file needs)\n"
-    "  --dtype T       int16 (default), uint16, int32, float32\n"
-    "  --uv-per-bit X  µV per raw unit (default 1)\n"
-    "  --offset X      raw units subtracted before scaling (default 0; 32768 for uint16)\n"
-    "  --header-bytes N  bytes to skip at the start of the file\n"
-    "  --probe-index I which probe of a probeinterface ProbeGroup (default 0)\n"
+    "  REC             recording: a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
     "  --json          print JSON instead of text\n";
+
+static void print_usage(FILE *out) { fprintf(out, "%s%s", USAGE_HEAD, BS_CLI_RECORDING_OPTIONS_HELP); }
 
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "boundsort info: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\nusage: %s", USAGE);
+    fprintf(stderr, "\n\nusage: ");
+    print_usage(stderr);
     return BS_ERR_USAGE;
-}
-
-static int parse_double(const char *s, double *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    return end != s && *end == '\0' && errno == 0 && isfinite(*v);
-}
-
-static int parse_long(const char *s, long long lo, long long hi, long long *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    return end != s && *end == '\0' && errno == 0 && *v >= lo && *v <= hi;
 }
 
 /* "0-3,5,7-9": the file columns of the sorted channels, in channel order. */
@@ -188,7 +167,8 @@ static int print_json(const char *path, const bs_recording *rec)
 int bs_cmd_info(int argc, char **argv)
 {
     if (bs_cli_wants_help(argc, argv)) {
-        printf("usage: %s", USAGE);
+        printf("usage: ");
+        print_usage(stdout);
         return BS_OK;
     }
     bs_open_options opt = {0};
@@ -204,42 +184,12 @@ int bs_cmd_info(int argc, char **argv)
             if (i + 1 >= argc)
                 return usage_error("option %s needs a value", a);
             const char *v = argv[++i];
-            double d;
-            long long n;
-            if (strcmp(a, "--probe") == 0) {
-                opt.probe_path = v;
-            } else if (strcmp(a, "--fs") == 0) {
-                if (!parse_double(v, &d) || d <= 0)
-                    return usage_error("--fs: expected a sampling rate > 0 Hz, got '%s'", v);
-                opt.fs_hz = d;
-            } else if (strcmp(a, "--n-chan") == 0) {
-                if (!parse_long(v, 1, INT_MAX, &n))
-                    return usage_error("--n-chan: expected a column count >= 1, got '%s'", v);
-                opt.n_cols = (int)n;
-            } else if (strcmp(a, "--dtype") == 0) {
-                bs_sample_type t;
-                if (bs_sample_type_parse(v, &t) != BS_OK)
-                    return usage_error("--dtype: expected int16, uint16, int32 or float32, got '%s'", v);
-                opt.dtype = v;
-            } else if (strcmp(a, "--uv-per-bit") == 0) {
-                if (!parse_double(v, &d) || d <= 0)
-                    return usage_error("--uv-per-bit: expected a number > 0, got '%s'", v);
-                opt.uv_per_bit = d;
-            } else if (strcmp(a, "--offset") == 0) {
-                if (!parse_double(v, &d))
-                    return usage_error("--offset: expected a number, got '%s'", v);
-                opt.offset = d;
-            } else if (strcmp(a, "--header-bytes") == 0) {
-                if (!parse_long(v, 0, LLONG_MAX, &n))
-                    return usage_error("--header-bytes: expected a byte count >= 0, got '%s'", v);
-                opt.header_bytes = (uint64_t)n;
-            } else if (strcmp(a, "--probe-index") == 0) {
-                if (!parse_long(v, 0, INT_MAX, &n))
-                    return usage_error("--probe-index: expected an index >= 0, got '%s'", v);
-                opt.probe_index = (int)n;
-            } else {
+            char msg[256];
+            int r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg);
+            if (r < 0)
+                return usage_error("%s", msg);
+            if (r == 0)
                 return usage_error("unknown option %s", a);
-            }
             continue;
         }
         if (rec_path)

@@ -1,0 +1,52 @@
+/*
+ * sort.h - `boundsort sort`: the stage order and the batch loops
+ * (ARCHITECTURE.md section 2). Only this module knows the order of stages.
+ *
+ *   1. whitening  every whiten_stride-th batch: mean removal, median
+ *                 reference, high-pass; channel covariance -> local whitening
+ *   2. basis      every basis_stride-th batch, preprocessed and whitened:
+ *                 isolated peaks -> temporal PCs and detection shapes
+ *   3. detect     every batch: universal-template detection; spikes and
+ *                 features stream to OUT/.stages/detect/ in batch order
+ *   4. cluster    per spatial center, the detected spikes read back from
+ *                 disk: graph clustering -> channel-sparse templates
+ *   5. match      every batch: peeling with the templates; spikes stream to
+ *                 disk
+ *   6. finish     merges, duplicate removal, labels
+ *   7. export     the Phy folder
+ *
+ * Batches are read with a halo of `halo_samples` on each side (enough for
+ * the high-pass to equal whole-recording filtering to float precision), and
+ * every stage reports only what lies in a batch's own samples, so batch
+ * boundaries never duplicate or drop a spike. Each batch is processed by all
+ * threads (OpenMP inside the kernels) and batches run in order, so outputs do
+ * not depend on the thread count.
+ */
+#ifndef BS_SORT_H
+#define BS_SORT_H
+
+#include <stdint.h>
+
+#include "../common/status.h"
+#include "../detect/detect.h"
+#include "../io/recording.h"
+
+typedef struct {
+    const char *out_dir;       /* output folder */
+    int64_t batch_samples;     /* samples per batch (0: 2 s) */
+    int64_t halo_samples;      /* samples of context each side (0: 20 ms) */
+    int threads;               /* OpenMP threads (0: all cores) */
+    double highpass_hz;        /* high-pass cutoff, Hz */
+    int highpass_order;        /* Butterworth order */
+    int whiten_neighbors;      /* channels per local whitening neighbourhood */
+    int whiten_stride;         /* every n-th batch feeds the covariance */
+    int basis_stride;          /* every n-th batch feeds the temporal bases */
+    bs_detect_params detect;
+    int quiet;                 /* no progress lines */
+} bs_sort_params;
+
+void bs_sort_default_params(bs_sort_params *p);
+
+bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p);
+
+#endif
