@@ -1,0 +1,210 @@
+/*
+ * match.h - template matching: channel-sparse low-rank templates, the sparse
+ * template-pair table and per-batch peeling (ARCHITECTURE.md sections 3 and 8,
+ * ALGORITHM.md section 7, written from the description, not ported).
+ *
+ * Representation (chosen, and every number below is exact for it):
+ *   A template k lives on n_sup channels S_k (sorted ascending channel
+ *   indices, the same count for every template of a set) and is stored
+ *   low-rank, as Kilosort stores it: spatial weights U_k (n_sup x P) on a
+ *   shared temporal basis (P x nt), so its waveform is
+ *       W_k[i, s] = sum_p U_k[i, p] * basis[p, s]   (i-th support channel, s in 0..nt-1).
+ *   The basis need not be orthonormal; U_k is scaled at creation so that
+ *   ||W_k|| = 1 (computed through the Gram matrix of the basis). A template's
+ *   trough is at sample nt_before.
+ *
+ * Data: X is a whitened batch window, float32, channel-major, row c at
+ * X + c*ldx, n_t samples. Samples outside [0, n_t) count as zero.
+ *
+ * Scores: B[k, t] = sum_{i} sum_s W_k[i, s] * X[S_k[i], t + s - nt_before],
+ * computed as (1) the projection of every channel on the temporal basis
+ * (direct convolution, Bp[c, p, t]) then (2) one SGEMM per block of <= 32
+ * templates with identical support: B[block, t] = U_block (nb x n_sup*P) *
+ * Bp[S, :, t] (n_sup*P x L). Work is tiled over time in fixed tiles of
+ * BS_MATCH_TILE samples, so scores are the same bits whatever template range
+ * ("chunks over templates") or buffer is asked for.
+ *
+ * Pair table: for templates j, k and lag d in [-(nt-1), nt-1],
+ *     UtU[j, k, d] = sum_{c in S_j and S_k} sum_s W_j[c, s] * W_k[c, s + d]
+ * (W_k[c, s'] = 0 for s' outside 0..nt-1). Subtracting an amplitude-a copy of
+ * template k placed at time t (X[c, t - nt_before + s] -= a W_k[c, s]) changes
+ * the score B[j, t + d] by exactly -a * UtU[j, k, d]. UtU[j, k, d] =
+ * UtU[k, j, -d]. Pairs whose supports are disjoint are exactly zero and are not
+ * stored: the table is CSR over the subtracted template k, listing every j
+ * whose support shares a channel with S_k (k itself included), each with a row
+ * of 2nt-1 floats v[d + nt - 1] = UtU[j, k, d]. A row is computed as
+ * sum_{p,q} M[p,q] * WtW[p,q,d] with M = U_j^T U_k over the shared channels
+ * (ascending channel order) and WtW the lagged basis products; the same
+ * function fills the table and computes rows on demand, so both strategies
+ * give identical bits.
+ *
+ * Peeling (per batch): see bs_peel_batch below.
+ */
+#ifndef BS_MATCH_H
+#define BS_MATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+#define BS_MATCH_MAX_SUP 64     /* channels per template support, at most */
+#define BS_MATCH_MAX_PC 16      /* temporal components, at most */
+#define BS_MATCH_BLOCK 32       /* templates per score GEMM block, at most */
+#define BS_MATCH_TILE 1024      /* samples per score tile */
+
+/* ---------------------------------------------------------------- templates */
+
+typedef struct {
+    int n_chan;        /* channels C of the data (rows of X) */
+    int nt;            /* samples per template */
+    int nt_before;     /* trough index within the template, samples */
+    int n_pc;          /* temporal components P */
+    int K;             /* templates */
+    int n_sup;         /* channels per support */
+    float *basis;      /* P x nt temporal basis (whitened units per unit weight) */
+    float *wtw;        /* P x P x (2nt-1): wtw[(p*P+q)*(2nt-1) + d+nt-1] = sum_s basis[p,s] basis[q,s+d] */
+    int32_t *support;  /* K x n_sup channel indices, ascending per template */
+    float *U;          /* K x n_sup x P spatial weights, scaled so ||W_k|| = 1 */
+    float *norm_in;    /* K: ||W_k|| of the weights as given (before scaling) */
+    /* blocks: templates with identical support, in order of first appearance,
+     * split into runs of <= BS_MATCH_BLOCK in ascending template order */
+    int n_blocks;
+    int32_t *block_start;   /* n_blocks + 1 offsets into block_members */
+    int32_t *block_members; /* K template ids */
+    int32_t *block_of;      /* K: block of each template */
+} bs_match_templates;
+
+/* Bytes held by a template set of this shape (all its tagged buffers). */
+size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup);
+
+/* Copy and validate: basis (P x nt), support (K x n_sup, ascending, unique,
+ * in [0, n_chan)), U (K x n_sup x P, non-zero). U is rescaled to unit-norm
+ * waveforms. `what` names the source in error messages (a path or "templates").
+ * Bad input gives BS_ERR_INPUT naming the field. */
+bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt_before, int n_pc,
+                                    const float *basis, int K, int n_sup, const int32_t *support,
+                                    const float *U, bs_match_templates *out);
+void bs_match_templates_free(bs_match_templates *t);
+
+/* Expand template k's waveform into w (n_sup x nt floats). */
+void bs_match_template_waveform(const bs_match_templates *t, int k, float *w);
+
+/* --------------------------------------------------------------- scores */
+
+/* Bytes of a full score buffer: K x n_t floats. */
+size_t bs_match_scores_bytes(int K, int64_t n_t);
+/* Bytes of the score workspace (projection tile, gather and block buffers). */
+size_t bs_match_scores_ws_bytes(const bs_match_templates *t);
+
+typedef struct {
+    float *proj;    /* C x P x (BS_MATCH_TILE) projection of one tile */
+    float *gather;  /* n_sup*P x BS_MATCH_TILE rows of one support */
+    float *blk;     /* BS_MATCH_BLOCK x BS_MATCH_TILE block GEMM output */
+    float *ublk;    /* BS_MATCH_BLOCK x n_sup*P weights of one block */
+} bs_match_scores_ws;
+
+bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_ws *ws);
+void bs_match_scores_ws_free(bs_match_scores_ws *ws);
+
+/* Scores of templates k0..k1-1 for every t in [0, n_t): row k of the
+ * output is at B + (k - k0) * ldb. Bits do not depend on k0, k1 (a block that
+ * straddles the range is computed whole and only the rows asked for are kept). */
+bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int k0,
+                          int k1, float *B, size_t ldb, bs_match_scores_ws *ws);
+
+/* ----------------------------------------------------------- pair table */
+
+typedef struct {
+    int K;
+    int n_lag;          /* 2nt - 1 */
+    int64_t nnz;        /* stored pairs */
+    int64_t *row_start; /* K + 1: pairs of subtracted template k are row_start[k]..row_start[k+1]-1 */
+    int32_t *nbr;       /* nnz: template j of each pair, ascending within a row */
+    float *val;         /* nnz x n_lag, or NULL when built without values (on-the-fly strategy) */
+} bs_pair_table;
+
+/* Pairs (j, k) with overlapping supports, counting (k, k), for K templates
+ * whose supports are given (K x n_sup, ascending); -1 on bad sizes. */
+int64_t bs_pair_count(int K, int n_sup, const int32_t *support, int n_chan);
+/* Bytes of the sparse table with values for `nnz` pairs, and without values. */
+size_t bs_pair_table_bytes(int K, int64_t nnz, int nt, int with_values);
+/* Bytes of the dense K x K x (2nt-1) float table, for comparison. */
+double bs_pair_dense_bytes(int64_t K, int nt);
+
+/* Build the neighbour lists, and the values when with_values != 0. */
+bs_status bs_pair_table_build(const bs_match_templates *t, int with_values, bs_pair_table *pt);
+void bs_pair_table_free(bs_pair_table *pt);
+
+/* Row UtU[j, k, .] (2nt-1 floats, index d + nt - 1) computed from the
+ * templates; identical bits to the stored table entry. */
+void bs_pair_row(const bs_match_templates *t, int j, int k, float *out);
+
+/* ----------------------------------------------------------- peeling */
+
+typedef struct {
+    float threshold; /* whitened units; a spike needs B[k,t] > threshold (default 8) */
+    int max_iter;    /* peeling iterations per batch (default 50) */
+} bs_peel_params;
+
+void bs_peel_params_default(bs_peel_params *p);
+
+typedef struct {
+    int64_t time;   /* absolute sample of the trough */
+    int32_t tmpl;   /* template id */
+    float amp;      /* amplitude, whitened units (template unit norm) */
+} bs_spike;
+
+typedef struct {
+    int64_t n_t;        /* window length the workspace was sized for, samples */
+    int max_iter;
+    int64_t max_spikes; /* max_iter * (n_t / (nt + 1) + 1): the most one window can yield */
+    float *B;           /* K x n_t scores */
+    float *bmax;        /* n_t best score per sample */
+    int32_t *imax;      /* n_t template of the best score */
+    int64_t max_cand;   /* n_t / (nt + 1) + 1: accepted spikes of one iteration, at most */
+    int64_t *cand;      /* max_cand accepted times of one iteration */
+    int64_t *ivl;       /* 2 x max_cand: merged [lo, hi) column ranges to rescan */
+    int32_t *ctmpl;     /* max_cand templates of the accepted spikes */
+    float *camp;        /* max_cand amplitudes of the accepted spikes */
+    float *rowbuf;      /* n_threads x (2nt-1): on-the-fly pair rows */
+    int n_threads;
+    bs_match_scores_ws sws;
+} bs_peel_ws;
+
+/* Bytes of the peel workspace (including the score buffer and score
+ * workspace) for a window of n_t samples. */
+size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads);
+/* n_threads <= 0 means omp_get_max_threads(). */
+bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads,
+                           bs_peel_ws *ws);
+void bs_peel_ws_free(bs_peel_ws *ws);
+
+/*
+ * Peel one window. X (C x n_t, row stride ldx) covers absolute samples
+ * [t0_abs, t0_abs + n_t) and is turned into the residual in place. The
+ * window's central part is [c_begin, c_end) (window-relative); consecutive
+ * windows must have central parts that tile the recording, and a halo of at
+ * least 2*nt on each side where data exist.
+ *
+ * Each iteration: best score over templates per sample (lowest k on ties);
+ * accept every sample t whose best score exceeds the threshold and is the
+ * maximum within [t - nt, t + nt] (strictly greater than earlier samples,
+ * at least equal to later ones), so accepted spikes are more than nt apart and
+ * their waveforms do not overlap; record amplitude a = B[k, t]; subtract them
+ * from X and update B through the pair table (pt with values, or rows
+ * computed on demand when pt->val is NULL). Only t with the whole template
+ * inside the window (nt_before <= t <= n_t - nt + nt_before) can be accepted.
+ * Stops when nothing exceeds the threshold or after max_iter iterations.
+ *
+ * Every spike found is subtracted; those with c_begin <= t < c_end are
+ * appended to out (time = t0_abs + t), sorted by time then template. So a
+ * spike is reported by the one window whose central part holds its time.
+ * Output does not depend on the thread count. out must hold ws->max_spikes.
+ */
+bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx,
+                        int64_t n_t, int64_t t0_abs, int64_t c_begin, int64_t c_end,
+                        const bs_peel_params *p, bs_peel_ws *ws, bs_spike *out, int64_t *n_out,
+                        int *n_iter);
+
+#endif

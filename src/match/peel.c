@@ -1,0 +1,309 @@
+/*
+ * peel.c - per-batch template matching by peeling (ALGORITHM.md 7.2, our
+ * variant; the contract is in match.h above bs_peel_batch).
+ *
+ * Mechanism, one window:
+ *   1. B = scores of every template at every sample (templates.c).
+ *   2. Column scan: bmax[t] = max_k B[k, t], imax[t] its template (lowest k on
+ *      ties), scanned row by row over time segments in parallel; every column
+ *      is reduced in the same order whatever the thread count.
+ *   3. Accept every valid t with bmax[t] > threshold that is the maximum in
+ *      [t - nt, t + nt] (strict towards earlier samples, non-strict towards
+ *      later ones). Accepted spikes are then more than nt apart, so their
+ *      waveforms do not overlap and their amplitudes a = B[k, t] (the
+ *      least-squares fit of a unit-norm template) do not depend on each other.
+ *      Threshold rule: with unit-norm templates on whitened data, B[k,t] is in
+ *      noise standard deviations, so "a > threshold" equals Kilosort's
+ *      relu(B)^2/|T|^2 > Th^2.
+ *   4. Subtract: X[S_k, t - nt_before + s] -= a W_k (windows disjoint, in
+ *      parallel over spikes); B[j, t + d] -= a UtU[j, k, d] for the stored
+ *      neighbours j of k, first for the even-indexed spikes then the odd ones:
+ *      within one group spikes are more than 2nt apart, so their update windows
+ *      [t - nt + 1, t + nt - 1] are disjoint and each B element gets its
+ *      updates in a fixed order (even group, then odd group).
+ *   5. Rescan only the merged column ranges touched in 4 (the others did not
+ *      change), and repeat until no spike is accepted or max_iter.
+ * The workspace is sized once per run: max_iter * (n_t / (nt+1) + 1) bounds
+ * the spikes of a window, so there is no growth and no overflow.
+ */
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "match/match.h"
+#include "mem/mem.h"
+
+#define SCAN_SEG 2048 /* columns per parallel scan segment */
+
+void bs_peel_params_default(bs_peel_params *p)
+{
+    p->threshold = 8.0f;
+    p->max_iter = 50;
+}
+
+static int64_t max_cand_of(int64_t n_t, int nt)
+{
+    return n_t / (nt + 1) + 1;
+}
+
+size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads)
+{
+    (void)max_iter;
+    if (n_threads <= 0)
+        n_threads = omp_get_max_threads();
+    int64_t mc = max_cand_of(n_t, t->nt);
+    size_t b = bs_match_scores_bytes(t->K, n_t);
+    b += sizeof(float) * (size_t)n_t;                                   /* bmax */
+    b += sizeof(int32_t) * (size_t)n_t;                                 /* imax */
+    b += sizeof(int64_t) * (size_t)mc * 3;                              /* cand, ivl */
+    b += (sizeof(int32_t) + sizeof(float)) * (size_t)mc;                /* ctmpl, camp */
+    b += sizeof(float) * (size_t)n_threads * (size_t)(2 * t->nt - 1);  /* rowbuf */
+    b += bs_match_scores_ws_bytes(t);
+    return b;
+}
+
+void bs_peel_ws_free(bs_peel_ws *ws)
+{
+    if (!ws)
+        return;
+    bs_mem_free(ws->B);
+    bs_mem_free(ws->bmax);
+    bs_mem_free(ws->imax);
+    bs_mem_free(ws->cand);
+    bs_mem_free(ws->ivl);
+    bs_mem_free(ws->ctmpl);
+    bs_mem_free(ws->camp);
+    bs_mem_free(ws->rowbuf);
+    bs_match_scores_ws_free(&ws->sws);
+    memset(ws, 0, sizeof *ws);
+}
+
+bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads, bs_peel_ws *ws)
+{
+    memset(ws, 0, sizeof *ws);
+    if (n_t < 1 || max_iter < 1)
+        return bs_error(BS_ERR_INTERNAL, "peel workspace: expected n_t >= 1 and max_iter >= 1, got %lld and %d",
+                        (long long)n_t, max_iter);
+    if (n_threads <= 0)
+        n_threads = omp_get_max_threads();
+    ws->n_t = n_t;
+    ws->max_iter = max_iter;
+    ws->n_threads = n_threads;
+    ws->max_cand = max_cand_of(n_t, t->nt);
+    ws->max_spikes = (int64_t)max_iter * ws->max_cand;
+    ws->B = bs_mem_alloc("match/scores", bs_match_scores_bytes(t->K, n_t));
+    ws->bmax = bs_mem_alloc("match/peel", sizeof(float) * (size_t)n_t);
+    ws->imax = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)n_t);
+    ws->cand = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand);
+    ws->ivl = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand * 2);
+    ws->ctmpl = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)ws->max_cand);
+    ws->camp = bs_mem_alloc("match/peel", sizeof(float) * (size_t)ws->max_cand);
+    ws->rowbuf = bs_mem_alloc("match/peel", sizeof(float) * (size_t)n_threads * (size_t)(2 * t->nt - 1));
+    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf) {
+        bs_peel_ws_free(ws);
+        return BS_ERR_MEMORY;
+    }
+    bs_status st = bs_match_scores_ws_alloc(t, &ws->sws);
+    if (st != BS_OK) {
+        bs_peel_ws_free(ws);
+        return st;
+    }
+    return BS_OK;
+}
+
+/* bmax/imax over columns [lo, hi) of B (K x n_t, row stride n_t). */
+static void scan_cols(const float *B, int K, int64_t n_t, int64_t lo, int64_t hi, float *bmax, int32_t *imax)
+{
+    for (int64_t c = lo; c < hi; c++) {
+        bmax[c] = B[c];
+        imax[c] = 0;
+    }
+    for (int k = 1; k < K; k++) {
+        const float *row = B + (size_t)k * n_t;
+        for (int64_t c = lo; c < hi; c++)
+            if (row[c] > bmax[c]) {
+                bmax[c] = row[c];
+                imax[c] = k;
+            }
+    }
+}
+
+static int cmp_spike(const void *a, const void *b)
+{
+    const bs_spike *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    if (x->tmpl != y->tmpl)
+        return x->tmpl < y->tmpl ? -1 : 1;
+    return (x->amp > y->amp) - (x->amp < y->amp);
+}
+
+/* Subtract spikes cand[i0], cand[i0+2], ... from B through the pair table. */
+static void update_scores(const bs_match_templates *t, const bs_pair_table *pt, float *B, int64_t n_t,
+                          const int64_t *cand, const int32_t *tk, const float *ta, int64_t n_c, int64_t i0,
+                          float *rowbuf, int n_threads)
+{
+    const int nt = t->nt, nl = 2 * nt - 1;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(n_threads)
+    for (int64_t i = i0; i < n_c; i += 2) {
+        float *rb = rowbuf + (size_t)omp_get_thread_num() * nl;
+        const int64_t tc = cand[i];
+        const int k = tk[i];
+        const float a = ta[i];
+        int64_t d_lo = -(nt - 1), d_hi = nt - 1;
+        if (tc + d_lo < 0)
+            d_lo = -tc;
+        if (tc + d_hi > n_t - 1)
+            d_hi = n_t - 1 - tc;
+        for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
+            const int j = pt->nbr[m];
+            const float *v;
+            if (pt->val) {
+                v = pt->val + (size_t)m * nl;
+            } else {
+                bs_pair_row(t, j, k, rb);
+                v = rb;
+            }
+            float *row = B + (size_t)j * n_t + tc;
+            for (int64_t d = d_lo; d <= d_hi; d++)
+                row[d] -= a * v[d + nt - 1];
+        }
+    }
+}
+
+bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, int64_t n_t,
+                        int64_t t0_abs, int64_t c_begin, int64_t c_end, const bs_peel_params *p, bs_peel_ws *ws,
+                        bs_spike *out, int64_t *n_out, int *n_iter)
+{
+    *n_out = 0;
+    if (n_iter)
+        *n_iter = 0;
+    if (n_t < 1 || n_t > ws->n_t)
+        return bs_error(BS_ERR_INTERNAL, "peel: window of %lld samples, workspace sized for %lld", (long long)n_t,
+                        (long long)ws->n_t);
+    if (c_begin < 0 || c_end > n_t || c_begin > c_end)
+        return bs_error(BS_ERR_INTERNAL, "peel: central part [%lld, %lld) outside the window of %lld samples",
+                        (long long)c_begin, (long long)c_end, (long long)n_t);
+    if (!(p->threshold > 0) || !isfinite(p->threshold))
+        return bs_error(BS_ERR_INPUT, "peel parameters: field 'threshold': expected a positive number, got %g",
+                        (double)p->threshold);
+    if (p->max_iter < 1 || p->max_iter > ws->max_iter)
+        return bs_error(BS_ERR_INPUT, "peel parameters: field 'max_iter': expected 1..%d, got %d", ws->max_iter,
+                        p->max_iter);
+    if (!pt || pt->K != t->K || pt->n_lag != 2 * t->nt - 1)
+        return bs_error(BS_ERR_INTERNAL, "peel: pair table does not match the %d templates", t->K);
+    if ((int64_t)ldx < n_t)
+        return bs_error(BS_ERR_INTERNAL, "peel: row stride %zu below the window length %lld", ldx, (long long)n_t);
+
+    const int K = t->K, nt = t->nt, nb = t->nt_before, P = t->n_pc, ns = t->n_sup;
+    const float th = p->threshold;
+    float *B = ws->B;
+    BS_TRY(bs_match_scores(t, X, ldx, n_t, 0, K, B, (size_t)n_t, &ws->sws));
+
+    /* Valid trough samples: the whole template inside the window. */
+    const int64_t v0 = nb, v1 = n_t - nt + nb; /* inclusive */
+    if (v1 < v0)
+        return BS_OK;
+
+    int64_t nseg = (n_t + SCAN_SEG - 1) / SCAN_SEG;
+#pragma omp parallel for schedule(static) num_threads(ws->n_threads)
+    for (int64_t sgi = 0; sgi < nseg; sgi++) {
+        int64_t lo = sgi * SCAN_SEG, hi = lo + SCAN_SEG < n_t ? lo + SCAN_SEG : n_t;
+        scan_cols(B, K, n_t, lo, hi, ws->bmax, ws->imax);
+    }
+
+    int32_t *tk = ws->ctmpl;
+    float *ta = ws->camp;
+    const float *bmax = ws->bmax;
+    int64_t n_rep = 0;
+    int it;
+    for (it = 0; it < p->max_iter; it++) {
+        /* 3. accept local maxima above threshold */
+        int64_t n_c = 0;
+        for (int64_t tc = v0; tc <= v1; tc++) {
+            const float m = bmax[tc];
+            if (!(m > th))
+                continue;
+            int ok = 1;
+            int64_t lo = tc - nt < v0 ? v0 : tc - nt, hi = tc + nt > v1 ? v1 : tc + nt;
+            for (int64_t u = lo; u < tc && ok; u++)
+                if (bmax[u] >= m)
+                    ok = 0;
+            for (int64_t u = tc + 1; u <= hi && ok; u++)
+                if (bmax[u] > m)
+                    ok = 0;
+            if (!ok)
+                continue;
+            if (n_c >= ws->max_cand)
+                return bs_error(BS_ERR_INTERNAL, "peel: more than %lld spikes in one iteration",
+                                (long long)ws->max_cand);
+            ws->cand[n_c] = tc;
+            tk[n_c] = ws->imax[tc];
+            ta[n_c] = m;
+            n_c++;
+            tc += nt; /* the next nt samples cannot be maxima */
+        }
+        if (n_c == 0)
+            break;
+        for (int64_t i = 0; i < n_c; i++)
+            if (ws->cand[i] >= c_begin && ws->cand[i] < c_end) {
+                out[n_rep].time = t0_abs + ws->cand[i];
+                out[n_rep].tmpl = tk[i];
+                out[n_rep].amp = ta[i];
+                n_rep++;
+            }
+
+        /* 4a. residual: disjoint windows, parallel over spikes */
+#pragma omp parallel for schedule(dynamic, 4) num_threads(ws->n_threads)
+        for (int64_t i = 0; i < n_c; i++) {
+            const int k = tk[i];
+            const float a = ta[i];
+            const float *u = t->U + (size_t)k * ns * P;
+            const int32_t *sup = t->support + (size_t)k * ns;
+            const int64_t s0 = ws->cand[i] - nb;
+            for (int ci = 0; ci < ns; ci++) {
+                float *x = X + (size_t)sup[ci] * ldx + s0;
+                for (int s = 0; s < nt; s++) {
+                    float w = 0;
+                    for (int q = 0; q < P; q++)
+                        w += u[ci * P + q] * t->basis[q * nt + s];
+                    x[s] -= a * w;
+                }
+            }
+        }
+        /* 4b. scores: even group, then odd group */
+        update_scores(t, pt, B, n_t, ws->cand, tk, ta, n_c, 0, ws->rowbuf, ws->n_threads);
+        update_scores(t, pt, B, n_t, ws->cand, tk, ta, n_c, 1, ws->rowbuf, ws->n_threads);
+
+        /* 5. rescan the merged touched ranges */
+        int64_t n_iv = 0;
+        for (int64_t i = 0; i < n_c; i++) {
+            int64_t lo = ws->cand[i] - (nt - 1), hi = ws->cand[i] + nt;
+            if (lo < 0)
+                lo = 0;
+            if (hi > n_t)
+                hi = n_t;
+            if (n_iv > 0 && lo <= ws->ivl[2 * n_iv - 1]) {
+                ws->ivl[2 * n_iv - 1] = hi;
+            } else {
+                ws->ivl[2 * n_iv] = lo;
+                ws->ivl[2 * n_iv + 1] = hi;
+                n_iv++;
+            }
+        }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
+        for (int64_t v = 0; v < n_iv; v++)
+            scan_cols(B, K, n_t, ws->ivl[2 * v], ws->ivl[2 * v + 1], ws->bmax, ws->imax);
+    }
+    if (it == p->max_iter)
+        bs_log_debug("peel: stopped after max_iter = %d iterations in the window at sample %lld", p->max_iter,
+                     (long long)t0_abs);
+    qsort(out, (size_t)n_rep, sizeof(bs_spike), cmp_spike);
+    *n_out = n_rep;
+    if (n_iter)
+        *n_iter = it;
+    return BS_OK;
+}
