@@ -167,7 +167,8 @@ typedef struct {
     int64_t *ivl;       /* 2 x max_cand: merged [lo, hi) column ranges to rescan */
     int32_t *ctmpl;     /* max_cand templates of the accepted spikes */
     float *camp;        /* max_cand amplitudes of the accepted spikes */
-    float *rowbuf;      /* n_threads x (2nt-1): on-the-fly pair rows */
+    float *rowbuf;      /* (n_threads + 2) x (2nt-1): on-the-fly pair rows */
+    bs_spike *spk;      /* max_spikes: the window's spikes, window-relative times */
     int n_threads;
     bs_match_scores_ws sws;
 } bs_peel_ws;

@@ -51,7 +51,6 @@ static int64_t max_cand_of(int64_t n_t, int nt)
 
 size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads)
 {
-    (void)max_iter;
     if (n_threads <= 0)
         n_threads = omp_get_max_threads();
     int64_t mc = max_cand_of(n_t, t->nt);
@@ -60,7 +59,8 @@ size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, 
     b += sizeof(int32_t) * (size_t)n_t;                                 /* imax */
     b += sizeof(int64_t) * (size_t)mc * 3;                              /* cand, ivl */
     b += (sizeof(int32_t) + sizeof(float)) * (size_t)mc;                /* ctmpl, camp */
-    b += sizeof(float) * (size_t)n_threads * (size_t)(2 * t->nt - 1);  /* rowbuf */
+    b += sizeof(bs_spike) * (size_t)max_iter * (size_t)mc;              /* spk */
+    b += sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1); /* rowbuf */
     b += bs_match_scores_ws_bytes(t);
     return b;
 }
@@ -74,6 +74,7 @@ void bs_peel_ws_free(bs_peel_ws *ws)
     bs_mem_free(ws->imax);
     bs_mem_free(ws->cand);
     bs_mem_free(ws->ivl);
+    bs_mem_free(ws->spk);
     bs_mem_free(ws->ctmpl);
     bs_mem_free(ws->camp);
     bs_mem_free(ws->rowbuf);
@@ -99,10 +100,11 @@ bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_ite
     ws->imax = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)n_t);
     ws->cand = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand);
     ws->ivl = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand * 2);
+    ws->spk = bs_mem_alloc("match/peel", sizeof(bs_spike) * (size_t)ws->max_spikes);
     ws->ctmpl = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)ws->max_cand);
     ws->camp = bs_mem_alloc("match/peel", sizeof(float) * (size_t)ws->max_cand);
-    ws->rowbuf = bs_mem_alloc("match/peel", sizeof(float) * (size_t)n_threads * (size_t)(2 * t->nt - 1));
-    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf) {
+    ws->rowbuf = bs_mem_alloc("match/peel", sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1));
+    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf || !ws->spk) {
         bs_peel_ws_free(ws);
         return BS_ERR_MEMORY;
     }
@@ -174,6 +176,207 @@ static void update_scores(const bs_match_templates *t, const bs_pair_table *pt, 
     }
 }
 
+/* X[S_k, tc - nt_before + s] -= a W_k[., s]. */
+static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx, int k, int64_t tc, float a)
+{
+    const int nt = t->nt, P = t->n_pc, ns = t->n_sup;
+    const float *u = t->U + (size_t)k * ns * P;
+    const int32_t *sup = t->support + (size_t)k * ns;
+    const int64_t s0 = tc - t->nt_before;
+    for (int ci = 0; ci < ns; ci++) {
+        float *x = X + (size_t)sup[ci] * ldx + s0;
+        for (int s = 0; s < nt; s++) {
+            float w = 0;
+            for (int q = 0; q < P; q++)
+                w += u[ci * P + q] * t->basis[q * nt + s];
+            x[s] -= a * w;
+        }
+    }
+}
+
+/* One spike's score update, rows in neighbour order (sequential). */
+static void update_one(const bs_match_templates *t, const bs_pair_table *pt, float *B, int64_t n_t, int k,
+                       int64_t tc, float a, float *rb)
+{
+    const int nt = t->nt, nl = 2 * nt - 1;
+    int64_t d_lo = -(nt - 1), d_hi = nt - 1;
+    if (tc + d_lo < 0)
+        d_lo = -tc;
+    if (tc + d_hi > n_t - 1)
+        d_hi = n_t - 1 - tc;
+    for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
+        const float *v;
+        if (pt->val) {
+            v = pt->val + (size_t)m * nl;
+        } else {
+            bs_pair_row(t, pt->nbr[m], k, rb);
+            v = rb;
+        }
+        float *row = B + (size_t)pt->nbr[m] * n_t + tc;
+        for (int64_t d = d_lo; d <= d_hi; d++)
+            row[d] -= a * v[d + nt - 1];
+    }
+}
+
+/* Row UtU[j, k, .] of pair m: from the table or computed into rb. */
+static const float *pair_vals(const bs_match_templates *t, const bs_pair_table *pt, int64_t m, int k, float *rb)
+{
+    if (pt->val)
+        return pt->val + (size_t)m * pt->n_lag;
+    bs_pair_row(t, pt->nbr[m], k, rb);
+    return rb;
+}
+#define COLL_SHIFT 2 /* samples a spike may move when refitted as a pair */
+
+typedef struct {
+    int j, e;      /* partner template, shift of the spike itself (samples) */
+    int64_t t2;    /* partner time, window-relative */
+    double a1, a2; /* least-squares amplitudes of the spike and the partner */
+} pair_fit;
+
+/* Best pair fit for spike s = (k, t1, a) with s put back (see collision_pass).
+ * Returns 1 and fills *f if its gain over the best single fit exceeds gmin. */
+static int best_pair(const bs_match_templates *t, const bs_pair_table *pt, const float *B, int64_t n_t, int64_t v0,
+                     int64_t v1, int k, int64_t t1, double a, double gmin, float *rb, float *rb2, pair_fit *f)
+{
+    const int nt = t->nt;
+    const float *vkk = NULL;
+    for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
+        if (pt->nbr[m] == k)
+            vkk = pair_vals(t, pt, m, k, rb2);
+    if (!vkk)
+        return 0;
+    double c1e[2 * COLL_SHIFT + 1], e1 = 0;
+    for (int e = -COLL_SHIFT; e <= COLL_SHIFT; e++) {
+        const int64_t tt = t1 + e;
+        c1e[e + COLL_SHIFT] = 0;
+        if (tt < v0 || tt > v1)
+            continue;
+        double c = B[(size_t)k * n_t + tt] + a * vkk[e + nt - 1];
+        c1e[e + COLL_SHIFT] = c;
+        if (c > 0 && c * c > e1)
+            e1 = c * c;
+    }
+    double best_gain = gmin;
+    int found = 0;
+    for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
+        const int j = pt->nbr[m];
+        if (j == k)
+            continue;
+        const float *v = pair_vals(t, pt, m, k, rb); /* UtU[j, k, .] */
+        const float *row = B + (size_t)j * n_t;
+        for (int d = -(nt - 1); d <= nt - 1; d++) {
+            const int64_t t2 = t1 + d;
+            if (t2 < v0 || t2 > v1)
+                continue;
+            const double c2 = row[t2] + a * v[d + nt - 1];
+            if (c2 <= 0)
+                continue;
+            for (int e = -COLL_SHIFT; e <= COLL_SHIFT; e++) {
+                const int64_t tt = t1 + e;
+                if (tt < v0 || tt > v1)
+                    continue;
+                const int dd = d - e; /* t2 - (t1 + e) */
+                const double rho = (dd >= -(nt - 1) && dd <= nt - 1) ? v[dd + nt - 1] : 0.0;
+                const double den = 1.0 - rho * rho;
+                if (den < 0.05)
+                    continue;
+                const double c1 = c1e[e + COLL_SHIFT];
+                const double x1 = (c1 - rho * c2) / den, x2 = (c2 - rho * c1) / den;
+                if (x1 <= 0 || x2 <= 0)
+                    continue;
+                const double gain = (c1 * c1 + c2 * c2 - 2 * rho * c1 * c2) / den - e1;
+                if (gain > best_gain) {
+                    best_gain = gain;
+                    f->j = j;
+                    f->t2 = t2;
+                    f->e = e;
+                    f->a1 = x1;
+                    f->a2 = x2;
+                    found = 1;
+                }
+            }
+        }
+    }
+    return found;
+}
+
+/*
+ * Collision pass (after the plain peel has converged). A spike fitted alone
+ * on two overlapping spikes absorbs part of its neighbour (and may sit a
+ * sample or two off, the neighbour then being missed, or found late with the
+ * wrong template or time). For every spike s = (k, t1, a), in time order:
+ * if the next spike n overlaps it in time (closer than nt) and space, n is
+ * put back into the residual; then s is put back and the best single fit
+ * (template k at t1 + e, |e| <= COLL_SHIFT) is compared with the best pair
+ * fit (k at t1 + e plus any neighbour template j != k at any t2 with the whole
+ * template inside the window). With c1, c2 the scores of the residual with
+ * both put back and rho = UtU[j, k, t2 - t1 - e], the pair explains
+ * (c1^2 + c2^2 - 2 rho c1 c2) / (1 - rho^2) of the squared norm, one spike
+ * c1^2. If the gain exceeds threshold^2 (for e = 0 the gain is z^2 with
+ * z = (c2 - rho c1) / sqrt(1 - rho^2), a unit normal under noise alone, so
+ * the false-positive rate is that of a plain score), both amplitudes are
+ * positive and 1 - rho^2 >= 0.05, s is replaced by the least-squares pair
+ * (the partner takes n's slot if n was put back); otherwise n is subtracted
+ * again as it was. Sequential, so deterministic. Returns the number of
+ * spikes added or changed.
+ */
+static int64_t collision_pass(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, float *B,
+                              int64_t n_t, int64_t v0, int64_t v1, float th, bs_spike *spk, int64_t *n_spk,
+                              bs_peel_ws *ws)
+{
+    const int nt = t->nt, nl = 2 * nt - 1;
+    float *rb = ws->rowbuf, *rb2 = ws->rowbuf + nl;
+    qsort(spk, (size_t)*n_spk, sizeof(bs_spike), cmp_spike);
+    const int64_t n0 = *n_spk;
+    int64_t changed = 0;
+    for (int64_t i = 0; i < n0; i++) {
+        const int k = spk[i].tmpl;
+        const int64_t t1 = spk[i].time;
+        const double a = spk[i].amp;
+        int64_t in = -1; /* the overlapping next spike, put back */
+        if (i + 1 < n0 && spk[i + 1].time - t1 < nt && spk[i + 1].tmpl != k) {
+            for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
+                if (pt->nbr[m] == spk[i + 1].tmpl)
+                    in = i + 1;
+        }
+        if (in < 0 && *n_spk >= ws->max_spikes)
+            continue;
+        if (in >= 0) {
+            subtract_residual(t, X, ldx, spk[in].tmpl, spk[in].time, -spk[in].amp);
+            update_one(t, pt, B, n_t, spk[in].tmpl, spk[in].time, -spk[in].amp, rb);
+        }
+        pair_fit f;
+        if (!best_pair(t, pt, B, n_t, v0, v1, k, t1, a, (double)th * th, rb, rb2, &f)) {
+            if (in >= 0) {
+                subtract_residual(t, X, ldx, spk[in].tmpl, spk[in].time, spk[in].amp);
+                update_one(t, pt, B, n_t, spk[in].tmpl, spk[in].time, spk[in].amp, rb);
+            }
+            continue;
+        }
+        /* put s back, then subtract the pair */
+        subtract_residual(t, X, ldx, k, t1, (float)-a);
+        update_one(t, pt, B, n_t, k, t1, (float)-a, rb);
+        subtract_residual(t, X, ldx, k, t1 + f.e, (float)f.a1);
+        update_one(t, pt, B, n_t, k, t1 + f.e, (float)f.a1, rb);
+        subtract_residual(t, X, ldx, f.j, f.t2, (float)f.a2);
+        update_one(t, pt, B, n_t, f.j, f.t2, (float)f.a2, rb);
+        int moved = f.e != 0;
+        spk[i].time = t1 + f.e;
+        spk[i].amp = (float)f.a1;
+        int64_t slot = in >= 0 ? in : (*n_spk)++;
+        if (in < 0 || spk[slot].tmpl != f.j || spk[slot].time != f.t2)
+            moved = 1;
+        spk[slot].time = f.t2;
+        spk[slot].tmpl = f.j;
+        spk[slot].amp = (float)f.a2;
+        changed += moved;
+        if (in >= 0)
+            i++; /* the pair is settled */
+    }
+    return changed;
+}
+
 bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, int64_t n_t,
                         int64_t t0_abs, int64_t c_begin, int64_t c_end, const bs_peel_params *p, bs_peel_ws *ws,
                         bs_spike *out, int64_t *n_out, int *n_iter)
@@ -198,7 +401,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     if ((int64_t)ldx < n_t)
         return bs_error(BS_ERR_INTERNAL, "peel: row stride %zu below the window length %lld", ldx, (long long)n_t);
 
-    const int K = t->K, nt = t->nt, nb = t->nt_before, P = t->n_pc, ns = t->n_sup;
+    const int K = t->K, nt = t->nt, nb = t->nt_before;
     const float th = p->threshold;
     float *B = ws->B;
     BS_TRY(bs_match_scores(t, X, ldx, n_t, 0, K, B, (size_t)n_t, &ws->sws));
@@ -218,8 +421,9 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     int32_t *tk = ws->ctmpl;
     float *ta = ws->camp;
     const float *bmax = ws->bmax;
-    int64_t n_rep = 0;
-    int it;
+    bs_spike *spk = ws->spk; /* every spike of the window, window-relative times */
+    int64_t n_spk = 0;
+    int it, full = 0;
     for (it = 0; it < p->max_iter; it++) {
         /* 3. accept local maxima above threshold */
         int64_t n_c = 0;
@@ -240,40 +444,40 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
             if (n_c >= ws->max_cand)
                 return bs_error(BS_ERR_INTERNAL, "peel: more than %lld spikes in one iteration",
                                 (long long)ws->max_cand);
+            if (n_spk + n_c >= ws->max_spikes) {
+                full = 1;
+                break;
+            }
             ws->cand[n_c] = tc;
             tk[n_c] = ws->imax[tc];
             ta[n_c] = m;
             n_c++;
             tc += nt; /* the next nt samples cannot be maxima */
         }
-        if (n_c == 0)
-            break;
-        for (int64_t i = 0; i < n_c; i++)
-            if (ws->cand[i] >= c_begin && ws->cand[i] < c_end) {
-                out[n_rep].time = t0_abs + ws->cand[i];
-                out[n_rep].tmpl = tk[i];
-                out[n_rep].amp = ta[i];
-                n_rep++;
+        if (n_c == 0) {
+            /* converged: look for partners of collisions, then go on if any */
+            if (full || n_spk >= ws->max_spikes)
+                break;
+            int64_t added = collision_pass(t, pt, X, ldx, B, n_t, v0, v1, th, spk, &n_spk, ws);
+            if (added == 0)
+                break;
+            for (int64_t sgi = 0; sgi < nseg; sgi++) {
+                int64_t lo = sgi * SCAN_SEG, hi = lo + SCAN_SEG < n_t ? lo + SCAN_SEG : n_t;
+                scan_cols(B, K, n_t, lo, hi, ws->bmax, ws->imax);
             }
+            continue;
+        }
+        for (int64_t i = 0; i < n_c; i++) {
+            spk[n_spk].time = ws->cand[i];
+            spk[n_spk].tmpl = tk[i];
+            spk[n_spk].amp = ta[i];
+            n_spk++;
+        }
 
         /* 4a. residual: disjoint windows, parallel over spikes */
 #pragma omp parallel for schedule(dynamic, 4) num_threads(ws->n_threads)
-        for (int64_t i = 0; i < n_c; i++) {
-            const int k = tk[i];
-            const float a = ta[i];
-            const float *u = t->U + (size_t)k * ns * P;
-            const int32_t *sup = t->support + (size_t)k * ns;
-            const int64_t s0 = ws->cand[i] - nb;
-            for (int ci = 0; ci < ns; ci++) {
-                float *x = X + (size_t)sup[ci] * ldx + s0;
-                for (int s = 0; s < nt; s++) {
-                    float w = 0;
-                    for (int q = 0; q < P; q++)
-                        w += u[ci * P + q] * t->basis[q * nt + s];
-                    x[s] -= a * w;
-                }
-            }
-        }
+        for (int64_t i = 0; i < n_c; i++)
+            subtract_residual(t, X, ldx, tk[i], ws->cand[i], ta[i]);
         /* 4b. scores: even group, then odd group */
         update_scores(t, pt, B, n_t, ws->cand, tk, ta, n_c, 0, ws->rowbuf, ws->n_threads);
         update_scores(t, pt, B, n_t, ws->cand, tk, ta, n_c, 1, ws->rowbuf, ws->n_threads);
@@ -301,6 +505,16 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     if (it == p->max_iter)
         bs_log_debug("peel: stopped after max_iter = %d iterations in the window at sample %lld", p->max_iter,
                      (long long)t0_abs);
+    if (full)
+        bs_log_warn("peel: the window at sample %lld reached its bound of %lld spikes", (long long)t0_abs,
+                    (long long)ws->max_spikes);
+    int64_t n_rep = 0;
+    for (int64_t i = 0; i < n_spk; i++)
+        if (spk[i].time >= c_begin && spk[i].time < c_end) {
+            out[n_rep] = spk[i];
+            out[n_rep].time += t0_abs;
+            n_rep++;
+        }
     qsort(out, (size_t)n_rep, sizeof(bs_spike), cmp_spike);
     *n_out = n_rep;
     if (n_iter)
