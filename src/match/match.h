@@ -19,8 +19,9 @@
  * Scores: B[k, t] = sum_{i} sum_s W_k[i, s] * X[S_k[i], t + s - nt_before],
  * computed as (1) the projection of every channel on the temporal basis
  * (direct convolution, Bp[c, p, t]) then (2) one SGEMM per block of <= 32
- * templates with identical support: B[block, t] = U_block (nb x n_sup*P) *
- * Bp[S, :, t] (n_sup*P x L). Work is tiled over time in fixed tiles of
+ * templates whose supports fit in a window of <= 1.5 n_sup consecutive
+ * channels: B[block, t] = U_block (nb x w*P, zero off each support) *
+ * Bp[window, :, t] (w*P x L). Work is tiled over time in fixed tiles of
  * BS_MATCH_TILE samples, so scores are the same bits whatever template range
  * ("chunks over templates") or buffer is asked for.
  *
@@ -67,12 +68,17 @@ typedef struct {
     int32_t *support;  /* K x n_sup channel indices, ascending per template */
     float *U;          /* K x n_sup x P spatial weights, scaled so ||W_k|| = 1 */
     float *norm_in;    /* K: ||W_k|| of the weights as given (before scaling) */
-    /* blocks: templates with identical support, in order of first appearance,
-     * split into runs of <= BS_MATCH_BLOCK in ascending template order */
+    /* score blocks (templates.c): up to BS_MATCH_BLOCK templates whose
+     * supports fit in one window of channels [c0, c0 + w), weights padded to
+     * the window; or one wide template whose rows are gathered (c0 = -1) */
     int n_blocks;
-    int32_t *block_start;   /* n_blocks + 1 offsets into block_members */
+    int32_t *block_start;   /* K + 1 (n_blocks + 1 used): offsets into block_members */
     int32_t *block_members; /* K template ids */
     int32_t *block_of;      /* K: block of each template */
+    int32_t *block_c0;      /* first channel of the window, -1 for a gather block */
+    int32_t *block_w;       /* window width, channels (n_sup for a gather block) */
+    int64_t *block_woff;    /* offset of the block's weights in bw, floats */
+    float *bw;              /* block weights: members x w x P, row-major */
 } bs_match_templates;
 
 /* Bytes held by a template set of this shape (all its tagged buffers). */
@@ -101,7 +107,6 @@ typedef struct {
     float *proj;    /* C x P x (BS_MATCH_TILE) projection of one tile */
     float *gather;  /* n_sup*P x BS_MATCH_TILE rows of one support */
     float *blk;     /* BS_MATCH_BLOCK x BS_MATCH_TILE block GEMM output */
-    float *ublk;    /* BS_MATCH_BLOCK x n_sup*P weights of one block */
 } bs_match_scores_ws;
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_ws *ws);
@@ -169,6 +174,7 @@ typedef struct {
     float *camp;        /* max_cand amplitudes of the accepted spikes */
     float *rowbuf;      /* (n_threads + 2) x (2nt-1): on-the-fly pair rows */
     bs_spike *spk;      /* max_spikes: the window's spikes, window-relative times */
+    uint8_t *mark;      /* n_t: samples near a change since the last collision pass */
     int n_threads;
     bs_match_scores_ws sws;
 } bs_peel_ws;

@@ -60,6 +60,7 @@ size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, 
     b += sizeof(int64_t) * (size_t)mc * 3;                              /* cand, ivl */
     b += (sizeof(int32_t) + sizeof(float)) * (size_t)mc;                /* ctmpl, camp */
     b += sizeof(bs_spike) * (size_t)max_iter * (size_t)mc;              /* spk */
+    b += (size_t)n_t;                                                   /* mark */
     b += sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1); /* rowbuf */
     b += bs_match_scores_ws_bytes(t);
     return b;
@@ -75,6 +76,7 @@ void bs_peel_ws_free(bs_peel_ws *ws)
     bs_mem_free(ws->cand);
     bs_mem_free(ws->ivl);
     bs_mem_free(ws->spk);
+    bs_mem_free(ws->mark);
     bs_mem_free(ws->ctmpl);
     bs_mem_free(ws->camp);
     bs_mem_free(ws->rowbuf);
@@ -101,10 +103,11 @@ bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_ite
     ws->cand = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand);
     ws->ivl = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand * 2);
     ws->spk = bs_mem_alloc("match/peel", sizeof(bs_spike) * (size_t)ws->max_spikes);
+    ws->mark = bs_mem_alloc("match/peel", (size_t)n_t);
     ws->ctmpl = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)ws->max_cand);
     ws->camp = bs_mem_alloc("match/peel", sizeof(float) * (size_t)ws->max_cand);
     ws->rowbuf = bs_mem_alloc("match/peel", sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1));
-    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf || !ws->spk) {
+    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf || !ws->spk || !ws->mark) {
         bs_peel_ws_free(ws);
         return BS_ERR_MEMORY;
     }
@@ -228,6 +231,14 @@ static const float *pair_vals(const bs_match_templates *t, const bs_pair_table *
 }
 #define COLL_SHIFT 2 /* samples a spike may move when refitted as a pair */
 
+/* mark[t - r .. t + r] = v, clipped to the window */
+static void mark_range(uint8_t *mark, int64_t n_t, int64_t tc, int64_t r, uint8_t v)
+{
+    int64_t lo = tc - r < 0 ? 0 : tc - r, hi = tc + r >= n_t ? n_t - 1 : tc + r;
+    for (int64_t u = lo; u <= hi; u++)
+        mark[u] = v;
+}
+
 typedef struct {
     int j, e;      /* partner template, shift of the spike itself (samples) */
     int64_t t2;    /* partner time, window-relative */
@@ -318,7 +329,8 @@ static int best_pair(const bs_match_templates *t, const bs_pair_table *pt, const
  * the false-positive rate is that of a plain score), both amplitudes are
  * positive and 1 - rho^2 >= 0.05, s is replaced by the least-squares pair
  * (the partner takes n's slot if n was put back); otherwise n is subtracted
- * again as it was. Sequential, so deterministic. Returns the number of
+ * again as it was. Only spikes near a change since the previous pass are
+ * examined (ws->mark). Sequential, so deterministic. Returns the number of
  * spikes added or changed.
  */
 static int64_t collision_pass(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, float *B,
@@ -330,10 +342,14 @@ static int64_t collision_pass(const bs_match_templates *t, const bs_pair_table *
     qsort(spk, (size_t)*n_spk, sizeof(bs_spike), cmp_spike);
     const int64_t n0 = *n_spk;
     int64_t changed = 0;
+    uint8_t *mark = ws->mark;
+    const int64_t reach = 3 * (int64_t)nt; /* scores a change can reach through a search */
     for (int64_t i = 0; i < n0; i++) {
         const int k = spk[i].tmpl;
         const int64_t t1 = spk[i].time;
         const double a = spk[i].amp;
+        if (!mark[t1])
+            continue; /* nothing near it changed since it was last examined */
         int64_t in = -1; /* the overlapping next spike, put back */
         if (i + 1 < n0 && spk[i + 1].time - t1 < nt && spk[i + 1].tmpl != k) {
             for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
@@ -371,9 +387,16 @@ static int64_t collision_pass(const bs_match_templates *t, const bs_pair_table *
         spk[slot].tmpl = f.j;
         spk[slot].amp = (float)f.a2;
         changed += moved;
+        if (moved) {
+            mark_range(mark, n_t, t1, reach, 2);
+            mark_range(mark, n_t, f.t2, reach, 2);
+        }
         if (in >= 0)
             i++; /* the pair is settled */
     }
+    /* what changed in this pass is what the next pass examines */
+    for (int64_t u = 0; u < n_t; u++)
+        mark[u] = mark[u] == 2;
     return changed;
 }
 
@@ -424,6 +447,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     bs_spike *spk = ws->spk; /* every spike of the window, window-relative times */
     int64_t n_spk = 0;
     int it, full = 0;
+    memset(ws->mark, 0, (size_t)n_t);
     for (it = 0; it < p->max_iter; it++) {
         /* 3. accept local maxima above threshold */
         int64_t n_c = 0;
@@ -461,13 +485,22 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
             int64_t added = collision_pass(t, pt, X, ldx, B, n_t, v0, v1, th, spk, &n_spk, ws);
             if (added == 0)
                 break;
-            for (int64_t sgi = 0; sgi < nseg; sgi++) {
-                int64_t lo = sgi * SCAN_SEG, hi = lo + SCAN_SEG < n_t ? lo + SCAN_SEG : n_t;
-                scan_cols(B, K, n_t, lo, hi, ws->bmax, ws->imax);
+            /* rescan the marked runs (they cover every changed score) */
+            for (int64_t u = 0; u < n_t;) {
+                if (!ws->mark[u]) {
+                    u++;
+                    continue;
+                }
+                int64_t e = u;
+                while (e < n_t && ws->mark[e])
+                    e++;
+                scan_cols(B, K, n_t, u, e, ws->bmax, ws->imax);
+                u = e;
             }
             continue;
         }
         for (int64_t i = 0; i < n_c; i++) {
+            mark_range(ws->mark, n_t, ws->cand[i], 3 * (int64_t)nt, 1);
             spk[n_spk].time = ws->cand[i];
             spk[n_spk].tmpl = tk[i];
             spk[n_spk].amp = ta[i];

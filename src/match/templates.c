@@ -7,31 +7,44 @@
  * every waveform W_k = U_k * basis has unit L2 norm (the norm is computed as
  * sum_i U_k[i,:] G U_k[i,:]^T with G = basis basis^T, in double), and the
  * lagged basis products WtW used by the pair table are tabulated. Templates
- * with the same support are grouped into blocks of at most BS_MATCH_BLOCK, in
- * order of first appearance, members ascending.
+ * are grouped into score blocks (build_blocks): sorted by lowest support
+ * channel, up to BS_MATCH_BLOCK consecutive templates whose supports fit in a
+ * window of 1.5 n_sup consecutive channels share one GEMM, with weights
+ * stored padded to the window (exact zeros off each support, so the scores
+ * are those of the sparse templates).
  *
  * Scores are computed tile by tile over time (BS_MATCH_TILE samples):
  *   1. projection of every channel on the basis by direct convolution,
  *      proj[(c*P + p)][u] = sum_s basis[p, s] * X[c, t0 + u + s - nt_before]
  *      (zero outside the window), parallel over channels (each value is one
  *      thread's fixed-order sum, so bits do not depend on the thread count);
- *   2. per block: gather the n_sup*P rows of its support into a contiguous
- *      matrix and one SGEMM, blk (nb x L) = U_block (nb x n_sup*P) * gather.
- *      Rows of templates inside the requested range are copied to B.
+ *   2. per block one SGEMM, blk (nb x L) = Wpad (nb x w*P) * proj rows of the
+ *      window (w*P x L, contiguous: rows c*P + p); a template too wide for a
+ *      window has its support's rows gathered first. Rows of templates inside
+ *      the requested range are copied to B.
  * The GEMM calls are the same whatever range is requested, so any split of
  * the templates into chunks reproduces the all-at-once scores bit for bit.
- * Cost per sample: C*P*nt*2 FLOP (projection) + K*n_sup*P*2 FLOP (GEMMs).
+ * Cost per sample: C*P*nt*2 FLOP (projection) + about K*w*P*2 FLOP (GEMMs,
+ * w <= 1.5 n_sup).
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "match/match.h"
 #include "mem/mem.h"
 
+/* Widest channel window of a block: 1.5 supports (the slack lets templates
+ * with nearby supports share one GEMM). */
+static int window_max(int n_chan, int n_sup)
+{
+    int w = n_sup + n_sup / 2;
+    return w < n_chan ? w : n_chan;
+}
+
 size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup)
 {
-    (void)n_chan;
     size_t k = (size_t)K;
     size_t b = 0;
     b += sizeof(float) * (size_t)n_pc * (size_t)nt;                             /* basis */
@@ -40,7 +53,9 @@ size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup)
     b += sizeof(float) * k * (size_t)n_sup * (size_t)n_pc;                    /* U */
     b += sizeof(float) * k;                                                   /* norm_in */
     b += sizeof(int32_t) * (k + 1);                                           /* block_start (K + 1, the most blocks) */
-    b += sizeof(int32_t) * k * 2;                                             /* members, block_of */
+    b += sizeof(int32_t) * k * 4;                                             /* members, of, c0, w */
+    b += sizeof(int64_t) * k;                                                 /* block_woff */
+    b += sizeof(float) * k * (size_t)window_max(n_chan, n_sup) * (size_t)n_pc; /* bw (the most) */
     return b;
 }
 
@@ -56,12 +71,114 @@ void bs_match_templates_free(bs_match_templates *t)
     bs_mem_free(t->block_start);
     bs_mem_free(t->block_members);
     bs_mem_free(t->block_of);
+    bs_mem_free(t->block_c0);
+    bs_mem_free(t->block_w);
+    bs_mem_free(t->block_woff);
+    bs_mem_free(t->bw);
     memset(t, 0, sizeof *t);
 }
 
-static int same_support(const int32_t *a, const int32_t *b, int n)
+
+typedef struct {
+    int32_t lo, k;
+} lo_key;
+
+static int cmp_lo(const void *a, const void *b)
 {
-    return memcmp(a, b, sizeof(int32_t) * (size_t)n) == 0;
+    const lo_key *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/*
+ * Blocks: templates sorted by their lowest support channel (then id); a block
+ * takes consecutive templates while they fit in a window of at most
+ * window_max channels starting at the block's lowest channel, up to
+ * BS_MATCH_BLOCK templates. Its weights are stored padded to the window
+ * (zeros on channels outside a member's support), so its scores are one GEMM
+ * on contiguous projection rows. A template whose support spans more than
+ * window_max channels gets a block of its own that gathers its rows.
+ */
+static bs_status build_blocks(bs_match_templates *t)
+{
+    const int K = t->K, ns = t->n_sup, P = t->n_pc, wmax = window_max(t->n_chan, ns);
+    lo_key *keys = bs_mem_alloc("match/templates_scratch", sizeof(lo_key) * (size_t)K);
+    uint8_t *placed = bs_mem_calloc("match/templates_scratch", (size_t)K, 1);
+    if (!keys || !placed) {
+        bs_mem_free(keys);
+        bs_mem_free(placed);
+        return BS_ERR_MEMORY;
+    }
+    for (int k = 0; k < K; k++) {
+        keys[k].lo = t->support[(size_t)k * ns];
+        keys[k].k = k;
+    }
+    qsort(keys, (size_t)K, sizeof(lo_key), cmp_lo);
+#define HI_OF(i) (t->support[(size_t)keys[i].k * ns + ns - 1])
+#define WIDE(i) (HI_OF(i) - keys[i].lo + 1 > wmax)
+    int nb = 0, m = 0;
+    int64_t woff = 0;
+    /* windowed blocks, in order of lowest channel */
+    for (int i = 0; i < K; i++) {
+        if (placed[i] || WIDE(i))
+            continue;
+        const int c0 = keys[i].lo;
+        int hi = HI_OF(i), cnt = 0, members[BS_MATCH_BLOCK];
+        for (int j = i; j < K && cnt < BS_MATCH_BLOCK; j++) {
+            if (placed[j] || WIDE(j))
+                continue;
+            int h = HI_OF(j) > hi ? HI_OF(j) : hi;
+            if (h - c0 + 1 > wmax)
+                break;
+            hi = h;
+            members[cnt++] = keys[j].k;
+            placed[j] = 1;
+        }
+        const int w = hi - c0 + 1;
+        t->block_start[nb] = m;
+        t->block_woff[nb] = woff;
+        t->block_c0[nb] = c0;
+        t->block_w[nb] = w;
+        float *bw = t->bw + woff;
+        memset(bw, 0, sizeof(float) * (size_t)cnt * w * P);
+        for (int q = 0; q < cnt; q++) {
+            const int kk = members[q];
+            t->block_members[m++] = kk;
+            const int32_t *sq = t->support + (size_t)kk * ns;
+            for (int ci = 0; ci < ns; ci++)
+                memcpy(bw + ((size_t)q * w + (sq[ci] - c0)) * P, t->U + ((size_t)kk * ns + ci) * P,
+                       sizeof(float) * (size_t)P);
+        }
+        woff += (int64_t)cnt * w * P;
+        nb++;
+    }
+    /* templates wider than a window: one gather block each */
+    for (int i = 0; i < K; i++) {
+        if (!WIDE(i))
+            continue;
+        const int k = keys[i].k;
+        t->block_start[nb] = m;
+        t->block_woff[nb] = woff;
+        t->block_c0[nb] = -1;
+        t->block_w[nb] = ns;
+        t->block_members[m++] = k;
+        memcpy(t->bw + woff, t->U + (size_t)k * ns * P, sizeof(float) * (size_t)ns * P);
+        woff += (int64_t)ns * P;
+        nb++;
+    }
+#undef HI_OF
+#undef WIDE
+    t->n_blocks = nb;
+    t->block_start[nb] = m;
+    bs_mem_free(keys);
+    bs_mem_free(placed);
+    if (m != K)
+        return bs_error(BS_ERR_INTERNAL, "match templates: %d of %d templates placed in blocks", m, K);
+    for (int b = 0; b < nb; b++)
+        for (int q = t->block_start[b]; q < t->block_start[b + 1]; q++)
+            t->block_of[t->block_members[q]] = b;
+    return BS_OK;
 }
 
 bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt_before, int n_pc,
@@ -119,8 +236,13 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
     out->norm_in = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K);
     out->block_members = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
     out->block_of = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
+    out->block_start = bs_mem_alloc("match/templates", sizeof(int32_t) * ((size_t)K + 1));
+    out->block_c0 = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
+    out->block_w = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
+    out->block_woff = bs_mem_alloc("match/templates", sizeof(int64_t) * (size_t)K);
+    out->bw = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K * window_max(n_chan, n_sup) * n_pc);
     if (!out->basis || !out->wtw || !out->support || !out->U || !out->norm_in || !out->block_members ||
-        !out->block_of) {
+        !out->block_of || !out->block_start || !out->block_c0 || !out->block_w || !out->block_woff || !out->bw) {
         bs_match_templates_free(out);
         return BS_ERR_MEMORY;
     }
@@ -164,100 +286,10 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
             dst[i] = (float)(u[i] * inv);
     }
 
-    /* Blocks: identical supports, in order of first appearance. */
-    int32_t *first = bs_mem_alloc("match/templates_scratch", sizeof(int32_t) * (size_t)K);
-    int32_t *cnt = bs_mem_alloc("match/templates_scratch", sizeof(int32_t) * (size_t)K);
-    if (!first || !cnt) {
-        bs_mem_free(first);
-        bs_mem_free(cnt);
+    bs_status st = build_blocks(out);
+    if (st != BS_OK)
         bs_match_templates_free(out);
-        return BS_ERR_MEMORY;
-    }
-    /* group[k] = representative (first template with the same support); a hash
-     * on the support keeps this O(K n_sup) for typical sets. */
-    int n_groups = 0;
-    {
-        size_t nh = 1;
-        while (nh < (size_t)K * 2)
-            nh <<= 1;
-        int32_t *head = bs_mem_alloc("match/templates_scratch", sizeof(int32_t) * nh);
-        int32_t *next = bs_mem_alloc("match/templates_scratch", sizeof(int32_t) * (size_t)K);
-        int32_t *gid = bs_mem_alloc("match/templates_scratch", sizeof(int32_t) * (size_t)K);
-        if (!head || !next || !gid) {
-            bs_mem_free(head);
-            bs_mem_free(next);
-            bs_mem_free(gid);
-            bs_mem_free(first);
-            bs_mem_free(cnt);
-            bs_match_templates_free(out);
-            return BS_ERR_MEMORY;
-        }
-        for (size_t h = 0; h < nh; h++)
-            head[h] = -1;
-        for (int k = 0; k < K; k++) {
-            const int32_t *s = support + (size_t)k * n_sup;
-            uint64_t h = 1469598103934665603ull;
-            for (int i = 0; i < n_sup; i++)
-                h = (h ^ (uint64_t)(uint32_t)s[i]) * 1099511628211ull;
-            size_t b = (size_t)(h & (nh - 1));
-            int g = -1;
-            for (int r = head[b]; r >= 0; r = next[r])
-                if (same_support(support + (size_t)r * n_sup, s, n_sup)) {
-                    g = gid[r];
-                    break;
-                }
-            if (g < 0) {
-                g = n_groups++;
-                first[g] = k;
-                cnt[g] = 0;
-                next[k] = head[b];
-                head[b] = k;
-            }
-            gid[k] = g;
-            cnt[g]++;
-        }
-        /* members ordered by group, ascending template id within a group */
-        int32_t *pos = head; /* reuse: group offsets (nh >= K + 1 > n_groups) */
-        int32_t acc = 0;
-        for (int g = 0; g < n_groups; g++) {
-            pos[g] = acc;
-            acc += cnt[g];
-        }
-        for (int k = 0; k < K; k++)
-            out->block_members[pos[gid[k]]++] = k;
-        /* blocks: split groups into runs of <= BS_MATCH_BLOCK */
-        int nb = 0;
-        for (int g = 0; g < n_groups; g++)
-            nb += (cnt[g] + BS_MATCH_BLOCK - 1) / BS_MATCH_BLOCK;
-        out->n_blocks = nb;
-        out->block_start = bs_mem_alloc("match/templates", sizeof(int32_t) * ((size_t)K + 1));
-        if (!out->block_start) {
-            bs_mem_free(head);
-            bs_mem_free(next);
-            bs_mem_free(gid);
-            bs_mem_free(first);
-            bs_mem_free(cnt);
-            bs_match_templates_free(out);
-            return BS_ERR_MEMORY;
-        }
-        int b = 0;
-        acc = 0;
-        for (int g = 0; g < n_groups; g++) {
-            for (int o = 0; o < cnt[g]; o += BS_MATCH_BLOCK) {
-                out->block_start[b++] = acc + o;
-            }
-            acc += cnt[g];
-        }
-        out->block_start[nb] = acc;
-        for (int bb = 0; bb < nb; bb++)
-            for (int m = out->block_start[bb]; m < out->block_start[bb + 1]; m++)
-                out->block_of[out->block_members[m]] = bb;
-        bs_mem_free(head);
-        bs_mem_free(next);
-        bs_mem_free(gid);
-    }
-    bs_mem_free(first);
-    bs_mem_free(cnt);
+    return st;
     return BS_OK;
 }
 
@@ -283,8 +315,7 @@ size_t bs_match_scores_ws_bytes(const bs_match_templates *t)
 {
     size_t L = BS_MATCH_TILE;
     return sizeof(float) * L *
-               ((size_t)t->n_chan * t->n_pc + (size_t)t->n_sup * t->n_pc + (size_t)BS_MATCH_BLOCK) +
-           sizeof(float) * (size_t)BS_MATCH_BLOCK * t->n_sup * t->n_pc;
+           ((size_t)t->n_chan * t->n_pc + (size_t)t->n_sup * t->n_pc + (size_t)BS_MATCH_BLOCK);
 }
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_ws *ws)
@@ -293,8 +324,7 @@ bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_
     ws->proj = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_chan * t->n_pc);
     ws->gather = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_sup * t->n_pc);
     ws->blk = bs_mem_alloc("match/score_ws", sizeof(float) * L * BS_MATCH_BLOCK);
-    ws->ublk = bs_mem_alloc("match/score_ws", sizeof(float) * BS_MATCH_BLOCK * (size_t)t->n_sup * t->n_pc);
-    if (!ws->proj || !ws->gather || !ws->blk || !ws->ublk) {
+    if (!ws->proj || !ws->gather || !ws->blk) {
         bs_match_scores_ws_free(ws);
         return BS_ERR_MEMORY;
     }
@@ -306,8 +336,50 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
     bs_mem_free(ws->proj);
     bs_mem_free(ws->gather);
     bs_mem_free(ws->blk);
-    bs_mem_free(ws->ublk);
-    ws->proj = ws->gather = ws->blk = ws->ublk = NULL;
+    ws->proj = ws->gather = ws->blk = NULL;
+}
+
+/* Six-component projection of one channel over L samples, x pointing at the
+ * first tap of output 0: 8 outputs x 6 components stay in registers across
+ * the taps. Each output is summed over s ascending from 0, exactly as the
+ * generic loop below does, so both paths give the same bits. */
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f ld4(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0)
+{
+    int u0 = 0;
+    for (; u0 + 8 <= L; u0 += 8) {
+        v4f a[12];
+        for (int i = 0; i < 12; i++)
+            a[i] = (v4f){0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = 0; s < nt; s++) {
+            const v4f xl = ld4(x + u0 + s), xh = ld4(x + u0 + s + 4);
+            for (int p = 0; p < 6; p++) {
+                const float w = basis[p * nt + s];
+                const v4f wv = {w, w, w, w};
+                a[2 * p] += wv * xl;
+                a[2 * p + 1] += wv * xh;
+            }
+        }
+        for (int p = 0; p < 6; p++) {
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0, &a[2 * p], sizeof(v4f));
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0 + 4, &a[2 * p + 1], sizeof(v4f));
+        }
+    }
+    for (; u0 < L; u0++)
+        for (int p = 0; p < 6; p++) {
+            float acc = 0.0f;
+            for (int s = 0; s < nt; s++)
+                acc += basis[p * nt + s] * x[u0 + s];
+            o0[(size_t)p * BS_MATCH_TILE + u0] = acc;
+        }
 }
 
 /* proj rows (c*P + p) of the tile starting at window sample t0, L samples. */
@@ -315,25 +387,34 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
                          int L, float *proj)
 {
     const int P = t->n_pc, nt = t->nt, nb = t->nt_before, C = t->n_chan;
+    /* interior tile: every tap of every output inside the window */
+    const int interior = t0 - nb >= 0 && t0 - nb + L + nt - 1 <= n_t;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *x = X + (size_t)c * ldx;
-        for (int p = 0; p < P; p++) {
-            float *o = proj + ((size_t)c * P + p) * BS_MATCH_TILE;
-            const float *bp = t->basis + (size_t)p * nt;
-            for (int u = 0; u < L; u++)
-                o[u] = 0.0f;
-            /* o[u] = sum_s bp[s] * x[t0 + u + s - nb], s ascending */
-            for (int s = 0; s < nt; s++) {
-                const float w = bp[s];
-                int64_t off = t0 + s - nb; /* window index of u = 0 */
-                int u_lo = 0, u_hi = L;
-                if (off < 0)
-                    u_lo = (int)(-off < L ? -off : L);
-                if (off + L > n_t)
-                    u_hi = (int)(n_t - off > 0 ? n_t - off : 0);
-                const float *xs = x + off;
-                for (int u = u_lo; u < u_hi; u++)
+        float *o0 = proj + (size_t)c * P * BS_MATCH_TILE;
+        if (interior && P == 6) {
+            proj6(x + t0 - nb, t->basis, nt, L, o0);
+            continue;
+        }
+        for (int p = 0; p < P; p++)
+            memset(o0 + (size_t)p * BS_MATCH_TILE, 0, sizeof(float) * (size_t)L);
+        /* o[p][u] = sum_s basis[p, s] * x[t0 + u + s - nb], s ascending */
+        for (int s = 0; s < nt; s++) {
+            const int64_t off = t0 + s - nb; /* window index of u = 0 */
+            int u_lo = 0, u_hi = L;
+            if (off < 0)
+                u_lo = (int)(-off < L ? -off : L);
+            if (off + L > n_t)
+                u_hi = (int)(n_t - off > 0 ? n_t - off : 0);
+            if (u_lo >= u_hi)
+                continue;
+            const float *restrict xs = x + off + u_lo;
+            const int n = u_hi - u_lo;
+            for (int p = 0; p < P; p++) {
+                const float w = t->basis[(size_t)p * nt + s];
+                float *restrict o = o0 + (size_t)p * BS_MATCH_TILE + u_lo;
+                for (int u = 0; u < n; u++)
                     o[u] += w * xs[u];
             }
         }
@@ -348,7 +429,7 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
                         (long long)n_t);
     if (k0 == k1 || n_t == 0)
         return BS_OK;
-    const int P = t->n_pc, ns = t->n_sup, kd = ns * P;
+    const int P = t->n_pc, ns = t->n_sup;
     for (int64_t t0 = 0; t0 < n_t; t0 += BS_MATCH_TILE) {
         int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
         project_tile(t, X, ldx, n_t, t0, L, ws->proj);
@@ -360,18 +441,23 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
                     need = 1;
             if (!need)
                 continue;
-            const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
-            for (int i = 0; i < ns; i++)
-                memcpy(ws->gather + (size_t)i * P * BS_MATCH_TILE,
-                       ws->proj + (size_t)sup[i] * P * BS_MATCH_TILE, sizeof(float) * (size_t)P * BS_MATCH_TILE);
-            /* A operand: the members' weight rows, copied contiguous. */
-            float *Ublk = ws->ublk;
-            int nbk = m1 - m0;
-            for (int m = 0; m < nbk; m++)
-                memcpy(Ublk + (size_t)m * kd, t->U + (size_t)t->block_members[m0 + m] * kd,
-                       sizeof(float) * (size_t)kd);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nbk, L, kd, 1.0f, Ublk, kd, ws->gather,
-                        BS_MATCH_TILE, 0.0f, ws->blk, BS_MATCH_TILE);
+            const int nbk = m1 - m0, c0 = t->block_c0[b];
+            const float *A = t->bw + t->block_woff[b], *Bm;
+            int kd;
+            if (c0 >= 0) { /* windowed: contiguous projection rows */
+                kd = t->block_w[b] * P;
+                Bm = ws->proj + (size_t)c0 * P * BS_MATCH_TILE;
+            } else { /* gather the support's rows */
+                const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
+                for (int i = 0; i < ns; i++)
+                    for (int p = 0; p < P; p++)
+                        memcpy(ws->gather + ((size_t)i * P + p) * BS_MATCH_TILE,
+                               ws->proj + ((size_t)sup[i] * P + p) * BS_MATCH_TILE, sizeof(float) * (size_t)L);
+                kd = ns * P;
+                Bm = ws->gather;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nbk, L, kd, 1.0f, A, kd, Bm, BS_MATCH_TILE, 0.0f,
+                        ws->blk, BS_MATCH_TILE);
             for (int m = 0; m < nbk; m++) {
                 int k = t->block_members[m0 + m];
                 if (k < k0 || k >= k1)

@@ -3,7 +3,7 @@
  * computed naively from the expanded waveforms, entry by entry; exact zeros
  * for disjoint supports; on-the-fly rows equal to the stored ones bit for bit;
  * the neighbour count against a brute-force count; memory equal to the size
- * function; the dense vs sparse sizes at K = 500, 2000, 17000 on a 384-channel
+ * function; the dense vs sparse sizes at K = 500 and 2000 on a 384-channel
  * probe; and rejection of malformed template sets.
  */
 #include "test.h"
@@ -64,7 +64,24 @@ int main(void)
     bs_mem_reset_peaks();
     CHECK(synth_templates(7, C, K, NS, P, NT, NB, centers, &t) == BS_OK);
     CHECK(bs_mem_tag_peak("match/templates", BS_DEV_HOST) == bs_match_templates_bytes(C, NT, P, K, NS));
-    CHECK(t.n_blocks == K); /* every centre differs, so every support differs */
+    /* score blocks: every template in one block, within its window */
+    {
+        int seen[K] = {0}, ok = 1;
+        for (int b = 0; b < t.n_blocks; b++) {
+            CHECK(t.block_start[b + 1] - t.block_start[b] >= 1 && t.block_start[b + 1] - t.block_start[b] <= 32);
+            CHECK(t.block_c0[b] >= 0 && t.block_w[b] <= NS + NS / 2);
+            for (int m = t.block_start[b]; m < t.block_start[b + 1]; m++) {
+                int k = t.block_members[m];
+                seen[k]++;
+                ok &= t.block_of[k] == b && t.support[k * NS] >= t.block_c0[b] &&
+                      t.support[k * NS + NS - 1] < t.block_c0[b] + t.block_w[b];
+            }
+        }
+        CHECK(ok);
+        for (int k = 0; k < K; k++)
+            CHECK(seen[k] == 1);
+        CHECK(t.n_blocks < K); /* nearby templates share blocks */
+    }
 
     /* expanded waveforms, dense C x NT per template */
     float *full = calloc((size_t)K * C * NT, sizeof(float));
@@ -176,9 +193,10 @@ int main(void)
     CHECK(bs_pair_count(500, 32, sup, 384) == brute_count(500, 32, sup));
     free(sup);
 
-    /* dense vs sparse sizes, 384 channels, 32-channel supports, nt = 61 */
-    const int Ks[3] = {500, 2000, 17000};
-    for (int i = 0; i < 3; i++) {
+    /* dense vs sparse sizes, 384 channels, 32-channel supports, nt = 61
+     * (K = 17000 takes 0.8 G neighbour visits: measured outside the test) */
+    const int Ks[2] = {500, 2000};
+    for (int i = 0; i < 2; i++) {
         sup = spread_supports(384, Ks[i], 32);
         int64_t nnz = bs_pair_count(Ks[i], 32, sup, 384);
         double dense = bs_pair_dense_bytes(Ks[i], NT);

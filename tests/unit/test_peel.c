@@ -89,17 +89,18 @@ static void test_scores(const bs_match_templates *t)
     CHECK(bs_match_scores_ws_alloc(t, &ws) == BS_OK);
     CHECK(bs_mem_tag_peak("match/score_ws", BS_DEV_HOST) == bs_match_scores_ws_bytes(t));
     CHECK(bs_match_scores(t, X, (size_t)n_t, n_t, 0, t->K, B, (size_t)n_t, &ws) == BS_OK);
-    float w[NS * NT];
+    float w[BS_MATCH_MAX_SUP * NT];
+    const int ns = t->n_sup;
     double max_err = 0;
     for (int k = 0; k < t->K; k++) {
         bs_match_template_waveform(t, k, w);
         for (int64_t tt = 0; tt < n_t; tt += 7) {
             double acc = 0;
-            for (int i = 0; i < NS; i++)
+            for (int i = 0; i < ns; i++)
                 for (int s = 0; s < NT; s++) {
                     int64_t u = tt + s - NB;
                     if (u >= 0 && u < n_t)
-                        acc += (double)w[i * NT + s] * X[(size_t)t->support[k * NS + i] * n_t + u];
+                        acc += (double)w[i * NT + s] * X[(size_t)t->support[k * ns + i] * n_t + u];
                 }
             double e = fabs(acc - B[(size_t)k * n_t + tt]);
             max_err = e > max_err ? e : max_err;
@@ -134,6 +135,26 @@ int main(void)
     CHECK(bs_pair_table_build(&t, 0, &pt_fly) == BS_OK);
 
     test_scores(&t);
+    {
+        /* a set with a template too wide for a window (two separate channel
+         * groups): its scores go through the gather path */
+        float basis[P * NT], U[3 * NS * P];
+        int32_t sup[3 * NS];
+        synth_basis(P, NT, NB, basis);
+        synth_rng r = {8};
+        for (int i = 0; i < 3 * NS * P; i++)
+            U[i] = (float)synth_normal(&r);
+        for (int i = 0; i < NS; i++) {
+            sup[i] = i;
+            sup[NS + i] = i < NS / 2 ? i : 40 + i;
+            sup[2 * NS + i] = 30 + i;
+        }
+        bs_match_templates tw;
+        CHECK(bs_match_templates_create("wide", C, NT, NB, P, basis, 3, NS, sup, U, &tw) == BS_OK);
+        CHECK(tw.n_blocks == 3 && tw.block_c0[2] == -1 && tw.block_members[2] == 1);
+        test_scores(&tw);
+        bs_match_templates_free(&tw);
+    }
 
     /* --- noise-free isolated spikes: exact times, amplitudes, zero residual */
     {
@@ -254,10 +275,20 @@ int main(void)
             mx = fabsf(row[d]) > mx ? fabsf(row[d]) : mx;
         printf("collisions: max |UtU[0,1,d]| = %.3f\n", mx);
         CHECK(mx > 0.2f);
-        bs_spike *sp;
-        int64_t n;
-        int it = peel(&t, &pt, X, n_t, 0, 0, n_t, 6.0f, 0, &sp, &n);
+        bs_spike *sp, *sp2;
+        int64_t n, n2;
+        float *X2 = malloc(sizeof(float) * (size_t)C * n_t);
+        memcpy(X2, X, sizeof(float) * (size_t)C * n_t);
+        omp_set_num_threads(1);
+        int it = peel(&t, &pt, X, n_t, 0, 0, n_t, 6.0f, 1, &sp, &n);
         CHECK(it >= 2);
+        /* the collision refits too: 2 threads, pair rows on the fly, same bits */
+        omp_set_num_threads(2);
+        int it2 = peel(&t, &pt_fly, X2, n_t, 0, 0, n_t, 6.0f, 2, &sp2, &n2);
+        CHECK(it2 == it && n2 == n && memcmp(sp, sp2, sizeof(bs_spike) * (size_t)n) == 0);
+        CHECK(memcmp(X, X2, sizeof(float) * (size_t)C * n_t) == 0);
+        free(sp2);
+        free(X2);
         int64_t nf;
         int found = count_found(gt, ng, sp, n, &nf);
         int both = 0, both_far = 0, n_far = 0;
