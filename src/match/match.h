@@ -120,29 +120,43 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
 
 /* ----------------------------------------------------------- pair table */
 
+/* Storage strategies of the pair table (same values, bit for bit). */
+typedef enum {
+    BS_PAIR_ON_THE_FLY = 0, /* neighbour lists only; rows computed when needed */
+    BS_PAIR_FULL = 1,       /* a row per stored pair (j, k) */
+    BS_PAIR_HALF = 2        /* a row per pair with j <= k; (j, k), j > k, reads row (k, j) reversed */
+} bs_pair_mode;
+
 typedef struct {
     int K;
     int n_lag;          /* 2nt - 1 */
-    int64_t nnz;        /* stored pairs */
+    bs_pair_mode mode;
+    int64_t nnz;        /* stored pairs (ordered, (k, k) included) */
+    int64_t n_rows;     /* value rows held: nnz (full), (nnz + K) / 2 (half), 0 */
     int64_t *row_start; /* K + 1: pairs of subtracted template k are row_start[k]..row_start[k+1]-1 */
     int32_t *nbr;       /* nnz: template j of each pair, ascending within a row */
-    float *val;         /* nnz x n_lag, or NULL when built without values (on-the-fly strategy) */
+    int64_t *vrow;      /* nnz (half only): value row r of the pair, or -1 - r when read reversed */
+    float *val;         /* n_rows x n_lag, NULL on the fly */
 } bs_pair_table;
 
 /* Pairs (j, k) with overlapping supports, counting (k, k), for K templates
  * whose supports are given (K x n_sup, ascending); -1 on bad sizes. */
 int64_t bs_pair_count(int K, int n_sup, const int32_t *support, int n_chan);
-/* Bytes of the sparse table with values for `nnz` pairs, and without values. */
-size_t bs_pair_table_bytes(int K, int64_t nnz, int nt, int with_values);
+/* Bytes of the sparse table for `nnz` pairs under a storage mode. */
+size_t bs_pair_table_bytes(int K, int64_t nnz, int nt, bs_pair_mode mode);
 /* Bytes of the dense K x K x (2nt-1) float table, for comparison. */
 double bs_pair_dense_bytes(int64_t K, int nt);
 
-/* Build the neighbour lists, and the values when with_values != 0. */
-bs_status bs_pair_table_build(const bs_match_templates *t, int with_values, bs_pair_table *pt);
+bs_status bs_pair_table_build(const bs_match_templates *t, bs_pair_mode mode, bs_pair_table *pt);
 void bs_pair_table_free(bs_pair_table *pt);
 
+/* UtU[nbr[m], k, .] of pair m (in row k): a pointer into the table, or the
+ * row written into buf (2nt-1 floats) when computed or reversed. */
+const float *bs_pair_get(const bs_match_templates *t, const bs_pair_table *pt, int k, int64_t m, float *buf);
+
 /* Row UtU[j, k, .] (2nt-1 floats, index d + nt - 1) computed from the
- * templates; identical bits to the stored table entry. */
+ * templates; identical bits to the stored table entry. For j > k it is the
+ * row (k, j) reversed, so UtU[j, k, d] == UtU[k, j, -d] exactly. */
 void bs_pair_row(const bs_match_templates *t, int j, int k, float *out);
 
 /* ----------------------------------------------------------- peeling */
@@ -199,8 +213,7 @@ void bs_peel_ws_free(bs_peel_ws *ws);
  * maximum within [t - nt, t + nt] (strictly greater than earlier samples,
  * at least equal to later ones), so accepted spikes are more than nt apart and
  * their waveforms do not overlap; record amplitude a = B[k, t]; subtract them
- * from X and update B through the pair table (pt with values, or rows
- * computed on demand when pt->val is NULL). Only t with the whole template
+ * from X and update B through the pair table (any storage mode). Only t with the whole template
  * inside the window (nt_before <= t <= n_t - nt + nt_before) can be accepted.
  * Stops when nothing exceeds the threshold or after max_iter iterations.
  *

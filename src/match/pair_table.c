@@ -17,10 +17,12 @@
  * on-the-fly strategy return identical bits. Rows are filled in parallel over
  * k, each by one thread, so the table does not depend on the thread count.
  *
- * Memory: dense 4 K^2 (2nt-1) bytes; sparse 8 (K+1) + nnz (4 + 4 (2nt-1))
- * bytes, nnz = overlapping ordered pairs including (k, k). The table could
- * also use UtU[j,k,d] = UtU[k,j,-d] to halve its values; it does not, so that
- * a row is one contiguous read per subtracted spike.
+ * Memory: dense 4 K^2 (2nt-1) bytes; sparse (K+1) 8 + nnz 4 bytes of lists
+ * plus the values: nnz (2nt-1) 4 bytes (BS_PAIR_FULL, one contiguous row per
+ * subtracted spike and neighbour), or, using UtU[j,k,d] = UtU[k,j,-d], rows
+ * only for j <= k ((nnz + K) / 2 of them) plus an 8-byte row index per pair
+ * (BS_PAIR_HALF), or none (BS_PAIR_ON_THE_FLY). bs_pair_row computes j > k as
+ * the reversed (k, j) row, so all three modes give the same bits.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +35,17 @@ double bs_pair_dense_bytes(int64_t K, int nt)
     return 4.0 * (double)K * (double)K * (double)(2 * nt - 1);
 }
 
-size_t bs_pair_table_bytes(int K, int64_t nnz, int nt, int with_values)
+static int64_t rows_of(int K, int64_t nnz, bs_pair_mode mode)
+{
+    return mode == BS_PAIR_FULL ? nnz : mode == BS_PAIR_HALF ? (nnz + K) / 2 : 0;
+}
+
+size_t bs_pair_table_bytes(int K, int64_t nnz, int nt, bs_pair_mode mode)
 {
     size_t b = sizeof(int64_t) * ((size_t)K + 1) + sizeof(int32_t) * (size_t)nnz;
-    if (with_values)
-        b += sizeof(float) * (size_t)nnz * (size_t)(2 * nt - 1);
+    if (mode == BS_PAIR_HALF)
+        b += sizeof(int64_t) * (size_t)nnz;
+    b += sizeof(float) * (size_t)rows_of(K, nnz, mode) * (size_t)(2 * nt - 1);
     return b;
 }
 
@@ -118,7 +126,7 @@ int64_t bs_pair_count(int K, int n_sup, const int32_t *support, int n_chan)
     return pair_list(K, n_sup, support, n_chan, NULL, NULL);
 }
 
-void bs_pair_row(const bs_match_templates *t, int j, int k, float *out)
+static void pair_row_direct(const bs_match_templates *t, int j, int k, float *out)
 {
     const int P = t->n_pc, ns = t->n_sup, nl = 2 * t->nt - 1;
     const int32_t *sj = t->support + (size_t)j * ns, *sk = t->support + (size_t)k * ns;
@@ -157,6 +165,37 @@ void bs_pair_row(const bs_match_templates *t, int j, int k, float *out)
         out[d] = (float)acc[d];
 }
 
+void bs_pair_row(const bs_match_templates *t, int j, int k, float *out)
+{
+    if (j <= k) {
+        pair_row_direct(t, j, k, out);
+        return;
+    }
+    const int nl = 2 * t->nt - 1;
+    float tmp[2 * 1000 - 1];
+    pair_row_direct(t, k, j, tmp);
+    for (int d = 0; d < nl; d++)
+        out[d] = tmp[nl - 1 - d];
+}
+
+const float *bs_pair_get(const bs_match_templates *t, const bs_pair_table *pt, int k, int64_t m, float *buf)
+{
+    const int nl = pt->n_lag;
+    if (pt->mode == BS_PAIR_FULL)
+        return pt->val + (size_t)m * nl;
+    if (pt->mode == BS_PAIR_HALF) {
+        int64_t r = pt->vrow[m];
+        if (r >= 0)
+            return pt->val + (size_t)r * nl;
+        const float *src = pt->val + (size_t)(-1 - r) * nl;
+        for (int d = 0; d < nl; d++)
+            buf[d] = src[nl - 1 - d];
+        return buf;
+    }
+    bs_pair_row(t, pt->nbr[m], k, buf);
+    return buf;
+}
+
 void bs_pair_table_free(bs_pair_table *pt)
 {
     if (!pt)
@@ -164,36 +203,76 @@ void bs_pair_table_free(bs_pair_table *pt)
     bs_mem_free(pt->row_start);
     bs_mem_free(pt->nbr);
     bs_mem_free(pt->val);
+    bs_mem_free(pt->vrow);
     memset(pt, 0, sizeof *pt);
 }
 
-bs_status bs_pair_table_build(const bs_match_templates *t, int with_values, bs_pair_table *pt)
+bs_status bs_pair_table_build(const bs_match_templates *t, bs_pair_mode mode, bs_pair_table *pt)
 {
     memset(pt, 0, sizeof *pt);
+    if (mode != BS_PAIR_ON_THE_FLY && mode != BS_PAIR_FULL && mode != BS_PAIR_HALF)
+        return bs_error(BS_ERR_INTERNAL, "match pair table: unknown storage mode %d", (int)mode);
     int64_t nnz = bs_pair_count(t->K, t->n_sup, t->support, t->n_chan);
     if (nnz < 0)
         return bs_error(BS_ERR_MEMORY, "match pair table: cannot count the overlapping pairs of %d templates", t->K);
-    pt->K = t->K;
+    const int K = t->K;
+    pt->K = K;
     pt->n_lag = 2 * t->nt - 1;
+    pt->mode = mode;
     pt->nnz = nnz;
-    pt->row_start = bs_mem_alloc("match/pair_table", sizeof(int64_t) * ((size_t)t->K + 1));
+    pt->n_rows = rows_of(K, nnz, mode);
+    pt->row_start = bs_mem_alloc("match/pair_table", sizeof(int64_t) * ((size_t)K + 1));
     pt->nbr = bs_mem_alloc("match/pair_table", sizeof(int32_t) * (size_t)nnz);
-    if (with_values)
-        pt->val = bs_mem_alloc("match/pair_table", sizeof(float) * (size_t)nnz * (size_t)pt->n_lag);
-    if (!pt->row_start || !pt->nbr || (with_values && !pt->val)) {
+    if (mode == BS_PAIR_HALF)
+        pt->vrow = bs_mem_alloc("match/pair_table", sizeof(int64_t) * (size_t)nnz);
+    if (mode != BS_PAIR_ON_THE_FLY)
+        pt->val = bs_mem_alloc("match/pair_table", sizeof(float) * (size_t)pt->n_rows * (size_t)pt->n_lag);
+    if (!pt->row_start || !pt->nbr || (mode == BS_PAIR_HALF && !pt->vrow) || (mode != BS_PAIR_ON_THE_FLY && !pt->val)) {
         bs_pair_table_free(pt);
         return BS_ERR_MEMORY;
     }
-    if (pair_list(t->K, t->n_sup, t->support, t->n_chan, pt->row_start, pt->nbr) != nnz) {
+    if (pair_list(K, t->n_sup, t->support, t->n_chan, pt->row_start, pt->nbr) != nnz) {
         bs_pair_table_free(pt);
         return bs_error(BS_ERR_INTERNAL, "match pair table: pair count changed between passes");
     }
-    if (with_values) {
-        const int K = t->K;
+    if (mode == BS_PAIR_FULL) {
 #pragma omp parallel for schedule(dynamic, 16)
         for (int k = 0; k < K; k++)
             for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
                 bs_pair_row(t, pt->nbr[m], k, pt->val + (size_t)m * pt->n_lag);
+    } else if (mode == BS_PAIR_HALF) {
+        /* rows for j <= k in (k, m) order; j > k points at row (k, j) of row j */
+        int64_t r = 0;
+        for (int k = 0; k < K; k++)
+            for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
+                if (pt->nbr[m] <= k)
+                    pt->vrow[m] = r++;
+        if (r != pt->n_rows) {
+            bs_pair_table_free(pt);
+            return bs_error(BS_ERR_INTERNAL, "match pair table: %lld half rows, expected %lld", (long long)r,
+                            (long long)pt->n_rows);
+        }
+        for (int k = 0; k < K; k++)
+            for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
+                const int j = pt->nbr[m];
+                if (j <= k)
+                    continue;
+                /* find k in row j (ascending): binary search */
+                int64_t lo = pt->row_start[j], hi = pt->row_start[j + 1] - 1;
+                while (lo < hi) {
+                    int64_t mid = lo + (hi - lo) / 2;
+                    if (pt->nbr[mid] < k)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                pt->vrow[m] = -1 - pt->vrow[lo];
+            }
+#pragma omp parallel for schedule(dynamic, 16)
+        for (int k = 0; k < K; k++)
+            for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
+                if (pt->nbr[m] <= k)
+                    bs_pair_row(t, pt->nbr[m], k, pt->val + (size_t)pt->vrow[m] * pt->n_lag);
     }
     return BS_OK;
 }

@@ -165,13 +165,7 @@ static void update_scores(const bs_match_templates *t, const bs_pair_table *pt, 
             d_hi = n_t - 1 - tc;
         for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
             const int j = pt->nbr[m];
-            const float *v;
-            if (pt->val) {
-                v = pt->val + (size_t)m * nl;
-            } else {
-                bs_pair_row(t, j, k, rb);
-                v = rb;
-            }
+            const float *v = bs_pair_get(t, pt, k, m, rb);
             float *row = B + (size_t)j * n_t + tc;
             for (int64_t d = d_lo; d <= d_hi; d++)
                 row[d] -= a * v[d + nt - 1];
@@ -201,20 +195,14 @@ static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx,
 static void update_one(const bs_match_templates *t, const bs_pair_table *pt, float *B, int64_t n_t, int k,
                        int64_t tc, float a, float *rb)
 {
-    const int nt = t->nt, nl = 2 * nt - 1;
+    const int nt = t->nt;
     int64_t d_lo = -(nt - 1), d_hi = nt - 1;
     if (tc + d_lo < 0)
         d_lo = -tc;
     if (tc + d_hi > n_t - 1)
         d_hi = n_t - 1 - tc;
     for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
-        const float *v;
-        if (pt->val) {
-            v = pt->val + (size_t)m * nl;
-        } else {
-            bs_pair_row(t, pt->nbr[m], k, rb);
-            v = rb;
-        }
+        const float *v = bs_pair_get(t, pt, k, m, rb);
         float *row = B + (size_t)pt->nbr[m] * n_t + tc;
         for (int64_t d = d_lo; d <= d_hi; d++)
             row[d] -= a * v[d + nt - 1];
@@ -224,10 +212,7 @@ static void update_one(const bs_match_templates *t, const bs_pair_table *pt, flo
 /* Row UtU[j, k, .] of pair m: from the table or computed into rb. */
 static const float *pair_vals(const bs_match_templates *t, const bs_pair_table *pt, int64_t m, int k, float *rb)
 {
-    if (pt->val)
-        return pt->val + (size_t)m * pt->n_lag;
-    bs_pair_row(t, pt->nbr[m], k, rb);
-    return rb;
+    return bs_pair_get(t, pt, k, m, rb);
 }
 #define COLL_SHIFT 2 /* samples a spike may move when refitted as a pair */
 

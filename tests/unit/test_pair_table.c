@@ -1,7 +1,8 @@
 /*
  * test_pair_table.c - the sparse template-pair table against a dense table
  * computed naively from the expanded waveforms, entry by entry; exact zeros
- * for disjoint supports; on-the-fly rows equal to the stored ones bit for bit;
+ * for disjoint supports; exact symmetry; on-the-fly and half-stored rows equal
+ * to the full table bit for bit;
  * the neighbour count against a brute-force count; memory equal to the size
  * function; the dense vs sparse sizes at K = 500 and 2000 on a 384-channel
  * probe; and rejection of malformed template sets.
@@ -98,9 +99,9 @@ int main(void)
     }
 
     bs_pair_table pt;
-    CHECK(bs_pair_table_build(&t, 1, &pt) == BS_OK);
+    CHECK(bs_pair_table_build(&t, BS_PAIR_FULL, &pt) == BS_OK);
     CHECK(pt.nnz == brute_count(K, NS, t.support));
-    CHECK(bs_mem_tag_peak("match/pair_table", BS_DEV_HOST) == bs_pair_table_bytes(K, pt.nnz, NT, 1));
+    CHECK(bs_mem_tag_peak("match/pair_table", BS_DEV_HOST) == bs_pair_table_bytes(K, pt.nnz, NT, BS_PAIR_FULL));
 
     /* every (j, k) pair: stored iff supports overlap; values vs naive dense */
     int n_zero_pairs = 0, n_stored = 0, n_bad = 0, n_missing = 0;
@@ -157,7 +158,7 @@ int main(void)
             bs_pair_row(&t, k, j, r2);
             for (int d = 0; d < NL; d++) {
                 double e = fabs(pt.val[(size_t)m * NL + d] - r2[NL - 1 - d]);
-                sym_err = e > sym_err ? e : sym_err;
+                sym_err = e > sym_err ? e : sym_err; /* exact by construction */
             }
             /* on-the-fly row = stored row, bit for bit */
             bs_pair_row(&t, j, k, r1);
@@ -165,7 +166,7 @@ int main(void)
             if (m > pt.row_start[k])
                 CHECK(pt.nbr[m] > pt.nbr[m - 1]);
         }
-    CHECK_MSG(sym_err < 1e-6, "symmetry error %g", sym_err);
+    CHECK_MSG(sym_err == 0.0, "symmetry error %g", sym_err);
 
     /* a disjoint pair computed on the fly is all zeros */
     CHECK(!overlaps(t.support + 0 * NS, t.support + 11 * NS, NS));
@@ -175,16 +176,29 @@ int main(void)
         allz &= r1[d] == 0.0f;
     CHECK(allz);
 
-    /* index-only table (the on-the-fly strategy) */
-    bs_pair_table pt0;
-    bs_mem_reset_peaks();
-    size_t before = bs_mem_tag_current("match/pair_table", BS_DEV_HOST);
-    CHECK(bs_pair_table_build(&t, 0, &pt0) == BS_OK);
-    CHECK(bs_mem_tag_current("match/pair_table", BS_DEV_HOST) - before == bs_pair_table_bytes(K, pt0.nnz, NT, 0));
-    CHECK(pt0.val == NULL && pt0.nnz == pt.nnz);
-    CHECK(memcmp(pt0.row_start, pt.row_start, sizeof(int64_t) * (K + 1)) == 0);
-    CHECK(memcmp(pt0.nbr, pt.nbr, sizeof(int32_t) * (size_t)pt.nnz) == 0);
-    bs_pair_table_free(&pt0);
+    /* the other storage modes: same lists, same values bit for bit, bytes
+     * equal to the size function */
+    const bs_pair_mode modes[2] = {BS_PAIR_ON_THE_FLY, BS_PAIR_HALF};
+    for (int mi = 0; mi < 2; mi++) {
+        bs_pair_table p2;
+        size_t before = bs_mem_tag_current("match/pair_table", BS_DEV_HOST);
+        CHECK(bs_pair_table_build(&t, modes[mi], &p2) == BS_OK);
+        CHECK(bs_mem_tag_current("match/pair_table", BS_DEV_HOST) - before ==
+              bs_pair_table_bytes(K, p2.nnz, NT, modes[mi]));
+        CHECK(p2.nnz == pt.nnz && p2.mode == modes[mi]);
+        CHECK(memcmp(p2.row_start, pt.row_start, sizeof(int64_t) * (K + 1)) == 0);
+        CHECK(memcmp(p2.nbr, pt.nbr, sizeof(int32_t) * (size_t)pt.nnz) == 0);
+        CHECK(modes[mi] == BS_PAIR_ON_THE_FLY ? p2.val == NULL && p2.n_rows == 0
+                                              : p2.n_rows == (pt.nnz + K) / 2);
+        int same = 1;
+        for (int k = 0; k < K; k++)
+            for (int64_t m = pt.row_start[k]; m < pt.row_start[k + 1]; m++) {
+                const float *v = bs_pair_get(&t, &p2, k, m, r1);
+                same &= memcmp(v, pt.val + (size_t)m * NL, sizeof r1) == 0;
+            }
+        CHECK(same);
+        bs_pair_table_free(&p2);
+    }
     bs_pair_table_free(&pt);
     free(full);
 
@@ -200,9 +214,12 @@ int main(void)
         sup = spread_supports(384, Ks[i], 32);
         int64_t nnz = bs_pair_count(Ks[i], 32, sup, 384);
         double dense = bs_pair_dense_bytes(Ks[i], NT);
-        size_t sparse = bs_pair_table_bytes(Ks[i], nnz, NT, 1);
-        printf("K=%5d: pairs %lld (%.1f per template), dense %.3g bytes, sparse %.3g bytes (%.1fx smaller)\n", Ks[i],
-               (long long)nnz, (double)nnz / Ks[i], dense, (double)sparse, dense / (double)sparse);
+        size_t sparse = bs_pair_table_bytes(Ks[i], nnz, NT, BS_PAIR_FULL);
+        size_t half = bs_pair_table_bytes(Ks[i], nnz, NT, BS_PAIR_HALF);
+        printf("K=%5d: pairs %lld (%.1f per template), dense %.3g bytes, sparse %.3g bytes (%.1fx smaller), "
+               "half %.3g bytes\n",
+               Ks[i], (long long)nnz, (double)nnz / Ks[i], dense, (double)sparse, dense / (double)sparse, (double)half);
+        CHECK(half == 8 * ((size_t)Ks[i] + 1) + (size_t)nnz * 12 + (size_t)((nnz + Ks[i]) / 2) * 4 * 121);
         CHECK(dense == 4.0 * Ks[i] * (double)Ks[i] * 121);
         CHECK((double)sparse * 4 < dense);
         CHECK(sparse == 8 * ((size_t)Ks[i] + 1) + (size_t)nnz * (4 + 4 * 121));

@@ -13,8 +13,8 @@
  *     both spikes found;
  *   - consecutive batches with halos: spikes at and across the batch borders
  *     reported exactly once;
- *   - identical output for 1 and 2 threads and for the stored and the
- *     on-the-fly pair table;
+ *   - identical output for 1 and 2 threads and for the full, half and
+ *     on-the-fly pair tables;
  *   - allocated bytes equal the size functions; bad parameters are refused.
  */
 #include "test.h"
@@ -130,9 +130,10 @@ int main(void)
     int centers[K] = {4, 8, 14, 18, 24, 28, 34, 38, 44, 48, 54, 58, 6, 21, 41, 60};
     bs_match_templates t;
     CHECK(synth_templates(2024, C, K, NS, P, NT, NB, centers, &t) == BS_OK);
-    bs_pair_table pt, pt_fly;
-    CHECK(bs_pair_table_build(&t, 1, &pt) == BS_OK);
-    CHECK(bs_pair_table_build(&t, 0, &pt_fly) == BS_OK);
+    bs_pair_table pt, pt_fly, pt_half;
+    CHECK(bs_pair_table_build(&t, BS_PAIR_FULL, &pt) == BS_OK);
+    CHECK(bs_pair_table_build(&t, BS_PAIR_ON_THE_FLY, &pt_fly) == BS_OK);
+    CHECK(bs_pair_table_build(&t, BS_PAIR_HALF, &pt_half) == BS_OK);
 
     test_scores(&t);
     {
@@ -214,7 +215,7 @@ int main(void)
         CHECK(bs_mem_tag_peak("match/scores", BS_DEV_HOST) == bs_match_scores_bytes(K, n_t));
         omp_set_num_threads(2);
         int it2 = peel(&t, &pt, X2, n_t, 0, 0, n_t, 6.0f, 2, &s2, &n2);
-        int it3 = peel(&t, &pt_fly, X3, n_t, 0, 0, n_t, 6.0f, 2, &s3, &n3);
+        int it3 = peel(&t, &pt_half, X3, n_t, 0, 0, n_t, 6.0f, 2, &s3, &n3);
         CHECK(it1 >= 2 && it1 == it2 && it1 == it3);
         CHECK(n1 == n2 && n1 == n3);
         CHECK(n1 == n2 && memcmp(s1, s2, sizeof(bs_spike) * (size_t)n1) == 0);
@@ -408,6 +409,7 @@ int main(void)
 
     bs_pair_table_free(&pt);
     bs_pair_table_free(&pt_fly);
+    bs_pair_table_free(&pt_half);
     bs_match_templates_free(&t);
     CHECK(bs_mem_live_blocks() == 0);
     TEST_MAIN_END();
