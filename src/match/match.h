@@ -118,6 +118,11 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws);
 bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int k0,
                           int k1, float *B, size_t ldb, bs_match_scores_ws *ws);
 
+/* Use only the portable (SSE) projection kernel even where AVX2 exists; the
+ * bits are the same either way (tests check it). Not thread-safe: call it
+ * between runs. */
+void bs_match_force_portable(int on);
+
 /* ----------------------------------------------------------- pair table */
 
 /* Storage strategies of the pair table (same values, bit for bit). */
@@ -215,7 +220,12 @@ void bs_peel_ws_free(bs_peel_ws *ws);
  * their waveforms do not overlap; record amplitude a = B[k, t]; subtract them
  * from X and update B through the pair table (any storage mode). Only t with the whole template
  * inside the window (nt_before <= t <= n_t - nt + nt_before) can be accepted.
- * Stops when nothing exceeds the threshold or after max_iter iterations.
+ * When nothing exceeds the threshold, a collision pass (peel.c) refits
+ * overlapping spikes as least-squares pairs (a spike fitted alone on two
+ * overlapping waveforms absorbs its neighbour); if it changes anything the
+ * plain iterations resume. Stops when neither finds anything or after
+ * max_iter iterations (each plain iteration and each collision pass counts);
+ * a window never yields more than ws->max_spikes spikes (a warning says so).
  *
  * Every spike found is subtracted; those with c_begin <= t < c_end are
  * appended to out (time = t0_abs + t), sorted by time then template. So a

@@ -339,20 +339,24 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
     ws->proj = ws->gather = ws->blk = NULL;
 }
 
-/* Six-component projection of one channel over L samples, x pointing at the
- * first tap of output 0: 8 outputs x 6 components stay in registers across
- * the taps. Each output is summed over s ascending from 0, exactly as the
- * generic loop below does, so both paths give the same bits. */
 typedef float v4f __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
 
-static inline v4f ld4(const float *p)
+/* Scalar tail shared by both kernels: outputs u0..L-1. */
+static void proj6_tail(const float *restrict x, const float *restrict basis, int nt, int u0, int L,
+                       float *restrict o0)
 {
-    v4f v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    for (; u0 < L; u0++)
+        for (int p = 0; p < 6; p++) {
+            float acc = 0.0f;
+            for (int s = 0; s < nt; s++)
+                acc += basis[p * nt + s] * x[u0 + s];
+            o0[(size_t)p * BS_MATCH_TILE + u0] = acc;
+        }
 }
 
-static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0)
+/* 8 outputs x 6 components in 12 SSE registers (any x86-64). */
+static void proj6_sse(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0)
 {
     int u0 = 0;
     for (; u0 + 8 <= L; u0 += 8) {
@@ -360,7 +364,9 @@ static void proj6(const float *restrict x, const float *restrict basis, int nt, 
         for (int i = 0; i < 12; i++)
             a[i] = (v4f){0.0f, 0.0f, 0.0f, 0.0f};
         for (int s = 0; s < nt; s++) {
-            const v4f xl = ld4(x + u0 + s), xh = ld4(x + u0 + s + 4);
+            v4f xl, xh;
+            memcpy(&xl, x + u0 + s, sizeof xl);
+            memcpy(&xh, x + u0 + s + 4, sizeof xh);
             for (int p = 0; p < 6; p++) {
                 const float w = basis[p * nt + s];
                 const v4f wv = {w, w, w, w};
@@ -373,13 +379,73 @@ static void proj6(const float *restrict x, const float *restrict basis, int nt, 
             memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0 + 4, &a[2 * p + 1], sizeof(v4f));
         }
     }
-    for (; u0 < L; u0++)
-        for (int p = 0; p < 6; p++) {
-            float acc = 0.0f;
-            for (int s = 0; s < nt; s++)
-                acc += basis[p * nt + s] * x[u0 + s];
-            o0[(size_t)p * BS_MATCH_TILE + u0] = acc;
+    proj6_tail(x, basis, nt, u0, L, o0);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BS_HAVE_AVX2_KERNEL 1
+/* 16 outputs x 6 components in 12 AVX registers. AVX2 without FMA: every
+ * lane does the same IEEE multiply then add as the SSE kernel, so the bits
+ * are the same on machines with and without AVX2. */
+__attribute__((target("avx2"))) static void proj6_avx2(const float *restrict x, const float *restrict basis, int nt,
+                                                        int L, float *restrict o0)
+{
+    int u0 = 0;
+    for (; u0 + 16 <= L; u0 += 16) {
+        v8f a[12];
+        for (int i = 0; i < 12; i++)
+            a[i] = (v8f){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = 0; s < nt; s++) {
+            v8f xl, xh;
+            memcpy(&xl, x + u0 + s, sizeof xl);
+            memcpy(&xh, x + u0 + s + 8, sizeof xh);
+            for (int p = 0; p < 6; p++) {
+                const float w = basis[p * nt + s];
+                const v8f wv = {w, w, w, w, w, w, w, w};
+                a[2 * p] += wv * xl;
+                a[2 * p + 1] += wv * xh;
+            }
         }
+        for (int p = 0; p < 6; p++) {
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0, &a[2 * p], sizeof(v8f));
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0 + 8, &a[2 * p + 1], sizeof(v8f));
+        }
+    }
+    proj6_tail(x, basis, nt, u0, L, o0);
+}
+#endif
+
+/* Six-component projection of one channel over L samples, x pointing at the
+ * first tap of output 0. Each output is summed over s ascending from 0 with
+ * separate multiply and add, exactly as the generic loop in project_tile,
+ * so every path gives the same bits. */
+static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0, int avx2)
+{
+#ifdef BS_HAVE_AVX2_KERNEL
+    if (avx2) {
+        proj6_avx2(x, basis, nt, L, o0);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
+    proj6_sse(x, basis, nt, L, o0);
+}
+
+static int force_portable; /* set by bs_match_force_portable (tests) */
+
+void bs_match_force_portable(int on)
+{
+    force_portable = on;
+}
+
+static int use_avx2(void)
+{
+#ifdef BS_HAVE_AVX2_KERNEL
+    return !force_portable && __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
 }
 
 /* proj rows (c*P + p) of the tile starting at window sample t0, L samples. */
@@ -389,12 +455,13 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
     const int P = t->n_pc, nt = t->nt, nb = t->nt_before, C = t->n_chan;
     /* interior tile: every tap of every output inside the window */
     const int interior = t0 - nb >= 0 && t0 - nb + L + nt - 1 <= n_t;
+    const int avx2 = use_avx2();
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *x = X + (size_t)c * ldx;
         float *o0 = proj + (size_t)c * P * BS_MATCH_TILE;
         if (interior && P == 6) {
-            proj6(x + t0 - nb, t->basis, nt, L, o0);
+            proj6(x + t0 - nb, t->basis, nt, L, o0, avx2);
             continue;
         }
         for (int p = 0; p < P; p++)

@@ -80,7 +80,7 @@ static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, 
 /* Scores against a naive matched filter; chunked = all at once, bit for bit. */
 static void test_scores(const bs_match_templates *t)
 {
-    const int64_t n_t = 1100; /* two tiles, the last one partial */
+    const int64_t n_t = 2300; /* three tiles: edge, interior, partial edge */
     float *X = calloc((size_t)C * n_t, sizeof(float));
     add_noise(X, (size_t)C * n_t, 11, 1.0);
     float *B = malloc(sizeof(float) * (size_t)t->K * n_t), *B2 = malloc(sizeof(float) * (size_t)t->K * n_t);
@@ -117,6 +117,11 @@ static void test_scores(const bs_match_templates *t)
         }
         CHECK(memcmp(B, B2, sizeof(float) * (size_t)t->K * n_t) == 0);
     }
+    /* the portable projection kernel gives the same bits as the AVX2 one */
+    bs_match_force_portable(1);
+    CHECK(bs_match_scores(t, X, (size_t)n_t, n_t, 0, t->K, B2, (size_t)n_t, &ws) == BS_OK);
+    bs_match_force_portable(0);
+    CHECK(memcmp(B, B2, sizeof(float) * (size_t)t->K * n_t) == 0);
     bs_match_scores_ws_free(&ws);
     free(B);
     free(B2);
