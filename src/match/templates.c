@@ -453,38 +453,41 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
                          int L, float *proj)
 {
     const int P = t->n_pc, nt = t->nt, nb = t->nt_before, C = t->n_chan;
-    /* interior tile: every tap of every output inside the window */
+    /* interior tile: every tap of every output inside the window; an edge
+     * tile is copied with zeros outside the window first. Adding w * 0 never
+     * changes a sum here (a sum of products is never -0), so both give the
+     * same bits as skipping the outside taps. */
     const int interior = t0 - nb >= 0 && t0 - nb + L + nt - 1 <= n_t;
     const int avx2 = use_avx2();
+    const int span = L + nt - 1;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *x = X + (size_t)c * ldx;
         float *o0 = proj + (size_t)c * P * BS_MATCH_TILE;
-        if (interior && P == 6) {
-            proj6(x + t0 - nb, t->basis, nt, L, o0, avx2);
+        float pad[BS_MATCH_TILE + 1000 - 1];
+        const float *xs = x + t0 - nb;
+        if (!interior) {
+            for (int u = 0; u < span; u++) {
+                int64_t i = t0 - nb + u;
+                pad[u] = (i >= 0 && i < n_t) ? x[i] : 0.0f;
+            }
+            xs = pad;
+        }
+        if (P == 6) {
+            proj6(xs, t->basis, nt, L, o0, avx2);
             continue;
         }
+        /* any P: o[p][u] = sum_s basis[p, s] * xs[u + s], s ascending */
         for (int p = 0; p < P; p++)
             memset(o0 + (size_t)p * BS_MATCH_TILE, 0, sizeof(float) * (size_t)L);
-        /* o[p][u] = sum_s basis[p, s] * x[t0 + u + s - nb], s ascending */
-        for (int s = 0; s < nt; s++) {
-            const int64_t off = t0 + s - nb; /* window index of u = 0 */
-            int u_lo = 0, u_hi = L;
-            if (off < 0)
-                u_lo = (int)(-off < L ? -off : L);
-            if (off + L > n_t)
-                u_hi = (int)(n_t - off > 0 ? n_t - off : 0);
-            if (u_lo >= u_hi)
-                continue;
-            const float *restrict xs = x + off + u_lo;
-            const int n = u_hi - u_lo;
+        for (int s = 0; s < nt; s++)
             for (int p = 0; p < P; p++) {
                 const float w = t->basis[(size_t)p * nt + s];
-                float *restrict o = o0 + (size_t)p * BS_MATCH_TILE + u_lo;
-                for (int u = 0; u < n; u++)
-                    o[u] += w * xs[u];
+                float *restrict o = o0 + (size_t)p * BS_MATCH_TILE;
+                const float *restrict xv = xs + s;
+                for (int u = 0; u < L; u++)
+                    o[u] += w * xv[u];
             }
-        }
     }
 }
 
