@@ -68,6 +68,8 @@ static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, 
     bs_peel_params_default(&p);
     p.threshold = th;
     bs_peel_ws ws;
+    *out = NULL;
+    *n_out = 0;
     if (bs_peel_ws_alloc(t, n_t, p.max_iter, n_threads, &ws) != BS_OK)
         return -1;
     *out = malloc(sizeof(bs_spike) * (size_t)ws.max_spikes);
