@@ -1,0 +1,245 @@
+/*
+ * match.h - template matching: channel-sparse low-rank templates, the sparse
+ * template-pair table and per-batch peeling (ARCHITECTURE.md sections 3 and 8,
+ * ALGORITHM.md section 7, written from the description, not ported).
+ *
+ * Representation (chosen, and every number below is exact for it):
+ *   A template k lives on n_sup channels S_k (sorted ascending channel
+ *   indices, the same count for every template of a set) and is stored
+ *   low-rank, as Kilosort stores it: spatial weights U_k (n_sup x P) on a
+ *   shared temporal basis (P x nt), so its waveform is
+ *       W_k[i, s] = sum_p U_k[i, p] * basis[p, s]   (i-th support channel, s in 0..nt-1).
+ *   The basis need not be orthonormal; U_k is scaled at creation so that
+ *   ||W_k|| = 1 (computed through the Gram matrix of the basis). A template's
+ *   trough is at sample nt_before.
+ *
+ * Data: X is a whitened batch window, float32, channel-major, row c at
+ * X + c*ldx, n_t samples. Samples outside [0, n_t) count as zero.
+ *
+ * Scores: B[k, t] = sum_{i} sum_s W_k[i, s] * X[S_k[i], t + s - nt_before],
+ * computed as (1) the projection of every channel on the temporal basis
+ * (direct convolution, Bp[c, p, t]) then (2) one SGEMM per block of <= 32
+ * templates whose supports fit in a window of <= 1.5 n_sup consecutive
+ * channels: B[block, t] = U_block (nb x w*P, zero off each support) *
+ * Bp[window, :, t] (w*P x L). Work is tiled over time in fixed tiles of
+ * BS_MATCH_TILE samples, so scores are the same bits whatever template range
+ * ("chunks over templates") or buffer is asked for.
+ *
+ * Pair table: for templates j, k and lag d in [-(nt-1), nt-1],
+ *     UtU[j, k, d] = sum_{c in S_j and S_k} sum_s W_j[c, s] * W_k[c, s + d]
+ * (W_k[c, s'] = 0 for s' outside 0..nt-1). Subtracting an amplitude-a copy of
+ * template k placed at time t (X[c, t - nt_before + s] -= a W_k[c, s]) changes
+ * the score B[j, t + d] by exactly -a * UtU[j, k, d]. UtU[j, k, d] =
+ * UtU[k, j, -d]. Pairs whose supports are disjoint are exactly zero and are not
+ * stored: the table is CSR over the subtracted template k, listing every j
+ * whose support shares a channel with S_k (k itself included), each with a row
+ * of 2nt-1 floats v[d + nt - 1] = UtU[j, k, d]. A row is computed as
+ * sum_{p,q} M[p,q] * WtW[p,q,d] with M = U_j^T U_k over the shared channels
+ * (ascending channel order) and WtW the lagged basis products (j > k: the
+ * (k, j) row reversed, so the symmetry is exact); the same function fills the
+ * table and computes rows on demand, so the three storage strategies (full,
+ * half by symmetry, on the fly) give identical bits and identical peeling.
+ *
+ * Sizes (nt = 61, 32-channel supports, 384-channel 2-column probe, templates
+ * spread evenly): K = 500: dense 121 MB, full 19.9 MB, half 10.5 MB;
+ * K = 2000: 1.94 GB, 319 MB, 166 MB; K = 17000: 140 GB, 23.0 GB, 12.0 GB.
+ *
+ * Peeling (per batch): see bs_peel_batch below.
+ */
+#ifndef BS_MATCH_H
+#define BS_MATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+#define BS_MATCH_MAX_SUP 64     /* channels per template support, at most */
+#define BS_MATCH_MAX_PC 16      /* temporal components, at most */
+#define BS_MATCH_BLOCK 32       /* templates per score GEMM block, at most */
+#define BS_MATCH_TILE 1024      /* samples per score tile */
+
+/* ---------------------------------------------------------------- templates */
+
+typedef struct {
+    int n_chan;        /* channels C of the data (rows of X) */
+    int nt;            /* samples per template */
+    int nt_before;     /* trough index within the template, samples */
+    int n_pc;          /* temporal components P */
+    int K;             /* templates */
+    int n_sup;         /* channels per support */
+    float *basis;      /* P x nt temporal basis (whitened units per unit weight) */
+    float *wtw;        /* P x P x (2nt-1): wtw[(p*P+q)*(2nt-1) + d+nt-1] = sum_s basis[p,s] basis[q,s+d] */
+    int32_t *support;  /* K x n_sup channel indices, ascending per template */
+    float *U;          /* K x n_sup x P spatial weights, scaled so ||W_k|| = 1 */
+    float *norm_in;    /* K: ||W_k|| of the weights as given (before scaling) */
+    /* score blocks (templates.c): up to BS_MATCH_BLOCK templates whose
+     * supports fit in one window of channels [c0, c0 + w), weights padded to
+     * the window; or one wide template whose rows are gathered (c0 = -1) */
+    int n_blocks;
+    int32_t *block_start;   /* K + 1 (n_blocks + 1 used): offsets into block_members */
+    int32_t *block_members; /* K template ids */
+    int32_t *block_of;      /* K: block of each template */
+    int32_t *block_c0;      /* first channel of the window, -1 for a gather block */
+    int32_t *block_w;       /* window width, channels (n_sup for a gather block) */
+    int64_t *block_woff;    /* offset of the block's weights in bw, floats */
+    float *bw;              /* block weights: members x w x P, row-major */
+} bs_match_templates;
+
+/* Bytes held by a template set of this shape (all its tagged buffers). */
+size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup);
+
+/* Copy and validate: basis (P x nt), support (K x n_sup, ascending, unique,
+ * in [0, n_chan)), U (K x n_sup x P, non-zero). U is rescaled to unit-norm
+ * waveforms. `what` names the source in error messages (a path or "templates").
+ * Bad input gives BS_ERR_INPUT naming the field. */
+bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt_before, int n_pc,
+                                    const float *basis, int K, int n_sup, const int32_t *support,
+                                    const float *U, bs_match_templates *out);
+void bs_match_templates_free(bs_match_templates *t);
+
+/* Expand template k's waveform into w (n_sup x nt floats). */
+void bs_match_template_waveform(const bs_match_templates *t, int k, float *w);
+
+/* --------------------------------------------------------------- scores */
+
+/* Bytes of a full score buffer: K x n_t floats. */
+size_t bs_match_scores_bytes(int K, int64_t n_t);
+/* Bytes of the score workspace (projection tile, gather and block buffers). */
+size_t bs_match_scores_ws_bytes(const bs_match_templates *t);
+
+typedef struct {
+    float *proj;    /* C x P x (BS_MATCH_TILE) projection of one tile */
+    float *gather;  /* n_sup*P x BS_MATCH_TILE rows of one support */
+    float *blk;     /* BS_MATCH_BLOCK x BS_MATCH_TILE block GEMM output */
+} bs_match_scores_ws;
+
+bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_ws *ws);
+void bs_match_scores_ws_free(bs_match_scores_ws *ws);
+
+/* Scores of templates k0..k1-1 for every t in [0, n_t): row k of the
+ * output is at B + (k - k0) * ldb. Bits do not depend on k0, k1 (a block that
+ * straddles the range is computed whole and only the rows asked for are kept). */
+bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int k0,
+                          int k1, float *B, size_t ldb, bs_match_scores_ws *ws);
+
+/* Use only the portable (SSE) projection kernel even where AVX2 exists; the
+ * bits are the same either way (tests check it). Not thread-safe: call it
+ * between runs. */
+void bs_match_force_portable(int on);
+
+/* ----------------------------------------------------------- pair table */
+
+/* Storage strategies of the pair table (same values, bit for bit). */
+typedef enum {
+    BS_PAIR_ON_THE_FLY = 0, /* neighbour lists only; rows computed when needed */
+    BS_PAIR_FULL = 1,       /* a row per stored pair (j, k) */
+    BS_PAIR_HALF = 2        /* a row per pair with j <= k; (j, k), j > k, reads row (k, j) reversed */
+} bs_pair_mode;
+
+typedef struct {
+    int K;
+    int n_lag;          /* 2nt - 1 */
+    bs_pair_mode mode;
+    int64_t nnz;        /* stored pairs (ordered, (k, k) included) */
+    int64_t n_rows;     /* value rows held: nnz (full), (nnz + K) / 2 (half), 0 */
+    int64_t *row_start; /* K + 1: pairs of subtracted template k are row_start[k]..row_start[k+1]-1 */
+    int32_t *nbr;       /* nnz: template j of each pair, ascending within a row */
+    int64_t *vrow;      /* nnz (half only): value row r of the pair, or -1 - r when read reversed */
+    float *val;         /* n_rows x n_lag, NULL on the fly */
+} bs_pair_table;
+
+/* Pairs (j, k) with overlapping supports, counting (k, k), for K templates
+ * whose supports are given (K x n_sup, ascending); -1 on bad sizes. */
+int64_t bs_pair_count(int K, int n_sup, const int32_t *support, int n_chan);
+/* Bytes of the sparse table for `nnz` pairs under a storage mode. */
+size_t bs_pair_table_bytes(int K, int64_t nnz, int nt, bs_pair_mode mode);
+/* Bytes of the dense K x K x (2nt-1) float table, for comparison. */
+double bs_pair_dense_bytes(int64_t K, int nt);
+
+bs_status bs_pair_table_build(const bs_match_templates *t, bs_pair_mode mode, bs_pair_table *pt);
+void bs_pair_table_free(bs_pair_table *pt);
+
+/* UtU[nbr[m], k, .] of pair m (in row k): a pointer into the table, or the
+ * row written into buf (2nt-1 floats) when computed or reversed. */
+const float *bs_pair_get(const bs_match_templates *t, const bs_pair_table *pt, int k, int64_t m, float *buf);
+
+/* Row UtU[j, k, .] (2nt-1 floats, index d + nt - 1) computed from the
+ * templates; identical bits to the stored table entry. For j > k it is the
+ * row (k, j) reversed, so UtU[j, k, d] == UtU[k, j, -d] exactly. */
+void bs_pair_row(const bs_match_templates *t, int j, int k, float *out);
+
+/* ----------------------------------------------------------- peeling */
+
+typedef struct {
+    float threshold; /* whitened units; a spike needs B[k,t] > threshold (default 8) */
+    int max_iter;    /* peeling iterations per batch (default 50) */
+} bs_peel_params;
+
+void bs_peel_params_default(bs_peel_params *p);
+
+typedef struct {
+    int64_t time;   /* absolute sample of the trough */
+    int32_t tmpl;   /* template id */
+    float amp;      /* amplitude, whitened units (template unit norm) */
+} bs_spike;
+
+typedef struct {
+    int64_t n_t;        /* window length the workspace was sized for, samples */
+    int max_iter;
+    int64_t max_spikes; /* max_iter * (n_t / (nt + 1) + 1): the most one window can yield */
+    float *B;           /* K x n_t scores */
+    float *bmax;        /* n_t best score per sample */
+    int32_t *imax;      /* n_t template of the best score */
+    int64_t max_cand;   /* n_t / (nt + 1) + 1: accepted spikes of one iteration, at most */
+    int64_t *cand;      /* max_cand accepted times of one iteration */
+    int64_t *ivl;       /* 2 x max_cand: merged [lo, hi) column ranges to rescan */
+    int32_t *ctmpl;     /* max_cand templates of the accepted spikes */
+    float *camp;        /* max_cand amplitudes of the accepted spikes */
+    float *rowbuf;      /* (n_threads + 2) x (2nt-1): on-the-fly pair rows */
+    bs_spike *spk;      /* max_spikes: the window's spikes, window-relative times */
+    uint8_t *mark;      /* n_t: samples near a change since the last collision pass */
+    int n_threads;
+    bs_match_scores_ws sws;
+} bs_peel_ws;
+
+/* Bytes of the peel workspace (including the score buffer and score
+ * workspace) for a window of n_t samples. */
+size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads);
+/* n_threads <= 0 means omp_get_max_threads(). */
+bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads,
+                           bs_peel_ws *ws);
+void bs_peel_ws_free(bs_peel_ws *ws);
+
+/*
+ * Peel one window. X (C x n_t, row stride ldx) covers absolute samples
+ * [t0_abs, t0_abs + n_t) and is turned into the residual in place. The
+ * window's central part is [c_begin, c_end) (window-relative); consecutive
+ * windows must have central parts that tile the recording, and a halo of at
+ * least 2*nt on each side where data exist.
+ *
+ * Each iteration: best score over templates per sample (lowest k on ties);
+ * accept every sample t whose best score exceeds the threshold and is the
+ * maximum within [t - nt, t + nt] (strictly greater than earlier samples,
+ * at least equal to later ones), so accepted spikes are more than nt apart and
+ * their waveforms do not overlap; record amplitude a = B[k, t]; subtract them
+ * from X and update B through the pair table (any storage mode). Only t with the whole template
+ * inside the window (nt_before <= t <= n_t - nt + nt_before) can be accepted.
+ * When nothing exceeds the threshold, a collision pass (peel.c) refits
+ * overlapping spikes as least-squares pairs (a spike fitted alone on two
+ * overlapping waveforms absorbs its neighbour); if it changes anything the
+ * plain iterations resume. Stops when neither finds anything or after
+ * max_iter iterations (each plain iteration and each collision pass counts);
+ * a window never yields more than ws->max_spikes spikes (a warning says so).
+ *
+ * Every spike found is subtracted; those with c_begin <= t < c_end are
+ * appended to out (time = t0_abs + t), sorted by time then template. So a
+ * spike is reported by the one window whose central part holds its time.
+ * Output does not depend on the thread count. out must hold ws->max_spikes.
+ */
+bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx,
+                        int64_t n_t, int64_t t0_abs, int64_t c_begin, int64_t c_end,
+                        const bs_peel_params *p, bs_peel_ws *ws, bs_spike *out, int64_t *n_out,
+                        int *n_iter);
+
+#endif

@@ -1,0 +1,555 @@
+/*
+ * peel.c - per-batch template matching by peeling (ALGORITHM.md 7.2, our
+ * variant; the contract is in match.h above bs_peel_batch).
+ *
+ * Mechanism, one window:
+ *   1. B = scores of every template at every sample (templates.c).
+ *   2. Column scan: bmax[t] = max_k B[k, t], imax[t] its template (lowest k on
+ *      ties), scanned row by row over time segments in parallel; every column
+ *      is reduced in the same order whatever the thread count.
+ *   3. Accept every valid t with bmax[t] > threshold that is the maximum in
+ *      [t - nt, t + nt] (strict towards earlier samples, non-strict towards
+ *      later ones). Accepted spikes are then more than nt apart, so their
+ *      waveforms do not overlap and their amplitudes a = B[k, t] (the
+ *      least-squares fit of a unit-norm template) do not depend on each other.
+ *      Threshold rule: with unit-norm templates on whitened data, B[k,t] is in
+ *      noise standard deviations, so "a > threshold" equals Kilosort's
+ *      relu(B)^2/|T|^2 > Th^2.
+ *   4. Subtract: X[S_k, t - nt_before + s] -= a W_k (windows disjoint, in
+ *      parallel over spikes); B[j, t + d] -= a UtU[j, k, d] for the stored
+ *      neighbours j of k, first for the even-indexed spikes then the odd ones:
+ *      within one group spikes are more than 2nt apart, so their update windows
+ *      [t - nt + 1, t + nt - 1] are disjoint and each B element gets its
+ *      updates in a fixed order (even group, then odd group).
+ *   5. Rescan only the merged column ranges touched in 4 (the others did not
+ *      change), and repeat until no spike is accepted or max_iter.
+ *   6. When nothing is accepted, a collision pass (collision_pass below)
+ *      refits overlapping spikes as least-squares pairs, in time order,
+ *      sequentially; only spikes near a change since the previous pass are
+ *      examined (ws->mark, +-3 nt around every change). If it changed
+ *      anything, the marked columns are rescanned and 3-5 resume.
+ * The workspace is sized once per run: max_iter * (n_t / (nt+1) + 1) spikes
+ * per window (plain iterations cannot exceed it; collision passes stop adding
+ * at it), so there is no growth and no overflow.
+ *
+ * Halo rule: every spike found is subtracted, only those whose trough lies in
+ * the central part [c_begin, c_end) are reported. With central parts tiling
+ * the recording and a halo >= 2 nt, a spike near a border sees the same data
+ * in both windows and is reported by the one window that owns its sample.
+ * Known limit: the two windows peel independently, so if a far-away
+ * difference (beyond the halo) changed a border spike's time by one sample it
+ * could be reported twice or not at all; the tests place spikes at, before,
+ * after and across borders and get each exactly once.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "match/match.h"
+#include "mem/mem.h"
+
+#define SCAN_SEG 2048 /* columns per parallel scan segment */
+
+void bs_peel_params_default(bs_peel_params *p)
+{
+    p->threshold = 8.0f;
+    p->max_iter = 50;
+}
+
+static int64_t max_cand_of(int64_t n_t, int nt)
+{
+    return n_t / (nt + 1) + 1;
+}
+
+size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads)
+{
+    if (n_threads <= 0)
+        n_threads = omp_get_max_threads();
+    int64_t mc = max_cand_of(n_t, t->nt);
+    size_t b = bs_match_scores_bytes(t->K, n_t);
+    b += sizeof(float) * (size_t)n_t;                                   /* bmax */
+    b += sizeof(int32_t) * (size_t)n_t;                                 /* imax */
+    b += sizeof(int64_t) * (size_t)mc * 3;                              /* cand, ivl */
+    b += (sizeof(int32_t) + sizeof(float)) * (size_t)mc;                /* ctmpl, camp */
+    b += sizeof(bs_spike) * (size_t)max_iter * (size_t)mc;              /* spk */
+    b += (size_t)n_t;                                                   /* mark */
+    b += sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1); /* rowbuf */
+    b += bs_match_scores_ws_bytes(t);
+    return b;
+}
+
+void bs_peel_ws_free(bs_peel_ws *ws)
+{
+    if (!ws)
+        return;
+    bs_mem_free(ws->B);
+    bs_mem_free(ws->bmax);
+    bs_mem_free(ws->imax);
+    bs_mem_free(ws->cand);
+    bs_mem_free(ws->ivl);
+    bs_mem_free(ws->spk);
+    bs_mem_free(ws->mark);
+    bs_mem_free(ws->ctmpl);
+    bs_mem_free(ws->camp);
+    bs_mem_free(ws->rowbuf);
+    bs_match_scores_ws_free(&ws->sws);
+    memset(ws, 0, sizeof *ws);
+}
+
+bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads, bs_peel_ws *ws)
+{
+    memset(ws, 0, sizeof *ws);
+    if (n_t < 1 || max_iter < 1)
+        return bs_error(BS_ERR_INTERNAL, "peel workspace: expected n_t >= 1 and max_iter >= 1, got %lld and %d",
+                        (long long)n_t, max_iter);
+    if (n_threads <= 0)
+        n_threads = omp_get_max_threads();
+    ws->n_t = n_t;
+    ws->max_iter = max_iter;
+    ws->n_threads = n_threads;
+    ws->max_cand = max_cand_of(n_t, t->nt);
+    ws->max_spikes = (int64_t)max_iter * ws->max_cand;
+    ws->B = bs_mem_alloc("match/scores", bs_match_scores_bytes(t->K, n_t));
+    ws->bmax = bs_mem_alloc("match/peel", sizeof(float) * (size_t)n_t);
+    ws->imax = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)n_t);
+    ws->cand = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand);
+    ws->ivl = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)ws->max_cand * 2);
+    ws->spk = bs_mem_alloc("match/peel", sizeof(bs_spike) * (size_t)ws->max_spikes);
+    ws->mark = bs_mem_alloc("match/peel", (size_t)n_t);
+    ws->ctmpl = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)ws->max_cand);
+    ws->camp = bs_mem_alloc("match/peel", sizeof(float) * (size_t)ws->max_cand);
+    ws->rowbuf = bs_mem_alloc("match/peel", sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1));
+    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf || !ws->spk || !ws->mark) {
+        bs_peel_ws_free(ws);
+        return BS_ERR_MEMORY;
+    }
+    bs_status st = bs_match_scores_ws_alloc(t, &ws->sws);
+    if (st != BS_OK) {
+        bs_peel_ws_free(ws);
+        return st;
+    }
+    return BS_OK;
+}
+
+/* bmax/imax over columns [lo, hi) of B (K x n_t, row stride n_t). */
+static void scan_cols(const float *B, int K, int64_t n_t, int64_t lo, int64_t hi, float *bmax, int32_t *imax)
+{
+    for (int64_t c = lo; c < hi; c++) {
+        bmax[c] = B[c];
+        imax[c] = 0;
+    }
+    for (int k = 1; k < K; k++) {
+        const float *row = B + (size_t)k * n_t;
+        for (int64_t c = lo; c < hi; c++)
+            if (row[c] > bmax[c]) {
+                bmax[c] = row[c];
+                imax[c] = k;
+            }
+    }
+}
+
+static int cmp_spike(const void *a, const void *b)
+{
+    const bs_spike *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    if (x->tmpl != y->tmpl)
+        return x->tmpl < y->tmpl ? -1 : 1;
+    return (x->amp > y->amp) - (x->amp < y->amp);
+}
+
+/* Subtract spikes cand[i0], cand[i0+2], ... from B through the pair table. */
+static void update_scores(const bs_match_templates *t, const bs_pair_table *pt, float *B, int64_t n_t,
+                          const int64_t *cand, const int32_t *tk, const float *ta, int64_t n_c, int64_t i0,
+                          float *rowbuf, int n_threads)
+{
+    const int nt = t->nt, nl = 2 * nt - 1;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(n_threads)
+    for (int64_t i = i0; i < n_c; i += 2) {
+        float *rb = rowbuf + (size_t)omp_get_thread_num() * nl;
+        const int64_t tc = cand[i];
+        const int k = tk[i];
+        const float a = ta[i];
+        int64_t d_lo = -(nt - 1), d_hi = nt - 1;
+        if (tc + d_lo < 0)
+            d_lo = -tc;
+        if (tc + d_hi > n_t - 1)
+            d_hi = n_t - 1 - tc;
+        for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
+            const int j = pt->nbr[m];
+            const float *v = bs_pair_get(t, pt, k, m, rb);
+            float *row = B + (size_t)j * n_t + tc;
+            for (int64_t d = d_lo; d <= d_hi; d++)
+                row[d] -= a * v[d + nt - 1];
+        }
+    }
+}
+
+/* X[S_k, tc - nt_before + s] -= a W_k[., s]. */
+static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx, int k, int64_t tc, float a)
+{
+    const int nt = t->nt, P = t->n_pc, ns = t->n_sup;
+    const float *u = t->U + (size_t)k * ns * P;
+    const int32_t *sup = t->support + (size_t)k * ns;
+    const int64_t s0 = tc - t->nt_before;
+    for (int ci = 0; ci < ns; ci++) {
+        float *x = X + (size_t)sup[ci] * ldx + s0;
+        for (int s = 0; s < nt; s++) {
+            float w = 0;
+            for (int q = 0; q < P; q++)
+                w += u[ci * P + q] * t->basis[q * nt + s];
+            x[s] -= a * w;
+        }
+    }
+}
+
+/* One spike's score update, rows in neighbour order (sequential). */
+static void update_one(const bs_match_templates *t, const bs_pair_table *pt, float *B, int64_t n_t, int k,
+                       int64_t tc, float a, float *rb)
+{
+    const int nt = t->nt;
+    int64_t d_lo = -(nt - 1), d_hi = nt - 1;
+    if (tc + d_lo < 0)
+        d_lo = -tc;
+    if (tc + d_hi > n_t - 1)
+        d_hi = n_t - 1 - tc;
+    for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
+        const float *v = bs_pair_get(t, pt, k, m, rb);
+        float *row = B + (size_t)pt->nbr[m] * n_t + tc;
+        for (int64_t d = d_lo; d <= d_hi; d++)
+            row[d] -= a * v[d + nt - 1];
+    }
+}
+
+/* Row UtU[j, k, .] of pair m: from the table or computed into rb. */
+static const float *pair_vals(const bs_match_templates *t, const bs_pair_table *pt, int64_t m, int k, float *rb)
+{
+    return bs_pair_get(t, pt, k, m, rb);
+}
+#define COLL_SHIFT 2 /* samples a spike may move when refitted as a pair */
+
+/* mark[t - r .. t + r] = v, clipped to the window */
+static void mark_range(uint8_t *mark, int64_t n_t, int64_t tc, int64_t r, uint8_t v)
+{
+    int64_t lo = tc - r < 0 ? 0 : tc - r, hi = tc + r >= n_t ? n_t - 1 : tc + r;
+    for (int64_t u = lo; u <= hi; u++)
+        mark[u] = v;
+}
+
+typedef struct {
+    int j, e;      /* partner template, shift of the spike itself (samples) */
+    int64_t t2;    /* partner time, window-relative */
+    double a1, a2; /* least-squares amplitudes of the spike and the partner */
+} pair_fit;
+
+/* Best pair fit for spike s = (k, t1, a) with s put back (see collision_pass).
+ * Returns 1 and fills *f if its gain over the best single fit exceeds gmin. */
+static int best_pair(const bs_match_templates *t, const bs_pair_table *pt, const float *B, int64_t n_t, int64_t v0,
+                     int64_t v1, int k, int64_t t1, double a, double gmin, float *rb, float *rb2, pair_fit *f)
+{
+    const int nt = t->nt;
+    const float *vkk = NULL;
+    for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
+        if (pt->nbr[m] == k)
+            vkk = pair_vals(t, pt, m, k, rb2);
+    if (!vkk)
+        return 0;
+    double c1e[2 * COLL_SHIFT + 1], e1 = 0;
+    for (int e = -COLL_SHIFT; e <= COLL_SHIFT; e++) {
+        const int64_t tt = t1 + e;
+        c1e[e + COLL_SHIFT] = 0;
+        if (tt < v0 || tt > v1)
+            continue;
+        double c = B[(size_t)k * n_t + tt] + a * vkk[e + nt - 1];
+        c1e[e + COLL_SHIFT] = c;
+        if (c > 0 && c * c > e1)
+            e1 = c * c;
+    }
+    double best_gain = gmin;
+    int found = 0;
+    for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
+        const int j = pt->nbr[m];
+        if (j == k)
+            continue;
+        const float *v = pair_vals(t, pt, m, k, rb); /* UtU[j, k, .] */
+        const float *row = B + (size_t)j * n_t;
+        for (int d = -(nt - 1); d <= nt - 1; d++) {
+            const int64_t t2 = t1 + d;
+            if (t2 < v0 || t2 > v1)
+                continue;
+            const double c2 = row[t2] + a * v[d + nt - 1];
+            if (c2 <= 0)
+                continue;
+            for (int e = -COLL_SHIFT; e <= COLL_SHIFT; e++) {
+                const int64_t tt = t1 + e;
+                if (tt < v0 || tt > v1)
+                    continue;
+                const int dd = d - e; /* t2 - (t1 + e) */
+                const double rho = (dd >= -(nt - 1) && dd <= nt - 1) ? v[dd + nt - 1] : 0.0;
+                const double den = 1.0 - rho * rho;
+                if (den < 0.05)
+                    continue;
+                const double c1 = c1e[e + COLL_SHIFT];
+                const double x1 = (c1 - rho * c2) / den, x2 = (c2 - rho * c1) / den;
+                if (x1 <= 0 || x2 <= 0)
+                    continue;
+                const double gain = (c1 * c1 + c2 * c2 - 2 * rho * c1 * c2) / den - e1;
+                if (gain > best_gain) {
+                    best_gain = gain;
+                    f->j = j;
+                    f->t2 = t2;
+                    f->e = e;
+                    f->a1 = x1;
+                    f->a2 = x2;
+                    found = 1;
+                }
+            }
+        }
+    }
+    return found;
+}
+
+/*
+ * Collision pass (after the plain peel has converged). A spike fitted alone
+ * on two overlapping spikes absorbs part of its neighbour (and may sit a
+ * sample or two off, the neighbour then being missed, or found late with the
+ * wrong template or time). For every spike s = (k, t1, a), in time order:
+ * if the next spike n overlaps it in time (closer than nt) and space, n is
+ * put back into the residual; then s is put back and the best single fit
+ * (template k at t1 + e, |e| <= COLL_SHIFT) is compared with the best pair
+ * fit (k at t1 + e plus any neighbour template j != k at any t2 with the whole
+ * template inside the window). With c1, c2 the scores of the residual with
+ * both put back and rho = UtU[j, k, t2 - t1 - e], the pair explains
+ * (c1^2 + c2^2 - 2 rho c1 c2) / (1 - rho^2) of the squared norm, one spike
+ * c1^2. If the gain exceeds threshold^2 (for e = 0 the gain is z^2 with
+ * z = (c2 - rho c1) / sqrt(1 - rho^2), a unit normal under noise alone, so
+ * the false-positive rate is that of a plain score), both amplitudes are
+ * positive and 1 - rho^2 >= 0.05, s is replaced by the least-squares pair
+ * (the partner takes n's slot if n was put back); otherwise n is subtracted
+ * again as it was. Only spikes near a change since the previous pass are
+ * examined (ws->mark). Sequential, so deterministic. Returns the number of
+ * spikes added or changed.
+ */
+static int64_t collision_pass(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, float *B,
+                              int64_t n_t, int64_t v0, int64_t v1, float th, bs_spike *spk, int64_t *n_spk,
+                              bs_peel_ws *ws)
+{
+    const int nt = t->nt, nl = 2 * nt - 1;
+    float *rb = ws->rowbuf, *rb2 = ws->rowbuf + nl;
+    qsort(spk, (size_t)*n_spk, sizeof(bs_spike), cmp_spike);
+    const int64_t n0 = *n_spk;
+    int64_t changed = 0;
+    uint8_t *mark = ws->mark;
+    const int64_t reach = 3 * (int64_t)nt; /* scores a change can reach through a search */
+    for (int64_t i = 0; i < n0; i++) {
+        const int k = spk[i].tmpl;
+        const int64_t t1 = spk[i].time;
+        const double a = spk[i].amp;
+        if (!mark[t1])
+            continue; /* nothing near it changed since it was last examined */
+        int64_t in = -1; /* the overlapping next spike, put back */
+        if (i + 1 < n0 && spk[i + 1].time - t1 < nt && spk[i + 1].tmpl != k) {
+            for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
+                if (pt->nbr[m] == spk[i + 1].tmpl)
+                    in = i + 1;
+        }
+        if (in < 0 && *n_spk >= ws->max_spikes)
+            continue;
+        if (in >= 0) {
+            subtract_residual(t, X, ldx, spk[in].tmpl, spk[in].time, -spk[in].amp);
+            update_one(t, pt, B, n_t, spk[in].tmpl, spk[in].time, -spk[in].amp, rb);
+        }
+        pair_fit f;
+        if (!best_pair(t, pt, B, n_t, v0, v1, k, t1, a, (double)th * th, rb, rb2, &f)) {
+            if (in >= 0) {
+                subtract_residual(t, X, ldx, spk[in].tmpl, spk[in].time, spk[in].amp);
+                update_one(t, pt, B, n_t, spk[in].tmpl, spk[in].time, spk[in].amp, rb);
+            }
+            continue;
+        }
+        /* put s back, then subtract the pair */
+        subtract_residual(t, X, ldx, k, t1, (float)-a);
+        update_one(t, pt, B, n_t, k, t1, (float)-a, rb);
+        subtract_residual(t, X, ldx, k, t1 + f.e, (float)f.a1);
+        update_one(t, pt, B, n_t, k, t1 + f.e, (float)f.a1, rb);
+        subtract_residual(t, X, ldx, f.j, f.t2, (float)f.a2);
+        update_one(t, pt, B, n_t, f.j, f.t2, (float)f.a2, rb);
+        int moved = f.e != 0;
+        spk[i].time = t1 + f.e;
+        spk[i].amp = (float)f.a1;
+        int64_t slot = in >= 0 ? in : (*n_spk)++;
+        if (in < 0 || spk[slot].tmpl != f.j || spk[slot].time != f.t2)
+            moved = 1;
+        spk[slot].time = f.t2;
+        spk[slot].tmpl = f.j;
+        spk[slot].amp = (float)f.a2;
+        changed += moved;
+        if (moved) {
+            mark_range(mark, n_t, t1, reach, 2);
+            mark_range(mark, n_t, f.t2, reach, 2);
+        }
+        if (in >= 0)
+            i++; /* the pair is settled */
+    }
+    /* what changed in this pass is what the next pass examines */
+    for (int64_t u = 0; u < n_t; u++)
+        mark[u] = mark[u] == 2;
+    return changed;
+}
+
+bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, int64_t n_t,
+                        int64_t t0_abs, int64_t c_begin, int64_t c_end, const bs_peel_params *p, bs_peel_ws *ws,
+                        bs_spike *out, int64_t *n_out, int *n_iter)
+{
+    *n_out = 0;
+    if (n_iter)
+        *n_iter = 0;
+    if (n_t < 1 || n_t > ws->n_t)
+        return bs_error(BS_ERR_INTERNAL, "peel: window of %lld samples, workspace sized for %lld", (long long)n_t,
+                        (long long)ws->n_t);
+    if (c_begin < 0 || c_end > n_t || c_begin > c_end)
+        return bs_error(BS_ERR_INTERNAL, "peel: central part [%lld, %lld) outside the window of %lld samples",
+                        (long long)c_begin, (long long)c_end, (long long)n_t);
+    if (!(p->threshold > 0) || !isfinite(p->threshold))
+        return bs_error(BS_ERR_INPUT, "peel parameters: field 'threshold': expected a positive number, got %g",
+                        (double)p->threshold);
+    if (p->max_iter < 1 || p->max_iter > ws->max_iter)
+        return bs_error(BS_ERR_INPUT, "peel parameters: field 'max_iter': expected 1..%d, got %d", ws->max_iter,
+                        p->max_iter);
+    if (!pt || pt->K != t->K || pt->n_lag != 2 * t->nt - 1)
+        return bs_error(BS_ERR_INTERNAL, "peel: pair table does not match the %d templates", t->K);
+    if ((int64_t)ldx < n_t)
+        return bs_error(BS_ERR_INTERNAL, "peel: row stride %zu below the window length %lld", ldx, (long long)n_t);
+
+    const int K = t->K, nt = t->nt, nb = t->nt_before;
+    const float th = p->threshold;
+    float *B = ws->B;
+    BS_TRY(bs_match_scores(t, X, ldx, n_t, 0, K, B, (size_t)n_t, &ws->sws));
+
+    /* Valid trough samples: the whole template inside the window. */
+    const int64_t v0 = nb, v1 = n_t - nt + nb; /* inclusive */
+    if (v1 < v0)
+        return BS_OK;
+
+    int64_t nseg = (n_t + SCAN_SEG - 1) / SCAN_SEG;
+#pragma omp parallel for schedule(static) num_threads(ws->n_threads)
+    for (int64_t sgi = 0; sgi < nseg; sgi++) {
+        int64_t lo = sgi * SCAN_SEG, hi = lo + SCAN_SEG < n_t ? lo + SCAN_SEG : n_t;
+        scan_cols(B, K, n_t, lo, hi, ws->bmax, ws->imax);
+    }
+
+    int32_t *tk = ws->ctmpl;
+    float *ta = ws->camp;
+    const float *bmax = ws->bmax;
+    bs_spike *spk = ws->spk; /* every spike of the window, window-relative times */
+    int64_t n_spk = 0;
+    int it, full = 0;
+    memset(ws->mark, 0, (size_t)n_t);
+    for (it = 0; it < p->max_iter; it++) {
+        /* 3. accept local maxima above threshold */
+        int64_t n_c = 0;
+        for (int64_t tc = v0; tc <= v1; tc++) {
+            const float m = bmax[tc];
+            if (!(m > th))
+                continue;
+            int ok = 1;
+            int64_t lo = tc - nt < v0 ? v0 : tc - nt, hi = tc + nt > v1 ? v1 : tc + nt;
+            for (int64_t u = lo; u < tc && ok; u++)
+                if (bmax[u] >= m)
+                    ok = 0;
+            for (int64_t u = tc + 1; u <= hi && ok; u++)
+                if (bmax[u] > m)
+                    ok = 0;
+            if (!ok)
+                continue;
+            if (n_c >= ws->max_cand)
+                return bs_error(BS_ERR_INTERNAL, "peel: more than %lld spikes in one iteration",
+                                (long long)ws->max_cand);
+            if (n_spk + n_c >= ws->max_spikes) {
+                full = 1;
+                break;
+            }
+            ws->cand[n_c] = tc;
+            tk[n_c] = ws->imax[tc];
+            ta[n_c] = m;
+            n_c++;
+            tc += nt; /* the next nt samples cannot be maxima */
+        }
+        if (n_c == 0) {
+            /* converged: look for partners of collisions, then go on if any */
+            if (full || n_spk >= ws->max_spikes)
+                break;
+            int64_t added = collision_pass(t, pt, X, ldx, B, n_t, v0, v1, th, spk, &n_spk, ws);
+            if (added == 0)
+                break;
+            /* rescan the marked runs (they cover every changed score) */
+            for (int64_t u = 0; u < n_t;) {
+                if (!ws->mark[u]) {
+                    u++;
+                    continue;
+                }
+                int64_t e = u;
+                while (e < n_t && ws->mark[e])
+                    e++;
+                scan_cols(B, K, n_t, u, e, ws->bmax, ws->imax);
+                u = e;
+            }
+            continue;
+        }
+        for (int64_t i = 0; i < n_c; i++) {
+            mark_range(ws->mark, n_t, ws->cand[i], 3 * (int64_t)nt, 1);
+            spk[n_spk].time = ws->cand[i];
+            spk[n_spk].tmpl = tk[i];
+            spk[n_spk].amp = ta[i];
+            n_spk++;
+        }
+
+        /* 4a. residual: disjoint windows, parallel over spikes */
+#pragma omp parallel for schedule(dynamic, 4) num_threads(ws->n_threads)
+        for (int64_t i = 0; i < n_c; i++)
+            subtract_residual(t, X, ldx, tk[i], ws->cand[i], ta[i]);
+        /* 4b. scores: even group, then odd group */
+        update_scores(t, pt, B, n_t, ws->cand, tk, ta, n_c, 0, ws->rowbuf, ws->n_threads);
+        update_scores(t, pt, B, n_t, ws->cand, tk, ta, n_c, 1, ws->rowbuf, ws->n_threads);
+
+        /* 5. rescan the merged touched ranges */
+        int64_t n_iv = 0;
+        for (int64_t i = 0; i < n_c; i++) {
+            int64_t lo = ws->cand[i] - (nt - 1), hi = ws->cand[i] + nt;
+            if (lo < 0)
+                lo = 0;
+            if (hi > n_t)
+                hi = n_t;
+            if (n_iv > 0 && lo <= ws->ivl[2 * n_iv - 1]) {
+                ws->ivl[2 * n_iv - 1] = hi;
+            } else {
+                ws->ivl[2 * n_iv] = lo;
+                ws->ivl[2 * n_iv + 1] = hi;
+                n_iv++;
+            }
+        }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
+        for (int64_t v = 0; v < n_iv; v++)
+            scan_cols(B, K, n_t, ws->ivl[2 * v], ws->ivl[2 * v + 1], ws->bmax, ws->imax);
+    }
+    if (it == p->max_iter)
+        bs_log_debug("peel: stopped after max_iter = %d iterations in the window at sample %lld", p->max_iter,
+                     (long long)t0_abs);
+    if (full)
+        bs_log_warn("peel: the window at sample %lld reached its bound of %lld spikes", (long long)t0_abs,
+                    (long long)ws->max_spikes);
+    int64_t n_rep = 0;
+    for (int64_t i = 0; i < n_spk; i++)
+        if (spk[i].time >= c_begin && spk[i].time < c_end) {
+            out[n_rep] = spk[i];
+            out[n_rep].time += t0_abs;
+            n_rep++;
+        }
+    qsort(out, (size_t)n_rep, sizeof(bs_spike), cmp_spike);
+    *n_out = n_rep;
+    if (n_iter)
+        *n_iter = it;
+    return BS_OK;
+}

@@ -1,0 +1,541 @@
+/*
+ * templates.c - channel-sparse low-rank templates and their matched-filter
+ * scores.
+ *
+ * A template set is copied and validated once (bs_match_templates_create):
+ * supports must be ascending unique channel lists, the weights are rescaled so
+ * every waveform W_k = U_k * basis has unit L2 norm (the norm is computed as
+ * sum_i U_k[i,:] G U_k[i,:]^T with G = basis basis^T, in double), and the
+ * lagged basis products WtW used by the pair table are tabulated. Templates
+ * are grouped into score blocks (build_blocks): sorted by lowest support
+ * channel, up to BS_MATCH_BLOCK consecutive templates whose supports fit in a
+ * window of 1.5 n_sup consecutive channels share one GEMM, with weights
+ * stored padded to the window (exact zeros off each support, so the scores
+ * are those of the sparse templates).
+ *
+ * Scores are computed tile by tile over time (BS_MATCH_TILE samples):
+ *   1. projection of every channel on the basis by direct convolution,
+ *      proj[(c*P + p)][u] = sum_s basis[p, s] * X[c, t0 + u + s - nt_before]
+ *      (zero outside the window), parallel over channels (each value is one
+ *      thread's fixed-order sum, so bits do not depend on the thread count);
+ *   2. per block one SGEMM, blk (nb x L) = Wpad (nb x w*P) * proj rows of the
+ *      window (w*P x L, contiguous: rows c*P + p); a template too wide for a
+ *      window has its support's rows gathered first. Rows of templates inside
+ *      the requested range are copied to B.
+ * The GEMM calls are the same whatever range is requested, so any split of
+ * the templates into chunks reproduces the all-at-once scores bit for bit.
+ * Cost per sample: C*P*nt*2 FLOP (projection) + about K*w*P*2 FLOP (GEMMs,
+ * w <= 1.5 n_sup).
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "match/match.h"
+#include "mem/mem.h"
+
+/* Widest channel window of a block: 1.5 supports (the slack lets templates
+ * with nearby supports share one GEMM). */
+static int window_max(int n_chan, int n_sup)
+{
+    int w = n_sup + n_sup / 2;
+    return w < n_chan ? w : n_chan;
+}
+
+size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup)
+{
+    size_t k = (size_t)K;
+    size_t b = 0;
+    b += sizeof(float) * (size_t)n_pc * (size_t)nt;                             /* basis */
+    b += sizeof(float) * (size_t)n_pc * (size_t)n_pc * (size_t)(2 * nt - 1);  /* wtw */
+    b += sizeof(int32_t) * k * (size_t)n_sup;                                 /* support */
+    b += sizeof(float) * k * (size_t)n_sup * (size_t)n_pc;                    /* U */
+    b += sizeof(float) * k;                                                   /* norm_in */
+    b += sizeof(int32_t) * (k + 1);                                           /* block_start (K + 1, the most blocks) */
+    b += sizeof(int32_t) * k * 4;                                             /* members, of, c0, w */
+    b += sizeof(int64_t) * k;                                                 /* block_woff */
+    b += sizeof(float) * k * (size_t)window_max(n_chan, n_sup) * (size_t)n_pc; /* bw (the most) */
+    return b;
+}
+
+void bs_match_templates_free(bs_match_templates *t)
+{
+    if (!t)
+        return;
+    bs_mem_free(t->basis);
+    bs_mem_free(t->wtw);
+    bs_mem_free(t->support);
+    bs_mem_free(t->U);
+    bs_mem_free(t->norm_in);
+    bs_mem_free(t->block_start);
+    bs_mem_free(t->block_members);
+    bs_mem_free(t->block_of);
+    bs_mem_free(t->block_c0);
+    bs_mem_free(t->block_w);
+    bs_mem_free(t->block_woff);
+    bs_mem_free(t->bw);
+    memset(t, 0, sizeof *t);
+}
+
+
+typedef struct {
+    int32_t lo, k;
+} lo_key;
+
+static int cmp_lo(const void *a, const void *b)
+{
+    const lo_key *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/*
+ * Blocks: templates sorted by their lowest support channel (then id); a block
+ * takes consecutive templates while they fit in a window of at most
+ * window_max channels starting at the block's lowest channel, up to
+ * BS_MATCH_BLOCK templates. Its weights are stored padded to the window
+ * (zeros on channels outside a member's support), so its scores are one GEMM
+ * on contiguous projection rows. A template whose support spans more than
+ * window_max channels gets a block of its own that gathers its rows.
+ */
+static bs_status build_blocks(bs_match_templates *t)
+{
+    const int K = t->K, ns = t->n_sup, P = t->n_pc, wmax = window_max(t->n_chan, ns);
+    lo_key *keys = bs_mem_alloc("match/templates_scratch", sizeof(lo_key) * (size_t)K);
+    uint8_t *placed = bs_mem_calloc("match/templates_scratch", (size_t)K, 1);
+    if (!keys || !placed) {
+        bs_mem_free(keys);
+        bs_mem_free(placed);
+        return BS_ERR_MEMORY;
+    }
+    for (int k = 0; k < K; k++) {
+        keys[k].lo = t->support[(size_t)k * ns];
+        keys[k].k = k;
+    }
+    qsort(keys, (size_t)K, sizeof(lo_key), cmp_lo);
+#define HI_OF(i) (t->support[(size_t)keys[i].k * ns + ns - 1])
+#define WIDE(i) (HI_OF(i) - keys[i].lo + 1 > wmax)
+    int nb = 0, m = 0;
+    int64_t woff = 0;
+    /* windowed blocks, in order of lowest channel */
+    for (int i = 0; i < K; i++) {
+        if (placed[i] || WIDE(i))
+            continue;
+        const int c0 = keys[i].lo;
+        int hi = HI_OF(i), cnt = 0, members[BS_MATCH_BLOCK];
+        for (int j = i; j < K && cnt < BS_MATCH_BLOCK; j++) {
+            if (placed[j] || WIDE(j))
+                continue;
+            int h = HI_OF(j) > hi ? HI_OF(j) : hi;
+            if (h - c0 + 1 > wmax)
+                break;
+            hi = h;
+            members[cnt++] = keys[j].k;
+            placed[j] = 1;
+        }
+        const int w = hi - c0 + 1;
+        t->block_start[nb] = m;
+        t->block_woff[nb] = woff;
+        t->block_c0[nb] = c0;
+        t->block_w[nb] = w;
+        float *bw = t->bw + woff;
+        memset(bw, 0, sizeof(float) * (size_t)cnt * w * P);
+        for (int q = 0; q < cnt; q++) {
+            const int kk = members[q];
+            t->block_members[m++] = kk;
+            const int32_t *sq = t->support + (size_t)kk * ns;
+            for (int ci = 0; ci < ns; ci++)
+                memcpy(bw + ((size_t)q * w + (sq[ci] - c0)) * P, t->U + ((size_t)kk * ns + ci) * P,
+                       sizeof(float) * (size_t)P);
+        }
+        woff += (int64_t)cnt * w * P;
+        nb++;
+    }
+    /* templates wider than a window: one gather block each */
+    for (int i = 0; i < K; i++) {
+        if (!WIDE(i))
+            continue;
+        const int k = keys[i].k;
+        t->block_start[nb] = m;
+        t->block_woff[nb] = woff;
+        t->block_c0[nb] = -1;
+        t->block_w[nb] = ns;
+        t->block_members[m++] = k;
+        memcpy(t->bw + woff, t->U + (size_t)k * ns * P, sizeof(float) * (size_t)ns * P);
+        woff += (int64_t)ns * P;
+        nb++;
+    }
+#undef HI_OF
+#undef WIDE
+    t->n_blocks = nb;
+    t->block_start[nb] = m;
+    bs_mem_free(keys);
+    bs_mem_free(placed);
+    if (m != K)
+        return bs_error(BS_ERR_INTERNAL, "match templates: %d of %d templates placed in blocks", m, K);
+    for (int b = 0; b < nb; b++)
+        for (int q = t->block_start[b]; q < t->block_start[b + 1]; q++)
+            t->block_of[t->block_members[q]] = b;
+    return BS_OK;
+}
+
+bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt_before, int n_pc,
+                                    const float *basis, int K, int n_sup, const int32_t *support,
+                                    const float *U, bs_match_templates *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!what)
+        what = "templates";
+    if (n_chan < 1)
+        return bs_error(BS_ERR_INPUT, "%s: field 'n_chan': expected >= 1, got %d", what, n_chan);
+    if (nt < 3 || nt > 1000)
+        return bs_error(BS_ERR_INPUT, "%s: field 'nt': expected 3..1000 samples, got %d", what, nt);
+    if (nt_before < 0 || nt_before >= nt)
+        return bs_error(BS_ERR_INPUT, "%s: field 'nt_before': expected 0..%d, got %d", what, nt - 1, nt_before);
+    if (n_pc < 1 || n_pc > BS_MATCH_MAX_PC || n_pc > nt)
+        return bs_error(BS_ERR_INPUT, "%s: field 'n_pc': expected 1..%d, got %d", what,
+                        nt < BS_MATCH_MAX_PC ? nt : BS_MATCH_MAX_PC, n_pc);
+    if (K < 1)
+        return bs_error(BS_ERR_INPUT, "%s: field 'K': expected >= 1 templates, got %d", what, K);
+    if (n_sup < 1 || n_sup > BS_MATCH_MAX_SUP || n_sup > n_chan)
+        return bs_error(BS_ERR_INPUT, "%s: field 'n_sup': expected 1..%d channels, got %d", what,
+                        n_chan < BS_MATCH_MAX_SUP ? n_chan : BS_MATCH_MAX_SUP, n_sup);
+    for (int i = 0; i < n_pc * nt; i++)
+        if (!isfinite(basis[i]))
+            return bs_error(BS_ERR_INPUT, "%s: field 'basis': expected finite values, got %g at component %d sample %d",
+                            what, (double)basis[i], i / nt, i % nt);
+    for (int k = 0; k < K; k++) {
+        const int32_t *s = support + (size_t)k * n_sup;
+        for (int i = 0; i < n_sup; i++) {
+            if (s[i] < 0 || s[i] >= n_chan)
+                return bs_error(BS_ERR_INPUT, "%s: field 'support' of template %d: expected channels 0..%d, got %d",
+                                what, k, n_chan - 1, (int)s[i]);
+            if (i > 0 && s[i] <= s[i - 1])
+                return bs_error(BS_ERR_INPUT,
+                                "%s: field 'support' of template %d: expected strictly ascending channels, got %d after %d",
+                                what, k, (int)s[i], (int)s[i - 1]);
+        }
+        for (int i = 0; i < n_sup * n_pc; i++)
+            if (!isfinite(U[(size_t)k * n_sup * n_pc + i]))
+                return bs_error(BS_ERR_INPUT, "%s: field 'U' of template %d: expected finite weights", what, k);
+    }
+
+    out->n_chan = n_chan;
+    out->nt = nt;
+    out->nt_before = nt_before;
+    out->n_pc = n_pc;
+    out->K = K;
+    out->n_sup = n_sup;
+    const int P = n_pc, L = 2 * nt - 1;
+    out->basis = bs_mem_alloc("match/templates", sizeof(float) * (size_t)P * nt);
+    out->wtw = bs_mem_alloc("match/templates", sizeof(float) * (size_t)P * P * L);
+    out->support = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K * n_sup);
+    out->U = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K * n_sup * P);
+    out->norm_in = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K);
+    out->block_members = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
+    out->block_of = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
+    out->block_start = bs_mem_alloc("match/templates", sizeof(int32_t) * ((size_t)K + 1));
+    out->block_c0 = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
+    out->block_w = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
+    out->block_woff = bs_mem_alloc("match/templates", sizeof(int64_t) * (size_t)K);
+    out->bw = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K * window_max(n_chan, n_sup) * n_pc);
+    if (!out->basis || !out->wtw || !out->support || !out->U || !out->norm_in || !out->block_members ||
+        !out->block_of || !out->block_start || !out->block_c0 || !out->block_w || !out->block_woff || !out->bw) {
+        bs_match_templates_free(out);
+        return BS_ERR_MEMORY;
+    }
+    memcpy(out->basis, basis, sizeof(float) * (size_t)P * nt);
+    memcpy(out->support, support, sizeof(int32_t) * (size_t)K * n_sup);
+
+    /* Gram matrix of the basis and lagged products, in double then rounded. */
+    double G[BS_MATCH_MAX_PC][BS_MATCH_MAX_PC];
+    for (int p = 0; p < P; p++)
+        for (int q = 0; q < P; q++) {
+            for (int d = -(nt - 1); d <= nt - 1; d++) {
+                double acc = 0;
+                for (int s = 0; s < nt; s++) {
+                    int s2 = s + d;
+                    if (s2 >= 0 && s2 < nt)
+                        acc += (double)basis[p * nt + s] * basis[q * nt + s2];
+                }
+                out->wtw[((size_t)p * P + q) * L + (d + nt - 1)] = (float)acc;
+                if (d == 0)
+                    G[p][q] = acc;
+            }
+        }
+
+    /* Unit-norm waveforms. */
+    for (int k = 0; k < K; k++) {
+        const float *u = U + (size_t)k * n_sup * P;
+        double n2 = 0;
+        for (int i = 0; i < n_sup; i++)
+            for (int p = 0; p < P; p++)
+                for (int q = 0; q < P; q++)
+                    n2 += (double)u[i * P + p] * G[p][q] * u[i * P + q];
+        if (!(n2 > 1e-20)) {
+            bs_match_templates_free(out);
+            return bs_error(BS_ERR_INPUT, "%s: field 'U' of template %d: expected a non-zero waveform, got norm %g",
+                            what, k, sqrt(n2 > 0 ? n2 : 0));
+        }
+        double inv = 1.0 / sqrt(n2);
+        out->norm_in[k] = (float)sqrt(n2);
+        float *dst = out->U + (size_t)k * n_sup * P;
+        for (int i = 0; i < n_sup * P; i++)
+            dst[i] = (float)(u[i] * inv);
+    }
+
+    bs_status st = build_blocks(out);
+    if (st != BS_OK)
+        bs_match_templates_free(out);
+    return st;
+    return BS_OK;
+}
+
+void bs_match_template_waveform(const bs_match_templates *t, int k, float *w)
+{
+    const int P = t->n_pc, nt = t->nt;
+    const float *u = t->U + (size_t)k * t->n_sup * P;
+    for (int i = 0; i < t->n_sup; i++)
+        for (int s = 0; s < nt; s++) {
+            float acc = 0;
+            for (int p = 0; p < P; p++)
+                acc += u[i * P + p] * t->basis[p * nt + s];
+            w[(size_t)i * nt + s] = acc;
+        }
+}
+
+size_t bs_match_scores_bytes(int K, int64_t n_t)
+{
+    return sizeof(float) * (size_t)K * (size_t)n_t;
+}
+
+size_t bs_match_scores_ws_bytes(const bs_match_templates *t)
+{
+    size_t L = BS_MATCH_TILE;
+    return sizeof(float) * L *
+           ((size_t)t->n_chan * t->n_pc + (size_t)t->n_sup * t->n_pc + (size_t)BS_MATCH_BLOCK);
+}
+
+bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_ws *ws)
+{
+    size_t L = BS_MATCH_TILE;
+    ws->proj = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_chan * t->n_pc);
+    ws->gather = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_sup * t->n_pc);
+    ws->blk = bs_mem_alloc("match/score_ws", sizeof(float) * L * BS_MATCH_BLOCK);
+    if (!ws->proj || !ws->gather || !ws->blk) {
+        bs_match_scores_ws_free(ws);
+        return BS_ERR_MEMORY;
+    }
+    return BS_OK;
+}
+
+void bs_match_scores_ws_free(bs_match_scores_ws *ws)
+{
+    bs_mem_free(ws->proj);
+    bs_mem_free(ws->gather);
+    bs_mem_free(ws->blk);
+    ws->proj = ws->gather = ws->blk = NULL;
+}
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+
+/* Scalar tail shared by both kernels: outputs u0..L-1. */
+static void proj6_tail(const float *restrict x, const float *restrict basis, int nt, int u0, int L,
+                       float *restrict o0)
+{
+    for (; u0 < L; u0++)
+        for (int p = 0; p < 6; p++) {
+            float acc = 0.0f;
+            for (int s = 0; s < nt; s++)
+                acc += basis[p * nt + s] * x[u0 + s];
+            o0[(size_t)p * BS_MATCH_TILE + u0] = acc;
+        }
+}
+
+/* 8 outputs x 6 components in 12 SSE registers (any x86-64). */
+static void proj6_sse(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0)
+{
+    int u0 = 0;
+    for (; u0 + 8 <= L; u0 += 8) {
+        v4f a[12];
+        for (int i = 0; i < 12; i++)
+            a[i] = (v4f){0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = 0; s < nt; s++) {
+            v4f xl, xh;
+            memcpy(&xl, x + u0 + s, sizeof xl);
+            memcpy(&xh, x + u0 + s + 4, sizeof xh);
+            for (int p = 0; p < 6; p++) {
+                const float w = basis[p * nt + s];
+                const v4f wv = {w, w, w, w};
+                a[2 * p] += wv * xl;
+                a[2 * p + 1] += wv * xh;
+            }
+        }
+        for (int p = 0; p < 6; p++) {
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0, &a[2 * p], sizeof(v4f));
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0 + 4, &a[2 * p + 1], sizeof(v4f));
+        }
+    }
+    proj6_tail(x, basis, nt, u0, L, o0);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BS_HAVE_AVX2_KERNEL 1
+/* 16 outputs x 6 components in 12 AVX registers. AVX2 without FMA: every
+ * lane does the same IEEE multiply then add as the SSE kernel, so the bits
+ * are the same on machines with and without AVX2. */
+__attribute__((target("avx2"))) static void proj6_avx2(const float *restrict x, const float *restrict basis, int nt,
+                                                        int L, float *restrict o0)
+{
+    int u0 = 0;
+    for (; u0 + 16 <= L; u0 += 16) {
+        v8f a[12];
+        for (int i = 0; i < 12; i++)
+            a[i] = (v8f){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = 0; s < nt; s++) {
+            v8f xl, xh;
+            memcpy(&xl, x + u0 + s, sizeof xl);
+            memcpy(&xh, x + u0 + s + 8, sizeof xh);
+            for (int p = 0; p < 6; p++) {
+                const float w = basis[p * nt + s];
+                const v8f wv = {w, w, w, w, w, w, w, w};
+                a[2 * p] += wv * xl;
+                a[2 * p + 1] += wv * xh;
+            }
+        }
+        for (int p = 0; p < 6; p++) {
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0, &a[2 * p], sizeof(v8f));
+            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0 + 8, &a[2 * p + 1], sizeof(v8f));
+        }
+    }
+    proj6_tail(x, basis, nt, u0, L, o0);
+}
+#endif
+
+/* Six-component projection of one channel over L samples, x pointing at the
+ * first tap of output 0. Each output is summed over s ascending from 0 with
+ * separate multiply and add, exactly as the generic loop in project_tile,
+ * so every path gives the same bits. */
+static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0, int avx2)
+{
+#ifdef BS_HAVE_AVX2_KERNEL
+    if (avx2) {
+        proj6_avx2(x, basis, nt, L, o0);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
+    proj6_sse(x, basis, nt, L, o0);
+}
+
+static int force_portable; /* set by bs_match_force_portable (tests) */
+
+void bs_match_force_portable(int on)
+{
+    force_portable = on;
+}
+
+static int use_avx2(void)
+{
+#ifdef BS_HAVE_AVX2_KERNEL
+    return !force_portable && __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+/* proj rows (c*P + p) of the tile starting at window sample t0, L samples. */
+static void project_tile(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t t0,
+                         int L, float *proj)
+{
+    const int P = t->n_pc, nt = t->nt, nb = t->nt_before, C = t->n_chan;
+    /* interior tile: every tap of every output inside the window; an edge
+     * tile is copied with zeros outside the window first. Adding w * 0 never
+     * changes a sum here (a sum of products is never -0), so both give the
+     * same bits as skipping the outside taps. */
+    const int interior = t0 - nb >= 0 && t0 - nb + L + nt - 1 <= n_t;
+    const int avx2 = use_avx2();
+    const int span = L + nt - 1;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float *x = X + (size_t)c * ldx;
+        float *o0 = proj + (size_t)c * P * BS_MATCH_TILE;
+        float pad[BS_MATCH_TILE + 1000 - 1];
+        const float *xs = x + t0 - nb;
+        if (!interior) {
+            for (int u = 0; u < span; u++) {
+                int64_t i = t0 - nb + u;
+                pad[u] = (i >= 0 && i < n_t) ? x[i] : 0.0f;
+            }
+            xs = pad;
+        }
+        if (P == 6) {
+            proj6(xs, t->basis, nt, L, o0, avx2);
+            continue;
+        }
+        /* any P: o[p][u] = sum_s basis[p, s] * xs[u + s], s ascending */
+        for (int p = 0; p < P; p++)
+            memset(o0 + (size_t)p * BS_MATCH_TILE, 0, sizeof(float) * (size_t)L);
+        for (int s = 0; s < nt; s++)
+            for (int p = 0; p < P; p++) {
+                const float w = t->basis[(size_t)p * nt + s];
+                float *restrict o = o0 + (size_t)p * BS_MATCH_TILE;
+                const float *restrict xv = xs + s;
+                for (int u = 0; u < L; u++)
+                    o[u] += w * xv[u];
+            }
+    }
+}
+
+bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int k0, int k1,
+                          float *B, size_t ldb, bs_match_scores_ws *ws)
+{
+    if (k0 < 0 || k1 > t->K || k0 > k1 || n_t < 0)
+        return bs_error(BS_ERR_INTERNAL, "match scores: bad template range %d..%d of %d or n_t %lld", k0, k1, t->K,
+                        (long long)n_t);
+    if (k0 == k1 || n_t == 0)
+        return BS_OK;
+    const int P = t->n_pc, ns = t->n_sup;
+    for (int64_t t0 = 0; t0 < n_t; t0 += BS_MATCH_TILE) {
+        int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
+        project_tile(t, X, ldx, n_t, t0, L, ws->proj);
+        for (int b = 0; b < t->n_blocks; b++) {
+            int m0 = t->block_start[b], m1 = t->block_start[b + 1];
+            int need = 0;
+            for (int m = m0; m < m1; m++)
+                if (t->block_members[m] >= k0 && t->block_members[m] < k1)
+                    need = 1;
+            if (!need)
+                continue;
+            const int nbk = m1 - m0, c0 = t->block_c0[b];
+            const float *A = t->bw + t->block_woff[b], *Bm;
+            int kd;
+            if (c0 >= 0) { /* windowed: contiguous projection rows */
+                kd = t->block_w[b] * P;
+                Bm = ws->proj + (size_t)c0 * P * BS_MATCH_TILE;
+            } else { /* gather the support's rows */
+                const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
+                for (int i = 0; i < ns; i++)
+                    for (int p = 0; p < P; p++)
+                        memcpy(ws->gather + ((size_t)i * P + p) * BS_MATCH_TILE,
+                               ws->proj + ((size_t)sup[i] * P + p) * BS_MATCH_TILE, sizeof(float) * (size_t)L);
+                kd = ns * P;
+                Bm = ws->gather;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nbk, L, kd, 1.0f, A, kd, Bm, BS_MATCH_TILE, 0.0f,
+                        ws->blk, BS_MATCH_TILE);
+            for (int m = 0; m < nbk; m++) {
+                int k = t->block_members[m0 + m];
+                if (k < k0 || k >= k1)
+                    continue;
+                memcpy(B + (size_t)(k - k0) * ldb + t0, ws->blk + (size_t)m * BS_MATCH_TILE,
+                       sizeof(float) * (size_t)L);
+            }
+        }
+    }
+    return BS_OK;
+}

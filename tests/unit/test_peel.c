@@ -1,0 +1,439 @@
+/*
+ * test_peel.c - scores and per-batch peeling on synthetic data.
+ *
+ * Templates are random smooth low-rank waveforms with spatial decay on a
+ * 64-channel 2-column probe (match_synth.h); spikes are placed at known times
+ * with known amplitudes in white noise of unit variance. Checked:
+ *   - scores equal a naive double-precision matched filter, and any split of
+ *     the templates into chunks gives the same bits;
+ *   - noise-free isolated spikes: exact times and amplitudes, zero residual;
+ *   - recovery >= 95% (template and time within 1 sample) at SNR 9-12 with
+ *     few false positives;
+ *   - collisions of two units with overlapping supports at lags 3..30 samples:
+ *     both spikes found;
+ *   - consecutive batches with halos: spikes at and across the batch borders
+ *     reported exactly once;
+ *   - identical output for 1 and 2 threads and for the full, half and
+ *     on-the-fly pair tables;
+ *   - allocated bytes equal the size functions; bad parameters are refused.
+ */
+#include "test.h"
+
+#include <omp.h>
+
+#include "match/match.h"
+#include "match_synth.h"
+#include "mem/mem.h"
+
+enum { C = 64, NS = 12, P = 6, NT = 61, NB = 20 };
+
+typedef struct {
+    int64_t t;
+    int k;
+    float a;
+} gt_spike;
+
+static void add_noise(float *X, size_t n, uint64_t seed, double sd)
+{
+    synth_rng r = {seed};
+    for (size_t i = 0; i < n; i++)
+        X[i] += (float)(sd * synth_normal(&r));
+}
+
+/* Match reported spikes to ground truth (same template, |dt| <= 1). */
+static int count_found(const gt_spike *gt, int n_gt, const bs_spike *sp, int64_t n_sp, int64_t *n_false)
+{
+    int found = 0;
+    char *used = calloc((size_t)n_sp + 1, 1);
+    for (int g = 0; g < n_gt; g++) {
+        for (int64_t i = 0; i < n_sp; i++)
+            if (!used[i] && sp[i].tmpl == gt[g].k && llabs(sp[i].time - gt[g].t) <= 1) {
+                used[i] = 1;
+                found++;
+                break;
+            }
+    }
+    int64_t nf = 0;
+    for (int64_t i = 0; i < n_sp; i++)
+        nf += !used[i];
+    *n_false = nf;
+    free(used);
+    return found;
+}
+
+static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
+                int64_t cb, int64_t ce, float th, int n_threads, bs_spike **out, int64_t *n_out)
+{
+    bs_peel_params p;
+    bs_peel_params_default(&p);
+    p.threshold = th;
+    bs_peel_ws ws;
+    *out = NULL;
+    *n_out = 0;
+    if (bs_peel_ws_alloc(t, n_t, p.max_iter, n_threads, &ws) != BS_OK)
+        return -1;
+    *out = malloc(sizeof(bs_spike) * (size_t)ws.max_spikes);
+    int it = 0;
+    bs_status st = bs_peel_batch(t, pt, X, (size_t)n_t, n_t, t0, cb, ce, &p, &ws, *out, n_out, &it);
+    bs_peel_ws_free(&ws);
+    return st == BS_OK ? it : -1;
+}
+
+/* Scores against a naive matched filter; chunked = all at once, bit for bit. */
+static void test_scores(const bs_match_templates *t, int expect_shared)
+{
+    const int64_t n_t = 2300; /* three tiles: edge, interior, partial edge */
+    float *X = calloc((size_t)C * n_t, sizeof(float));
+    add_noise(X, (size_t)C * n_t, 11, 1.0);
+    float *B = malloc(sizeof(float) * (size_t)t->K * n_t), *B2 = malloc(sizeof(float) * (size_t)t->K * n_t);
+    bs_match_scores_ws ws;
+    bs_mem_reset_peaks();
+    CHECK(bs_match_scores_ws_alloc(t, &ws) == BS_OK);
+    CHECK(bs_mem_tag_peak("match/score_ws", BS_DEV_HOST) == bs_match_scores_ws_bytes(t));
+    CHECK(bs_match_scores(t, X, (size_t)n_t, n_t, 0, t->K, B, (size_t)n_t, &ws) == BS_OK);
+    float w[BS_MATCH_MAX_SUP * NT];
+    const int ns = t->n_sup;
+    double max_err = 0;
+    for (int k = 0; k < t->K; k++) {
+        bs_match_template_waveform(t, k, w);
+        for (int64_t tt = 0; tt < n_t; tt += 7) {
+            double acc = 0;
+            for (int i = 0; i < ns; i++)
+                for (int s = 0; s < NT; s++) {
+                    int64_t u = tt + s - NB;
+                    if (u >= 0 && u < n_t)
+                        acc += (double)w[i * NT + s] * X[(size_t)t->support[k * ns + i] * n_t + u];
+                }
+            double e = fabs(acc - B[(size_t)k * n_t + tt]);
+            max_err = e > max_err ? e : max_err;
+        }
+    }
+    CHECK_MSG(max_err < 2e-5, "scores vs naive: %g", max_err);
+    /* chunks of 3 and 7 templates; for sets with shared blocks, some block
+     * straddles the first chunk's border */
+    int straddle = 0;
+    for (int b = 0; b < t->n_blocks; b++) {
+        int in = 0, outside = 0;
+        for (int m = t->block_start[b]; m < t->block_start[b + 1]; m++) {
+            in += t->block_members[m] < 3;
+            outside += t->block_members[m] >= 3;
+        }
+        straddle |= in && outside;
+    }
+    CHECK(expect_shared ? (straddle && t->n_blocks < t->K) : t->n_blocks == t->K);
+    printf("scores: %d templates in %d blocks, chunk border straddles a block: %d\n", t->K, t->n_blocks, straddle);
+    const int chunk[2] = {3, 7};
+    for (int ci = 0; ci < 2; ci++) {
+        memset(B2, 0xff, sizeof(float) * (size_t)t->K * n_t);
+        for (int k0 = 0; k0 < t->K; k0 += chunk[ci]) {
+            int k1 = k0 + chunk[ci] < t->K ? k0 + chunk[ci] : t->K;
+            CHECK(bs_match_scores(t, X, (size_t)n_t, n_t, k0, k1, B2 + (size_t)k0 * n_t, (size_t)n_t, &ws) == BS_OK);
+        }
+        CHECK(memcmp(B, B2, sizeof(float) * (size_t)t->K * n_t) == 0);
+    }
+    /* the portable projection kernel gives the same bits as the AVX2 one */
+    bs_match_force_portable(1);
+    CHECK(bs_match_scores(t, X, (size_t)n_t, n_t, 0, t->K, B2, (size_t)n_t, &ws) == BS_OK);
+    bs_match_force_portable(0);
+    CHECK(memcmp(B, B2, sizeof(float) * (size_t)t->K * n_t) == 0);
+    bs_match_scores_ws_free(&ws);
+    free(B);
+    free(B2);
+    free(X);
+}
+
+int main(void)
+{
+    /* 16 templates: pairs with centres 4 channels (2 rows, 40 um) apart */
+    enum { K = 16 };
+    int centers[K] = {4, 8, 14, 18, 24, 28, 34, 38, 44, 48, 54, 58, 6, 21, 41, 60};
+    bs_match_templates t;
+    CHECK(synth_templates(2024, C, K, NS, P, NT, NB, centers, &t) == BS_OK);
+    bs_pair_table pt, pt_fly, pt_half;
+    CHECK(bs_pair_table_build(&t, BS_PAIR_FULL, &pt) == BS_OK);
+    CHECK(bs_pair_table_build(&t, BS_PAIR_ON_THE_FLY, &pt_fly) == BS_OK);
+    CHECK(bs_pair_table_build(&t, BS_PAIR_HALF, &pt_half) == BS_OK);
+
+    test_scores(&t, 1);
+    {
+        /* a set with a template too wide for a window (two separate channel
+         * groups): its scores go through the gather path */
+        float basis[P * NT], U[3 * NS * P];
+        int32_t sup[3 * NS];
+        synth_basis(P, NT, NB, basis);
+        synth_rng r = {8};
+        for (int i = 0; i < 3 * NS * P; i++)
+            U[i] = (float)synth_normal(&r);
+        for (int i = 0; i < NS; i++) {
+            sup[i] = i;
+            sup[NS + i] = i < NS / 2 ? i : 40 + i;
+            sup[2 * NS + i] = 30 + i;
+        }
+        bs_match_templates tw;
+        CHECK(bs_match_templates_create("wide", C, NT, NB, P, basis, 3, NS, sup, U, &tw) == BS_OK);
+        CHECK(tw.n_blocks == 3 && tw.block_c0[2] == -1 && tw.block_members[2] == 1);
+        test_scores(&tw, 0);
+        bs_match_templates_free(&tw);
+        /* four temporal components: the generic projection loop */
+        CHECK(synth_templates(77, C, 5, NS, 4, NT, NB, centers, &tw) == BS_OK);
+        test_scores(&tw, 1);
+        bs_match_templates_free(&tw);
+    }
+
+    /* --- noise-free isolated spikes: exact times, amplitudes, zero residual */
+    {
+        const int64_t n_t = 3000;
+        float *X = calloc((size_t)C * n_t, sizeof(float));
+        gt_spike gt[8];
+        for (int i = 0; i < 8; i++) {
+            gt[i].t = 150 + 350 * i;
+            gt[i].k = (i * 5) % K;
+            gt[i].a = 10.0f + (float)i;
+            synth_add_spike(&t, X, n_t, gt[i].k, gt[i].t, gt[i].a);
+        }
+        bs_spike *sp;
+        int64_t n = 0;
+        int it = peel(&t, &pt, X, n_t, 1000, 0, n_t, 6.0f, 0, &sp, &n);
+        CHECK(it == 1);
+        CHECK(n == 8);
+        for (int i = 0; i < 8 && i < n; i++) {
+            CHECK(sp[i].time == 1000 + gt[i].t);
+            CHECK(sp[i].tmpl == gt[i].k);
+            CHECK_NEAR(sp[i].amp, gt[i].a, 1e-4);
+        }
+        float rmax = 0;
+        for (size_t i = 0; i < (size_t)C * n_t; i++)
+            rmax = fabsf(X[i]) > rmax ? fabsf(X[i]) : rmax;
+        CHECK_MSG(rmax < 1e-5, "residual max %g", rmax);
+        free(sp);
+        free(X);
+    }
+
+    /* --- recovery in noise + thread and strategy invariance + memory */
+    {
+        const int64_t n_t = 4000;
+        enum { NG = 60 };
+        gt_spike gt[NG];
+        synth_rng r = {99};
+        float *X = calloc((size_t)C * n_t, sizeof(float));
+        for (int i = 0; i < NG; i++) {
+            gt[i].t = 100 + (int64_t)(synth_uniform(&r) * (double)(n_t - 200));
+            gt[i].k = (int)(synth_uniform(&r) * K);
+            gt[i].a = (float)(9.0 + 3.0 * synth_uniform(&r));
+            synth_add_spike(&t, X, n_t, gt[i].k, gt[i].t, gt[i].a);
+        }
+        add_noise(X, (size_t)C * n_t, 5, 1.0);
+        float *X2 = malloc(sizeof(float) * (size_t)C * n_t), *X3 = malloc(sizeof(float) * (size_t)C * n_t);
+        memcpy(X2, X, sizeof(float) * (size_t)C * n_t);
+        memcpy(X3, X, sizeof(float) * (size_t)C * n_t);
+
+        bs_spike *s1, *s2, *s3;
+        int64_t n1, n2, n3;
+        omp_set_num_threads(1);
+        bs_mem_reset_peaks();
+        int it1 = peel(&t, &pt, X, n_t, 0, 0, n_t, 6.0f, 1, &s1, &n1);
+        size_t peak_peel = bs_mem_tag_peak("match/peel", BS_DEV_HOST) + bs_mem_tag_peak("match/scores", BS_DEV_HOST) +
+                           bs_mem_tag_peak("match/score_ws", BS_DEV_HOST);
+        CHECK(peak_peel == bs_peel_ws_bytes(&t, n_t, 50, 1));
+        CHECK(bs_mem_tag_peak("match/scores", BS_DEV_HOST) == bs_match_scores_bytes(K, n_t));
+        omp_set_num_threads(2);
+        int it2 = peel(&t, &pt, X2, n_t, 0, 0, n_t, 6.0f, 2, &s2, &n2);
+        int it3 = peel(&t, &pt_half, X3, n_t, 0, 0, n_t, 6.0f, 2, &s3, &n3);
+        CHECK(it1 >= 2 && it1 == it2 && it1 == it3);
+        CHECK(n1 == n2 && n1 == n3);
+        CHECK(n1 == n2 && memcmp(s1, s2, sizeof(bs_spike) * (size_t)n1) == 0);
+        CHECK(n1 == n3 && memcmp(s1, s3, sizeof(bs_spike) * (size_t)n1) == 0);
+        CHECK(memcmp(X, X2, sizeof(float) * (size_t)C * n_t) == 0);
+        CHECK(memcmp(X, X3, sizeof(float) * (size_t)C * n_t) == 0);
+
+        int64_t nf = 0;
+        int found = count_found(gt, NG, s1, n1, &nf);
+        printf("recovery: %d of %d found, %lld false positives, %lld reported, %d iterations\n", found, NG,
+               (long long)nf, (long long)n1, it1);
+        CHECK(found >= (int)(0.95 * NG));
+        CHECK(nf <= 3);
+        /* the residual is about noise: its variance is near 1 */
+        double v = 0;
+        for (size_t i = 0; i < (size_t)C * n_t; i++)
+            v += (double)X[i] * X[i];
+        v /= (double)C * n_t;
+        CHECK_NEAR(v, 1.0, 0.03);
+        free(s1);
+        free(s2);
+        free(s3);
+        free(X);
+        free(X2);
+        free(X3);
+    }
+
+    /* --- collisions: two units with overlapping supports at small lags */
+    {
+        const int lags[] = {3, 4, 5, 10, 20, 30, -3, -5, -12};
+        const int NL_ = (int)(sizeof lags / sizeof lags[0]);
+        const int pairs[][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 1}, {3, 13}, {14, 9}};
+        const int NP_ = (int)(sizeof pairs / sizeof pairs[0]);
+        const int64_t n_t = 400 + (int64_t)NL_ * NP_ * 160;
+        gt_spike *gt = malloc(sizeof(gt_spike) * (size_t)NL_ * NP_ * 2);
+        float *X = calloc((size_t)C * n_t, sizeof(float));
+        synth_rng r = {3};
+        int ng = 0;
+        for (int pi = 0; pi < NP_; pi++)
+            for (int li = 0; li < NL_; li++) {
+                int64_t t1 = 300 + (int64_t)(pi * NL_ + li) * 160;
+                gt[ng].t = t1;
+                gt[ng].k = pairs[pi][0];
+                gt[ng].a = (float)(10.0 + 4.0 * synth_uniform(&r));
+                gt[ng + 1].t = t1 + lags[li];
+                gt[ng + 1].k = pairs[pi][1];
+                gt[ng + 1].a = (float)(10.0 + 4.0 * synth_uniform(&r));
+                synth_add_spike(&t, X, n_t, gt[ng].k, gt[ng].t, gt[ng].a);
+                synth_add_spike(&t, X, n_t, gt[ng + 1].k, gt[ng + 1].t, gt[ng + 1].a);
+                ng += 2;
+            }
+        add_noise(X, (size_t)C * n_t, 17, 1.0);
+        /* the pairs do overlap in space and time: UtU at their lag is large */
+        float row[2 * NT - 1];
+        bs_pair_row(&t, 0, 1, row);
+        float mx = 0;
+        for (int d = 0; d < 2 * NT - 1; d++)
+            mx = fabsf(row[d]) > mx ? fabsf(row[d]) : mx;
+        printf("collisions: max |UtU[0,1,d]| = %.3f\n", mx);
+        CHECK(mx > 0.2f);
+        bs_spike *sp, *sp2;
+        int64_t n, n2;
+        float *X2 = malloc(sizeof(float) * (size_t)C * n_t);
+        memcpy(X2, X, sizeof(float) * (size_t)C * n_t);
+        omp_set_num_threads(1);
+        int it = peel(&t, &pt, X, n_t, 0, 0, n_t, 6.0f, 1, &sp, &n);
+        CHECK(it >= 2);
+        /* the collision refits too: 2 threads, pair rows on the fly, same bits */
+        omp_set_num_threads(2);
+        int it2 = peel(&t, &pt_fly, X2, n_t, 0, 0, n_t, 6.0f, 2, &sp2, &n2);
+        CHECK(it2 == it && n2 == n && memcmp(sp, sp2, sizeof(bs_spike) * (size_t)n) == 0);
+        CHECK(memcmp(X, X2, sizeof(float) * (size_t)C * n_t) == 0);
+        free(sp2);
+        free(X2);
+        int64_t nf;
+        int found = count_found(gt, ng, sp, n, &nf);
+        int both = 0, both_far = 0, n_far = 0;
+        for (int g = 0; g < ng; g += 2) {
+            int64_t nf2;
+            int f = count_found(gt + g, 2, sp, n, &nf2);
+            /* pairs 0..5 have centres 2 rows (40 um) apart, 6..8 one row */
+            int far = g / 2 / NL_ < 6;
+            n_far += far;
+            if (f == 2) {
+                both++;
+                both_far += far;
+            }
+            else {
+                fprintf(stderr, "collision missed: templates %d,%d lag %lld (t %lld a %.1f %.1f):", gt[g].k, gt[g + 1].k,
+                        (long long)(gt[g + 1].t - gt[g].t), (long long)gt[g].t, gt[g].a, gt[g+1].a);
+                for (int64_t i = 0; i < n; i++)
+                    if (llabs(sp[i].time - gt[g].t) < 80)
+                        fprintf(stderr, " [%lld k%d a%.1f]", (long long)sp[i].time, sp[i].tmpl, sp[i].amp);
+                fprintf(stderr, "\n");
+            }
+        }
+        printf("collisions: %d of %d pairs both found, %d of %d spikes, %lld false positives\n", both, ng / 2,
+               found, ng, (long long)nf);
+        printf("collisions: centres 40 um apart: %d of %d pairs; 20 um apart: %d of %d pairs\n", both_far, n_far,
+               both - both_far, ng / 2 - n_far);
+        CHECK(both_far == n_far);
+        CHECK(both - both_far >= (ng / 2 - n_far) - 2);
+        CHECK(nf <= 2);
+        free(sp);
+        free(X);
+        free(gt);
+    }
+
+    /* --- consecutive batches with halos: spikes near borders reported once.
+     * Eight batches of 600 central samples, halo 2 nt; one spike per border
+     * region, at the border, one sample before or after it, or with its
+     * waveform straddling it, plus one in the middle of the first batch and
+     * one in the last 40 samples of the recording. */
+    {
+        const int64_t NBAT = 8, NC = 600, H = 2 * NT, NTOT = NBAT * NC;
+        float *rec = calloc((size_t)C * NTOT, sizeof(float));
+        const int64_t times[] = {300, 599, 1200, 1801, 2390, 3010, 3599, 4200, 4780};
+        enum { NSP = 9 };
+        gt_spike gt[NSP];
+        for (int i = 0; i < NSP; i++) {
+            gt[i].t = times[i];
+            gt[i].k = (i * 5) % K;
+            gt[i].a = 11.0f;
+            synth_add_spike(&t, rec, NTOT, gt[i].k, gt[i].t, gt[i].a);
+        }
+        add_noise(rec, (size_t)C * NTOT, 23, 1.0);
+        bs_spike all[256];
+        int64_t n_all = 0;
+        for (int64_t b = 0; b < NBAT; b++) {
+            int64_t a0 = b * NC - H, a1 = (b + 1) * NC + H; /* window in absolute samples */
+            int64_t n_t = a1 - a0;
+            float *W = calloc((size_t)C * n_t, sizeof(float)); /* zeros outside the recording */
+            for (int c = 0; c < C; c++)
+                for (int64_t u = 0; u < n_t; u++) {
+                    int64_t s = a0 + u;
+                    if (s >= 0 && s < NTOT)
+                        W[(size_t)c * n_t + u] = rec[(size_t)c * NTOT + s];
+                }
+            bs_spike *sp;
+            int64_t n;
+            CHECK(peel(&t, &pt, W, n_t, a0, H, H + NC, 6.0f, 0, &sp, &n) >= 1);
+            for (int64_t i = 0; i < n; i++) {
+                CHECK(sp[i].time >= b * NC && sp[i].time < (b + 1) * NC);
+                if (n_all < 256)
+                    all[n_all++] = sp[i];
+            }
+            free(sp);
+            free(W);
+        }
+        int64_t nf;
+        int found = count_found(gt, NSP, all, n_all, &nf);
+        int exact = 0;
+        for (int i = 0; i < NSP; i++)
+            for (int64_t j = 0; j < n_all; j++)
+                exact += all[j].time == gt[i].t && all[j].tmpl == gt[i].k;
+        printf("halo: %d of %d found (%d at the exact sample), %lld extra, %lld reported\n", found, NSP, exact,
+               (long long)nf, (long long)n_all);
+        CHECK(found == NSP);
+        CHECK(exact >= NSP - 1);
+        CHECK(nf == 0);
+        CHECK(n_all == NSP);
+        free(rec);
+    }
+
+    /* --- bad parameters */
+    {
+        bs_peel_ws ws;
+        bs_peel_params p;
+        bs_peel_params_default(&p);
+        CHECK(p.threshold == 8.0f && p.max_iter == 50);
+        CHECK(bs_peel_ws_alloc(&t, 500, 10, 1, &ws) == BS_OK);
+        CHECK(ws.max_spikes == 10 * (500 / 62 + 1));
+        float *X = calloc((size_t)C * 500, sizeof(float));
+        bs_spike out[128];
+        int64_t n;
+        p.threshold = -1.0f;
+        p.max_iter = 10;
+        CHECK(bs_peel_batch(&t, &pt, X, 500, 500, 0, 0, 500, &p, &ws, out, &n, NULL) == BS_ERR_INPUT);
+        CHECK(strstr(bs_last_error(), "'threshold'") != NULL);
+        p.threshold = 8.0f;
+        p.max_iter = 11;
+        CHECK(bs_peel_batch(&t, &pt, X, 500, 500, 0, 0, 500, &p, &ws, out, &n, NULL) == BS_ERR_INPUT);
+        CHECK(strstr(bs_last_error(), "'max_iter'") != NULL);
+        p.max_iter = 10;
+        CHECK(bs_peel_batch(&t, &pt, X, 500, 501, 0, 0, 500, &p, &ws, out, &n, NULL) == BS_ERR_INTERNAL);
+        /* an all-zero window yields nothing */
+        CHECK(bs_peel_batch(&t, &pt, X, 500, 500, 0, 0, 500, &p, &ws, out, &n, NULL) == BS_OK && n == 0);
+        free(X);
+        bs_peel_ws_free(&ws);
+    }
+
+    bs_pair_table_free(&pt);
+    bs_pair_table_free(&pt_fly);
+    bs_pair_table_free(&pt_half);
+    bs_match_templates_free(&t);
+    CHECK(bs_mem_live_blocks() == 0);
+    TEST_MAIN_END();
+}
