@@ -494,7 +494,7 @@ static int64_t spike_step(const graph *g, const int32_t *isub, const int64_t *S,
     return changed;
 }
 
-static const int64_t *sort_key_;
+static _Thread_local const int64_t *sort_key_;
 static int cmp_order(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
