@@ -1,0 +1,216 @@
+/*
+ * cluster.h - clustering stage (ARCHITECTURE.md "clustering per spatial
+ * center ──► templates" and "final clustering + merges").
+ *
+ * Three layers:
+ *
+ * 1. Per-center graph clustering (graph.c), ALGORITHM.md §6.2–6.4, on one
+ *    center's feature matrix X (n spikes × D float32):
+ *    - landmarks = every `downsampling`-th spike, thinned evenly to at most
+ *      `max_subset`;
+ *    - exact kNN from every spike to the landmarks (squared L2 as
+ *      ‖x‖² + ‖l‖² − 2·x·l in float32, the dot products from sgemm on blocks
+ *      of spikes so that scratch stays bounded); ties go to the smaller
+ *      landmark index;
+ *    - bipartite graph spike→landmark (a landmark's edge to its own spike is
+ *      ignored for the degrees m, ki, kj and the tree);
+ *    - greedy k-means++-like initialisation into ≤ n_init clusters (seeded;
+ *      candidate draws from the unexplained variance), then alternating
+ *      landmark / spike assignment sweeps maximising
+ *      edges − (lam/m)·degree·cluster size, until nothing changes or n_iter;
+ *    - agglomerative tree over the graph clusters: greedily merge the pair
+ *      with the largest observed/expected edge ratio;
+ *    - from the root down: a merge whose ratio is < modularity_split stays
+ *      split; one whose two sides are cross-refractory (ccg.h, when spike
+ *      times are given) is collapsed; otherwise a class-balanced regularised
+ *      linear discriminant projects both sides and the smoothed histogram's
+ *      dip score decides (< bimodality_merge collapses).
+ *    Centers with fewer than min_spikes spikes become one cluster. Labels are
+ *    0..L−1 in order of each cluster's first spike.
+ *
+ * 2. Centers (centers.c): detected spikes (grid positions) are grouped into
+ *    spatial centers, per shank (never mixing shanks): y-centers every
+ *    2·dmin µm from the shank's lowest grid row, x-centers one per shank when
+ *    its positions span ≤ 2·x_step µm horizontally, else every x_step µm.
+ *    Each grid position belongs to the nearest center of its shank. A
+ *    center's channels are the union (ascending) of its positions' channel
+ *    lists. The caller streams: it hands one center's spikes (times, grid
+ *    positions, features) and gets labels and templates back; RAM is
+ *    O(one center), given by bs_cluster_center_bytes().
+ *    Templates: the mean feature over a cluster's spikes on the union
+ *    channels, and its waveform wave[c,u] = Σ_p feat[c,p]·wpca[p,u]. The
+ *    support of a template is the union channels of its center (all of
+ *    them: the mean is non-zero only there); its peak channel is the one
+ *    with the largest waveform L2 norm (smaller index on ties).
+ *
+ * 3. Merges after template matching (merge.c), ALGORITHM.md §8.2–8.4:
+ *    template similarity (max over lags of the normalised cross-correlation
+ *    of channel-sparse waveforms), CCG-guided merges with time alignment,
+ *    same-cluster duplicate removal, good/mua labels.
+ *
+ * Determinism: fixed seeds, integer counts or fixed-order double sums for
+ * every reduction; OpenMP loops only over independent items. The output is
+ * identical for any thread count.
+ */
+#ifndef BS_CLUSTER_H
+#define BS_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/status.h"
+#include "../detect/detect.h"
+#include "../io/recording.h"
+#include "ccg.h"
+
+typedef struct {
+    int n_neighbors;        /* k of the kNN graph (10) */
+    int downsampling;       /* every k-th spike is a landmark (20) */
+    int max_subset;         /* cap on landmarks per center (25000) */
+    int n_init;             /* clusters of the initialisation (200) */
+    int n_init_candidates;  /* candidates drawn per greedy step (100) */
+    int n_iter;             /* maximum assignment sweeps (200) */
+    double lam;             /* modularity penalty (1) */
+    int64_t min_spikes;     /* centers with fewer spikes become one cluster (1000) */
+    double modularity_split; /* tree ratio below which a split is kept (0.2) */
+    double bimodality_merge; /* dip score below which the sides collapse (0.6) */
+    double ridge;           /* regulariser of the discriminant (0.01) */
+    double ccg_threshold;   /* R12 bound of the cross-refractory test (0.25) */
+    int refractory_test;    /* 1: collapse cross-refractory sides when times are given */
+    double fs_hz;           /* sampling rate for spike times, Hz */
+    uint64_t seed;          /* initialisation seed (5) */
+    double dmin_um;         /* vertical contact spacing, µm (0 = median spacing of the probe) */
+    double x_step_um;       /* horizontal spacing of x-centers on wide shanks, µm (200) */
+} bs_cluster_params;
+
+void bs_cluster_default_params(bs_cluster_params *p);
+
+/* ---- 1. per-center clustering ---- */
+
+/* Landmark count for n spikes. */
+int64_t bs_cluster_n_landmarks(int64_t n, const bs_cluster_params *p);
+/* Spikes per kNN block (the sgemm block is rows × landmarks float32, ≤ 16 MiB). */
+int64_t bs_cluster_knn_block_rows(int64_t n_landmarks);
+
+/* Exact kNN: for each of n rows of X (n × D), the k nearest of the m rows of
+ * L (m × D) by squared L2 (float32 formula above), ascending (distance,
+ * index). kn: n × k int32, dist (optional): n × k float32. k <= m. Scratch
+ * under "cluster/knn" = bs_cluster_knn_scratch_bytes(n, m, D). */
+bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn,
+                         float *dist);
+size_t bs_cluster_knn_scratch_bytes(int64_t n, int64_t m, int D);
+
+/* Peak bytes bs_cluster_graph allocates for n spikes of D features
+ * (tags "cluster/graph" and "cluster/knn"), X and labels not included. */
+size_t bs_cluster_graph_bytes(int64_t n, int D, const bs_cluster_params *p);
+
+/* Cluster one center: X n × D (row-major float32), t (optional, n sample
+ * times at p->fs_hz, any order) for the refractory test; labels[n] out,
+ * *n_labels = L. */
+bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n, int D, const int64_t *t,
+                           int32_t *labels, int *n_labels);
+
+/* The bimodality score of §6.4 for rows with side[i] = +1 (A) / -1 (B) / 0
+ * (ignored); exposed for tests. Returns BS_OK and *score in [0, 1]. */
+bs_status bs_cluster_bimodality(const float *X, int64_t n, int D, const int8_t *side, double ridge, double *score);
+
+/* ---- 2. centers ---- */
+
+typedef struct {
+    int n_centers;
+    int *shank;       /* [n_centers] */
+    float *x_um;      /* [n_centers] center x, µm */
+    float *y_um;      /* [n_centers] center y (depth), µm */
+    int n_pos;        /* grid positions */
+    int *pos_center;  /* [n_pos] center of each grid position */
+    int64_t *chan_off; /* [n_centers + 1] offsets into chans */
+    int *chans;       /* union channels of each center, ascending probe channel ids */
+} bs_cluster_centers;
+
+bs_status bs_centers_build(const bs_probe *probe, const bs_detect_grid *g, const bs_cluster_params *p,
+                           bs_cluster_centers *c);
+void bs_centers_free(bs_cluster_centers *c);
+static inline int bs_center_n_chans(const bs_cluster_centers *c, int k)
+{
+    return (int)(c->chan_off[k + 1] - c->chan_off[k]);
+}
+
+/* Templates of one center's clusters (small: L × n_chans × (P + nt)). */
+typedef struct {
+    int n_clusters;    /* L */
+    int n_chans;       /* support channels per template (the center's union) */
+    int n_pcs, nt;
+    int *chans;        /* [n_chans] probe channel ids (shared by all L templates) */
+    int64_t *n_spikes; /* [L] */
+    int *peak_chan;    /* [L] probe channel id with the largest waveform norm */
+    float *feat;       /* [L × n_chans × n_pcs] mean features, whitened units */
+    float *wave;       /* [L × n_chans × nt] waveform, whitened units */
+} bs_center_templates;
+
+void bs_center_templates_free(bs_center_templates *t);
+
+/* Peak bytes bs_cluster_center needs for a center of n spikes and n_chans
+ * union channels (features D = n_chans·n_pcs): the feature matrix, the
+ * labels, and bs_cluster_graph_bytes; the templates are O(L) extra. */
+size_t bs_cluster_center_bytes(int64_t n, int n_chans, int n_pcs, const bs_cluster_params *p);
+
+/* Cluster the spikes of center k: spk[n] (their pos must belong to k),
+ * feat [n × g->n_chans × n_pcs] as in bs_detect_output. labels[n] out. */
+bs_status bs_cluster_center(const bs_cluster_params *p, const bs_cluster_centers *c, int k,
+                            const bs_detect_grid *g, const bs_temporal_basis *b, const bs_detected_spike *spk,
+                            const float *feat, int64_t n, int32_t *labels, bs_center_templates *out);
+
+/* ---- 3. merges, duplicates, labels ---- */
+
+/* Channel-sparse waveform templates: template j lives on chans[off[j]..off[j+1])
+ * with wave [n_sup_j × nt] starting at wave + off[j]·nt. */
+typedef struct {
+    int K, nt;
+    int64_t *off;   /* [K + 1] */
+    int *chans;     /* [off[K]] probe channel ids, ascending within each template */
+    float *wave;    /* [off[K] × nt] whitened units */
+} bs_sparse_templates;
+
+bs_status bs_sparse_templates_alloc(bs_sparse_templates *T, int K, int nt, const int *n_sup);
+void bs_sparse_templates_free(bs_sparse_templates *T);
+
+/* max_{|τ| ≤ max_lag} Σ_c Σ_u a[c,u]·b[c,u+τ] / (‖a‖·‖b‖) over common
+ * channels; *lag = the best τ (smallest |τ|, then negative first, on ties):
+ * b is a delayed by τ samples. */
+double bs_template_similarity(const bs_sparse_templates *T, int a, int b, int max_lag, int *lag);
+
+typedef struct {
+    double r_thresh;      /* similarity needed to test a pair (0.5) */
+    double acg_threshold; /* 0.2 */
+    double ccg_threshold; /* 0.25 */
+    int max_lag;          /* lags searched, samples (nt/2 when 0) */
+    double fs_hz;
+} bs_merge_params;
+
+void bs_merge_default_params(bs_merge_params *p, double fs_hz);
+
+/* CCG-guided merge (§8.2). t[n] sample times (sorted ascending), clu[n]
+ * cluster ids 0..K−1, T the K templates with n_spikes from the counts of clu.
+ * Merged clusters' spikes are shifted in time to the surviving template and
+ * relabelled; templates become spike-count-weighted means on the union of
+ * supports. On return clu holds consecutive ids 0..K'−1 (in order of the
+ * surviving old ids), T holds the K' templates, t the aligned times (the
+ * caller re-sorts with bs_spike_order when it needs time order). */
+bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64_t n, bs_sparse_templates *T,
+                       int *n_merges);
+
+/* Stable order of spikes by time (then original index): perm[n]. */
+bs_status bs_spike_order(const int64_t *t, int64_t n, int64_t *perm);
+
+/* Duplicate removal (§8.3): keep[i] = 1 unless a kept spike of the same
+ * cluster lies less than dup_samples earlier. t sorted ascending. Returns
+ * the number kept in *n_kept. */
+bs_status bs_remove_duplicates(const int64_t *t, const int32_t *clu, int64_t n, int K, int64_t dup_samples,
+                               uint8_t *keep, int64_t *n_kept);
+
+/* good/mua (§8.4): good[k] = ACG test, contam[k] = R12 (0 for clusters with
+ * ≤ 10 spikes, which are mua). t sorted ascending. */
+bs_status bs_cluster_labels(const int64_t *t, const int32_t *clu, int64_t n, int K, double fs_hz,
+                            double acg_threshold, uint8_t *good, double *contam);
+
+#endif

@@ -1,0 +1,497 @@
+/*
+ * merge.c - merges after template matching (ALGORITHM.md §8.2–8.4).
+ *
+ * Similarity. For channel-sparse waveforms a, b (each on its own ascending
+ * channel list), s(τ) = Σ_{c common} Σ_u a[c,u]·b[c,u+τ] / ((1e-6 + ‖a‖)(1e-6 + ‖b‖))
+ * for |τ| ≤ max_lag (terms with u+τ outside the window are dropped). The
+ * best τ is searched in the order 0, −1, +1, −2, ... and only a strictly
+ * larger value replaces the best, so ties go to the smaller |τ|. A positive
+ * τ means b is a delayed by τ samples.
+ *
+ * CCG-guided merge. Clusters are visited by decreasing spike count (smaller
+ * id on ties). A cluster k whose own train passes the ACG test may absorb
+ * any other live cluster j with s ≥ r_thresh, tried by decreasing s, whose
+ * train is cross-refractory with k's. On a merge j's spikes are shifted by
+ * +τ samples (onto k's alignment: a spike that j's template catches at t_j
+ * is k's template at t_j + τ), relabelled k, and k's template becomes the
+ * spike-count-weighted mean of k and j shifted by τ (samples shifted in from
+ * outside the window repeat the nearest valid sample) on the union of their
+ * channels; then k is tried again with its new template. Per-cluster spike
+ * lists stay in time order (a constant shift keeps j's order; the two lists
+ * are merged), so each CCG costs O(n_k + n_j + pairs), never O(N).
+ *
+ * Duplicates (§8.3): in time order, a spike is dropped if a kept spike of
+ * its cluster lies less than dup_samples earlier. Labels (§8.4): the ACG test
+ * per cluster.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "mem/mem.h"
+
+bs_status bs_sparse_templates_alloc(bs_sparse_templates *T, int K, int nt, const int *n_sup)
+{
+    memset(T, 0, sizeof *T);
+    T->K = K;
+    T->nt = nt;
+    T->off = bs_mem_alloc("cluster/templates", (size_t)(K + 1) * sizeof(int64_t));
+    if (!T->off)
+        return BS_ERR_MEMORY;
+    T->off[0] = 0;
+    for (int k = 0; k < K; k++)
+        T->off[k + 1] = T->off[k] + n_sup[k];
+    T->chans = bs_mem_alloc("cluster/templates", (size_t)T->off[K] * sizeof(int));
+    T->wave = bs_mem_calloc("cluster/templates", (size_t)T->off[K] * nt, sizeof(float));
+    if (!T->chans || !T->wave) {
+        bs_sparse_templates_free(T);
+        return BS_ERR_MEMORY;
+    }
+    return BS_OK;
+}
+
+void bs_sparse_templates_free(bs_sparse_templates *T)
+{
+    bs_mem_free(T->off);
+    bs_mem_free(T->chans);
+    bs_mem_free(T->wave);
+    memset(T, 0, sizeof *T);
+}
+
+void bs_merge_default_params(bs_merge_params *p, double fs_hz)
+{
+    p->r_thresh = 0.5;
+    p->acg_threshold = 0.2;
+    p->ccg_threshold = 0.25;
+    p->max_lag = 0;
+    p->fs_hz = fs_hz;
+}
+
+/* One template as a view: n channels, ids, waveform [n × nt]. */
+typedef struct {
+    int n;
+    int *chans;
+    float *wave;
+} tview;
+
+static double norm_of(const tview *a, int nt)
+{
+    double s = 0;
+    for (int64_t i = 0; i < (int64_t)a->n * nt; i++)
+        s += (double)a->wave[i] * a->wave[i];
+    return sqrt(s);
+}
+
+static double similarity(const tview *a, const tview *b, int nt, int max_lag, int *lag)
+{
+    double na = norm_of(a, nt), nb = norm_of(b, nt);
+    double best = -INFINITY;
+    int best_lag = 0;
+    for (int q = 0; q <= 2 * max_lag; q++) {
+        int tau = q == 0 ? 0 : (q % 2 ? -(q + 1) / 2 : q / 2);
+        double s = 0;
+        int i = 0, j = 0;
+        while (i < a->n && j < b->n) {
+            if (a->chans[i] < b->chans[j])
+                i++;
+            else if (a->chans[i] > b->chans[j])
+                j++;
+            else {
+                const float *x = a->wave + (int64_t)i * nt, *y = b->wave + (int64_t)j * nt;
+                int u0 = tau < 0 ? -tau : 0, u1 = tau > 0 ? nt - tau : nt;
+                for (int u = u0; u < u1; u++)
+                    s += (double)x[u] * y[u + tau];
+                i++;
+                j++;
+            }
+        }
+        if (s > best) {
+            best = s;
+            best_lag = tau;
+        }
+    }
+    if (lag)
+        *lag = best_lag;
+    return best / ((1e-6 + na) * (1e-6 + nb));
+}
+
+static tview view_of(const bs_sparse_templates *T, int k)
+{
+    tview v = {(int)(T->off[k + 1] - T->off[k]), T->chans + T->off[k], T->wave + T->off[k] * T->nt};
+    return v;
+}
+
+double bs_template_similarity(const bs_sparse_templates *T, int a, int b, int max_lag, int *lag)
+{
+    tview va = view_of(T, a), vb = view_of(T, b);
+    return similarity(&va, &vb, T->nt, max_lag, lag);
+}
+
+/* ---------------------------------------------------------------- merge */
+
+typedef struct {
+    int K, nt;
+    tview *tv;       /* [K] current templates */
+    uint8_t *owned;  /* [K] 1: tv[k] buffers are bs_mem blocks of their own */
+    int64_t **list;  /* [K] spike indices in time order */
+    int64_t *len;    /* [K] */
+    uint8_t *lown;   /* [K] 1: list[k] is a block of its own */
+} mstate;
+
+static void free_tview(mstate *s, int k)
+{
+    if (s->owned[k]) {
+        bs_mem_free(s->tv[k].chans);
+        bs_mem_free(s->tv[k].wave);
+    }
+    s->owned[k] = 0;
+}
+
+/* k ← (n_k·k + n_j·shift(j, τ)) / (n_k + n_j) on the union of channels. */
+static bs_status merge_templates(mstate *s, int k, int j, int tau, int64_t nk, int64_t nj)
+{
+    int nt = s->nt;
+    tview *a = &s->tv[k], *b = &s->tv[j];
+    int nu = 0, i = 0, q = 0;
+    while (i < a->n || q < b->n) {
+        if (q >= b->n || (i < a->n && a->chans[i] < b->chans[q]))
+            i++;
+        else if (i >= a->n || a->chans[i] > b->chans[q])
+            q++;
+        else {
+            i++;
+            q++;
+        }
+        nu++;
+    }
+    int *ch = bs_mem_alloc("cluster/merge", (size_t)nu * sizeof(int));
+    float *w = bs_mem_calloc("cluster/merge", (size_t)nu * nt, sizeof(float));
+    if (!ch || !w) {
+        bs_mem_free(ch);
+        bs_mem_free(w);
+        return BS_ERR_MEMORY;
+    }
+    double wk = (double)nk / (double)(nk + nj), wj = (double)nj / (double)(nk + nj);
+    int r = 0;
+    i = q = 0;
+    while (i < a->n || q < b->n) {
+        int ta = q >= b->n || (i < a->n && a->chans[i] <= b->chans[q]);
+        int tb = i >= a->n || (q < b->n && b->chans[q] <= a->chans[i]);
+        float *out = w + (int64_t)r * nt;
+        if (ta) {
+            ch[r] = a->chans[i];
+            for (int u = 0; u < nt; u++)
+                out[u] += (float)(wk * a->wave[(int64_t)i * nt + u]);
+        }
+        if (tb) {
+            ch[r] = b->chans[q];
+            for (int u = 0; u < nt; u++) {
+                int v = u + tau;
+                v = v < 0 ? 0 : v >= nt ? nt - 1 : v;
+                out[u] += (float)(wj * b->wave[(int64_t)q * nt + v]);
+            }
+        }
+        i += ta;
+        q += tb;
+        r++;
+    }
+    free_tview(s, k);
+    free_tview(s, j);
+    s->tv[k].n = nu;
+    s->tv[k].chans = ch;
+    s->tv[k].wave = w;
+    s->owned[k] = 1;
+    s->tv[j].n = 0;
+    return BS_OK;
+}
+
+typedef struct {
+    double s;
+    int j, lag;
+} cand;
+
+static int cand_cmp(const void *x, const void *y)
+{
+    const cand *a = x, *b = y;
+    if (a->s != b->s)
+        return a->s > b->s ? -1 : 1;
+    return (a->j > b->j) - (a->j < b->j);
+}
+
+static _Thread_local const int64_t *cnt_key_;
+static int count_cmp(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    if (cnt_key_[a] != cnt_key_[b])
+        return cnt_key_[a] > cnt_key_[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+static void gather(const int64_t *t, const int64_t *idx, int64_t n, int64_t *out)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = t[idx[i]];
+}
+
+bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64_t n, bs_sparse_templates *T,
+                       int *n_merges)
+{
+    int K = T->K, nt = T->nt, max_lag = p->max_lag > 0 ? p->max_lag : nt / 2;
+    *n_merges = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (clu[i] < 0 || clu[i] >= K)
+            return bs_error(BS_ERR_INPUT, "merge: spike %lld has cluster %d, expected 0..%d", (long long)i, clu[i],
+                            K - 1);
+    for (int64_t i = 1; i < n; i++)
+        if (t[i] < t[i - 1])
+            return bs_error(BS_ERR_INPUT, "merge: spike times must be sorted ascending (spike %lld)", (long long)i);
+    mstate s = {K, nt, NULL, NULL, NULL, NULL, NULL};
+    bs_status st = BS_OK;
+    size_t kb = (size_t)(K > 0 ? K : 1);
+    s.tv = bs_mem_calloc("cluster/merge", kb, sizeof *s.tv);
+    s.owned = bs_mem_calloc("cluster/merge", kb, 1);
+    s.list = bs_mem_calloc("cluster/merge", kb, sizeof *s.list);
+    s.len = bs_mem_calloc("cluster/merge", kb + 1, sizeof *s.len);
+    s.lown = bs_mem_calloc("cluster/merge", kb, 1);
+    int64_t *csr = bs_mem_alloc("cluster/merge", (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *ta = bs_mem_alloc("cluster/merge", (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *tb = bs_mem_alloc("cluster/merge", (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    cand *cd = bs_mem_alloc("cluster/merge", kb * sizeof(cand));
+    int *order = bs_mem_alloc("cluster/merge", kb * sizeof(int));
+    uint8_t *alive = bs_mem_alloc("cluster/merge", kb);
+    uint8_t *isref = bs_mem_alloc("cluster/merge", kb);
+    int32_t *newid = bs_mem_alloc("cluster/merge", kb * sizeof(int32_t));
+    if (!s.tv || !s.owned || !s.list || !s.len || !s.lown || !csr || !ta || !tb || !cd || !order || !alive ||
+        !isref || !newid) {
+        st = BS_ERR_MEMORY;
+        goto done;
+    }
+    /* per-cluster lists in time order (counting sort) */
+    for (int64_t i = 0; i < n; i++)
+        s.len[clu[i]]++;
+    {
+        int64_t off = 0;
+        for (int k = 0; k < K; k++) {
+            s.list[k] = csr + off;
+            off += s.len[k];
+            s.len[k] = 0;
+        }
+        for (int64_t i = 0; i < n; i++)
+            s.list[clu[i]][s.len[clu[i]]++] = i;
+    }
+    for (int k = 0; k < K; k++) {
+        s.tv[k] = view_of(T, k);
+        alive[k] = 1;
+        order[k] = k;
+        gather(t, s.list[k], s.len[k], ta);
+        isref[k] = (uint8_t)bs_ccg_is_good(ta, s.len[k], p->fs_hz, p->acg_threshold, NULL);
+    }
+    cnt_key_ = s.len;
+    qsort(order, (size_t)K, sizeof *order, count_cmp);
+    for (int oi = 0; oi < K; oi++) {
+        int k = order[oi];
+        if (!alive[k] || !isref[k])
+            continue;
+        int merged = 1;
+        while (merged) {
+            merged = 0;
+            int nc = 0;
+            for (int j = 0; j < K; j++) {
+                if (j == k || !alive[j])
+                    continue;
+                int lag;
+                double sim = similarity(&s.tv[k], &s.tv[j], nt, max_lag, &lag);
+                if (sim >= p->r_thresh)
+                    cd[nc++] = (cand){sim, j, lag};
+            }
+            qsort(cd, (size_t)nc, sizeof *cd, cand_cmp);
+            for (int c = 0; c < nc && !merged; c++) {
+                int j = cd[c].j, tau = cd[c].lag;
+                gather(t, s.list[k], s.len[k], ta);
+                gather(t, s.list[j], s.len[j], tb);
+                if (!bs_ccg_cross_refractory(ta, s.len[k], tb, s.len[j], p->fs_hz, p->ccg_threshold, NULL))
+                    continue;
+                /* merge j into k */
+                st = merge_templates(&s, k, j, tau, s.len[k], s.len[j]);
+                if (st != BS_OK)
+                    goto done;
+                int64_t nk = s.len[k], nj = s.len[j];
+                int64_t *ml = bs_mem_alloc("cluster/merge", (size_t)(nk + nj) * sizeof(int64_t));
+                if (!ml) {
+                    st = BS_ERR_MEMORY;
+                    goto done;
+                }
+                for (int64_t q = 0; q < nj; q++) {
+                    t[s.list[j][q]] += tau;
+                    clu[s.list[j][q]] = k;
+                }
+                int64_t a = 0, b = 0, r = 0;
+                while (a < nk || b < nj) {
+                    if (b >= nj || (a < nk && (t[s.list[k][a]] < t[s.list[j][b]] ||
+                                               (t[s.list[k][a]] == t[s.list[j][b]] && s.list[k][a] < s.list[j][b]))))
+                        ml[r++] = s.list[k][a++];
+                    else
+                        ml[r++] = s.list[j][b++];
+                }
+                if (s.lown[k])
+                    bs_mem_free(s.list[k]);
+                if (s.lown[j])
+                    bs_mem_free(s.list[j]);
+                s.list[k] = ml;
+                s.lown[k] = 1;
+                s.len[k] = nk + nj;
+                s.list[j] = NULL;
+                s.lown[j] = 0;
+                s.len[j] = 0;
+                alive[j] = 0;
+                merged = 1;
+                (*n_merges)++;
+            }
+        }
+    }
+    /* consecutive ids, repacked templates */
+    {
+        int K2 = 0;
+        for (int k = 0; k < K; k++)
+            newid[k] = alive[k] ? K2++ : -1;
+        for (int64_t i = 0; i < n; i++)
+            clu[i] = newid[clu[i]];
+        int *nsup = order; /* reuse: K2 ≤ K */
+        for (int k = 0; k < K; k++)
+            if (alive[k])
+                nsup[newid[k]] = s.tv[k].n;
+        bs_sparse_templates NT;
+        st = bs_sparse_templates_alloc(&NT, K2, nt, nsup);
+        if (st != BS_OK)
+            goto done;
+        for (int k = 0; k < K; k++)
+            if (alive[k]) {
+                int q = newid[k];
+                memcpy(NT.chans + NT.off[q], s.tv[k].chans, (size_t)s.tv[k].n * sizeof(int));
+                memcpy(NT.wave + NT.off[q] * nt, s.tv[k].wave, (size_t)s.tv[k].n * nt * sizeof(float));
+            }
+        for (int k = 0; k < K; k++)
+            free_tview(&s, k);
+        bs_sparse_templates_free(T);
+        *T = NT;
+    }
+done:
+    if (s.owned)
+        for (int k = 0; k < K; k++)
+            free_tview(&s, k);
+    if (s.lown && s.list)
+        for (int k = 0; k < K; k++)
+            if (s.lown[k])
+                bs_mem_free(s.list[k]);
+    bs_mem_free(s.tv);
+    bs_mem_free(s.owned);
+    bs_mem_free(s.list);
+    bs_mem_free(s.len);
+    bs_mem_free(s.lown);
+    bs_mem_free(csr);
+    bs_mem_free(ta);
+    bs_mem_free(tb);
+    bs_mem_free(cd);
+    bs_mem_free(order);
+    bs_mem_free(alive);
+    bs_mem_free(isref);
+    bs_mem_free(newid);
+    return st;
+}
+
+/* ---------------------------------------------------------------- order, duplicates, labels */
+
+typedef struct {
+    int64_t t, i;
+} tkey;
+
+static int tkey_cmp(const void *x, const void *y)
+{
+    const tkey *a = x, *b = y;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+bs_status bs_spike_order(const int64_t *t, int64_t n, int64_t *perm)
+{
+    tkey *k = bs_mem_alloc("cluster/order", (size_t)(n > 0 ? n : 1) * sizeof *k);
+    if (!k)
+        return BS_ERR_MEMORY;
+    for (int64_t i = 0; i < n; i++)
+        k[i] = (tkey){t[i], i};
+    qsort(k, (size_t)n, sizeof *k, tkey_cmp);
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = k[i].i;
+    bs_mem_free(k);
+    return BS_OK;
+}
+
+bs_status bs_remove_duplicates(const int64_t *t, const int32_t *clu, int64_t n, int K, int64_t dup_samples,
+                               uint8_t *keep, int64_t *n_kept)
+{
+    int64_t *last = bs_mem_alloc("cluster/dups", (size_t)(K > 0 ? K : 1) * sizeof *last);
+    uint8_t *seen = bs_mem_calloc("cluster/dups", (size_t)(K > 0 ? K : 1), 1);
+    if (!last || !seen) {
+        bs_mem_free(last);
+        bs_mem_free(seen);
+        return BS_ERR_MEMORY;
+    }
+    bs_status st = BS_OK;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int c = clu[i];
+        if (c < 0 || c >= K || (i > 0 && t[i] < t[i - 1])) {
+            st = bs_error(BS_ERR_INPUT, "duplicates: spike %lld: expected cluster 0..%d and times ascending",
+                          (long long)i, K - 1);
+            break;
+        }
+        keep[i] = !seen[c] || t[i] >= last[c] + dup_samples;
+        if (keep[i]) {
+            seen[c] = 1;
+            last[c] = t[i];
+            kept++;
+        }
+    }
+    *n_kept = kept;
+    bs_mem_free(last);
+    bs_mem_free(seen);
+    return st;
+}
+
+bs_status bs_cluster_labels(const int64_t *t, const int32_t *clu, int64_t n, int K, double fs_hz,
+                            double acg_threshold, uint8_t *good, double *contam)
+{
+    int64_t *off = bs_mem_calloc("cluster/labels", (size_t)K + 1, sizeof *off);
+    int64_t *tt = bs_mem_alloc("cluster/labels", (size_t)(n > 0 ? n : 1) * sizeof *tt);
+    int64_t *fill = bs_mem_alloc("cluster/labels", ((size_t)K + 1) * sizeof *fill);
+    bs_status st = BS_OK;
+    if (!off || !tt || !fill) {
+        st = BS_ERR_MEMORY;
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (clu[i] < 0 || clu[i] >= K || (i > 0 && t[i] < t[i - 1])) {
+            st = bs_error(BS_ERR_INPUT, "labels: spike %lld: expected cluster 0..%d and times ascending",
+                          (long long)i, K - 1);
+            goto done;
+        }
+        off[clu[i] + 1]++;
+    }
+    for (int k = 0; k < K; k++)
+        off[k + 1] += off[k];
+    memcpy(fill, off, ((size_t)K + 1) * sizeof *fill);
+    for (int64_t i = 0; i < n; i++)
+        tt[fill[clu[i]]++] = t[i];
+    for (int k = 0; k < K; k++) {
+        bs_ccg_metrics m;
+        good[k] = (uint8_t)bs_ccg_is_good(tt + off[k], off[k + 1] - off[k], fs_hz, acg_threshold, &m);
+        contam[k] = m.R12;
+    }
+done:
+    bs_mem_free(off);
+    bs_mem_free(tt);
+    bs_mem_free(fill);
+    return st;
+}

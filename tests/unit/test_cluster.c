@@ -1,0 +1,235 @@
+/*
+ * test_cluster.c - per-center graph clustering on synthetic feature clouds:
+ * exact kNN against a naive search (ties to the smaller landmark), recovery
+ * of Gaussian clusters in 60 dimensions, a unimodal cloud stays one cluster,
+ * the bimodality score, two well-separated clouds whose spike times come
+ * from one refractory unit are collapsed by the refractory test (and kept
+ * apart without it or with independent trains), small centers, identical
+ * labels for 1 and 2 threads, and the memory peak equal to the size
+ * function.
+ */
+#include "test.h"
+
+#include <omp.h>
+
+#include "cluster/cluster.h"
+#include "common/rng.h"
+#include "mem/mem.h"
+
+#define D 60
+
+static double gauss(bs_rng *r)
+{
+    double u = bs_rng_uniform(r), v = bs_rng_uniform(r);
+    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+/* Refractory Poisson train (2 ms dead time) of n spikes at ~rate_hz, 30 kHz. */
+static void train(bs_rng *r, int64_t *t, int64_t n, double rate_hz)
+{
+    double time = 0;
+    for (int64_t i = 0; i < n; i++) {
+        time += 0.002 - log(1.0 - bs_rng_uniform(r)) / rate_hz;
+        t[i] = (int64_t)(time * 30000.0);
+    }
+}
+
+/* n spikes: unit u = truth[i] drawn at random among K; mean sep·e_u (+ a shared offset), unit noise. */
+static void clouds(bs_rng *r, int K, double sep, int64_t n, float *X, int32_t *truth)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int u = (int)(bs_rng_next(r) % (uint64_t)K);
+        truth[i] = u;
+        for (int d = 0; d < D; d++)
+            X[i * D + d] = (float)((d == u ? sep : 0.0) + (d == D - 1 ? 3.0 : 0.0) + gauss(r));
+    }
+}
+
+/* Times for spikes labelled by truth: one refractory train per unit, merged in
+ * spike order (spike i gets the next time of its unit's train). */
+static void unit_times(bs_rng *r, const int32_t *truth, int64_t n, int K, int64_t *t)
+{
+    int64_t *tr = malloc((size_t)n * sizeof *tr);
+    for (int u = 0; u < K; u++) {
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < n; i++)
+            cnt += truth[i] == u;
+        train(r, tr, cnt, 5.0);
+        int64_t q = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (truth[i] == u)
+                t[i] = tr[q++];
+    }
+    free(tr);
+}
+
+/* Worst over true units of the fraction of its spikes in its most common label. */
+static double agreement(const int32_t *truth, const int32_t *lab, int64_t n, int K, int L)
+{
+    double worst = 1.0;
+    int *cnt = calloc((size_t)L, sizeof *cnt);
+    for (int u = 0; u < K; u++) {
+        memset(cnt, 0, (size_t)L * sizeof *cnt);
+        int64_t tot = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (truth[i] == u) {
+                cnt[lab[i]]++;
+                tot++;
+            }
+        int best = 0;
+        for (int c = 0; c < L; c++)
+            best = cnt[c] > best ? cnt[c] : best;
+        double f = tot ? (double)best / (double)tot : 1.0;
+        worst = f < worst ? f : worst;
+    }
+    free(cnt);
+    return worst;
+}
+
+static void test_knn(void)
+{
+    /* integer-valued features: every float operation is exact, so ties are real ties */
+    bs_rng r;
+    bs_rng_seed(&r, 3);
+    int n = 500, m = 60, k = 10, d = 8;
+    float *X = malloc((size_t)n * d * sizeof *X), *L = malloc((size_t)m * d * sizeof *L);
+    for (int i = 0; i < n * d; i++)
+        X[i] = (float)((int)(bs_rng_next(&r) % 5) - 2);
+    for (int i = 0; i < m * d; i++)
+        L[i] = (float)((int)(bs_rng_next(&r) % 5) - 2);
+    int32_t *kn = malloc((size_t)n * k * sizeof *kn);
+    float *dist = malloc((size_t)n * k * sizeof *dist);
+    CHECK(bs_cluster_knn(X, n, d, L, m, k, kn, dist) == BS_OK);
+    int equal = 1, ties = 0;
+    for (int i = 0; i < n; i++) {
+        /* naive: selection by (distance, index) */
+        double dd[60];
+        int used[60] = {0};
+        for (int j = 0; j < m; j++) {
+            double s = 0;
+            for (int q = 0; q < d; q++)
+                s += ((double)X[i * d + q] - L[j * d + q]) * ((double)X[i * d + q] - L[j * d + q]);
+            dd[j] = s;
+        }
+        for (int q = 0; q < k; q++) {
+            int best = -1;
+            for (int j = 0; j < m; j++)
+                if (!used[j] && (best < 0 || dd[j] < dd[best]))
+                    best = j;
+            used[best] = 1;
+            equal &= kn[i * k + q] == best && dist[i * k + q] == (float)dd[best];
+            if (q > 0)
+                ties += dist[i * k + q] == dist[i * k + q - 1];
+        }
+    }
+    CHECK(equal);
+    CHECK(ties > 100); /* the tie rule was exercised */
+    free(X);
+    free(L);
+    free(kn);
+    free(dist);
+}
+
+int main(void)
+{
+    test_knn();
+    bs_cluster_params p;
+    bs_cluster_default_params(&p);
+    bs_rng r;
+
+    /* 1. five clusters, refractory trains: recovered */
+    bs_rng_seed(&r, 11);
+    int64_t n = 3000;
+    float *X = malloc((size_t)n * D * sizeof *X);
+    int32_t *truth = malloc((size_t)n * sizeof *truth), *lab = malloc((size_t)n * sizeof *lab),
+            *lab1 = malloc((size_t)n * sizeof *lab1);
+    int64_t *t = malloc((size_t)n * sizeof *t);
+    clouds(&r, 5, 8.0, n, X, truth);
+    unit_times(&r, truth, n, 5, t);
+    int L = 0;
+    omp_set_num_threads(2);
+    bs_mem_reset_peaks();
+    size_t live0 = bs_mem_current(BS_DEV_HOST);
+    double t0 = omp_get_wtime();
+    CHECK(bs_cluster_graph(&p, X, n, D, t, lab, &L) == BS_OK);
+    double agr = agreement(truth, lab, n, 5, L);
+    printf("5 clusters: %d labels, worst agreement %.4f (%.2f s)\n", L, agr, omp_get_wtime() - t0);
+    CHECK(agr >= 0.95);
+    CHECK(L >= 5 && L <= 6);
+    /* memory: the peak of the graph's tags equals the size function, nothing left */
+    size_t peak = bs_mem_tag_peak("cluster/graph", BS_DEV_HOST) + bs_mem_tag_peak("cluster/knn", BS_DEV_HOST);
+    CHECK_MSG(peak == bs_cluster_graph_bytes(n, D, &p), "peak %zu, planned %zu", peak, bs_cluster_graph_bytes(n, D, &p));
+    CHECK(bs_mem_current(BS_DEV_HOST) == live0);
+    /* 1 thread: identical labels */
+    omp_set_num_threads(1);
+    int L1 = 0;
+    CHECK(bs_cluster_graph(&p, X, n, D, t, lab1, &L1) == BS_OK);
+    CHECK(L1 == L && memcmp(lab, lab1, (size_t)n * sizeof *lab) == 0);
+    omp_set_num_threads(2);
+
+    /* 2. one anisotropic unimodal cloud is not split (no times: bimodality only) */
+    bs_rng_seed(&r, 12);
+    for (int64_t i = 0; i < n; i++)
+        for (int d = 0; d < D; d++)
+            X[i * D + d] = (float)(gauss(&r) * (d < 3 ? 3.0 : 1.0));
+    CHECK(bs_cluster_graph(&p, X, n, D, NULL, lab, &L) == BS_OK);
+    printf("unimodal cloud: %d labels\n", L);
+    CHECK(L == 1);
+
+    /* 3. bimodality score: two clouds 8 apart vs one cloud cut in half along d0 */
+    int8_t *side = malloc((size_t)n);
+    bs_rng_seed(&r, 13);
+    clouds(&r, 2, 8.0, n, X, truth);
+    for (int64_t i = 0; i < n; i++)
+        side[i] = truth[i] == 0 ? 1 : -1;
+    double score;
+    CHECK(bs_cluster_bimodality(X, n, D, side, 0.01, &score) == BS_OK);
+    printf("bimodality: separated %.3f", score);
+    CHECK(score > 0.9);
+    for (int64_t i = 0; i < n; i++)
+        for (int d = 0; d < D; d++)
+            X[i * D + d] = (float)gauss(&r);
+    for (int64_t i = 0; i < n; i++)
+        side[i] = X[i * D] > 0 ? 1 : -1;
+    CHECK(bs_cluster_bimodality(X, n, D, side, 0.01, &score) == BS_OK);
+    printf(", one cloud cut in half %.3f\n", score);
+    CHECK(score < 0.6);
+    free(side);
+
+    /* 4. two separated clouds whose times are one refractory unit split in two:
+     * collapsed by the refractory test. The modularity cut is disabled here
+     * (0) so the tree reaches the refractory and bimodality tests. */
+    bs_rng_seed(&r, 14);
+    clouds(&r, 2, 10.0, n, X, truth);
+    train(&r, t, n, 10.0); /* spike i is the i-th spike of one unit */
+    bs_cluster_params q = p;
+    q.modularity_split = 0.0;
+    CHECK(bs_cluster_graph(&q, X, n, D, t, lab, &L) == BS_OK);
+    printf("two clouds, one refractory unit: %d labels", L);
+    CHECK(L == 1);
+    q.refractory_test = 0;
+    CHECK(bs_cluster_graph(&q, X, n, D, t, lab, &L) == BS_OK);
+    printf("; without the refractory test: %d", L);
+    CHECK(L == 2 && agreement(truth, lab, n, 2, L) > 0.99);
+    q.refractory_test = 1;
+    unit_times(&r, truth, n, 2, t); /* independent units */
+    CHECK(bs_cluster_graph(&q, X, n, D, t, lab, &L) == BS_OK);
+    printf("; independent units: %d\n", L);
+    CHECK(L == 2 && agreement(truth, lab, n, 2, L) > 0.99);
+
+    /* 5. a center below min_spikes is one cluster */
+    CHECK(bs_cluster_graph(&p, X, 999, D, t, lab, &L) == BS_OK);
+    int all0 = 1;
+    for (int i = 0; i < 999; i++)
+        all0 &= lab[i] == 0;
+    CHECK(L == 1 && all0);
+    CHECK(bs_cluster_graph_bytes(999, D, &p) == 0);
+
+    free(X);
+    free(truth);
+    free(lab);
+    free(lab1);
+    free(t);
+    CHECK(bs_mem_live_blocks() == 0);
+    TEST_MAIN_END();
+}

@@ -1,0 +1,175 @@
+/*
+ * test_cluster_merge.c - after-matching merges: template similarity and its
+ * lag on channel-sparse waveforms, the CCG-guided merge of two halves of one
+ * refractory unit (one half caught 3 samples early by a delayed template)
+ * with the times realigned exactly, no merge for an independent unit with a
+ * similar template nor for a dissimilar one, duplicate removal on a
+ * hand-built case, and good/mua labels.
+ */
+#include "test.h"
+
+#include "cluster/cluster.h"
+#include "common/rng.h"
+#include "mem/mem.h"
+
+#define NT 61
+
+static double shape(int u, double delay)
+{
+    double s = u - 20 - delay;
+    return -exp(-s * s / 8.0) + 0.3 * exp(-(s - 10) * (s - 10) / 40.0);
+}
+
+/* Template k on channels [c0, c0+nc) with amplitude falling off by channel, delayed by `delay`. */
+static void fill(bs_sparse_templates *T, int k, int c0, double delay, double amp)
+{
+    int n = (int)(T->off[k + 1] - T->off[k]);
+    for (int j = 0; j < n; j++) {
+        T->chans[T->off[k] + j] = c0 + j;
+        for (int u = 0; u < NT; u++)
+            T->wave[(T->off[k] + j) * NT + u] = (float)(amp * shape(u, delay) / (1.0 + j));
+    }
+}
+
+static int64_t train(bs_rng *r, int64_t *t, double rate, double dur, double ref_ms)
+{
+    int64_t n = 0;
+    double time = 0.01;
+    for (;;) {
+        time += ref_ms / 1000.0 - log(1.0 - bs_rng_uniform(r)) / rate;
+        if (time >= dur)
+            return n;
+        t[n++] = (int64_t)(time * 30000.0);
+    }
+}
+
+typedef struct {
+    int64_t t, truth_t;
+    int32_t clu, unit;
+} spike;
+
+static int spike_cmp(const void *a, const void *b)
+{
+    const spike *x = a, *y = b;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+int main(void)
+{
+    /* similarity */
+    int nsup[4] = {3, 3, 3, 3};
+    bs_sparse_templates T;
+    CHECK(bs_sparse_templates_alloc(&T, 4, NT, nsup) == BS_OK);
+    fill(&T, 0, 10, 0.0, 10.0);
+    fill(&T, 1, 10, 3.0, 10.0); /* template 0 delayed by 3 samples */
+    fill(&T, 2, 10, 0.0, 6.0);  /* same shape, another unit */
+    fill(&T, 3, 40, 0.0, 10.0); /* no common channel */
+    int lag;
+    CHECK_NEAR(bs_template_similarity(&T, 0, 0, 30, &lag), 1.0, 1e-6);
+    CHECK(lag == 0);
+    double s01 = bs_template_similarity(&T, 0, 1, 30, &lag);
+    CHECK(lag == 3 && s01 > 0.95);
+    bs_template_similarity(&T, 1, 0, 30, &lag);
+    CHECK(lag == -3);
+    CHECK(bs_template_similarity(&T, 0, 3, 30, &lag) == 0.0);
+
+    /* spikes: unit A = clusters 0 and 1 (1 caught 3 samples early), unit B = cluster 2, unit C = cluster 3 */
+    bs_rng r;
+    bs_rng_seed(&r, 5);
+    static int64_t ta[20000], tb[20000], tc[20000];
+    int64_t na = train(&r, ta, 12, 300, 2.0), nb = train(&r, tb, 10, 300, 2.0), nc = train(&r, tc, 8, 300, 2.0);
+    int64_t n = na + nb + nc;
+    spike *sp = malloc((size_t)n * sizeof *sp);
+    int64_t q = 0;
+    for (int64_t i = 0; i < na; i++) {
+        int half = bs_rng_uniform(&r) < 0.4;
+        sp[q++] = (spike){ta[i] - (half ? 3 : 0), ta[i], half, 0};
+    }
+    for (int64_t i = 0; i < nb; i++)
+        sp[q++] = (spike){tb[i], tb[i], 2, 1};
+    for (int64_t i = 0; i < nc; i++)
+        sp[q++] = (spike){tc[i], tc[i], 3, 2};
+    qsort(sp, (size_t)n, sizeof *sp, spike_cmp);
+    int64_t *t = malloc((size_t)n * sizeof *t);
+    int32_t *clu = malloc((size_t)n * sizeof *clu);
+    int64_t n0 = 0, n1 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        t[i] = sp[i].t;
+        clu[i] = sp[i].clu;
+        n0 += clu[i] == 0;
+        n1 += clu[i] == 1;
+    }
+    float w00 = T.wave[0 * NT + 20], w10 = T.wave[T.off[1] * NT + 23];
+    bs_merge_params mp;
+    bs_merge_default_params(&mp, 30000.0);
+    int merges = 0;
+    CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
+    printf("merges %d, clusters left %d\n", merges, T.K);
+    CHECK(merges == 1 && T.K == 3);
+    /* unit A is cluster 0 with its true times; B and C kept apart (ids 1, 2) */
+    int ok_a = 1, ok_b = 1, ok_c = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (sp[i].unit == 0)
+            ok_a &= clu[i] == 0 && t[i] == sp[i].truth_t;
+        else if (sp[i].unit == 1)
+            ok_b &= clu[i] == 1 && t[i] == sp[i].truth_t;
+        else
+            ok_c &= clu[i] == 2 && t[i] == sp[i].truth_t;
+    }
+    CHECK(ok_a && ok_b && ok_c);
+    /* merged template: weighted mean of 0 and (1 shifted back by 3) on channels 10..12 */
+    CHECK(T.off[1] - T.off[0] == 3 && T.chans[0] == 10);
+    double expect = ((double)n0 * w00 + (double)n1 * w10) / (double)(n0 + n1);
+    CHECK_NEAR(T.wave[20], expect, 1e-4);
+    /* bad input */
+    clu[0] = 7;
+    CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_ERR_INPUT);
+    clu[0] = 0;
+
+    /* order: stable by time */
+    int64_t tt[5] = {5, 3, 5, 1, 3}, perm[5];
+    CHECK(bs_spike_order(tt, 5, perm) == BS_OK);
+    CHECK(perm[0] == 3 && perm[1] == 1 && perm[2] == 4 && perm[3] == 0 && perm[4] == 2);
+
+    /* duplicates: cluster 0 at 0, 5, 7, 14, 20 with 7 samples; cluster 1 interleaved */
+    int64_t dt[8] = {0, 1, 5, 6, 7, 14, 15, 20};
+    int32_t dc[8] = {0, 1, 0, 1, 0, 0, 1, 0};
+    uint8_t keep[8];
+    int64_t kept;
+    CHECK(bs_remove_duplicates(dt, dc, 8, 2, 7, keep, &kept) == BS_OK);
+    uint8_t want[8] = {1, 1, 0, 0, 1, 1, 1, 0};
+    CHECK(memcmp(keep, want, 8) == 0 && kept == 5);
+
+    /* labels: refractory units good; a Poisson unit mua; a 5-spike unit mua with contamination 0 */
+    static int64_t lt[40000];
+    static int32_t lc[40000];
+    int64_t m1 = train(&r, ta, 10, 300, 2.0), m2 = train(&r, tb, 10, 300, 0.0);
+    spike *ls = malloc((size_t)(m1 + m2 + 5) * sizeof *ls);
+    q = 0;
+    for (int64_t i = 0; i < m1; i++)
+        ls[q++] = (spike){ta[i], 0, 0, 0};
+    for (int64_t i = 0; i < m2; i++)
+        ls[q++] = (spike){tb[i], 0, 1, 0};
+    for (int i = 0; i < 5; i++)
+        ls[q++] = (spike){1000 + 30000 * i, 0, 2, 0};
+    qsort(ls, (size_t)q, sizeof *ls, spike_cmp);
+    for (int64_t i = 0; i < q; i++) {
+        lt[i] = ls[i].t;
+        lc[i] = ls[i].clu;
+    }
+    uint8_t good[3];
+    double contam[3];
+    CHECK(bs_cluster_labels(lt, lc, q, 3, 30000.0, 0.2, good, contam) == BS_OK);
+    printf("labels: good %d %d %d, contamination %.3f %.3f %.3f\n", good[0], good[1], good[2], contam[0], contam[1],
+           contam[2]);
+    CHECK(good[0] == 1 && good[1] == 0 && good[2] == 0);
+    CHECK(contam[0] < 0.05 && contam[1] > 0.5 && contam[2] == 0.0);
+
+    free(ls);
+    free(sp);
+    free(t);
+    free(clu);
+    bs_sparse_templates_free(&T);
+    CHECK(bs_mem_live_blocks() == 0);
+    TEST_MAIN_END();
+}
