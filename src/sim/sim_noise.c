@@ -13,7 +13,7 @@
  * (value at sample t = hash(key of the source, t)), F is a 15-tap
  * Hann-windowed-sinc low-pass at 5 kHz normalised to unit output variance, so
  * each part is band-limited noise with exactly the requested rms. The smooth
- * sources l_k sit every 30 µm along each shank; a channel's weights are
+ * sources l_k sit every 40 µm along each shank; a channel's weights are
  * Gaussian in depth (sigma 50 µm, cut at 3 sigma) normalised so that the sum
  * of squares is 1; the correlation of this part between two channels
  * dy apart is about exp(-dy^2 / (4 sigma^2)), decaying with distance. The
@@ -33,7 +33,7 @@
 #include "sim_internal.h"
 
 #define HALF_TAPS 7
-#define LOCAL_PITCH_UM 30.0
+#define LOCAL_PITCH_UM 40.0
 #define LOCAL_SIGMA_UM 50.0
 
 bs_status bs_sim_noise_init(bs_sim_noise *nz, const bs_sim_params *p, const bs_probe *pr)

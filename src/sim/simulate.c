@@ -328,7 +328,7 @@ static bs_status write_recording_json(const char *dir, const bs_sim_params *p, c
     cJSON_AddNumberToObject(r, "noise_uv_rms", p->noise_uv);
     cJSON_AddStringToObject(r, "noise_model",
                             "band-limited (15-tap 5 kHz low-pass) Gaussian: 64% independent per channel, 32% "
-                            "spatially smooth (sources every 30 um, sigma 50 um), 4% common per shank; plus hash "
+                            "spatially smooth (sources every 40 um, sigma 50 um), 4% common per shank; plus hash "
                             "units and an LFP-like 1-12 Hz wave");
     cJSON_AddNumberToObject(r, "lfp_uv", p->lfp_uv);
     cJSON_AddNumberToObject(r, "n_hash_units", n_hash);

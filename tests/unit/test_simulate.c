@@ -243,7 +243,7 @@ static void test_determinism(const char *root)
     snprintf(c, sizeof c, "%s/det_c", root);
     bs_sim_params p;
     small_params(&p, 7, BS_SIM_DRIFT_RIGID);
-    p.duration_s = 4;
+    p.duration_s = 2;
     omp_set_num_threads(2);
     CHECK(bs_simulate(&p, a, NULL) == BS_OK);
     omp_set_num_threads(1);
@@ -253,7 +253,7 @@ static void test_determinism(const char *root)
     for (size_t i = 0; i < sizeof gt_files / sizeof gt_files[0]; i++)
         CHECK_MSG(same_file(a, b, gt_files[i]), "%s differs between runs", gt_files[i]);
     small_params(&p, 8, BS_SIM_DRIFT_RIGID);
-    p.duration_s = 4;
+    p.duration_s = 2;
     CHECK(bs_simulate(&p, c, NULL) == BS_OK);
     CHECK(!same_file(a, c, "recording.bin"));
     CHECK(!same_file(a, c, "gt_spike_times.npy"));
@@ -493,24 +493,24 @@ static void test_drift(const char *root)
         free_gt(&g);
     } else
         CHECK(0);
-    /* step: a 20 µm jump at 5 s; the centroid of large units moves by it */
+    /* step: a 20 µm jump at mid-recording (6 s); the centroid of large units moves by it */
     snprintf(dir, sizeof dir, "%s/step", root);
     small_params(&p, 3, BS_SIM_DRIFT_STEP);
-    p.duration_s = 20;
-    p.n_units = 20;
+    p.duration_s = 12;
+    p.n_units = 16;
     CHECK(bs_simulate(&p, dir, NULL) == BS_OK);
     if (!load_gt(dir, &g)) {
         CHECK(0);
         return;
     }
-    CHECK(jnum(g.json, "drift_step_time_s") == 10.0);
+    CHECK(jnum(g.json, "drift_step_time_s") == 6.0);
     int jump_ok = 1;
     for (int b = 0; b < g.drift_shape[0]; b++)
         for (int k = 0; k < g.drift_shape[1]; k++)
-            if (g.drift[b * g.drift_shape[1] + k] != (b < 20 ? 0.0f : 20.0f))
+            if (g.drift[b * g.drift_shape[1] + k] != (b < 12 ? 0.0f : 20.0f))
                 jump_ok = 0;
     CHECK(jump_ok);
-    int64_t step = (int64_t)(10.0 * g.fs);
+    int64_t step = (int64_t)(6.0 * g.fs);
     double *w0 = malloc(sizeof(double) * (size_t)g.nt * (size_t)g.C);
     double *w1 = malloc(sizeof(double) * (size_t)g.nt * (size_t)g.C);
     int tested = 0;
@@ -555,13 +555,13 @@ static void test_np1_spikeglx(const char *root)
     snprintf(dir, sizeof dir, "%s/np1", root);
     bs_sim_params p;
     bs_sim_params_default(&p);
-    p.duration_s = 1.0;
+    p.duration_s = 0.6;
     p.n_units = 8;
     p.seed = 2;
     p.spikeglx = 1;
     bs_sim_summary s;
     CHECK(bs_simulate(&p, dir, &s) == BS_OK);
-    CHECK(s.n_chan == 384 && s.n_samples == 30000 && s.uv_per_bit == 2.34375);
+    CHECK(s.n_chan == 384 && s.n_samples == 18000 && s.uv_per_bit == 2.34375);
     char sg[4300];
     snprintf(sg, sizeof sg, "%s/spikeglx", dir);
     size_t nr, ng, nm;
@@ -571,9 +571,9 @@ static void test_np1_spikeglx(const char *root)
     CHECK(rec && bin && meta);
     if (!rec || !bin || !meta)
         return;
-    CHECK(nr == 30000u * 384 * 2 && ng == 30000u * 385 * 2);
+    CHECK(nr == 18000u * 384 * 2 && ng == 18000u * 385 * 2);
     int same = 1, sync_ok = 1;
-    for (int t = 0; t < 30000; t++) {
+    for (int t = 0; t < 18000; t++) {
         if (memcmp(rec + t * 384, bin + t * 385, 384 * 2) != 0)
             same = 0;
         if (bin[t * 385 + 384] != (t < 15000 ? 64 : 0))
@@ -581,7 +581,7 @@ static void test_np1_spikeglx(const char *root)
     }
     CHECK(same && sync_ok);
     CHECK(strstr(meta, "imDatPrb_type=0\n") && strstr(meta, "nSavedChans=385\n"));
-    CHECK(strstr(meta, "fileSizeBytes=23100000\n") && strstr(meta, "imSampRate=30000\n"));
+    CHECK(strstr(meta, "fileSizeBytes=13860000\n") && strstr(meta, "imSampRate=30000\n"));
     CHECK(strstr(meta, "~imroTbl=(0,384)(0 0 0 500 250 1)(1 0 0 500 250 1)"));
     CHECK(strstr(meta, "~snsGeomMap=(NP1000,1,0,70)(0:27:0:1)(0:59:0:1)(0:11:20:1)(0:43:20:1)"));
     /* µV per bit implied by the meta: Vmax / Imax / gain */
