@@ -204,12 +204,10 @@ typedef struct {
 static inline int16_t quantize(float v, float inv)
 {
     /* round half up: after clamping, x + 32768.5 is positive and truncation is floor */
-    float x = v * inv;
-    if (x > 32767.0f)
-        x = 32767.0f;
-    if (x < -32768.0f)
-        x = -32768.0f;
-    return (int16_t)((int32_t)(x + 32768.5f) - 32768);
+    float x = v * inv + 32768.5f;
+    x = x < 0.5f ? 0.5f : x;
+    x = x > 65535.5f ? 65535.5f : x;
+    return (int16_t)((int32_t)x - 32768);
 }
 
 static bs_status render(render_ctx *rc)
@@ -257,11 +255,18 @@ static bs_status render(render_ctx *rc)
             /* channel-major floats -> interleaved int16, in tiles of 64 samples to stay in cache */
             for (int64_t i0 = 0; i0 < nb; i0 += 64) {
                 int64_t i1 = i0 + 64 < nb ? i0 + 64 : nb;
-                for (int c = 0; c < C; c++) {
+                int c = 0;
+                for (; c + 8 <= C; c += 8) {
                     const float *src = buf + (size_t)c * (size_t)B;
-                    for (int64_t i = i0; i < i1; i++)
-                        o16[i * C + c] = quantize(src[i], inv);
+                    for (int64_t i = i0; i < i1; i++) {
+                        int16_t *dst = o16 + i * C + c;
+                        for (int k = 0; k < 8; k++)
+                            dst[k] = quantize(src[(size_t)k * (size_t)B + (size_t)i], inv);
+                    }
                 }
+                for (; c < C; c++)
+                    for (int64_t i = i0; i < i1; i++)
+                        o16[i * C + c] = quantize(buf[(size_t)c * (size_t)B + (size_t)i], inv);
             }
             int bad = pwrite_all(rc->fd_rec, o16, (size_t)(nb * C) * 2, (off_t)(t0 * C * 2));
             if (!bad && g16) {
