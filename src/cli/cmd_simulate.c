@@ -115,8 +115,8 @@ int bs_cmd_simulate(int argc, char **argv)
                 return bad_value(a, v, "a positive number of seconds");
             p.duration_s = d;
         } else if (strcmp(a, "--units") == 0) {
-            if (!parse_ll(v, &n) || n < 1 || n > 100000)
-                return bad_value(a, v, "a number of units in 1..100000");
+            if (!parse_ll(v, &n) || n < 1 || n > 2000)
+                return bad_value(a, v, "a number of units in 1..2000");
             p.n_units = (int)n;
         } else if (strcmp(a, "--drift-um") == 0) {
             if (!parse_double(v, &d) || !(d > 0 && d <= 500))

@@ -77,8 +77,8 @@ bs_status bs_sim_check_params(const bs_sim_params *p)
                         p->duration_s);
     if (p->duration_s * p->fs_hz < 0.1 * p->fs_hz)
         return bs_error(BS_ERR_USAGE, "option --duration: expected at least 0.1 s, got %g s", p->duration_s);
-    if (p->n_units < 1 || p->n_units > 100000)
-        return bs_error(BS_ERR_USAGE, "option --units: expected 1..100000 units, got %d", p->n_units);
+    if (p->n_units < 1 || p->n_units > 2000)
+        return bs_error(BS_ERR_USAGE, "option --units: expected 1..2000 units, got %d", p->n_units);
     if (!(p->drift_bin_s > 0.0 && p->drift_bin_s <= p->duration_s + 1e9))
         return bs_error(BS_ERR_USAGE, "drift bin: expected a positive length in s, got %g", p->drift_bin_s);
     if (p->n_drift_blocks < 1 || p->n_drift_blocks > 1000)

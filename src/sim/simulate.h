@@ -45,7 +45,7 @@ typedef enum {
 typedef struct {
     bs_sim_probe_kind probe;
     double duration_s;       /* recording length, s (> 0) */
-    int n_units;             /* ground-truth units (>= 1) */
+    int n_units;             /* ground-truth units (1..2000) */
     bs_sim_drift_kind drift;
     double drift_um;         /* amplitude of the sinusoid / size of the step, µm (0: default per kind) */
     double step_time_s;      /* time of the step, s (< 0: the drift bin boundary nearest mid-recording) */

@@ -32,6 +32,7 @@ expect 1 "unknown probe 'np3'" -- "$BS" simulate -o "$TMP/x" --probe np3
 expect 1 "option --duration: expected a positive number of seconds" -- "$BS" simulate -o "$TMP/x" --duration -5
 expect 1 "option --duration" -- "$BS" simulate -o "$TMP/x" --duration abc
 expect 1 "option --units: expected a number of units" -- "$BS" simulate -o "$TMP/x" --units 0
+expect 1 "option --units: expected a number of units in 1..2000" -- "$BS" simulate -o "$TMP/x" --units 5000
 expect 1 "unknown drift 'sideways'" -- "$BS" simulate -o "$TMP/x" --drift sideways
 expect 1 "output folder is missing" -- "$BS" simulate --probe np1
 expect 1 "unknown option '--frobnicate'" -- "$BS" simulate -o "$TMP/x" --frobnicate 3

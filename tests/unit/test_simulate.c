@@ -304,8 +304,38 @@ static void test_ground_truth(const char *root)
     }
     CHECK_MSG(viol == 0, "%lld refractory violations", (long long)viol);
     CHECK(min_isi >= 45 && min_isi < 300); /* bursts produce short ISIs above the refractory period */
-    for (int u = 0; u < 10; u++)
+    for (int u = 0; u < 10; u++) {
         CHECK(counts[u] > 0 && counts[u] == (int64_t)jnum(unit_json(&g, u), "n_spikes"));
+        /* the count follows the configured rate (Poisson; bursts add variance) */
+        double rate = jnum(unit_json(&g, u), "rate_hz"), expect = rate * 10.0;
+        CHECK(rate >= 0.5 && rate <= 20.0);
+        CHECK_MSG(fabs(counts[u] - expect) <= 6.0 * sqrt(expect) + 2.0, "unit %d: %lld spikes at %.2f Hz", u,
+                  (long long)counts[u], rate);
+    }
+    /* per-spike amplitudes vary (7 % jitter plus noise) on a large non-bursting unit */
+    int jit_tested = 0;
+    for (int u = 0; u < g.U; u++) {
+        const cJSON *uj = unit_json(&g, u);
+        double amp = jnum(uj, "peak_amplitude_uv");
+        int pc = (int)jnum(uj, "peak_channel");
+        if (amp < 150 || counts[u] < 12 || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(uj, "bursting")))
+            continue;
+        double s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < g.n_spikes; i++) {
+            if (g.u[i] != u)
+                continue;
+            double base = 0;
+            for (int j = 0; j < 5; j++)
+                base += g.x[(g.t[i] - g.nb + j) * g.C + pc] / 5.0;
+            double a = base - g.x[g.t[i] * g.C + pc];
+            s1 += a;
+            s2 += a * a;
+        }
+        double m = s1 / counts[u], sd = sqrt(s2 / counts[u] - m * m);
+        CHECK_MSG(sd / m > 0.04 && sd / m < 0.2, "unit %d: per-spike amplitude cv %.3f", u, sd / m);
+        jit_tested++;
+    }
+    CHECK(jit_tested >= 1);
 
     /* units: positions, amplitudes, waveform variety */
     double min_ratio = 1e9, max_ratio = -1e9, min_amp = 1e9, max_amp = 0;
@@ -443,6 +473,18 @@ static void test_ground_truth(const char *root)
         }
     for (int d = 1; d < 16; d++)
         corr[d] /= ncorr[d];
+    /* band-limited, not white: neighbouring samples correlate, samples 1 ms apart do not */
+    double ac1 = 0, ac30 = 0, ac0 = 0;
+    for (int c = 0; c < g.C; c++)
+        for (int64_t t = 0; t + 30 < n_use; t++) {
+            double a = hp[t * g.C + c];
+            ac0 += a * a;
+            ac1 += a * hp[(t + 1) * g.C + c];
+            ac30 += a * hp[(t + 30) * g.C + c];
+        }
+    printf("noise autocorrelation: lag 1 sample %.3f, lag 1 ms %.3f\n", ac1 / ac0, ac30 / ac0);
+    CHECK(ac1 / ac0 > 0.4);
+    CHECK(fabs(ac30 / ac0) < 0.1);
     printf("noise: mean sd %.2f µV; correlation at 25 µm %.3f, 50 µm %.3f, 100 µm %.3f, 200 µm %.3f, 375 µm %.3f\n",
            sd_sum / g.C, corr[1], corr[2], corr[4], corr[8], corr[15]);
     CHECK(corr[1] > 0.2);
