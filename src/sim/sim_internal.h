@@ -69,6 +69,9 @@ typedef struct {
     int *electrode;          /* [n_chan] electrode index on its shank */
     double y_min_um, y_max_um; /* depth span of the contacts */
     double x_min_um, x_max_um; /* x span of one shank (relative to its left edge) */
+    int mux_cycles;          /* ADC sampling slots per sample period (13 NP1, 16 NP2, 0 none) */
+    int mux_groups, mux_adcs; /* ~muxTbl shape: groups (time slots used) and ADCs */
+    int *mux_order;          /* [n_chan] slot in which the channel is sampled (0..mux_groups-1) */
 } bs_sim_layout;
 
 /* Fills probe and layout (layout->electrode from bs_mem_alloc). */
@@ -110,6 +113,7 @@ typedef struct {
     int n_cand;
     int *cand;                   /* candidate channels (within d_cut + max drift in the plane) */
     int peak_chan;               /* nearest channel at t = 0 */
+    int dq_peak;                 /* ADC delay of the peak channel, 1/8 samples */
 } bs_sim_unit;
 
 typedef struct {
@@ -130,6 +134,7 @@ typedef struct {
     float *drift;          /* [n_bins][n_blocks] µm: apparent unit depth = y0 + drift */
     double *block_depth;   /* [n_blocks] µm */
     double max_abs_drift;  /* µm */
+    const int *chan_dq;    /* [n_chan] ADC sampling delay of each channel in 1/8 samples, or NULL (no mux) */
 } bs_sim_world;
 
 /* Draw GT unit u's parameters (hash = 0) or hash unit u's (hash = 1). */
@@ -159,7 +164,9 @@ typedef struct {
     int *local_start;    /* [n_chan + 1] CSR offsets into local_src / local_w */
     int *local_src;
     float *local_w;
-    int n_common;        /* one common source per shank */
+    int n_common;        /* one common source per shank, filtered at 8 sub-sample delays */
+    float *taps_delayed; /* [8][2 * half_taps + 1]: the low-pass delayed by d / 8 samples */
+    const int *chan_dq;  /* [n_chan] ADC delay in 1/8 samples, or NULL */
     const int *chan_shank; /* [n_chan] shank of each channel (the probe's array) */
     double lfp_uv;
     double lfp_freq_hz[3], lfp_phase[3];
@@ -167,7 +174,7 @@ typedef struct {
     uint64_t seed;
 } bs_sim_noise;
 
-bs_status bs_sim_noise_init(bs_sim_noise *nz, const bs_sim_params *p, const bs_probe *probe);
+bs_status bs_sim_noise_init(bs_sim_noise *nz, const bs_sim_params *p, const bs_probe *probe, const int *chan_dq);
 void bs_sim_noise_free(bs_sim_noise *nz);
 /* Scratch floats needed by bs_sim_noise_block for a block of B samples. */
 size_t bs_sim_noise_scratch(const bs_sim_noise *nz, int64_t B);

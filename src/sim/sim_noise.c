@@ -12,7 +12,10 @@
  * where e_c, l_k, m_s are white sequences from the counter-based generator
  * (value at sample t = hash(key of the source, t)), F is a 15-tap
  * Hann-windowed-sinc low-pass at 5 kHz normalised to unit output variance, so
- * each part is band-limited noise with exactly the requested rms. The smooth
+ * each part is band-limited noise with exactly the requested rms. The common
+ * source is sampled at each channel's ADC time: a channel sampled d/8 samples
+ * late gets it through the low-pass delayed by d/8 (the independent and
+ * smooth parts are not delayed; the LFP is too slow to matter). The smooth
  * sources l_k sit every 40 µm along each shank; a channel's weights are
  * Gaussian in depth (sigma 50 µm, cut at 3 sigma) normalised so that the sum
  * of squares is 1; the correlation of this part between two channels
@@ -36,7 +39,16 @@
 #define LOCAL_PITCH_UM 40.0
 #define LOCAL_SIGMA_UM 50.0
 
-bs_status bs_sim_noise_init(bs_sim_noise *nz, const bs_sim_params *p, const bs_probe *pr)
+static double lowpass_tap(double x, double fc)
+{
+    if (fabs(x) >= HALF_TAPS + 1)
+        return 0.0;
+    double a = 2.0 * fc * x;
+    double sinc = fabs(a) < 1e-12 ? 1.0 : sin(M_PI * a) / (M_PI * a);
+    return 2.0 * fc * sinc * 0.5 * (1.0 + cos(M_PI * x / (HALF_TAPS + 1)));
+}
+
+bs_status bs_sim_noise_init(bs_sim_noise *nz, const bs_sim_params *p, const bs_probe *pr, const int *chan_dq)
 {
     memset(nz, 0, sizeof *nz);
     int C = pr->n_chan;
@@ -50,20 +62,22 @@ bs_status bs_sim_noise_init(bs_sim_noise *nz, const bs_sim_params *p, const bs_p
     nz->chan_shank = pr->shank;
     nz->lfp_uv = p->lfp_uv;
     int ntaps = 2 * HALF_TAPS + 1;
+    nz->chan_dq = chan_dq;
     nz->taps = bs_mem_alloc("sim/noise", (size_t)ntaps * sizeof(float));
-    if (!nz->taps)
+    nz->taps_delayed = bs_mem_alloc("sim/noise", (size_t)8 * (size_t)ntaps * sizeof(float));
+    if (!nz->taps || !nz->taps_delayed) {
+        bs_sim_noise_free(nz);
         return BS_ERR_MEMORY;
-    double fc = 5000.0 / p->fs_hz, e = 0;
-    double h[2 * HALF_TAPS + 1];
-    for (int k = -HALF_TAPS; k <= HALF_TAPS; k++) {
-        double x = 2.0 * fc * k;
-        double sinc = k == 0 ? 1.0 : sin(M_PI * x) / (M_PI * x);
-        double hann = 0.5 * (1.0 + cos(M_PI * k / (HALF_TAPS + 1)));
-        h[k + HALF_TAPS] = 2.0 * fc * sinc * hann;
-        e += h[k + HALF_TAPS] * h[k + HALF_TAPS];
     }
-    for (int k = 0; k < ntaps; k++)
-        nz->taps[k] = (float)(h[k] / sqrt(e));
+    double fc = 5000.0 / p->fs_hz, e = 0;
+    for (int k = -HALF_TAPS; k <= HALF_TAPS; k++)
+        e += lowpass_tap(k, fc) * lowpass_tap(k, fc);
+    for (int k = -HALF_TAPS; k <= HALF_TAPS; k++)
+        nz->taps[k + HALF_TAPS] = (float)(lowpass_tap(k, fc) / sqrt(e));
+    /* a channel sampled d/8 samples late sees s(t + d/8) = sum_k w[t + k] h(d/8 - k) */
+    for (int d = 0; d < 8; d++)
+        for (int k = -HALF_TAPS; k <= HALF_TAPS; k++)
+            nz->taps_delayed[d * ntaps + k + HALF_TAPS] = (float)(lowpass_tap(d / 8.0 - k, fc) / sqrt(e));
 
     /* smooth sources along each shank */
     double ymin = pr->y_um[0], ymax = pr->y_um[0];
@@ -119,6 +133,7 @@ bs_status bs_sim_noise_init(bs_sim_noise *nz, const bs_sim_params *p, const bs_p
 void bs_sim_noise_free(bs_sim_noise *nz)
 {
     bs_mem_free(nz->taps);
+    bs_mem_free(nz->taps_delayed);
     bs_mem_free(nz->local_start);
     bs_mem_free(nz->local_src);
     bs_mem_free(nz->local_w);
@@ -128,12 +143,12 @@ void bs_sim_noise_free(bs_sim_noise *nz)
 
 size_t bs_sim_noise_scratch(const bs_sim_noise *nz, int64_t B)
 {
-    return (size_t)(B + 2 * nz->half_taps) + (size_t)(nz->n_local + nz->n_common + 3) * (size_t)B;
+    return (size_t)(B + 2 * nz->half_taps) + (size_t)(nz->n_local + 8 * nz->n_common + 3) * (size_t)B;
 }
 
 /* out[i] = sigma * sum_k taps[k] white[i + k], white from (key, t0 - half + i). */
-static void filtered(const bs_sim_noise *nz, uint64_t key, int64_t t0, int64_t B, float sigma, float *white,
-                     float *out)
+static void filtered(const bs_sim_noise *nz, const float *taps, uint64_t key, int64_t t0, int64_t B, float sigma,
+                     float *white, float *out)
 {
     int h = nz->half_taps, nt = 2 * h + 1;
     int64_t nw = B + 2 * h;
@@ -141,12 +156,12 @@ static void filtered(const bs_sim_noise *nz, uint64_t key, int64_t t0, int64_t B
 #pragma omp simd
     for (int64_t i = 0; i < nw; i++)
         white[i] = bs_sim_counter_normal(key, base + (uint64_t)i);
-    float c0 = nz->taps[0] * sigma;
+    float c0 = taps[0] * sigma;
 #pragma omp simd
     for (int64_t i = 0; i < B; i++)
         out[i] = c0 * white[i];
     for (int k = 1; k < nt; k++) {
-        float ck = nz->taps[k] * sigma;
+        float ck = taps[k] * sigma;
         const float *wk = white + k;
 #pragma omp simd
         for (int64_t i = 0; i < B; i++)
@@ -159,13 +174,15 @@ void bs_sim_noise_block(const bs_sim_noise *nz, double fs_hz, int64_t t0, int64_
     int C = nz->n_chan;
     float *white = scratch;
     float *src = white + B + 2 * nz->half_taps; /* [n_local + n_common][B] */
-    float *lfp = src + (size_t)(nz->n_local + nz->n_common) * (size_t)B;
+    float *lfp = src + (size_t)(nz->n_local + 8 * nz->n_common) * (size_t)B;
+    int ntaps = 2 * nz->half_taps + 1;
     for (int k = 0; k < nz->n_local; k++)
-        filtered(nz, bs_sim_key(nz->seed, BS_SIM_STREAM_NOISE_LOCAL, (uint64_t)k), t0, B, 1.0f, white,
+        filtered(nz, nz->taps, bs_sim_key(nz->seed, BS_SIM_STREAM_NOISE_LOCAL, (uint64_t)k), t0, B, 1.0f, white,
                  src + (size_t)k * (size_t)B);
     for (int k = 0; k < nz->n_common; k++)
-        filtered(nz, bs_sim_key(nz->seed, BS_SIM_STREAM_NOISE_COMMON, (uint64_t)k), t0, B, nz->sigma_common_uv,
-                 white, src + (size_t)(nz->n_local + k) * (size_t)B);
+        for (int d = 0; d < (nz->chan_dq ? 8 : 1); d++)
+            filtered(nz, nz->taps_delayed + d * ntaps, bs_sim_key(nz->seed, BS_SIM_STREAM_NOISE_COMMON, (uint64_t)k),
+                     t0, B, nz->sigma_common_uv, white, src + (size_t)(nz->n_local + 8 * k + d) * (size_t)B);
     for (int j = 0; j < 3; j++) {
         double w = 2.0 * M_PI * nz->lfp_freq_hz[j] / fs_hz;
         for (int64_t i = 0; i < B; i++)
@@ -173,8 +190,8 @@ void bs_sim_noise_block(const bs_sim_noise *nz, double fs_hz, int64_t t0, int64_
     }
     for (int c = 0; c < nz->n_chan; c++) {
         float *out = buf + (size_t)c * (size_t)B;
-        filtered(nz, bs_sim_key(nz->seed, BS_SIM_STREAM_NOISE_CHAN, (uint64_t)c), t0, B, nz->sigma_ind_uv, white,
-                 out);
+        filtered(nz, nz->taps, bs_sim_key(nz->seed, BS_SIM_STREAM_NOISE_CHAN, (uint64_t)c), t0, B,
+                 nz->sigma_ind_uv, white, out);
         for (int q = nz->local_start[c]; q < nz->local_start[c + 1]; q++) {
             const float *s = src + (size_t)nz->local_src[q] * (size_t)B;
             float wgt = nz->local_w[q] * nz->sigma_local_uv;
@@ -183,7 +200,8 @@ void bs_sim_noise_block(const bs_sim_noise *nz, double fs_hz, int64_t t0, int64_
                 out[i] += wgt * s[i];
         }
         int shank = nz->chan_shank[c];
-        const float *m = src + (size_t)(nz->n_local + shank) * (size_t)B;
+        int dq = nz->chan_dq ? nz->chan_dq[c] : 0;
+        const float *m = src + (size_t)(nz->n_local + 8 * shank + dq) * (size_t)B;
         float a0 = nz->lfp_w[c], a1 = nz->lfp_w[C + c], a2 = nz->lfp_w[2 * C + c];
 #pragma omp simd
         for (int64_t i = 0; i < B; i++)

@@ -15,6 +15,9 @@
  *   linear32    a generic 32-contact single-column probe: x = 0, y = 25 i µm
  *               (775 µm span), recorded with an Intan-style 0.195 µV/bit.
  *
+ * ADC multiplexing follows SpikeGLX's ~muxTbl: NP1 channel i is sampled in slot
+ * (i % 24) / 2 of 13 per sample period, NP2 channel i in slot (i % 32) / 2 of 16.
+ *
  * Channel i is always column i of recording.bin.
  */
 #include <stdio.h>
@@ -30,7 +33,10 @@ bs_status bs_sim_layout_make(bs_sim_probe_kind kind, bs_probe *probe, bs_sim_lay
     BS_TRY(bs_probe_alloc(probe, n));
     L->n_chan = n;
     L->electrode = bs_mem_calloc("sim/probe", (size_t)n, sizeof *L->electrode);
-    if (!L->electrode) {
+    L->mux_order = bs_mem_calloc("sim/probe", (size_t)n, sizeof *L->mux_order);
+    if (!L->electrode || !L->mux_order) {
+        bs_mem_free(L->electrode);
+        bs_mem_free(L->mux_order);
         bs_probe_free(probe);
         return BS_ERR_MEMORY;
     }
@@ -103,6 +109,19 @@ bs_status bs_sim_layout_make(bs_sim_probe_kind kind, bs_probe *probe, bs_sim_lay
         L->x_max_um = 0;
         break;
     }
+    /* ADC multiplexing (SpikeGLX ~muxTbl): NP1 has 32 ADCs reading 12 channels each in 13 slots per
+     * sample, slot = (ch % 24) / 2; NP2 has 24 ADCs reading 16 channels each in 16 slots, slot = (ch % 32) / 2 */
+    if (kind == BS_SIM_PROBE_NP1) {
+        L->mux_cycles = 13;
+        L->mux_groups = 12;
+        L->mux_adcs = 32;
+    } else if (kind != BS_SIM_PROBE_LINEAR32) {
+        L->mux_cycles = 16;
+        L->mux_groups = 16;
+        L->mux_adcs = 24;
+    }
+    for (int i = 0; i < n && L->mux_cycles; i++)
+        L->mux_order[i] = (i % (2 * L->mux_groups)) / 2;
     probe->n_shanks = L->n_shanks;
     snprintf(probe->model, sizeof probe->model, "%s", L->part_number);
     L->y_min_um = probe->y_um[0];
@@ -119,6 +138,7 @@ bs_status bs_sim_layout_make(bs_sim_probe_kind kind, bs_probe *probe, bs_sim_lay
 void bs_sim_layout_free(bs_sim_layout *L)
 {
     bs_mem_free(L->electrode);
+    bs_mem_free(L->mux_order);
     memset(L, 0, sizeof *L);
 }
 

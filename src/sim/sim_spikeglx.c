@@ -15,6 +15,8 @@
  *   NP2003 / NP2013:  Vmax 0.62 V, Imax 2048, imChan0apGain 100
  *                     -> 3.02734375 µV/bit; imroTbl entries (ch bankmask ref el)
  *                     and (ch shank bank ref el).
+ * ~muxTbl lists the ADC sampling groups (NP1 (32,12), NP2 (24,16)), as in
+ * real metas; the samples carry the matching sub-sample delays.
  * Every contact is marked used (the simulator has no reference contact).
  * fileCreateTime is fixed so the files are identical for the same seed.
  */
@@ -112,6 +114,21 @@ bs_status bs_sim_write_meta(const char *meta_path, const char *bin_name, const b
             sb_printf(&b, "(%d %d 0 0 %d)", c, pr->shank[c], L->electrode[c]);
     }
     sb_printf(&b, "\n");
+    /* ~muxTbl: (ADCs, groups), then per group the channels sampled together in that slot */
+    if (L->mux_cycles > 0) {
+        sb_printf(&b, "~muxTbl=(%d,%d)", L->mux_adcs, L->mux_groups);
+        for (int g = 0; g < L->mux_groups; g++) {
+            sb_printf(&b, "(");
+            int first = 1;
+            for (int c = 0; c < C; c++)
+                if (L->mux_order[c] == g) {
+                    sb_printf(&b, first ? "%d" : " %d", c);
+                    first = 0;
+                }
+            sb_printf(&b, ")");
+        }
+        sb_printf(&b, "\n");
+    }
     /* snsChanMap: saved channels in file order */
     int sy = np1 ? 2 * C : C;
     sb_printf(&b, "~snsChanMap=(%d,%d,1)", C, np1 ? C : 0);

@@ -43,6 +43,12 @@
  * drawn in continuous time; the sample of the trough is the nearest sample
  * and the remainder selects the sub-sample phase.
  *
+ * ADC multiplexing. On Neuropixels a channel sampled dq/8 samples after the
+ * nominal time sees each spike dq/8 samples earlier in its sample index; the
+ * spike's time reference is the sample of the trough on the unit's peak
+ * channel (at t = 0), so channels sampled in other slots are shifted by the
+ * difference of delays (whole samples plus a sub-sample phase).
+ *
  * Drift. The drift table holds the apparent depth shift of the tissue
  * (units) relative to the probe per time bin and depth block; a unit at depth
  * y moves by the shift interpolated linearly between block centres (clamped
@@ -175,6 +181,7 @@ bs_status bs_sim_unit_build(const bs_sim_world *w, bs_sim_unit *u)
         }
     }
     u->d_ref_um = sqrt(best + u->z * u->z);
+    u->dq_peak = w->chan_dq ? w->chan_dq[u->peak_chan] : 0;
     /* cut-off distance */
     double thr = u->is_hash ? 0.2 : 0.3, cap = u->is_hash ? 200.0 : 300.0;
     double fref = raw_footprint(u, u->d_ref_um);
@@ -319,16 +326,24 @@ void bs_sim_render_spike(const bs_sim_world *w, const bs_sim_unit *u, const bs_s
 {
     const bs_probe *pr = w->probe;
     int nt = w->nt;
-    int64_t ts = sp->t - w->nt_before;
-    int j0 = ts < t0 ? (int)(t0 - ts) : 0;
-    int j1 = ts + nt > t1 ? (int)(t1 - ts) : nt;
-    if (j0 >= j1)
-        return;
     int64_t bin = w->bin_samples > 0 ? sp->t / w->bin_samples : 0;
     double y = u->y + bs_sim_drift_at(w, bin, u->y);
     double z2 = u->z * u->z;
+    int half = (BS_SIM_NPHASE - 1) / 2;
+    /* trough offset in 1/8 samples on a channel without ADC delay */
+    int e0 = sp->phase - half + u->dq_peak;
     for (int k = 0; k < u->n_cand; k++) {
         int c = u->cand[k];
+        /* a channel sampled dq/8 samples late sees the trough dq/8 samples earlier in its sample index:
+         * split the offset into whole samples (sh) and a phase within +-1/2 sample */
+        int e = e0 - (w->chan_dq ? w->chan_dq[c] : 0);
+        int sh = e + half >= 0 ? (e + half) / 8 : -((-(e + half) + 7) / 8);
+        int ph = e - 8 * sh + half;
+        int64_t ts = sp->t - w->nt_before + sh;
+        int j0 = ts < t0 ? (int)(t0 - ts) : 0;
+        int j1 = ts + nt > t1 ? (int)(t1 - ts) : nt;
+        if (j0 >= j1)
+            continue;
         double dx = pr->x_um[c] - u->x, dy = pr->y_um[c] - y;
         double d = sqrt(dx * dx + dy * dy + z2);
         if (d >= u->d_cut_um)
@@ -341,7 +356,7 @@ void bs_sim_render_spike(const bs_sim_world *w, const bs_sim_unit *u, const bs_s
         if (r0 > u->n_dist - 2)
             r0 = u->n_dist - 2;
         float fr = (float)(rr - r0);
-        const float *s0 = u->shape + ((size_t)r0 * BS_SIM_NPHASE + (size_t)sp->phase) * (size_t)nt;
+        const float *s0 = u->shape + ((size_t)r0 * BS_SIM_NPHASE + (size_t)ph) * (size_t)nt;
         const float *s1 = s0 + (size_t)BS_SIM_NPHASE * (size_t)nt;
         float *out = buf + (int64_t)c * stride + (ts - t0);
         for (int j = j0; j < j1; j++)

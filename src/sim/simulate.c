@@ -13,6 +13,9 @@
  *      and candidate channels; spike trains per unit, merged and sorted by
  *      (time, unit). GT troughs are kept at least nt_before samples from the
  *      start and nt - nt_before from the end so every GT waveform is whole.
+ *      On Neuropixels probes channels are sampled at staggered sub-sample times
+ *      (ADC multiplexing, adc_mux): each channel's delay in 1/8 samples shifts
+ *      the spikes and the common-mode noise it sees.
  *   3. the recording is rendered in blocks of block_samples in parallel:
  *      noise (sim_noise.c) + every spike whose window overlaps the block, added
  *      in (time, unit) order, then rounded to int16 at uv_per_bit and written
@@ -62,6 +65,7 @@ void bs_sim_params_default(bs_sim_params *p)
     p->hash_per_100um = 6.0;
     p->lfp_uv = 15.0;
     p->block_samples = 8192;
+    p->adc_mux = 1;
 }
 
 bs_status bs_sim_check_params(const bs_sim_params *p)
@@ -249,8 +253,9 @@ static bs_status render(render_ctx *rc)
             int64_t t0 = blk * B, t1 = t0 + B < rc->n_samples ? t0 + B : rc->n_samples;
             int64_t nb = t1 - t0;
             bs_sim_noise_block(rc->noise, fs, t0, B, buf, scratch);
-            int64_t first = lower_bound(rc->sp, rc->n_sp, t0 + w->nt_before - w->nt + 1);
-            for (int64_t s = first; s < rc->n_sp && rc->sp[s].t < t1 + w->nt_before; s++)
+            /* spikes whose window (shifted by at most one sample for ADC delays) overlaps the block */
+            int64_t first = lower_bound(rc->sp, rc->n_sp, t0 + w->nt_before - w->nt);
+            for (int64_t s = first; s < rc->n_sp && rc->sp[s].t < t1 + w->nt_before + 1; s++)
                 bs_sim_render_spike(w, &rc->units[rc->sp[s].unit], &rc->sp[s], buf, B, t0, t1);
             /* channel-major floats -> interleaved int16, in tiles of 64 samples to stay in cache */
             for (int64_t i0 = 0; i0 < nb; i0 += 64) {
@@ -350,6 +355,17 @@ static bs_status write_recording_json(const char *dir, const bs_sim_params *p, c
                             "gt_drift_um[bin, block] is the apparent depth shift of the tissue relative to the probe: "
                             "a unit at depth y appears at y + value (linear between block centres, constant within a "
                             "bin)");
+    cJSON_AddBoolToObject(r, "adc_mux", w->chan_dq != NULL);
+    if (w->chan_dq) {
+        cJSON_AddNumberToObject(r, "adc_mux_cycles", w->layout->mux_cycles);
+        cJSON *sh = cJSON_AddArrayToObject(r, "adc_shift_samples");
+        for (int c = 0; c < s->n_chan; c++)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber(w->chan_dq[c] / 8.0));
+        cJSON_AddStringToObject(r, "adc_mux_definition",
+                                "channel c is sampled adc_shift_samples[c] samples after the nominal sample time "
+                                "(slot / adc_mux_cycles of SpikeGLX's ~muxTbl, rounded to 1/8 sample); GT times are "
+                                "trough samples on each unit's peak channel");
+    }
     cJSON *ua = cJSON_AddArrayToObject(r, "units");
     for (int u = 0; u < p->n_units; u++) {
         const bs_sim_unit *un = &units[u];
@@ -414,6 +430,7 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
     bs_sim_noise noise;
     memset(&noise, 0, sizeof noise);
     int64_t *gt_t = NULL, *counts = NULL;
+    int *chan_dq = NULL;
     int32_t *gt_u = NULL;
     float *pos = NULL, *tmpl = NULL, *tbuf = NULL;
     int n_all = 0, n_hash = 0;
@@ -425,6 +442,16 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
     st = make_drift(p, n_samples, &w, &step_bin);
     if (st != BS_OK)
         goto done;
+    if (p->adc_mux && L.mux_cycles > 0) {
+        chan_dq = bs_mem_alloc("sim/probe", (size_t)C * sizeof *chan_dq);
+        if (!chan_dq) {
+            st = BS_ERR_MEMORY;
+            goto done;
+        }
+        for (int c = 0; c < C; c++)
+            chan_dq[c] = (int)lround(8.0 * L.mux_order[c] / L.mux_cycles);
+        w.chan_dq = chan_dq;
+    }
 
     /* units */
     double shank_len = L.y_max_um - L.y_min_um + 120.0;
@@ -505,7 +532,7 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
     }
 
     /* the recording */
-    st = bs_sim_noise_init(&noise, p, &probe);
+    st = bs_sim_noise_init(&noise, p, &probe, chan_dq);
     if (st != BS_OK)
         goto done;
     if ((st = bs_path_join(path, sizeof path, out_dir, "recording.bin")) != BS_OK)
@@ -600,6 +627,7 @@ done:
     bs_mem_free(tbuf);
     bs_mem_free(w.drift);
     bs_mem_free(w.block_depth);
+    bs_mem_free(chan_dq);
     bs_sim_noise_free(&noise);
     bs_sim_layout_free(&L);
     bs_probe_free(&probe);

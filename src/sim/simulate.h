@@ -58,6 +58,7 @@ typedef struct {
     double hash_per_100um;   /* hash units per 100 µm of shank length */
     double lfp_uv;           /* amplitude of each of the 3 LFP-like components, µV */
     int block_samples;       /* samples per rendering block (speed only, never changes the output) */
+    int adc_mux;             /* Neuropixels ADC multiplexing: channels sampled at staggered sub-sample times */
 } bs_sim_params;
 
 typedef struct {

@@ -67,6 +67,8 @@ grep -q "^fileSizeBytes=$size_bin\$" "$meta" && ok || bad "fileSizeBytes does no
 grep -q "^imDatPrb_type=2003\$" "$meta" && grep -q "^imDatPrb_pn=NP2003\$" "$meta" && ok || bad "NP2003 type/part"
 grep -q "^nSavedChans=385\$" "$meta" && grep -q "^imMaxInt=2048\$" "$meta" && grep -q "^imChan0apGain=100\$" "$meta" \
     && ok || bad "meta scaling keys"
+grep -q '^~muxTbl=(24,16)(0 1 32 33 64 65 ' "$meta" && ok || bad "NP2 muxTbl"
+grep -q '"adc_mux":[[:space:]]*true' "$out/recording.json" && ok || bad "adc_mux in recording.json"
 grep -q '"uv_per_bit":[[:space:]]*3.02734375' "$out/recording.json" && ok || bad "uv_per_bit in recording.json"
 grep -q '"drift":[[:space:]]*"step"' "$out/recording.json" && ok || bad "drift kind in recording.json"
 
@@ -75,6 +77,11 @@ grep -q '"drift":[[:space:]]*"step"' "$out/recording.json" && ok || bad "drift k
 cmp -s "$out/recording.bin" "$TMP/np2b/recording.bin" && ok || bad "same seed, different recording.bin"
 "$BS" simulate -o "$TMP/np2c" --probe np2 --duration 0.5 --units 3 --seed 5 --drift step -q >/dev/null 2>&1
 cmp -s "$out/recording.bin" "$TMP/np2c/recording.bin" && bad "another seed, same recording.bin" || ok
+
+# --no-mux: every channel sampled at the nominal time, a different recording
+"$BS" simulate -o "$TMP/np2m" --probe np2 --duration 0.5 --units 3 --seed 4 --drift step --no-mux -q >/dev/null 2>&1
+grep -q '"adc_mux":[[:space:]]*false' "$TMP/np2m/recording.json" && ok || bad "--no-mux not recorded"
+cmp -s "$out/recording.bin" "$TMP/np2m/recording.bin" && bad "--no-mux gave the same recording.bin" || ok
 
 # four shanks: the meta has the NP2013 geometry header
 out4="$TMP/np24"

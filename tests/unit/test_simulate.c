@@ -678,6 +678,81 @@ static void test_np1_spikeglx(const char *root)
     free(meta);
 }
 
+/* Sub-sample time at which channel c of a (nt x C) template first falls below half its trough (the steep
+ * falling edge, linearly interpolated). */
+static double edge_pos(const float *T, int nt, int C, int c)
+{
+    double mn = 0;
+    for (int j = 0; j < nt; j++)
+        mn = fmin(mn, T[j * C + c]);
+    for (int j = 1; j < nt; j++)
+        if (T[j * C + c] < 0.5 * mn) {
+            double y0 = T[(j - 1) * C + c], y1 = T[j * C + c];
+            return j - 1 + (0.5 * mn - y0) / (y1 - y0);
+        }
+    return 0;
+}
+
+/* ADC multiplexing: with it, each channel's waveform comes earlier by its sampling delay relative to the
+ * peak channel's; without it, not. */
+static void test_adc_mux(const char *root)
+{
+    char d1[4200], d2[4200];
+    snprintf(d1, sizeof d1, "%s/mux", root);
+    snprintf(d2, sizeof d2, "%s/nomux", root);
+    bs_sim_params p;
+    bs_sim_params_default(&p);
+    p.duration_s = 0.2;
+    p.n_units = 6;
+    p.seed = 9;
+    p.spikeglx = 1;
+    CHECK(bs_simulate(&p, d1, NULL) == BS_OK);
+    p.adc_mux = 0;
+    p.spikeglx = 0;
+    CHECK(bs_simulate(&p, d2, NULL) == BS_OK);
+    gt_folder a, b;
+    if (!load_gt(d1, &a) || !load_gt(d2, &b)) {
+        CHECK(0);
+        return;
+    }
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(a.json, "adc_shift_samples");
+    CHECK(cJSON_GetArraySize(sh) == 384);
+    CHECK(jnum(a.json, "adc_mux_cycles") == 13);
+    CHECK(cJSON_GetArrayItem(sh, 0)->valuedouble == 0.0 && cJSON_GetArrayItem(sh, 1)->valuedouble == 0.0);
+    CHECK(cJSON_GetArrayItem(sh, 2)->valuedouble == 0.125);  /* slot 1 of 13 -> 1/8 sample */
+    CHECK(cJSON_GetArrayItem(sh, 23)->valuedouble == 0.875); /* slot 11 of 13 */
+    CHECK(cJSON_GetArrayItem(sh, 24)->valuedouble == 0.0);
+    CHECK(cJSON_GetObjectItemCaseSensitive(b.json, "adc_shift_samples") == NULL);
+    CHECK(same_file(d1, d2, "gt_spike_times.npy"));
+    int checked = 0, good = 0;
+    for (int u = 0; u < a.U; u++) {
+        int pc = (int)jnum(unit_json(&a, u), "peak_channel");
+        double amp = jnum(unit_json(&a, u), "peak_amplitude_uv");
+        double dpc = cJSON_GetArrayItem(sh, pc)->valuedouble;
+        const float *Ta = a.tmpl + (size_t)u * a.nt * a.C, *Tb = b.tmpl + (size_t)u * b.nt * b.C;
+        CHECK_NEAR(Ta[a.nb * a.C + pc], Tb[b.nb * b.C + pc], 1e-3 * amp); /* the peak channel is the reference */
+        for (int c = 0; c < a.C; c++) {
+            if (-Tb[b.nb * b.C + c] < 0.3 * amp)
+                continue;
+            double moved = edge_pos(Ta, a.nt, a.C, c) - edge_pos(Tb, b.nt, b.C, c);
+            double expect = -(cJSON_GetArrayItem(sh, c)->valuedouble - dpc);
+            checked++;
+            good += fabs(moved - expect) < 0.08;
+            if (fabs(moved - expect) >= 0.08)
+                printf("mux: unit %d ch %d moved %.3f expected %.3f\n", u, c, moved, expect);
+        }
+    }
+    CHECK_MSG(checked > 10 && good == checked, "%d of %d channels moved by their ADC delay", good, checked);
+    size_t nm;
+    char sg[4300];
+    snprintf(sg, sizeof sg, "%s/spikeglx", d1);
+    char *meta = slurp(sg, "sim_g0_t0.imec0.ap.meta", &nm);
+    CHECK(meta && strstr(meta, "~muxTbl=(32,12)(0 1 24 25 48 49 ") && strstr(meta, ")(22 23 46 47 "));
+    free(meta);
+    free_gt(&a);
+    free_gt(&b);
+}
+
 static void test_bad_output(const char *root)
 {
     char dir[4200];
@@ -702,6 +777,7 @@ int main(void)
     test_ground_truth(root);
     test_drift(root);
     test_np1_spikeglx(root);
+    test_adc_mux(root);
     test_bad_output(root);
     CHECK(bs_mem_live_blocks() == 0);
     TEST_MAIN_END();
