@@ -752,6 +752,22 @@ static void test_adc_mux(const char *root)
     free(meta);
     free_gt(&a);
     free_gt(&b);
+    /* NP2: 16 slots; every delay stays below one sample */
+    snprintf(d1, sizeof d1, "%s/mux_np2", root);
+    bs_sim_params_default(&p);
+    p.probe = BS_SIM_PROBE_NP2;
+    p.duration_s = 0.1;
+    p.n_units = 2;
+    CHECK(bs_simulate(&p, d1, NULL) == BS_OK);
+    cJSON *j = load_json(d1);
+    sh = cJSON_GetObjectItemCaseSensitive(j, "adc_shift_samples");
+    double mx = -1;
+    for (int c = 0; c < cJSON_GetArraySize(sh); c++)
+        mx = fmax(mx, cJSON_GetArrayItem(sh, c)->valuedouble);
+    CHECK(cJSON_GetArraySize(sh) == 384 && jnum(j, "adc_mux_cycles") == 16 && mx == 0.875);
+    CHECK(cJSON_GetArrayItem(sh, 2)->valuedouble == 0.125 && cJSON_GetArrayItem(sh, 30)->valuedouble == 0.875 &&
+          cJSON_GetArrayItem(sh, 32)->valuedouble == 0.0); /* slots 1, 15 (7.5 / 8 -> 7 / 8) and 0 */
+    cJSON_Delete(j);
 }
 
 static void test_bad_output(const char *root)
