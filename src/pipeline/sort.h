@@ -42,6 +42,11 @@ typedef struct {
     int whiten_stride;         /* every n-th batch feeds the covariance */
     int basis_stride;          /* every n-th batch feeds the temporal bases */
     bs_detect_params detect;
+    int min_template_spikes;   /* clusters with fewer spikes make no template */
+    float match_threshold;     /* peeling threshold, whitened units */
+    int match_max_iter;        /* peeling iterations per batch */
+    int n_pc_chan;             /* channels per spike in pc_features.npy */
+    double duplicate_ms;       /* same-cluster spikes closer than this are duplicates, ms */
     int quiet;                 /* no progress lines */
 } bs_sort_params;
 
