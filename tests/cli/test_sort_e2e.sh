@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# test_sort_e2e.sh - boundsort sort end to end on a small simulated recording:
+# the Phy folder validates, accuracy against the ground truth stays above a
+# floor set a little under what the sorter achieves (so regressions fail),
+# 1 and 2 threads give byte-identical outputs, and bad recordings (empty,
+# all zeros, NaN, one channel, too short) get a clear message and exit 2.
+set -u
+BS=${BOUNDSORT:?}
+T=${BS_TMP:-/tmp/bs-sort-e2e}
+PY=/usr/bin/python3
+rm -rf "$T"; mkdir -p "$T"
+fail=0; pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+expect() { # expect CODE PHRASE cmd...
+  local code=$1 phrase=$2; shift 2
+  "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
+  if [ "$rc" != "$code" ]; then bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; fi
+  if [ -n "$phrase" ] && ! grep -q -- "$phrase" "$T/err.txt"; then bad "$*: message lacks '$phrase': $(cat "$T/err.txt")"; return; fi
+  ok
+}
+
+"$BS" simulate -o "$T/sim" --probe linear32 --duration 40 --units 8 --seed 11 -q || { echo "simulate failed"; exit 1; }
+"$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out2" --threads 2 -q \
+  && ok || bad "sort --threads 2 failed"
+"$BS" validate "$T/out2" >/dev/null && ok || bad "validate failed"
+"$BS" compare "$T/out2" "$T/sim" --json >"$T/cmp.json" && ok || bad "compare failed"
+cat "$T/cmp.json" | head -c 400; echo
+$PY - "$T/cmp.json" <<'PYEOF' && ok || bad "accuracy below the floor"
+import json, sys
+d = json.loads(open(sys.argv[1]).readline())
+wd, acc = d["n_well_detected"], d["mean_accuracy"]
+print(f"well detected {wd} of {d['n_gt_units']}, mean accuracy {acc:.3f}, {d['n_false_positive']} false positive units")
+# measured on this case (seed 11): 1 well detected, mean accuracy 0.425
+sys.exit(0 if wd >= 1 and acc >= 0.38 else 1)
+PYEOF
+
+# thread-count independence
+"$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out1" --threads 1 -q \
+  && ok || bad "sort --threads 1 failed"
+for f in "$T"/out2/*.npy "$T"/out2/*.tsv; do
+  cmp -s "$f" "$T/out1/$(basename "$f")" && ok || bad "$(basename "$f") differs between 1 and 2 threads"
+done
+
+# bad recordings
+: >"$T/empty.bin"
+expect 2 "empty" "$BS" sort "$T/empty.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/o_empty"
+head -c $((32 * 2 * 90000)) /dev/zero >"$T/zeros.bin"
+expect 2 "isolated spikes" "$BS" sort "$T/zeros.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/o_zero"
+head -c $((32 * 2 * 50)) /dev/zero >"$T/short.bin"
+expect 2 "too short" "$BS" sort "$T/short.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/o_short"
+$PY -c "
+import numpy as np
+x = np.random.default_rng(0).normal(0, 10, (30000, 32)).astype('<f4'); x[1234, 5] = np.nan
+x.tofile('$T/nan.bin')"
+expect 2 "expected a finite float32 value" "$BS" sort "$T/nan.bin" --probe "$T/sim/probe.json" --fs 30000 --dtype float32 -o "$T/o_nan"
+printf '{"chanMap":[0],"xc":[0],"yc":[0],"n_chan":1}' >"$T/one.json"
+head -c $((2 * 60000)) /dev/zero >"$T/one.bin"
+expect 2 "at least 2 channels" "$BS" sort "$T/one.bin" --probe "$T/one.json" --fs 30000 -o "$T/o_one"
+mkdir -p "$T/ro"; chmod 500 "$T/ro"
+if [ "$(id -u)" != 0 ]; then
+  expect 2 "" "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/ro/out"
+fi
+expect 1 "missing the output folder" "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000
+expect 1 "unknown option" "$BS" sort "$T/sim/recording.bin" --bogus 1 -o "$T/x"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
