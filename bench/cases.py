@@ -200,7 +200,8 @@ def gen_si_drift(folder: Path, name: str, d: dict):
     disp_kw = dict(displacement_sampling_frequency=5.0, drift_start_um=[0, 20], drift_stop_um=[0, -20],
                    drift_step_um=1,
                    motion_list=[dict(drift_mode="zigzag", non_rigid_gradient=0.4 if nonrigid else None,
-                                     t_start_drift=30.0, t_end_drift=None, period_s=200)])
+                                     t_start_drift=min(30.0, d["duration"] / 4), t_end_drift=None,
+                                     period_s=min(200.0, d["duration"]))])
     static, drifting, sorting, info = generate_drifting_recording(
         num_units=d["units"], duration=d["duration"], sampling_frequency=FS, probe_name=d["probe"],
         generate_displacement_vector_kwargs=disp_kw, extra_outputs=True, seed=d["seed"])
