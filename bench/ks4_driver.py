@@ -21,19 +21,24 @@ from pathlib import Path
 
 
 def ks_probe(case: Path):
+    """Kilosort's probe dict from probe.json, read as plain JSON (so files without optional
+    probeinterface fields such as contact_plane_axes are accepted)."""
     import numpy as np
-    import probeinterface
 
-    pg = probeinterface.read_probeinterface(case / "probe.json")
+    d = json.loads((case / "probe.json").read_text())
     xs, ys, chans, shanks = [], [], [], []
-    for probe in pg.probes:
-        dci = probe.device_channel_indices
-        sids = probe.shank_ids if probe.shank_ids is not None else np.array([""] * probe.get_contact_count())
-        for i in range(probe.get_contact_count()):
-            xs.append(float(probe.contact_positions[i, 0]))
-            ys.append(float(probe.contact_positions[i, 1]))
+    for probe in d["probes"]:
+        pos = probe["contact_positions"]
+        n = len(pos)
+        dci = probe.get("device_channel_indices") or list(range(len(chans), len(chans) + n))
+        sids = probe.get("shank_ids") or [""] * n
+        for i in range(n):
+            if dci[i] < 0:  # not connected
+                continue
+            xs.append(float(pos[i][0]))
+            ys.append(float(pos[i][1]))
             chans.append(int(dci[i]))
-            shanks.append(sids[i])
+            shanks.append(str(sids[i]))
     uniq = {s: k for k, s in enumerate(sorted(set(shanks)))}
     order = np.argsort(chans)
     return {

@@ -88,13 +88,14 @@ def versions(bs_exe):
         v["torch"] = torch.__version__
     except ImportError:
         pass
+    v["boundsort_binary"] = bs_exe
     try:
         p = subprocess.run([bs_exe, "--version"], capture_output=True, text=True, timeout=30)
         v["boundsort"] = p.stdout.strip() if p.returncode == 0 else None
     except OSError:
         v["boundsort"] = None
     try:
-        v["boundsort_git"] = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+        v["bench_git"] = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
                                             capture_output=True, text=True).stdout.strip()
     except OSError:
         pass
