@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""
+run.py - boundsort and Kilosort 4 side by side on the ground-truth cases of cases.py.
+
+For each case (generated or taken from the cache by cases.ensure_case):
+  1. boundsort: `boundsort sort DIR/recording.bin --probe DIR/probe.json --fs FS --n-chan C
+     --dtype int16 --uv-per-bit X -o OUT` under /usr/bin/time -v. While `boundsort sort` says it is
+     not available, its row says so and carries no numbers.
+  2. Kilosort 4: ks4_driver.py (default settings, device cpu, torch threads = cores) under
+     `nice -n 10 /usr/bin/time -v`. One sorter at a time, never two.
+  3. Scoring, for each sorter that produced a Phy folder:
+       * SpikeInterface compare_sorter_to_ground_truth (exhaustive GT, default delta 0.4 ms, match
+         score 0.5); well-detected = accuracy >= 0.8; false-positive units = count_false_positive_units().
+       * `boundsort compare OUT GT --json` when that command is available; its per-unit accuracies
+         must agree with SpikeInterface's within 0.01 (else the row is flagged "DISAGREE").
+  4. One table on stdout (and bench/results/<date>-table.txt) and bench/results/<date>-<case>.json
+     with machine info (cores, CPU model, RAM), versions and every number.
+
+Work folders: bench/work/<case>/<sorter>/ (Phy output), <sorter>.log, <sorter>.time (time -v).
+--reuse takes an existing finished run (time file with exit status 0 and the Phy folder) instead of
+sorting again: the numbers are still those of that earlier run of this script or of ks4_driver.py.
+
+Usage: python bench/run.py [--reuse] [--only boundsort|ks4] [CASE ...]    (default: smoke si-32ch-60s-20u)
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata as md
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import cases as casesmod  # noqa: E402
+
+WORK = HERE / "work"
+RESULTS = HERE / "results"
+WELL = 0.8
+AGREE_TOL = 0.01
+PY = sys.executable
+
+
+# ------------------------------------------------------------------------------------------ machine
+def machine_info():
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    return dict(cores=os.cpu_count(), cpu_model=cpu, ram_gib=round(mem_kib / 2**20, 1) if mem_kib else None,
+                loadavg_at_start=load, platform=platform.platform(), python=platform.python_version())
+
+
+def versions(bs_exe):
+    v = {}
+    for pkg in ("kilosort", "torch", "spikeinterface", "probeinterface", "numpy", "scipy", "scikit-learn"):
+        try:
+            v[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            v[pkg] = None
+    try:
+        import torch
+
+        v["torch"] = torch.__version__
+    except ImportError:
+        pass
+    v["boundsort_binary"] = bs_exe
+    try:
+        p = subprocess.run([bs_exe, "--version"], capture_output=True, text=True, timeout=30)
+        v["boundsort"] = p.stdout.strip() if p.returncode == 0 else None
+    except OSError:
+        v["boundsort"] = None
+    try:
+        v["bench_git"] = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+                                            capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return v
+
+
+# ------------------------------------------------------------------------------------------ timing
+def parse_time_v(path: Path):
+    """Wall seconds, peak RSS MiB and exit status from a `/usr/bin/time -v -o path` file."""
+    txt = path.read_text()
+    wall = rss = status = None
+    m = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", txt)
+    if m:
+        parts = [float(x) for x in m.group(1).split(":")]
+        wall = 0.0
+        for p in parts:
+            wall = wall * 60 + p
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", txt)
+    if m:
+        rss = int(m.group(1)) / 1024.0
+    m = re.search(r"Exit status: (\d+)", txt)
+    if m:
+        status = int(m.group(1))
+    if status is None and "Command terminated by signal" in txt:
+        status = -1
+    return wall, rss, status
+
+
+def timed(cmd, log: Path, tfile: Path, nice=True):
+    full = (["nice", "-n", "10"] if nice else []) + ["/usr/bin/time", "-v", "-o", str(tfile)] + cmd
+    with open(log, "w") as f:
+        f.write("$ " + " ".join(map(str, cmd)) + "\n")
+        f.flush()
+        subprocess.run(full, stdout=f, stderr=subprocess.STDOUT)
+    return parse_time_v(tfile)
+
+
+# ------------------------------------------------------------------------------------------ sorters
+def run_boundsort(case: Path, meta: dict, wd: Path, bs_exe: str, reuse: bool):
+    out, log, tfile = wd / "boundsort", wd / "boundsort.log", wd / "boundsort.time"
+    if reuse and tfile.exists() and (out / "spike_times.npy").exists():
+        wall, rss, st = parse_time_v(tfile)
+        if st == 0:
+            return dict(status="ok", reused=True, wall_s=wall, peak_rss_mib=rss, out=str(out))
+    if not os.path.isfile(bs_exe):
+        return dict(status="not available", note=f"no boundsort binary at {bs_exe}")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [bs_exe, "sort", str(case / "recording.bin"), "--probe", str(case / "probe.json"),
+           "--fs", str(meta["fs_hz"]), "--n-chan", str(meta["n_chan"]), "--dtype", "int16",
+           "--uv-per-bit", str(meta["uv_per_bit"]), "-o", str(out)]
+    wall, rss, st = timed(cmd, log, tfile, nice=True)
+    text = log.read_text()
+    if st != 0:
+        if "not available" in text:
+            return dict(status="not available", note="boundsort sort: not available yet in this version")
+        return dict(status="failed", exit=st, note=text.strip().splitlines()[-1] if text.strip() else "",
+                    wall_s=wall, peak_rss_mib=rss)
+    return dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd)
+
+
+def run_ks4(case: Path, meta: dict, wd: Path, reuse: bool):
+    out, log, tfile = wd / "ks4", wd / "ks4.log", wd / "ks4.time"
+    threads = os.cpu_count()
+    if reuse and tfile.exists() and (out / "spike_times.npy").exists():
+        wall, rss, st = parse_time_v(tfile)
+        if st == 0:
+            r = dict(status="ok", reused=True, wall_s=wall, peak_rss_mib=rss, out=str(out))
+            if (out / "ks4_driver.json").exists():
+                r["driver"] = json.loads((out / "ks4_driver.json").read_text())
+            return r
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [PY, str(HERE / "ks4_driver.py"), str(case), str(out), "--threads", str(threads), "--device", "cpu"]
+    wall, rss, st = timed(cmd, log, tfile, nice=True)
+    if st != 0:
+        lines = log.read_text().strip().splitlines()
+        return dict(status="failed", exit=st, note=lines[-1] if lines else "", wall_s=wall, peak_rss_mib=rss)
+    r = dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd)
+    if (out / "ks4_driver.json").exists():
+        r["driver"] = json.loads((out / "ks4_driver.json").read_text())
+    return r
+
+
+# ------------------------------------------------------------------------------------------ scoring
+def gt_sorting(case: Path, fs: float):
+    from spikeinterface.core import NumpySorting
+
+    t = np.load(case / "gt_spike_times.npy")
+    u = np.load(case / "gt_spike_units.npy")
+    n_units = int(json.loads((case / "recording.json").read_text()).get("n_units", u.max() + 1))
+    return NumpySorting.from_samples_and_labels([t], [u], fs, unit_ids=np.arange(n_units))
+
+
+def score_si(case: Path, fs: float, phy: Path):
+    from spikeinterface.comparison import compare_sorter_to_ground_truth
+    from spikeinterface.extractors import read_kilosort
+
+    gt = gt_sorting(case, fs)
+    tested = read_kilosort(phy, keep_good_only=False)
+    comp = compare_sorter_to_ground_truth(gt, tested, exhaustive_gt=True)
+    perf = comp.get_performance(method="by_unit")
+    acc = perf["accuracy"].astype(float)
+    good_label = None
+    try:
+        good_label = int(np.sum(np.asarray(tested.get_property("KSLabel")) == "good"))
+    except Exception:
+        pass
+    return dict(gt_units=int(gt.get_num_units()), sorted_units=int(tested.get_num_units()),
+                good_labelled_units=good_label,
+                well_detected=int(np.sum(acc.values >= WELL)), mean_accuracy=float(acc.mean()),
+                median_accuracy=float(acc.median()), false_positive_units=int(comp.count_false_positive_units()),
+                redundant_units=int(comp.count_redundant_units()),
+                per_unit_accuracy={str(k): float(v) for k, v in acc.items()},
+                per_unit_recall={str(k): float(v) for k, v in perf["recall"].astype(float).items()},
+                per_unit_precision={str(k): float(v) for k, v in perf["precision"].astype(float).items()})
+
+
+def score_boundsort_compare(bs_exe: str, phy: Path, case: Path):
+    """Per-unit accuracies from `boundsort compare OUT GT --json`, or a note why there are none."""
+    if not os.path.isfile(bs_exe):
+        return None, "boundsort compare: no binary"
+    p = subprocess.run([bs_exe, "compare", str(phy), str(case), "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        msg = (p.stderr or p.stdout).strip()
+        if "not available" in msg:
+            return None, "skipped: boundsort compare not available"
+        return None, f"boundsort compare failed (exit {p.returncode}): {msg.splitlines()[-1] if msg else ''}"
+    try:
+        data = json.loads(p.stdout)
+    except ValueError as e:
+        return None, f"boundsort compare: output is not JSON ({e})"
+    units = data.get("units", data) if isinstance(data, dict) else data
+    acc = {}
+    if isinstance(units, list):
+        for row in units:
+            uid = row.get("gt_unit", row.get("unit", row.get("unit_id")))
+            if uid is not None and "accuracy" in row:
+                acc[str(int(uid))] = float(row["accuracy"])
+    elif isinstance(units, dict):
+        for k, row in units.items():
+            if isinstance(row, dict) and "accuracy" in row:
+                acc[str(int(k))] = float(row["accuracy"])
+    if not acc:
+        return None, "boundsort compare: no per-unit 'accuracy' found in its JSON"
+    return acc, "ok"
+
+
+def agreement(si_acc: dict, bs_acc: dict):
+    keys = sorted(set(si_acc) | set(bs_acc), key=int)
+    diffs = {k: abs(si_acc.get(k, np.nan) - bs_acc.get(k, np.nan)) for k in keys}
+    bad = {k: d for k, d in diffs.items() if not (d <= AGREE_TOL)}
+    return dict(max_abs_diff=float(np.nanmax(list(diffs.values()))) if diffs else None,
+                disagreeing_units=sorted(bad, key=int), agree=not bad)
+
+
+# ------------------------------------------------------------------------------------------ table
+def fmt(x, f="{:.0f}"):
+    return "-" if x is None else f.format(x)
+
+
+def table(rows):
+    hdr = ["case", "sorter", "GT units", "well-det (acc>=0.8)", "mean acc", "FP units", "wall s",
+           "peak RSS MiB", "time bs/KS4", "mem bs/KS4", "check"]
+    lines = [hdr]
+    for r in rows:
+        lines.append([r["case"], r["sorter"], fmt(r.get("gt_units")), fmt(r.get("well_detected")),
+                      fmt(r.get("mean_accuracy"), "{:.3f}"), fmt(r.get("false_positive_units")),
+                      fmt(r.get("wall_s"), "{:.1f}"), fmt(r.get("peak_rss_mib"), "{:.0f}"),
+                      fmt(r.get("time_ratio"), "{:.2f}"), fmt(r.get("mem_ratio"), "{:.2f}"), r.get("check", "")])
+    w = [max(len(str(l[i])) for l in lines) for i in range(len(hdr))]
+    out = []
+    for i, l in enumerate(lines):
+        out.append("| " + " | ".join(str(c).ljust(w[j]) for j, c in enumerate(l)) + " |")
+        if i == 0:
+            out.append("|" + "|".join("-" * (w[j] + 2) for j in range(len(hdr))) + "|")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="boundsort vs Kilosort 4 on ground-truth cases")
+    ap.add_argument("cases", nargs="*", default=["smoke", "si-32ch-60s-20u"])
+    ap.add_argument("--reuse", action="store_true", help="reuse finished runs found in bench/work/")
+    ap.add_argument("--only", choices=["boundsort", "ks4"], help="run only this sorter")
+    a = ap.parse_args(argv)
+
+    bs_exe = casesmod.boundsort_binary()
+    mach, vers = machine_info(), versions(bs_exe)
+    today = datetime.date.today().isoformat()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    rows, notes = [], []
+    for name in a.cases:
+        try:
+            case = casesmod.ensure_case(name)
+        except casesmod.CaseSkipped as e:
+            print(f"{name}: {e}", flush=True)
+            notes.append(f"{name}: {e}")
+            rows.append(dict(case=name, sorter="-", check=str(e)))
+            continue
+        meta = json.loads((case / "recording.json").read_text())
+        wd = WORK / name
+        wd.mkdir(parents=True, exist_ok=True)
+        res = {}
+        for sorter in ("boundsort", "ks4"):
+            if a.only and a.only != sorter:
+                continue
+            t0 = time.time()
+            print(f"{name}: running {sorter} ...", flush=True)
+            r = run_boundsort(case, meta, wd, bs_exe, a.reuse) if sorter == "boundsort" else run_ks4(case, meta, wd, a.reuse)
+            print(f"{name}: {sorter}: {r['status']}{' (reused)' if r.get('reused') else ''}"
+                  f" in {time.time() - t0:.1f} s {r.get('note', '')}", flush=True)
+            if r["status"] == "ok":
+                r["si"] = score_si(case, meta["fs_hz"], Path(r["out"]))
+                bs_acc, note = score_boundsort_compare(bs_exe, Path(r["out"]), case)
+                r["boundsort_compare"] = note
+                if bs_acc is not None:
+                    r["agreement"] = agreement(r["si"]["per_unit_accuracy"], bs_acc)
+            res[sorter] = r
+        ks, bs = res.get("ks4"), res.get("boundsort")
+        for sorter, r in res.items():
+            row = dict(case=name, sorter="KS4" if sorter == "ks4" else "boundsort")
+            if r["status"] != "ok":
+                row["check"] = r["status"] + (f" (exit {r['exit']}: {r.get('note', '')})" if r["status"] == "failed" else "")
+                if r["status"] == "failed":
+                    row.update(wall_s=r.get("wall_s"), peak_rss_mib=r.get("peak_rss_mib"))
+            else:
+                s = r["si"]
+                row.update(gt_units=s["gt_units"], well_detected=s["well_detected"], mean_accuracy=s["mean_accuracy"],
+                           false_positive_units=s["false_positive_units"], wall_s=r["wall_s"],
+                           peak_rss_mib=r["peak_rss_mib"])
+                ag = r.get("agreement")
+                row["check"] = ("SI/bs-compare agree" if ag["agree"] else f"DISAGREE units {ag['disagreeing_units']}") \
+                    if ag else r["boundsort_compare"].replace("skipped: ", "no check: ")
+                if r.get("reused"):
+                    row["check"] += " [reused run]"
+            if sorter == "boundsort" and r["status"] == "ok" and ks and ks["status"] == "ok":
+                row["time_ratio"] = r["wall_s"] / ks["wall_s"]
+                row["mem_ratio"] = r["peak_rss_mib"] / ks["peak_rss_mib"]
+            rows.append(row)
+        out = dict(case=name, case_dir=str(case), recording=meta, date=today, machine=mach, versions=vers,
+                   settings=dict(well_detected_accuracy=WELL, agree_tolerance=AGREE_TOL, ks4_threads=os.cpu_count(),
+                                 ks4_device="cpu", nice=10, match="SpikeInterface defaults: delta_time 0.4 ms, "
+                                 "match_score 0.5, exhaustive_gt True; all KS4 clusters (not only 'good')"),
+                   results=res)
+        (RESULTS / f"{today}-{name}.json").write_text(json.dumps(out, indent=2, default=str))
+    t = table(rows)
+    head = (f"boundsort vs Kilosort {vers.get('kilosort')} (torch {vers.get('torch')}, CPU, {mach['cores']} threads) "
+            f"on {mach['cpu_model']}, {mach['ram_gib']} GiB; SpikeInterface {vers.get('spikeinterface')}; {today}")
+    print("\n" + head + "\n" + t)
+    for n in notes:
+        print(n)
+    (RESULTS / f"{today}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
