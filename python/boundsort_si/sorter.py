@@ -12,7 +12,7 @@ is a classmethod working on `<folder>/sorter_output/` so a run can be restarted 
       values and its own gain.
     - `probe.json`: the recording's probe as probeinterface JSON, with device_channel_indices
       0..C-1 = the columns of the binary.
-    - `boundsort_params.json` when `sort_params` or `batch_seconds` are given (passed with --params).
+    - `boundsort_params.json` when `sort_params` is given (passed with --params).
     - `boundsort_cmd.json`: the exact command line (argv list) and the binary path it uses.
 * `_run_from_folder` runs that command line with subprocess, writes everything it prints to
   `sorter_output/boundsort.log` (SpikeInterface copies that file into spikeinterface_log.json) and
@@ -76,11 +76,11 @@ class BoundsortSorter(BaseSorter):
         "no_drift": "Skip drift estimation and correction (--no-drift).",
         "resume": "Skip stages whose outputs are already in the output folder (--resume).",
         "quiet": "Print only warnings and errors (-q).",
-        "batch_seconds": "Batch length in seconds; written as 'batch_seconds' into the --params JSON. "
-        "None: boundsort's default. The batch length is part of the result.",
+        "batch_seconds": "Batch length in seconds (--batch-seconds). None: boundsort's default (2 s). "
+        "The batch length is part of the result.",
         "sort_params": "dict of further sorting parameters written into the --params JSON file.",
         "params_file": "An existing parameters JSON file passed with --params (merged with "
-        "batch_seconds/sort_params into boundsort_params.json when those are set too).",
+        "sort_params into boundsort_params.json when that is set too).",
         "uv_per_bit": "µV per int16 step used when the recording is float (µV) and has to be written "
         "as int16; passed as --uv-per-bit. Ignored for int16 recordings (their gain is used).",
         "delete_recording_dat": "Delete the copied recording.dat after sorting.",
@@ -180,15 +180,13 @@ class BoundsortSorter(BaseSorter):
 
         # parameters file for --params
         params_path = None
-        if params["batch_seconds"] is not None or params["sort_params"]:
+        if params["sort_params"]:
             extra = {}
             if params["params_file"]:
                 with open(params["params_file"], "r", encoding="utf8") as f:
                     extra.update(json.load(f))
             if params["sort_params"]:
                 extra.update(params["sort_params"])
-            if params["batch_seconds"] is not None:
-                extra["batch_seconds"] = float(params["batch_seconds"])
             params_path = out / "boundsort_params.json"
             with open(params_path, "w", encoding="utf8") as f:
                 json.dump(extra, f, indent=2)
@@ -212,6 +210,8 @@ class BoundsortSorter(BaseSorter):
             argv += ["--gpu-mem", str(params["gpu_mem"])]
         if params.get("device") and params["device"] != "cpu":
             argv += ["--device", str(params["device"])]
+        if params.get("batch_seconds") is not None:
+            argv += ["--batch-seconds", repr(float(params["batch_seconds"]))]
         if params.get("threads") is not None:
             argv += ["--threads", str(int(params["threads"]))]
         if params.get("resume"):

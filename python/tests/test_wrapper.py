@@ -66,7 +66,7 @@ def recording():
     return rec
 
 
-PARAMS = dict(mem="1G", threads=2, no_drift=True, batch_seconds=2.0, uv_per_bit=0.25)
+PARAMS = dict(threads=2, batch_seconds=2.0, uv_per_bit=0.25)
 
 
 def test_registered():
@@ -101,13 +101,11 @@ def test_files_and_command_line(recording, tmp_path):
     dci = np.concatenate([p.device_channel_indices for p in pg.probes])
     np.testing.assert_allclose(pos[np.argsort(dci)], recording.get_channel_locations())
 
-    # the parameters file and the exact command line
-    assert json.loads((so / "boundsort_params.json").read_text()) == {"batch_seconds": 2.0}
+    # the exact command line
     cmd = json.loads((so / "boundsort_cmd.json").read_text())
     assert cmd["argv"] == ["sort", str(dat), "--probe", str(so / "probe.json"), "--fs", "30000.0",
                            "--n-chan", "8", "--dtype", "int16", "--uv-per-bit", "0.25", "-o", str(so / "phy"),
-                           "--mem", "1G", "--threads", "2", "--params", str(so / "boundsort_params.json"),
-                           "--no-drift"]
+                           "--batch-seconds", "2.0", "--threads", "2"]
     log = json.loads((folder / "spikeinterface_log.json").read_text())
     assert log["sorter_name"] == "boundsort"
     assert (so / "boundsort.log").read_text().startswith("$ " + BOUNDSORT + " sort ")

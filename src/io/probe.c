@@ -128,6 +128,7 @@ bs_status bs_probe_write_json(const bs_probe *p, const char *path)
     cJSON *ids = cJSON_AddArrayToObject(probe, "contact_ids");
     cJSON *shank = cJSON_AddArrayToObject(probe, "shank_ids");
     cJSON *dev = cJSON_AddArrayToObject(probe, "device_channel_indices");
+    cJSON *axes = cJSON_AddArrayToObject(probe, "contact_plane_axes"); /* probeinterface requires it */
     for (int i = 0; i < p->n_chan; i++) {
         cJSON *xy = cJSON_CreateArray();
         cJSON_AddItemToArray(xy, cJSON_CreateNumber(p->x_um[i]));
@@ -143,6 +144,11 @@ bs_status bs_probe_write_json(const bs_probe *p, const char *path)
         cJSON_AddItemToArray(ids, cJSON_CreateString(id));
         cJSON_AddItemToArray(shank, cJSON_CreateString(sh));
         cJSON_AddItemToArray(dev, cJSON_CreateNumber(p->column[i]));
+        const double unit_axes[2][2] = {{1, 0}, {0, 1}};
+        cJSON *ax = cJSON_CreateArray();
+        for (int a = 0; a < 2; a++)
+            cJSON_AddItemToArray(ax, cJSON_CreateDoubleArray(unit_axes[a], 2));
+        cJSON_AddItemToArray(axes, ax);
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

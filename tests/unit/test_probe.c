@@ -41,6 +41,7 @@ int main(void)
     char *text = NULL;
     CHECK(bs_read_text_file(path, 1 << 20, &text, NULL) == BS_OK);
     CHECK(text && strstr(text, "\"device_channel_indices\"") && strstr(text, "probeinterface"));
+    CHECK(text && strstr(text, "\"contact_plane_axes\"")); /* probeinterface refuses a probe without it */
     free(text);
     bs_probe_free(&p);
     CHECK(bs_probe_alloc(&p, 0) == BS_ERR_INPUT);
