@@ -28,37 +28,8 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "io/probe.h"
 #include "mem/mem.h"
-
-static int double_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median spacing of distinct contact depths (µm); 1 with a single depth. */
-static double depth_step(const bs_probe *probe)
-{
-    int n = probe->n_chan;
-    double *y = malloc((size_t)n * sizeof *y);
-    if (!y)
-        return 1.0;
-    memcpy(y, probe->y_um, (size_t)n * sizeof *y);
-    qsort(y, (size_t)n, sizeof *y, double_cmp);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (m == 0 || y[i] != y[m - 1])
-            y[m++] = y[i];
-    double step = 1.0;
-    if (m > 1) {
-        for (int i = 0; i + 1 < m; i++)
-            y[i] = y[i + 1] - y[i];
-        qsort(y, (size_t)(m - 1), sizeof *y, double_cmp);
-        step = (m - 1) % 2 ? y[(m - 1) / 2] : 0.5 * (y[(m - 1) / 2 - 1] + y[(m - 1) / 2]);
-    }
-    free(y);
-    return step;
-}
 
 void bs_centers_free(bs_cluster_centers *c)
 {
@@ -77,7 +48,7 @@ bs_status bs_centers_build(const bs_probe *probe, const bs_detect_grid *g, const
     memset(c, 0, sizeof *c);
     if (g->n_pos < 1)
         return bs_error(BS_ERR_INPUT, "cluster centers: the detection grid has no positions");
-    double dmin = p->dmin_um > 0 ? p->dmin_um : depth_step(probe);
+    double dmin = p->dmin_um > 0 ? p->dmin_um : bs_probe_median_depth_step(probe);
     double xstep = p->x_step_um > 0 ? p->x_step_um : 200.0;
     int n_shanks = 0;
     for (int f = 0; f < g->n_pos; f++)

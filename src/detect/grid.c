@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/probe.h"
 #include "../mem/mem.h"
 #include "detect.h"
 
@@ -20,36 +21,6 @@ static int ranked_cmp(const void *a, const void *b)
     if (x->d2 != y->d2)
         return x->d2 < y->d2 ? -1 : 1;
     return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-static int double_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median spacing between distinct contact depths (µm); 1 if only one depth. */
-static double median_depth_step(const bs_probe *probe)
-{
-    int n = probe->n_chan;
-    double *y = malloc((size_t)n * sizeof *y);
-    if (!y)
-        return 1.0;
-    memcpy(y, probe->y_um, (size_t)n * sizeof *y);
-    qsort(y, (size_t)n, sizeof *y, double_cmp);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (m == 0 || y[i] != y[m - 1])
-            y[m++] = y[i];
-    double step = 1.0;
-    if (m > 1) {
-        for (int i = 0; i + 1 < m; i++)
-            y[i] = y[i + 1] - y[i];
-        qsort(y, (size_t)(m - 1), sizeof *y, double_cmp);
-        step = (m - 1) % 2 ? y[(m - 1) / 2] : 0.5 * (y[(m - 1) / 2 - 1] + y[(m - 1) / 2]);
-    }
-    free(y);
-    return step;
 }
 
 void bs_grid_free(bs_detect_grid *g)
@@ -67,7 +38,7 @@ bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_det
 {
     memset(g, 0, sizeof *g);
     int C = probe->n_chan;
-    double dmin = p->dmin_um > 0 ? p->dmin_um : median_depth_step(probe);
+    double dmin = p->dmin_um > 0 ? p->dmin_um : bs_probe_median_depth_step(probe);
     double dy = dmin / 2, dx_target = p->dminx_um / 2;
     /* count candidate positions per shank to size the arrays */
     size_t cap = 0;

@@ -58,6 +58,35 @@ static int site_cmp(const void *a, const void *b)
     return 0;
 }
 
+static int double_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bs_probe_median_depth_step(const bs_probe *probe)
+{
+    int n = probe->n_chan;
+    double *y = malloc((size_t)(n > 0 ? n : 1) * sizeof *y);
+    if (!y)
+        return 1.0;
+    memcpy(y, probe->y_um, (size_t)n * sizeof *y);
+    qsort(y, (size_t)n, sizeof *y, double_cmp);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || y[i] != y[m - 1])
+            y[m++] = y[i];
+    double step = 1.0;
+    if (m > 1) {
+        for (int i = 0; i + 1 < m; i++)
+            y[i] = y[i + 1] - y[i];
+        qsort(y, (size_t)(m - 1), sizeof *y, double_cmp);
+        step = (m - 1) % 2 ? y[(m - 1) / 2] : 0.5 * (y[(m - 1) / 2 - 1] + y[(m - 1) / 2]);
+    }
+    free(y);
+    return step;
+}
+
 static int int_cmp(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;

@@ -13,4 +13,8 @@
  * shank_ids as strings, device_channel_indices = data file columns). */
 bs_status bs_probe_write_json(const bs_probe *p, const char *path);
 
+/* Median spacing between the distinct contact depths (y), µm; 1 when every
+ * contact is at the same depth (or on allocation failure). */
+double bs_probe_median_depth_step(const bs_probe *p);
+
 #endif
