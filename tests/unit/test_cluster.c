@@ -86,12 +86,13 @@ static double agreement(const int32_t *truth, const int32_t *lab, int64_t n, int
     return worst;
 }
 
-static void test_knn(void)
+/* n spikes against m landmarks; with m = 4000 the sgemm runs in two blocks */
+static void test_knn(int n, int m)
 {
     /* integer-valued features: every float operation is exact, so ties are real ties */
     bs_rng r;
     bs_rng_seed(&r, 3);
-    int n = 500, m = 60, k = 10, d = 8;
+    int k = 10, d = 8;
     float *X = malloc((size_t)n * d * sizeof *X), *L = malloc((size_t)m * d * sizeof *L);
     for (int i = 0; i < n * d; i++)
         X[i] = (float)((int)(bs_rng_next(&r) % 5) - 2);
@@ -103,8 +104,8 @@ static void test_knn(void)
     int equal = 1, ties = 0;
     for (int i = 0; i < n; i++) {
         /* naive: selection by (distance, index) */
-        double dd[60];
-        int used[60] = {0};
+        double *dd = malloc((size_t)m * sizeof *dd);
+        char *used = calloc((size_t)m, 1);
         for (int j = 0; j < m; j++) {
             double s = 0;
             for (int q = 0; q < d; q++)
@@ -121,6 +122,8 @@ static void test_knn(void)
             if (q > 0)
                 ties += dist[i * k + q] == dist[i * k + q - 1];
         }
+        free(dd);
+        free(used);
     }
     CHECK(equal);
     CHECK(ties > 100); /* the tie rule was exercised */
@@ -132,14 +135,16 @@ static void test_knn(void)
 
 int main(void)
 {
-    test_knn();
+    test_knn(500, 60);
+    CHECK(bs_cluster_knn_block_rows(4000) < 1100);
+    test_knn(1100, 4000);
     bs_cluster_params p;
     bs_cluster_default_params(&p);
     bs_rng r;
 
     /* 1. five clusters, refractory trains: recovered */
     bs_rng_seed(&r, 11);
-    int64_t n = 3000;
+    int64_t n = 2500, n2 = 2000;
     float *X = malloc((size_t)n * D * sizeof *X);
     int32_t *truth = malloc((size_t)n * sizeof *truth), *lab = malloc((size_t)n * sizeof *lab),
             *lab1 = malloc((size_t)n * sizeof *lab1);
@@ -169,6 +174,7 @@ int main(void)
 
     /* 2. one anisotropic unimodal cloud is not split (no times: bimodality only) */
     bs_rng_seed(&r, 12);
+    n = n2;
     for (int64_t i = 0; i < n; i++)
         for (int d = 0; d < D; d++)
             X[i * D + d] = (float)(gauss(&r) * (d < 3 ? 3.0 : 1.0));

@@ -20,10 +20,10 @@
 #include "mem/mem.h"
 
 #define C 20
-#define T 120000
+#define T 90000
 #define NU 4
 #define HALO 61
-#define NB 20000
+#define NB 15000
 #define MAXGT 20000
 
 static float *signal_;
@@ -77,12 +77,12 @@ int main(void)
         unit_x[u] = (u % 2) * 32.0;
         unit_y[u] = 60.0 + 80.0 * (u / 2);
     }
-    /* independent refractory (2 ms) Poisson trains, 70 Hz */
+    /* independent refractory (2 ms) Poisson trains, 85 Hz */
     int64_t (*ev)[2] = malloc(MAXGT * sizeof *ev);
     for (int u = 0; u < NU; u++) {
         double time = 0.01;
         for (;;) {
-            time += 0.002 - log(1.0 - bs_rng_uniform(&r)) / 70.0;
+            time += 0.002 - log(1.0 - bs_rng_uniform(&r)) / 85.0;
             int64_t t = (int64_t)(time * 30000.0);
             if (t > T - 100 || n_gt >= MAXGT)
                 break;
