@@ -474,7 +474,7 @@ static int64_t spike_step(const graph *g, const int32_t *isub, const int64_t *S,
             }
         }
         for (int o = 0; o < nc; o++) { /* best label without landmarks among i's neighbours */
-            int32_t c = order[o], in = 0;
+            int32_t c = pk > 0 ? order[o] : o, in = 0; /* pk = 0: all score 0, the smallest id wins */
             for (int q = 0; q < nl && !in; q++)
                 in = labs[q] == c;
             if (in)
