@@ -81,6 +81,8 @@ typedef struct {
     uint64_t seed;          /* initialisation seed (5) */
     double dmin_um;         /* vertical contact spacing, µm (0 = median spacing of the probe) */
     double x_step_um;       /* horizontal spacing of x-centers on wide shanks, µm (200) */
+    int64_t par_min_work;   /* loops of fewer operations run on one thread (2^20); results never
+                               depend on it nor on the thread count (tests set 0 to force threads) */
 } bs_cluster_params;
 
 void bs_cluster_default_params(bs_cluster_params *p);

@@ -30,7 +30,6 @@
 
 #define KNN_BLOCK_FLOATS ((int64_t)4 << 20) /* 16 MiB of dot products per kNN block */
 #define INIT_BLOCK 65536                     /* spikes per block of the greedy initialisation */
-#define PAR_WORK ((int64_t)1 << 20)          /* fewer operations than this run on one thread */
 #define LDA_BLOCK 1024                       /* spikes per block of the discriminant */
 #define HIST_BINS 400
 
@@ -53,6 +52,7 @@ void bs_cluster_default_params(bs_cluster_params *p)
     p->seed = 5;
     p->dmin_um = 0;
     p->x_step_um = 200.0;
+    p->par_min_work = (int64_t)1 << 20;
 }
 
 int64_t bs_cluster_n_landmarks(int64_t n, const bs_cluster_params *p)
@@ -79,8 +79,8 @@ size_t bs_cluster_knn_scratch_bytes(int64_t n, int64_t m, int D)
 
 /* ---------------------------------------------------------------- kNN */
 
-bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn,
-                         float *dist)
+static bs_status knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn, float *dist,
+                     int64_t par_min)
 {
     if (k < 1 || k > m || D < 1)
         return bs_error(BS_ERR_INTERNAL, "cluster kNN: k = %d must be in 1..%lld landmarks", k, (long long)m);
@@ -103,7 +103,7 @@ bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64
         int64_t nb = n - r0 < B ? n - r0 : B;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)m, D, 1.0f, X + r0 * D, D, L, D, 0.0f,
                     G, (int)m);
-#pragma omp parallel for schedule(static) if (nb * m > PAR_WORK)
+#pragma omp parallel for schedule(static) if (nb * m > par_min)
         for (int64_t r = 0; r < nb; r++) {
             const float *x = X + (r0 + r) * D;
             float xn = 0;
@@ -147,6 +147,12 @@ bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64
     }
     bs_mem_free(scr);
     return BS_OK;
+}
+
+bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn,
+                         float *dist)
+{
+    return knn(X, n, D, L, m, k, kn, dist, (int64_t)1 << 20);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -410,13 +416,14 @@ typedef struct {
     const int32_t *ki, *kj;
     const int64_t *lmk;
     double pen; /* lam / m */
+    int64_t par_min; /* see bs_cluster_params.par_min_work */
 } graph;
 
 /* Landmark step: isub[s] = argmax_c count(s, c) - pen·kj[s]·N_c. */
 static void landmark_step(const graph *g, const int32_t *lab, const int64_t *N, int nc, int32_t *isub)
 {
     int64_t m = g->l->m;
-#pragma omp parallel if (m * nc + g->roff[m] > PAR_WORK)
+#pragma omp parallel if (m * nc + g->roff[m] > g->par_min)
     {
         int32_t *cnt = calloc((size_t)nc, sizeof *cnt);
 #pragma omp for schedule(static)
@@ -448,7 +455,7 @@ static int64_t spike_step(const graph *g, const int32_t *isub, const int64_t *S,
 {
     int64_t n = g->l->n, changed = 0;
     int k = g->l->k;
-#pragma omp parallel for schedule(static) reduction(+ : changed) if (n * k > PAR_WORK / 4)
+#pragma omp parallel for schedule(static) reduction(+ : changed) if (n * k > g->par_min / 4)
     for (int64_t i = 0; i < n; i++) {
         int32_t labs[64];
         int cnts[64], nl = 0;
@@ -567,7 +574,7 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
             /* G (nc × nb) = 2·cand·Xblkᵀ: row q holds the candidate's 2·x_i·x_c */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nc, (int)nb, D, 2.0f, cf, D, X + r0 * D, D, 0.0f,
                         G, (int)nb);
-#pragma omp parallel for schedule(static) if (nb * nc > PAR_WORK)
+#pragma omp parallel for schedule(static) if (nb * nc > g->par_min)
             for (int q = 0; q < nc; q++) {
                 double s = 0;
                 float cn = vtot[cand[q]];
@@ -586,7 +593,7 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
                 best = q;
         const float *xc = X + cand[best] * D;
         float cn = vtot[cand[best]];
-#pragma omp parallel for schedule(static) if (n * D > PAR_WORK)
+#pragma omp parallel for schedule(static) if (n * D > g->par_min)
         for (int64_t i = 0; i < n; i++) {
             float dot = 0;
             for (int d = 0; d < D; d++)
@@ -661,7 +668,7 @@ bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n
         q++;
     }
     /* 2. kNN */
-    st = bs_cluster_knn(X, n, D, L, m, k, kn, NULL);
+    st = knn(X, n, D, L, m, k, kn, NULL, p->par_min_work);
     if (st != BS_OK)
         goto done;
     /* 3. reverse lists and degrees (self-edges excluded from degrees) */
@@ -698,7 +705,7 @@ bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n
         *n_labels = 1;
         goto done;
     }
-    graph g = {&l, X, kn, roff, ridx, ki, kj, lmk, p->lam / (double)medges};
+    graph g = {&l, X, kn, roff, ridx, ki, kj, lmk, p->lam / (double)medges, p->par_min_work};
 
     /* 4. initialisation */
     greedy_init(&g, p, scr, labels);

@@ -165,10 +165,14 @@ int main(void)
     size_t peak = bs_mem_tag_peak("cluster/graph", BS_DEV_HOST) + bs_mem_tag_peak("cluster/knn", BS_DEV_HOST);
     CHECK_MSG(peak == bs_cluster_graph_bytes(n, D, &p), "peak %zu, planned %zu", peak, bs_cluster_graph_bytes(n, D, &p));
     CHECK(bs_mem_current(BS_DEV_HOST) == live0);
-    /* 1 thread: identical labels */
+    /* every loop on threads (par_min_work 0), 1 and 2 threads: identical labels */
+    bs_cluster_params pt = p;
+    pt.par_min_work = 0;
+    int L1 = 0, L2 = 0;
+    CHECK(bs_cluster_graph(&pt, X, n, D, t, lab1, &L2) == BS_OK);
+    CHECK(L2 == L && memcmp(lab, lab1, (size_t)n * sizeof *lab) == 0);
     omp_set_num_threads(1);
-    int L1 = 0;
-    CHECK(bs_cluster_graph(&p, X, n, D, t, lab1, &L1) == BS_OK);
+    CHECK(bs_cluster_graph(&pt, X, n, D, t, lab1, &L1) == BS_OK);
     CHECK(L1 == L && memcmp(lab, lab1, (size_t)n * sizeof *lab) == 0);
     omp_set_num_threads(2);
 
