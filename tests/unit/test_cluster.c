@@ -16,6 +16,27 @@
 #include "common/rng.h"
 #include "mem/mem.h"
 
+/* LeakSanitizer of clang 14 on glibc 2.36 crashes in its tracer ("Tracer
+ * caught signal 11", a garbage dynamic-TLS range) after many multi-threaded
+ * OpenBLAS calls. Scanning TLS is turned off for this test instead, which
+ * keeps leak detection on; the only roots then lost are glibc's own dlerror
+ * buffers (kept in TLS), which are suppressed. Tracked memory is also checked
+ * with bs_mem_live_blocks(). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BS_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define BS_TEST_ASAN 1
+#endif
+#ifdef BS_TEST_ASAN
+const char *__lsan_default_options(void);
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_options(void) { return "use_tls=0"; }
+const char *__lsan_default_suppressions(void) { return "leak:_dlerror_run\nleak:_dl_exception_create_format\n"; }
+#endif
+
 #define D 60
 
 static double gauss(bs_rng *r)
@@ -152,7 +173,7 @@ int main(void)
     clouds(&r, 5, 8.0, n, X, truth);
     unit_times(&r, truth, n, 5, t);
     int L = 0;
-    omp_set_num_threads(2);
+    omp_set_num_threads(1);
     bs_mem_reset_peaks();
     size_t live0 = bs_mem_current(BS_DEV_HOST);
     double t0 = omp_get_wtime();
@@ -165,16 +186,13 @@ int main(void)
     size_t peak = bs_mem_tag_peak("cluster/graph", BS_DEV_HOST) + bs_mem_tag_peak("cluster/knn", BS_DEV_HOST);
     CHECK_MSG(peak == bs_cluster_graph_bytes(n, D, &p), "peak %zu, planned %zu", peak, bs_cluster_graph_bytes(n, D, &p));
     CHECK(bs_mem_current(BS_DEV_HOST) == live0);
-    /* every loop on threads (par_min_work 0), 1 and 2 threads: identical labels */
+    /* 2 threads with every loop on threads (par_min_work 0): identical labels to 1 thread */
+    omp_set_num_threads(2);
     bs_cluster_params pt = p;
     pt.par_min_work = 0;
-    int L1 = 0, L2 = 0;
+    int L2 = 0;
     CHECK(bs_cluster_graph(&pt, X, n, D, t, lab1, &L2) == BS_OK);
     CHECK(L2 == L && memcmp(lab, lab1, (size_t)n * sizeof *lab) == 0);
-    omp_set_num_threads(1);
-    CHECK(bs_cluster_graph(&pt, X, n, D, t, lab1, &L1) == BS_OK);
-    CHECK(L1 == L && memcmp(lab, lab1, (size_t)n * sizeof *lab) == 0);
-    omp_set_num_threads(2);
 
     /* 2. one anisotropic unimodal cloud is not split (no times: bimodality only) */
     bs_rng_seed(&r, 12);
