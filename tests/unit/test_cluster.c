@@ -165,7 +165,7 @@ int main(void)
 
     /* 1. five clusters, refractory trains: recovered */
     bs_rng_seed(&r, 11);
-    int64_t n = 2500, n2 = 2000;
+    int64_t n = 2500, n2 = 1500;
     float *X = malloc((size_t)n * D * sizeof *X);
     int32_t *truth = malloc((size_t)n * sizeof *truth), *lab = malloc((size_t)n * sizeof *lab),
             *lab1 = malloc((size_t)n * sizeof *lab1);
