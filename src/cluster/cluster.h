@@ -81,6 +81,8 @@ typedef struct {
     uint64_t seed;          /* initialisation seed (5) */
     double dmin_um;         /* vertical contact spacing, µm (0 = median spacing of the probe) */
     double x_step_um;       /* horizontal spacing of x-centers on wide shanks, µm (200) */
+    int64_t par_min_work;   /* loops of fewer operations run on one thread (2^20); results never
+                               depend on it nor on the thread count (tests set 0 to force threads) */
 } bs_cluster_params;
 
 void bs_cluster_default_params(bs_cluster_params *p);
@@ -106,7 +108,8 @@ size_t bs_cluster_graph_bytes(int64_t n, int D, const bs_cluster_params *p);
 
 /* Cluster one center: X n × D (row-major float32), t (optional, n sample
  * times at p->fs_hz, any order) for the refractory test; labels[n] out,
- * *n_labels = L. */
+ * *n_labels = L. The discriminant replaces the last feature column by a bias
+ * (as Kilosort does), so D >= 2; n < min_spikes or D < 2 gives one cluster. */
 bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n, int D, const int64_t *t,
                            int32_t *labels, int *n_labels);
 

@@ -26,11 +26,11 @@
 
 #include "cluster.h"
 #include "common/rng.h"
+#include "common/simd.h"
 #include "mem/mem.h"
 
 #define KNN_BLOCK_FLOATS ((int64_t)4 << 20) /* 16 MiB of dot products per kNN block */
-#define INIT_BLOCK 65536                     /* spikes per block of the greedy initialisation */
-#define PAR_WORK ((int64_t)1 << 20)          /* fewer operations than this run on one thread */
+#define INIT_BLOCK 8192                      /* spikes per block of the greedy initialisation (cache-sized) */
 #define LDA_BLOCK 1024                       /* spikes per block of the discriminant */
 #define HIST_BINS 400
 
@@ -53,6 +53,7 @@ void bs_cluster_default_params(bs_cluster_params *p)
     p->seed = 5;
     p->dmin_um = 0;
     p->x_step_um = 200.0;
+    p->par_min_work = (int64_t)1 << 20;
 }
 
 int64_t bs_cluster_n_landmarks(int64_t n, const bs_cluster_params *p)
@@ -79,8 +80,8 @@ size_t bs_cluster_knn_scratch_bytes(int64_t n, int64_t m, int D)
 
 /* ---------------------------------------------------------------- kNN */
 
-bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn,
-                         float *dist)
+static bs_status knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn, float *dist,
+                     int64_t par_min)
 {
     if (k < 1 || k > m || D < 1)
         return bs_error(BS_ERR_INTERNAL, "cluster kNN: k = %d must be in 1..%lld landmarks", k, (long long)m);
@@ -103,7 +104,7 @@ bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64
         int64_t nb = n - r0 < B ? n - r0 : B;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)m, D, 1.0f, X + r0 * D, D, L, D, 0.0f,
                     G, (int)m);
-#pragma omp parallel for schedule(static) if (nb * m > PAR_WORK)
+#pragma omp parallel for schedule(static) if (nb * m > par_min)
         for (int64_t r = 0; r < nb; r++) {
             const float *x = X + (r0 + r) * D;
             float xn = 0;
@@ -147,6 +148,12 @@ bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64
     }
     bs_mem_free(scr);
     return BS_OK;
+}
+
+bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn,
+                         float *dist)
+{
+    return knn(X, n, D, L, m, k, kn, dist, (int64_t)1 << 20);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -410,13 +417,14 @@ typedef struct {
     const int32_t *ki, *kj;
     const int64_t *lmk;
     double pen; /* lam / m */
+    int64_t par_min; /* see bs_cluster_params.par_min_work */
 } graph;
 
 /* Landmark step: isub[s] = argmax_c count(s, c) - pen·kj[s]·N_c. */
 static void landmark_step(const graph *g, const int32_t *lab, const int64_t *N, int nc, int32_t *isub)
 {
     int64_t m = g->l->m;
-#pragma omp parallel if (m * nc + g->roff[m] > PAR_WORK)
+#pragma omp parallel if (m * nc + g->roff[m] > g->par_min)
     {
         int32_t *cnt = calloc((size_t)nc, sizeof *cnt);
 #pragma omp for schedule(static)
@@ -448,7 +456,7 @@ static int64_t spike_step(const graph *g, const int32_t *isub, const int64_t *S,
 {
     int64_t n = g->l->n, changed = 0;
     int k = g->l->k;
-#pragma omp parallel for schedule(static) reduction(+ : changed) if (n * k > PAR_WORK / 4)
+#pragma omp parallel for schedule(static) reduction(+ : changed) if (n * k > g->par_min / 4)
     for (int64_t i = 0; i < n; i++) {
         int32_t labs[64];
         int cnts[64], nl = 0;
@@ -474,7 +482,7 @@ static int64_t spike_step(const graph *g, const int32_t *isub, const int64_t *S,
             }
         }
         for (int o = 0; o < nc; o++) { /* best label without landmarks among i's neighbours */
-            int32_t c = order[o], in = 0;
+            int32_t c = pk > 0 ? order[o] : o, in = 0; /* pk = 0: all score 0, the smallest id wins */
             for (int q = 0; q < nl && !in; q++)
                 in = labs[q] == c;
             if (in)
@@ -504,6 +512,28 @@ static int cmp_order(const void *a, const void *b)
 }
 
 /* ---------------------------------------------------------------- init */
+
+/* Σ_i max(0, (g[i] - cn) - v[i]) over ≤ INIT_BLOCK terms, as 16 interleaved
+ * float partial sums combined in a fixed order: vectorisable, and the same
+ * result for every SIMD variant and thread count. */
+BS_VECTORIZED static double relu_sum(const float *restrict g, const float *restrict v, float cn, int64_t nb)
+{
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= nb; i += 16)
+        for (int u = 0; u < 16; u++) {
+            float imp = (g[i + u] - cn) - v[i + u];
+            acc[u] += imp > 0.0f ? imp : 0.0f;
+        }
+    for (; i < nb; i++) {
+        float imp = (g[i] - cn) - v[i];
+        acc[i % 16] += imp > 0.0f ? imp : 0.0f;
+    }
+    double s = 0;
+    for (int u = 0; u < 16; u++)
+        s += (double)acc[u];
+    return s;
+}
 
 static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, int32_t *lab)
 {
@@ -567,31 +597,21 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
             /* G (nc × nb) = 2·cand·Xblkᵀ: row q holds the candidate's 2·x_i·x_c */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nc, (int)nb, D, 2.0f, cf, D, X + r0 * D, D, 0.0f,
                         G, (int)nb);
-#pragma omp parallel for schedule(static) if (nb * nc > PAR_WORK)
-            for (int q = 0; q < nc; q++) {
-                double s = 0;
-                float cn = vtot[cand[q]];
-                const float *gq = G + (int64_t)q * nb;
-                for (int64_t i = 0; i < nb; i++) {
-                    float imp = (gq[i] - cn) - vexp[r0 + i];
-                    if (imp > 0)
-                        s += imp;
-                }
-                colsum[q] += s;
-            }
+#pragma omp parallel for schedule(static) if (nb * nc > g->par_min)
+            for (int q = 0; q < nc; q++)
+                colsum[q] += relu_sum(G + (int64_t)q * nb, vexp + r0, vtot[cand[q]], nb);
         }
         int best = 0;
         for (int q = 1; q < nc; q++)
             if (colsum[q] > colsum[best])
                 best = q;
-        const float *xc = X + cand[best] * D;
-        float cn = vtot[cand[best]];
-#pragma omp parallel for schedule(static) if (n * D > PAR_WORK)
+        /* gains of the chosen candidate: 2·X·x_c by sgemv into the (free until the next step) cum buffer */
+        const float *xc = cf + (size_t)best * D;
+        float cn = vtot[cand[best]], *g2 = (float *)cum;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, D, 2.0f, X, D, xc, 1, 0.0f, g2, 1);
+#pragma omp parallel for schedule(static) if (n > g->par_min)
         for (int64_t i = 0; i < n; i++) {
-            float dot = 0;
-            for (int d = 0; d < D; d++)
-                dot += X[i * D + d] * xc[d];
-            float gain = 2.0f * dot - cn;
+            float gain = g2[i] - cn;
             if (gain - vexp[i] > 0) {
                 vexp[i] = gain;
                 lab[i] = step;
@@ -661,7 +681,7 @@ bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n
         q++;
     }
     /* 2. kNN */
-    st = bs_cluster_knn(X, n, D, L, m, k, kn, NULL);
+    st = knn(X, n, D, L, m, k, kn, NULL, p->par_min_work);
     if (st != BS_OK)
         goto done;
     /* 3. reverse lists and degrees (self-edges excluded from degrees) */
@@ -698,7 +718,7 @@ bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n
         *n_labels = 1;
         goto done;
     }
-    graph g = {&l, X, kn, roff, ridx, ki, kj, lmk, p->lam / (double)medges};
+    graph g = {&l, X, kn, roff, ridx, ki, kj, lmk, p->lam / (double)medges, p->par_min_work};
 
     /* 4. initialisation */
     greedy_init(&g, p, scr, labels);

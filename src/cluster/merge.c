@@ -6,7 +6,9 @@
  * for |τ| ≤ max_lag (terms with u+τ outside the window are dropped). The
  * best τ is searched in the order 0, −1, +1, −2, ... and only a strictly
  * larger value replaces the best, so ties go to the smaller |τ|. A positive
- * τ means b is a delayed by τ samples.
+ * τ means b is a delayed by τ samples. Templates without a common channel
+ * have similarity exactly 0 (lag 0) and cost nothing more than the channel
+ * comparison.
  *
  * CCG-guided merge. Clusters are visited by decreasing spike count (smaller
  * id on ties). A cluster k whose own train passes the ACG test may absorb
@@ -85,35 +87,59 @@ static double norm_of(const tview *a, int nt)
 
 static double similarity(const tview *a, const tview *b, int nt, int max_lag, int *lag)
 {
-    double na = norm_of(a, nt), nb = norm_of(b, nt);
-    double best = -INFINITY;
-    int best_lag = 0;
-    for (int q = 0; q <= 2 * max_lag; q++) {
-        int tau = q == 0 ? 0 : (q % 2 ? -(q + 1) / 2 : q / 2);
-        double s = 0;
-        int i = 0, j = 0;
-        while (i < a->n && j < b->n) {
-            if (a->chans[i] < b->chans[j])
-                i++;
-            else if (a->chans[i] > b->chans[j])
-                j++;
-            else {
-                const float *x = a->wave + (int64_t)i * nt, *y = b->wave + (int64_t)j * nt;
-                int u0 = tau < 0 ? -tau : 0, u1 = tau > 0 ? nt - tau : nt;
-                for (int u = u0; u < u1; u++)
-                    s += (double)x[u] * y[u + tau];
-                i++;
-                j++;
-            }
-        }
-        if (s > best) {
-            best = s;
-            best_lag = tau;
+    if (lag)
+        *lag = 0;
+    /* common channels, found once (lists are ascending) */
+    int np = 0, cap = a->n < b->n ? a->n : b->n;
+    int pa_stack[64], pb_stack[64];
+    int *pa = pa_stack, *pb = pb_stack;
+    if (cap > 64) {
+        pa = malloc((size_t)cap * sizeof *pa);
+        pb = malloc((size_t)cap * sizeof *pb);
+        if (!pa || !pb) {
+            free(pa);
+            free(pb);
+            return 0.0; /* cannot compare: treated as dissimilar */
         }
     }
-    if (lag)
-        *lag = best_lag;
-    return best / ((1e-6 + na) * (1e-6 + nb));
+    for (int i = 0, j = 0; i < a->n && j < b->n;) {
+        if (a->chans[i] < b->chans[j])
+            i++;
+        else if (a->chans[i] > b->chans[j])
+            j++;
+        else {
+            pa[np] = i++;
+            pb[np++] = j++;
+        }
+    }
+    double best = 0.0;
+    if (np > 0) {
+        double na = norm_of(a, nt), nb = norm_of(b, nt);
+        best = -INFINITY;
+        int best_lag = 0;
+        for (int q = 0; q <= 2 * max_lag; q++) {
+            int tau = q == 0 ? 0 : (q % 2 ? -(q + 1) / 2 : q / 2);
+            int u0 = tau < 0 ? -tau : 0, u1 = tau > 0 ? nt - tau : nt;
+            double s = 0;
+            for (int c = 0; c < np; c++) {
+                const float *x = a->wave + (int64_t)pa[c] * nt, *y = b->wave + (int64_t)pb[c] * nt;
+                for (int u = u0; u < u1; u++)
+                    s += (double)x[u] * y[u + tau];
+            }
+            if (s > best) {
+                best = s;
+                best_lag = tau;
+            }
+        }
+        if (lag)
+            *lag = best_lag;
+        best /= (1e-6 + na) * (1e-6 + nb);
+    }
+    if (pa != pa_stack) {
+        free(pa);
+        free(pb);
+    }
+    return best;
 }
 
 static tview view_of(const bs_sparse_templates *T, int k)
