@@ -14,7 +14,7 @@ bash "$root/scripts/build.sh" "$root/build"
 echo "== sanitizer build (ASan + UBSan, -O2 -g) and tests"
 BUILD_TYPE=RelWithDebInfo bash "$root/scripts/build.sh" "$root/build-asan" -DBOUNDSORT_SANITIZE=ON \
   -DCMAKE_C_COMPILER=clang -DBOUNDSORT_FUZZ=ON
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 BS_SANITIZED=1
 (cd "$root/build-asan" && ctest --output-on-failure -j "$jobs" -E "${BS_ASAN_EXCLUDE:-^$}")
 
 echo "== fuzzing each parser for ${BS_FUZZ_SECONDS:=20} s"

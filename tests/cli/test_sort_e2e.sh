@@ -20,13 +20,18 @@ expect() { # expect CODE PHRASE cmd...
   ok
 }
 
-"$BS" simulate -o "$T/sim" --probe linear32 --duration 40 --units 8 --seed 11 -q || { echo "simulate failed"; exit 1; }
+# Under the sanitizers (BS_SANITIZED=1, about 20x slower) a shorter recording
+# exercises the same code; the accuracy floor is checked by the normal build.
+duration=40
+[ -n "${BS_SANITIZED:-}" ] && duration=12
+"$BS" simulate -o "$T/sim" --probe linear32 --duration $duration --units 8 --seed 11 -q || { echo "simulate failed"; exit 1; }
 "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out2" --threads 2 -q \
   && ok || bad "sort --threads 2 failed"
 "$BS" validate "$T/out2" >/dev/null && ok || bad "validate failed"
 "$BS" compare "$T/out2" "$T/sim" --json >"$T/cmp.json" && ok || bad "compare failed"
-cat "$T/cmp.json" | head -c 400; echo
-$PY - "$T/cmp.json" <<'PYEOF' && ok || bad "accuracy below the floor"
+head -c 400 "$T/cmp.json"; echo
+if [ -z "${BS_SANITIZED:-}" ]; then
+  $PY - "$T/cmp.json" <<'PYEOF' && ok || bad "accuracy below the floor"
 import json, sys
 d = json.loads(open(sys.argv[1]).readline())
 wd, acc = d["n_well_detected"], d["mean_accuracy"]
@@ -34,6 +39,7 @@ print(f"well detected {wd} of {d['n_gt_units']}, mean accuracy {acc:.3f}, {d['n_
 # measured on this case (seed 11): 1 well detected, mean accuracy 0.425
 sys.exit(0 if wd >= 1 and acc >= 0.38 else 1)
 PYEOF
+fi
 
 # thread-count independence
 "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out1" --threads 1 -q \
