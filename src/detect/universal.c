@@ -340,8 +340,15 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
                 if (stamp[f] == stamp_id)
                     continue;
                 stamp[f] = stamp_id;
-                if (!p->exhaustive && score_bound(g, K, fi, f) <= th2)
-                    continue;
+                if (!p->exhaustive) {
+                    /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A² */
+                    const int *ich = g->ichan + (size_t)f * nC;
+                    float loose = 0;
+                    for (int j = 0; j < nC; j++)
+                        loose += mi[ich[j]];
+                    if (loose <= th2 || score_bound(g, K, fi, f) <= th2)
+                        continue;
+                }
                 candidate cd = score_position(p, g, fi, f);
                 if (cd.score > p->th_universal) {
                     cd.t = ca + (int64_t)i;
