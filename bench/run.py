@@ -13,7 +13,7 @@ For each case (generated or taken from the cache by cases.ensure_case):
          score 0.5); well-detected = accuracy >= 0.8; false-positive units = count_false_positive_units().
        * `boundsort compare OUT GT --json` when that command is available; its per-unit accuracies
          must agree with SpikeInterface's within 0.01 (else the row is flagged "DISAGREE").
-  4. One table on stdout (and bench/results/<date>-table.txt) and bench/results/<date>-<case>.json
+  4. One table on stdout (and bench/results/<date>-<cases>-table.txt) and bench/results/<date>-<case>.json
      with machine info (cores, CPU model, RAM), versions and every number.
 
 Work folders: bench/work/<case>/<sorter>/ (Phy output), <sorter>.log, <sorter>.time (time -v).
@@ -345,7 +345,8 @@ def main(argv=None):
     print("\n" + head + "\n" + t)
     for n in notes:
         print(n)
-    (RESULTS / f"{today}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
+    # one table file per run, named by the cases it holds, so runs of other cases never overwrite it
+    (RESULTS / f"{today}-{'-'.join(a.cases)}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
     return 0
 
 
