@@ -12,17 +12,11 @@
 
 #include "io/npy.h"
 #include "mem/mem.h"
+#include "common/rng.h"
 #include "preprocess/preprocess.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static double urand(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
-}
+static bs_rng rng_ = {0x9E3779B97F4A7C15ULL}; /* = bs_rng_seed(&rng_, 0) */
+static double urand(void) { return bs_rng_uniform(&rng_) + 0x1.0p-54; } /* (0, 1): log() never sees 0 */
 static double nrand(void) { return sqrt(-2.0 * log(urand())) * cos(2.0 * M_PI * urand()); }
 
 static void *load(const char *name, bs_npy_dtype dt, int ndim, bs_npy_header *h)

@@ -19,28 +19,14 @@
 
 #include <stdint.h>
 
+#include "common/fileio.h"
 #include "io/spikeglx.h"
 #include "mem/mem.h"
 
 static char *read_all(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
+    char *text = NULL;
+    return bs_read_text_file(path, (size_t)1 << 26, &text, len) == BS_OK ? text : NULL;
 }
 
 static int write_file(const char *path, const void *data, size_t len)
@@ -121,7 +107,10 @@ static int parse_expected(char *line, expected *e)
 static void check_real_file(const char *meta_dir, const char *tmp, expected *e, int *n_files)
 {
     char src[4200], meta[4200], bin[4200];
-    snprintf(src, sizeof src, "%s/%s", meta_dir, e->name);
+    if (snprintf(src, sizeof src, "%s/%s", meta_dir, e->name) >= (int)sizeof src) {
+        CHECK_MSG(0, "path too long: %s/%s", meta_dir, e->name);
+        return;
+    }
     size_t len;
     char *text = read_all(src, &len);
     CHECK_MSG(text != NULL, "%s", src);

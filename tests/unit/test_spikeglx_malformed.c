@@ -9,28 +9,14 @@
 
 #include <stdint.h>
 
+#include "common/fileio.h"
 #include "io/spikeglx.h"
 #include "mem/mem.h"
 
 static char *read_all(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
+    char *text = NULL;
+    return bs_read_text_file(path, (size_t)1 << 26, &text, len) == BS_OK ? text : NULL;
 }
 
 static int write_file(const char *path, const void *data, size_t len)
