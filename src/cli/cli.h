@@ -9,6 +9,7 @@
 #define BS_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "../common/status.h"
 #include "../io/recording.h"
@@ -42,5 +43,10 @@ int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v);
  * value is malformed (the reason is written to msg). */
 int bs_cli_recording_option(const char *name, const char *value, bs_open_options *opt, char *msg, size_t msglen);
 extern const char BS_CLI_RECORDING_OPTIONS_HELP[];
+
+/* For a command that opens a recording: print "usage: <head><recording options>". */
+void bs_cli_print_recording_usage(FILE *out, const char *head);
+/* "boundsort <cmd>: <fmt with arg>", a blank line and the usage on stderr; returns BS_ERR_USAGE. */
+int bs_cli_recording_usage_error(const char *cmd, const char *head, const char *fmt, const char *arg);
 
 #endif

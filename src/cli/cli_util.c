@@ -96,3 +96,17 @@ int bs_cli_recording_option(const char *name, const char *v, bs_open_options *op
     }
     return 1;
 }
+
+void bs_cli_print_recording_usage(FILE *out, const char *head)
+{
+    fprintf(out, "usage: %s%s", head, BS_CLI_RECORDING_OPTIONS_HELP);
+}
+
+int bs_cli_recording_usage_error(const char *cmd, const char *head, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "boundsort %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n");
+    bs_cli_print_recording_usage(stderr, head);
+    return BS_ERR_USAGE;
+}

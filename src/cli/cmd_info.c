@@ -30,15 +30,9 @@ static const char *USAGE_HEAD =
     "  REC             recording: a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
     "  --json          print JSON instead of text\n";
 
-static void print_usage(FILE *out) { fprintf(out, "%s%s", USAGE_HEAD, BS_CLI_RECORDING_OPTIONS_HELP); }
-
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "boundsort info: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\nusage: ");
-    print_usage(stderr);
-    return BS_ERR_USAGE;
+    return bs_cli_recording_usage_error("info", USAGE_HEAD, fmt, arg);
 }
 
 /* "0-3,5,7-9": the file columns of the sorted channels, in channel order. */
@@ -167,8 +161,7 @@ static int print_json(const char *path, const bs_recording *rec)
 int bs_cmd_info(int argc, char **argv)
 {
     if (bs_cli_wants_help(argc, argv)) {
-        printf("usage: ");
-        print_usage(stdout);
+        bs_cli_print_recording_usage(stdout, USAGE_HEAD);
         return BS_OK;
     }
     bs_open_options opt = {0};

@@ -21,22 +21,15 @@ static const char *USAGE_HEAD =
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
     "  -q, --quiet       no progress lines\n";
 
-static void print_usage(FILE *out) { fprintf(out, "%s%s", USAGE_HEAD, BS_CLI_RECORDING_OPTIONS_HELP); }
-
-static int usage_error(const char *msg, const char *arg)
+static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "boundsort sort: ");
-    fprintf(stderr, msg, arg);
-    fprintf(stderr, "\n\nusage: ");
-    print_usage(stderr);
-    return BS_ERR_USAGE;
+    return bs_cli_recording_usage_error("sort", USAGE_HEAD, fmt, arg);
 }
 
 int bs_cmd_sort(int argc, char **argv)
 {
     if (bs_cli_wants_help(argc, argv)) {
-        printf("usage: ");
-        print_usage(stdout);
+        bs_cli_print_recording_usage(stdout, USAGE_HEAD);
         return BS_OK;
     }
     bs_open_options opt = {0};
