@@ -31,6 +31,21 @@
 #include "io/probe.h"
 #include "mem/mem.h"
 
+/* Bounding box (µm) of a shank's grid positions; 0 if the shank has none. */
+static int grid_shank_extent(const bs_detect_grid *g, int s, double *x0, double *x1, double *y0, double *y1)
+{
+    *x0 = *y0 = INFINITY;
+    *x1 = *y1 = -INFINITY;
+    for (int f = 0; f < g->n_pos; f++)
+        if (g->shank[f] == s) {
+            *x0 = fmin(*x0, g->x_um[f]);
+            *x1 = fmax(*x1, g->x_um[f]);
+            *y0 = fmin(*y0, g->y_um[f]);
+            *y1 = fmax(*y1, g->y_um[f]);
+        }
+    return *x0 <= *x1;
+}
+
 void bs_centers_free(bs_cluster_centers *c)
 {
     bs_mem_free(c->shank);
@@ -56,15 +71,8 @@ bs_status bs_centers_build(const bs_probe *probe, const bs_detect_grid *g, const
     /* count candidate centers */
     int cap = 0;
     for (int s = 0; s < n_shanks; s++) {
-        double y0 = INFINITY, y1 = -INFINITY, x0 = INFINITY, x1 = -INFINITY;
-        for (int f = 0; f < g->n_pos; f++)
-            if (g->shank[f] == s) {
-                y0 = fmin(y0, g->y_um[f]);
-                y1 = fmax(y1, g->y_um[f]);
-                x0 = fmin(x0, g->x_um[f]);
-                x1 = fmax(x1, g->x_um[f]);
-            }
-        if (y0 > y1)
+        double x0, x1, y0, y1;
+        if (!grid_shank_extent(g, s, &x0, &x1, &y0, &y1))
             continue;
         int ny = (int)ceil(((y1 + dmin + 1) - (y0 + dmin - 1)) / (2 * dmin));
         int nx = x1 - x0 <= 2 * xstep ? 1 : (int)ceil((x1 - x0) / xstep);
@@ -83,15 +91,8 @@ bs_status bs_centers_build(const bs_probe *probe, const bs_detect_grid *g, const
     }
     int nc = 0;
     for (int s = 0; s < n_shanks; s++) {
-        double y0 = INFINITY, y1 = -INFINITY, x0 = INFINITY, x1 = -INFINITY;
-        for (int f = 0; f < g->n_pos; f++)
-            if (g->shank[f] == s) {
-                y0 = fmin(y0, g->y_um[f]);
-                y1 = fmax(y1, g->y_um[f]);
-                x0 = fmin(x0, g->x_um[f]);
-                x1 = fmax(x1, g->x_um[f]);
-            }
-        if (y0 > y1)
+        double x0, x1, y0, y1;
+        if (!grid_shank_extent(g, s, &x0, &x1, &y0, &y1))
             continue;
         int nx = x1 - x0 <= 2 * xstep ? 1 : (int)ceil((x1 - x0) / xstep);
         for (int ix = 0; ix < nx; ix++)

@@ -23,6 +23,21 @@ static int ranked_cmp(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+/* Bounding box (µm) of a shank's contacts; 0 if the shank has none. */
+static int shank_extent(const bs_probe *probe, int sh, double *x0, double *x1, double *y0, double *y1)
+{
+    *x0 = *y0 = INFINITY;
+    *x1 = *y1 = -INFINITY;
+    for (int c = 0; c < probe->n_chan; c++)
+        if (probe->shank[c] == sh) {
+            *x0 = fmin(*x0, probe->x_um[c]);
+            *x1 = fmax(*x1, probe->x_um[c]);
+            *y0 = fmin(*y0, probe->y_um[c]);
+            *y1 = fmax(*y1, probe->y_um[c]);
+        }
+    return *x0 <= *x1;
+}
+
 void bs_grid_free(bs_detect_grid *g)
 {
     bs_mem_free(g->x_um);
@@ -43,15 +58,8 @@ bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_det
     /* count candidate positions per shank to size the arrays */
     size_t cap = 0;
     for (int sh = 0; sh < probe->n_shanks; sh++) {
-        double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-        for (int c = 0; c < C; c++)
-            if (probe->shank[c] == sh) {
-                x0 = fmin(x0, probe->x_um[c]);
-                x1 = fmax(x1, probe->x_um[c]);
-                y0 = fmin(y0, probe->y_um[c]);
-                y1 = fmax(y1, probe->y_um[c]);
-            }
-        if (x0 > x1)
+        double x0, x1, y0, y1;
+        if (!shank_extent(probe, sh, &x0, &x1, &y0, &y1))
             continue;
         size_t ny = (size_t)floor((y1 - y0) / dy + 1e-9) + 1;
         size_t nx = (size_t)lround((x1 - x0) / dx_target) + 1;
@@ -71,15 +79,8 @@ bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_det
     }
     double maxd2 = (double)p->max_channel_distance_um * p->max_channel_distance_um;
     for (int sh = 0; sh < probe->n_shanks; sh++) {
-        double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-        for (int c = 0; c < C; c++)
-            if (probe->shank[c] == sh) {
-                x0 = fmin(x0, probe->x_um[c]);
-                x1 = fmax(x1, probe->x_um[c]);
-                y0 = fmin(y0, probe->y_um[c]);
-                y1 = fmax(y1, probe->y_um[c]);
-            }
-        if (x0 > x1)
+        double x0, x1, y0, y1;
+        if (!shank_extent(probe, sh, &x0, &x1, &y0, &y1))
             continue;
         int ny = (int)floor((y1 - y0) / dy + 1e-9) + 1;
         int nx = (int)lround((x1 - x0) / dx_target) + 1;
