@@ -8,6 +8,7 @@
 #ifndef BS_RNG_H
 #define BS_RNG_H
 
+#include <math.h>
 #include <stdint.h>
 
 typedef struct {
@@ -26,5 +27,12 @@ static inline uint64_t bs_rng_next(bs_rng *r)
 
 /* Uniform in [0, 1). */
 static inline double bs_rng_uniform(bs_rng *r) { return (double)(bs_rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* Standard normal (Box–Muller, one value per two uniforms). */
+static inline double bs_rng_normal(bs_rng *r)
+{
+    double u = bs_rng_uniform(r), v = bs_rng_uniform(r);
+    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
 
 #endif

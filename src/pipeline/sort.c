@@ -133,57 +133,9 @@ static bs_status stage_basis(sort_ctx *ctx, bs_temporal_basis *basis)
 }
 
 /* Streamed per-spike outputs of detection, in .stages/detect/. */
-typedef struct {
-    bs_npy_writer times, pos, xy, score, features;
-    int open;
-} detect_files;
+enum { DET_TIMES, DET_POS, DET_XY, DET_SCORE, DET_FEATURES, DET_N };
 
-static bs_status detect_files_open(detect_files *f, const char *dir, int n_chans, int n_pcs)
-{
-    char path[4200];
-    int64_t two[1] = {2}, feat[2] = {n_chans, n_pcs};
-    memset(f, 0, sizeof *f);
-    BS_TRY(bs_path_join(path, sizeof path, dir, "spike_times.npy"));
-    BS_TRY(bs_npy_writer_open(&f->times, path, BS_NPY_I64, 1, NULL));
-    f->open = 1;
-    BS_TRY(bs_path_join(path, sizeof path, dir, "spike_pos.npy"));
-    BS_TRY(bs_npy_writer_open(&f->pos, path, BS_NPY_I32, 1, NULL));
-    f->open = 2;
-    BS_TRY(bs_path_join(path, sizeof path, dir, "spike_xy.npy"));
-    BS_TRY(bs_npy_writer_open(&f->xy, path, BS_NPY_F32, 2, two));
-    f->open = 3;
-    BS_TRY(bs_path_join(path, sizeof path, dir, "spike_score.npy"));
-    BS_TRY(bs_npy_writer_open(&f->score, path, BS_NPY_F32, 1, NULL));
-    f->open = 4;
-    BS_TRY(bs_path_join(path, sizeof path, dir, "spike_features.npy"));
-    BS_TRY(bs_npy_writer_open(&f->features, path, BS_NPY_F32, 3, feat));
-    f->open = 5;
-    return BS_OK;
-}
-
-static void detect_files_abort(detect_files *f)
-{
-    bs_npy_writer *w[5] = {&f->times, &f->pos, &f->xy, &f->score, &f->features};
-    for (int i = 0; i < f->open; i++)
-        bs_npy_writer_abort(w[i]);
-    f->open = 0;
-}
-
-static bs_status detect_files_close(detect_files *f)
-{
-    bs_npy_writer *w[5] = {&f->times, &f->pos, &f->xy, &f->score, &f->features};
-    bs_status st = BS_OK;
-    for (int i = 0; i < 5; i++) {
-        if (st == BS_OK)
-            st = bs_npy_writer_close(w[i]);
-        else
-            bs_npy_writer_abort(w[i]);
-    }
-    f->open = 0;
-    return st;
-}
-
-static bs_status detect_files_append(detect_files *f, const bs_detect_output *o)
+static bs_status detect_files_append(bs_npy_set *f, const bs_detect_output *o)
 {
     enum { BLOCK = 4096 };
     int64_t t[BLOCK];
@@ -199,11 +151,11 @@ static bs_status detect_files_append(detect_files *f, const bs_detect_output *o)
             xy[2 * i + 1] = sp->y_um;
             score[i] = sp->score;
         }
-        BS_TRY(bs_npy_writer_append(&f->times, t, n));
-        BS_TRY(bs_npy_writer_append(&f->pos, pos, n));
-        BS_TRY(bs_npy_writer_append(&f->xy, xy, n));
-        BS_TRY(bs_npy_writer_append(&f->score, score, n));
-        BS_TRY(bs_npy_writer_append(&f->features, o->features + (size_t)s0 * o->feat_len, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_TIMES], t, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_POS], pos, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_XY], xy, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_SCORE], score, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_FEATURES], o->features + (size_t)s0 * o->feat_len, n));
     }
     return BS_OK;
 }
@@ -215,8 +167,15 @@ static bs_status stage_detect(sort_ctx *ctx, const bs_temporal_basis *basis, con
     char dir[4200];
     BS_TRY(bs_path_join(dir, sizeof dir, ctx->stage_dir, "detect"));
     BS_TRY(bs_mkdir_p(dir));
-    detect_files files;
-    bs_status st = detect_files_open(&files, dir, grid->n_chans, basis->n_pcs);
+    const bs_npy_file_spec spec[DET_N] = {
+        {"spike_times.npy", BS_NPY_I64, 1, {0}},
+        {"spike_pos.npy", BS_NPY_I32, 1, {0}},
+        {"spike_xy.npy", BS_NPY_F32, 2, {2}},
+        {"spike_score.npy", BS_NPY_F32, 1, {0}},
+        {"spike_features.npy", BS_NPY_F32, 3, {grid->n_chans, basis->n_pcs}},
+    };
+    bs_npy_set files;
+    bs_status st = bs_npy_set_open(&files, dir, DET_N, spec);
     bs_detect_output out;
     bs_detect_output_init(&out, grid->n_chans, basis->n_pcs);
     double t0 = now_s();
@@ -235,10 +194,7 @@ static bs_status stage_detect(sort_ctx *ctx, const bs_temporal_basis *basis, con
         progress(ctx, "detect", b + 1, ctx->n_batches, t0);
     }
     bs_detect_output_free(&out);
-    if (st == BS_OK)
-        return detect_files_close(&files);
-    detect_files_abort(&files);
-    return st;
+    return bs_npy_set_finish(&files, st);
 }
 
 /* Learned templates for matching: channel-sparse, low-rank on the temporal
@@ -439,39 +395,7 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
 }
 
 /* Stage 5 output files in .stages/match/. */
-typedef struct {
-    bs_npy_writer times, tmpl, amp, feat;
-    int open;
-} match_files;
-
-static bs_status match_files_open(match_files *f, const char *dir, int P, int n_pc_chan)
-{
-    char path[4200];
-    int64_t fshape[2] = {P, n_pc_chan};
-    memset(f, 0, sizeof *f);
-    bs_npy_writer *w[4] = {&f->times, &f->tmpl, &f->amp, &f->feat};
-    const char *names[4] = {"spike_times.npy", "spike_templates.npy", "amplitudes.npy", "pc_features.npy"};
-    bs_npy_dtype types[4] = {BS_NPY_I64, BS_NPY_I32, BS_NPY_F32, BS_NPY_F32};
-    for (int i = 0; i < 4; i++) {
-        BS_TRY(bs_path_join(path, sizeof path, dir, names[i]));
-        BS_TRY(bs_npy_writer_open(w[i], path, types[i], i == 3 ? 3 : 1, i == 3 ? fshape : NULL));
-        f->open = i + 1;
-    }
-    return BS_OK;
-}
-
-static bs_status match_files_finish(match_files *f, bs_status st)
-{
-    bs_npy_writer *w[4] = {&f->times, &f->tmpl, &f->amp, &f->feat};
-    for (int i = 0; i < f->open; i++) {
-        if (st == BS_OK)
-            st = bs_npy_writer_close(w[i]);
-        else
-            bs_npy_writer_abort(w[i]);
-    }
-    f->open = 0;
-    return st;
-}
+enum { MAT_TIMES, MAT_TEMPLATES, MAT_AMPS, MAT_FEATURES, MAT_N };
 
 /* Per template, the n_pc_chan support entries with the largest weights
  * (pc_feature_ind), as indices into its support. */
@@ -511,7 +435,7 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     bs_peel_params_default(&pp);
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
-    match_files files;
+    bs_npy_set files = {.n_open = 0};
     bs_status st = bs_pair_table_build(mt, BS_PAIR_FULL, &pt);
     if (st == BS_OK)
         st = bs_peel_ws_alloc(mt, ctx->width, pp.max_iter, 0, &ws);
@@ -522,10 +446,14 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     float *feat = amp ? bs_mem_alloc("sort/match-features", (size_t)ws.max_spikes * P * npc * sizeof *feat) : NULL;
     if (st == BS_OK && !feat)
         st = BS_ERR_MEMORY;
+    const bs_npy_file_spec spec[MAT_N] = {
+        {"spike_times.npy", BS_NPY_I64, 1, {0}},
+        {"spike_templates.npy", BS_NPY_I32, 1, {0}},
+        {"amplitudes.npy", BS_NPY_F32, 1, {0}},
+        {"pc_features.npy", BS_NPY_F32, 3, {P, npc}},
+    };
     if (st == BS_OK)
-        st = match_files_open(&files, dir, P, npc);
-    else
-        files.open = 0;
+        st = bs_npy_set_open(&files, dir, MAT_N, spec);
     double t0 = now_s();
     *n_matched = 0;
     for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b++) {
@@ -558,18 +486,18 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
             }
         }
         if (st == BS_OK && n_out) {
-            st = bs_npy_writer_append(&files.times, times, n_out);
+            st = bs_npy_writer_append(&files.w[MAT_TIMES], times, n_out);
             if (st == BS_OK)
-                st = bs_npy_writer_append(&files.tmpl, tmpl, n_out);
+                st = bs_npy_writer_append(&files.w[MAT_TEMPLATES], tmpl, n_out);
             if (st == BS_OK)
-                st = bs_npy_writer_append(&files.amp, amp, n_out);
+                st = bs_npy_writer_append(&files.w[MAT_AMPS], amp, n_out);
             if (st == BS_OK)
-                st = bs_npy_writer_append(&files.feat, feat, n_out);
+                st = bs_npy_writer_append(&files.w[MAT_FEATURES], feat, n_out);
         }
         *n_matched += n_out;
         progress(ctx, "match", b + 1, ctx->n_batches, t0);
     }
-    st = match_files_finish(&files, st);
+    st = bs_npy_set_finish(&files, st);
     bs_mem_free(spk);
     bs_mem_free(times);
     bs_mem_free(tmpl);

@@ -72,3 +72,29 @@ void bs_npy_rows_close(bs_npy_rows *r)
         close(r->fd);
     r->fd = -1;
 }
+
+bs_status bs_npy_set_open(bs_npy_set *s, const char *dir, int n, const bs_npy_file_spec *spec)
+{
+    s->n_open = 0;
+    if (n > BS_NPY_SET_MAX)
+        return bs_error(BS_ERR_INTERNAL, "%s: %d stage files, at most %d", dir, n, BS_NPY_SET_MAX);
+    for (int i = 0; i < n; i++) {
+        char path[4200];
+        BS_TRY(bs_path_join(path, sizeof path, dir, spec[i].name));
+        BS_TRY(bs_npy_writer_open(&s->w[i], path, spec[i].dtype, spec[i].ndim, spec[i].row_shape));
+        s->n_open = i + 1;
+    }
+    return BS_OK;
+}
+
+bs_status bs_npy_set_finish(bs_npy_set *s, bs_status st)
+{
+    for (int i = 0; i < s->n_open; i++) {
+        if (st == BS_OK)
+            st = bs_npy_writer_close(&s->w[i]);
+        else
+            bs_npy_writer_abort(&s->w[i]);
+    }
+    s->n_open = 0;
+    return st;
+}

@@ -16,34 +16,9 @@
 #include "common/rng.h"
 #include "mem/mem.h"
 
-/* LeakSanitizer of clang 14 on glibc 2.36 crashes in its tracer ("Tracer
- * caught signal 11", a garbage dynamic-TLS range) after many multi-threaded
- * OpenBLAS calls. Scanning TLS is turned off for this test instead, which
- * keeps leak detection on; the only roots then lost are glibc's own dlerror
- * buffers (kept in TLS), which are suppressed. Tracked memory is also checked
- * with bs_mem_live_blocks(). */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BS_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define BS_TEST_ASAN 1
-#endif
-#ifdef BS_TEST_ASAN
-const char *__lsan_default_options(void);
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_options(void) { return "use_tls=0"; }
-const char *__lsan_default_suppressions(void) { return "leak:_dlerror_run\nleak:_dl_exception_create_format\n"; }
-#endif
+#include "lsan_openblas.h"
 
 #define D 60
-
-static double gauss(bs_rng *r)
-{
-    double u = bs_rng_uniform(r), v = bs_rng_uniform(r);
-    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
 
 /* Refractory Poisson train (2 ms dead time) of n spikes at ~rate_hz, 30 kHz. */
 static void train(bs_rng *r, int64_t *t, int64_t n, double rate_hz)
@@ -62,7 +37,7 @@ static void clouds(bs_rng *r, int K, double sep, int64_t n, float *X, int32_t *t
         int u = (int)(bs_rng_next(r) % (uint64_t)K);
         truth[i] = u;
         for (int d = 0; d < D; d++)
-            X[i * D + d] = (float)((d == u ? sep : 0.0) + (d == D - 1 ? 3.0 : 0.0) + gauss(r));
+            X[i * D + d] = (float)((d == u ? sep : 0.0) + (d == D - 1 ? 3.0 : 0.0) + bs_rng_normal(r));
     }
 }
 
@@ -199,7 +174,7 @@ int main(void)
     n = n2;
     for (int64_t i = 0; i < n; i++)
         for (int d = 0; d < D; d++)
-            X[i * D + d] = (float)(gauss(&r) * (d < 3 ? 3.0 : 1.0));
+            X[i * D + d] = (float)(bs_rng_normal(&r) * (d < 3 ? 3.0 : 1.0));
     CHECK(bs_cluster_graph(&p, X, n, D, NULL, lab, &L) == BS_OK);
     printf("unimodal cloud: %d labels\n", L);
     CHECK(L == 1);
@@ -216,7 +191,7 @@ int main(void)
     CHECK(score > 0.9);
     for (int64_t i = 0; i < n; i++)
         for (int d = 0; d < D; d++)
-            X[i * D + d] = (float)gauss(&r);
+            X[i * D + d] = (float)bs_rng_normal(&r);
     for (int64_t i = 0; i < n; i++)
         side[i] = X[i * D] > 0 ? 1 : -1;
     CHECK(bs_cluster_bimodality(X, n, D, side, 0.01, &score) == BS_OK);

@@ -19,26 +19,7 @@
 #include "io/probe.h"
 #include "mem/mem.h"
 
-/* LeakSanitizer of clang 14 on glibc 2.36 crashes in its tracer ("Tracer
- * caught signal 11", a garbage dynamic-TLS range) after many multi-threaded
- * OpenBLAS calls. Scanning TLS is turned off for this test instead, which
- * keeps leak detection on; the only roots then lost are glibc's own dlerror
- * buffers (kept in TLS), which are suppressed. Tracked memory is also checked
- * with bs_mem_live_blocks(). */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BS_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define BS_TEST_ASAN 1
-#endif
-#ifdef BS_TEST_ASAN
-const char *__lsan_default_options(void);
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_options(void) { return "use_tls=0"; }
-const char *__lsan_default_suppressions(void) { return "leak:_dlerror_run\nleak:_dl_exception_create_format\n"; }
-#endif
+#include "lsan_openblas.h"
 
 #define C 20
 #define T 90000
@@ -51,12 +32,6 @@ static float *signal_;
 static int64_t gt_t[MAXGT];
 static int gt_u[MAXGT], n_gt;
 static double unit_x[NU], unit_y[NU];
-
-static double gauss(bs_rng *r)
-{
-    double u = bs_rng_uniform(r), v = bs_rng_uniform(r);
-    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
 
 static void add_spike(int64_t t, int u, double amp)
 {
@@ -85,7 +60,7 @@ int main(void)
     bs_rng r;
     bs_rng_seed(&r, 42);
     for (size_t i = 0; i < (size_t)C * T; i++)
-        signal_[i] = (float)gauss(&r);
+        signal_[i] = (float)bs_rng_normal(&r);
     bs_probe probe;
     bs_probe_alloc(&probe, C);
     for (int c = 0; c < C; c++) {

@@ -20,12 +20,6 @@
 #define HALO 61
 #define NB 10000
 
-static double gauss(bs_rng *r)
-{
-    double u = bs_rng_uniform(r), v = bs_rng_uniform(r);
-    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
-
 static float *signal_;
 static int64_t gt_t[2000];
 static int gt_u[2000], n_gt;
@@ -61,7 +55,7 @@ static void make_signal(int with_spikes)
     bs_rng r;
     bs_rng_seed(&r, 42);
     for (size_t i = 0; i < (size_t)C * T; i++)
-        signal_[i] = (float)gauss(&r);
+        signal_[i] = (float)bs_rng_normal(&r);
     n_gt = 0;
     if (!with_spikes)
         return;
