@@ -544,6 +544,20 @@ done:
     bs_mem_free(sub_r2c);
     return st;
 }
+/* Index of the first maximum of n agreements v[0], v[stride], ...; -1 when
+ * n is 0 or the maximum is below `chance`. */
+static int32_t best_match(const double *v, int32_t n, size_t stride, double chance)
+{
+    int32_t best = -1;
+    double bv = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (best < 0 || v[(size_t)i * stride] > bv) {
+            best = i;
+            bv = v[(size_t)i * stride];
+        }
+    return best >= 0 && bv >= chance ? best : -1;
+}
+
 
 bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_hz, const bs_compare_params *p,
                      bs_compare_result *r)
@@ -604,30 +618,10 @@ bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_h
     }
 
     /* best matches: first maximum, kept where >= chance_score */
-    for (int32_t a = 0; a < n1; a++) {
-        int32_t best = -1;
-        double bv = 0;
-        for (int32_t b = 0; b < n2; b++) {
-            double v = r->agreement[(size_t)a * (size_t)n2 + (size_t)b];
-            if (best < 0 || v > bv) {
-                best = b;
-                bv = v;
-            }
-        }
-        r->best_12[a] = (best >= 0 && bv >= p->chance_score) ? best : -1;
-    }
-    for (int32_t b = 0; b < n2; b++) {
-        int32_t best = -1;
-        double bv = 0;
-        for (int32_t a = 0; a < n1; a++) {
-            double v = r->agreement[(size_t)a * (size_t)n2 + (size_t)b];
-            if (best < 0 || v > bv) {
-                best = a;
-                bv = v;
-            }
-        }
-        r->best_21[b] = (best >= 0 && bv >= p->chance_score) ? best : -1;
-    }
+    for (int32_t a = 0; a < n1; a++)
+        r->best_12[a] = best_match(r->agreement + (size_t)a * (size_t)n2, n2, 1, p->chance_score);
+    for (int32_t b = 0; b < n2; b++)
+        r->best_21[b] = best_match(r->agreement + (size_t)b, n1, (size_t)n2, p->chance_score);
 
     /* per GT unit performance ("by_unit") */
     double sum_acc = 0, sum_prec = 0, sum_rec = 0;
