@@ -544,6 +544,7 @@ done:
     bs_mem_free(sub_r2c);
     return st;
 }
+
 /* Index of the first maximum of n agreements v[0], v[stride], ...; -1 when
  * n is 0 or the maximum is below `chance`. */
 static int32_t best_match(const double *v, int32_t n, size_t stride, double chance)
