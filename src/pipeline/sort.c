@@ -646,12 +646,12 @@ static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt
         st = BS_ERR_MEMORY;
     for (int64_t s0 = 0; s0 < w && st == BS_OK; s0 += BLOCK) {
         int64_t cnt = w - s0 < BLOCK ? w - s0 : BLOCK;
+        /* spikes are nearly in matching order: gather coalesces the runs into single reads */
+        st = bs_npy_rows_gather(&r_a, order + s0, cnt, ba);
+        if (st == BS_OK)
+            st = bs_npy_rows_gather(&r_f, order + s0, cnt, bf);
         for (int64_t i = 0; i < cnt && st == BS_OK; i++) {
-            int64_t j = order[s0 + i];
-            bk[i] = k0[j];
-            st = bs_npy_rows_read(&r_a, j, 1, ba + i);
-            if (st == BS_OK)
-                st = bs_npy_rows_read(&r_f, j, 1, bf + (size_t)i * P * npc);
+            bk[i] = k0[order[s0 + i]];
             amp_sum[bk[i]] += ba[i];
             amp_n[bk[i]]++;
             amp_sum[K + cs[s0 + i]] += ba[i];
