@@ -508,6 +508,29 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     return st;
 }
 
+/* Each spike's position (x, y in µm): the centre of mass of its pc_features
+ * energy (sum of squares over the temporal components) over its template's
+ * pc channels. A spike with no energy gets its template's first pc channel. */
+static void spike_positions(const bs_probe *probe, const int32_t *tmpl, const float *feat, int64_t n, int P, int npc,
+                            const int32_t *pc_chan, float *xy)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float *f = feat + (size_t)i * P * npc;
+        const int32_t *ch = pc_chan + (size_t)tmpl[i] * npc;
+        double sw = 0, sx = 0, sy = 0;
+        for (int j = 0; j < npc; j++) {
+            double e = 0;
+            for (int q = 0; q < P; q++)
+                e += (double)f[q * npc + j] * f[q * npc + j];
+            sw += e;
+            sx += e * probe->x_um[ch[j]];
+            sy += e * probe->y_um[ch[j]];
+        }
+        xy[2 * i] = (float)(sw > 0 ? sx / sw : probe->x_um[ch[0]]);
+        xy[2 * i + 1] = (float)(sw > 0 ? sy / sw : probe->y_um[ch[0]]);
+    }
+}
+
 /* Stages 6 and 7: CCG-guided merges of the templates' spike trains,
  * duplicate removal, good/mua labels, and the Phy folder. spike_templates are
  * the matching templates (their pc_feature_ind describe each spike's
@@ -642,7 +665,8 @@ static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt
     int32_t *bk = bs_mem_alloc("sort/export-block", BLOCK * sizeof *bk);
     float *ba = bs_mem_alloc("sort/export-block", BLOCK * sizeof *ba);
     float *bf = bs_mem_alloc("sort/export-block", (size_t)BLOCK * P * npc * sizeof *bf);
-    if (st == BS_OK && !(bk && ba && bf))
+    float *bxy = bs_mem_alloc("sort/export-block", (size_t)BLOCK * 2 * sizeof *bxy);
+    if (st == BS_OK && !(bk && ba && bf && bxy))
         st = BS_ERR_MEMORY;
     for (int64_t s0 = 0; s0 < w && st == BS_OK; s0 += BLOCK) {
         int64_t cnt = w - s0 < BLOCK ? w - s0 : BLOCK;
@@ -659,6 +683,10 @@ static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt
         }
         if (st == BS_OK)
             st = bs_phy_writer_append_spikes(pw, cnt, ts + s0, bk, cs + s0, ba, bf);
+        if (st == BS_OK) {
+            spike_positions(probe, bk, bf, cnt, P, npc, pc_chan, bxy);
+            st = bs_phy_writer_append_positions(pw, cnt, bxy);
+        }
     }
     /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
     float *dense = bs_mem_alloc("sort/export-template", (size_t)nt * C * sizeof *dense);
@@ -697,7 +725,7 @@ static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt
     if (st == BS_OK && !ctx->p->quiet)
         bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed)", K, n_merges, n_rows,
                     (long long)w, (long long)(m - w));
-    bs_mem_free(bk), bs_mem_free(ba), bs_mem_free(bf), bs_mem_free(dense), bs_mem_free(wave);
+    bs_mem_free(bk), bs_mem_free(ba), bs_mem_free(bf), bs_mem_free(bxy), bs_mem_free(dense), bs_mem_free(wave);
     bs_mem_free(W), bs_mem_free(Winv), bs_mem_free(good), bs_mem_free(contam), bs_mem_free(amp_sum),
         bs_mem_free(amp_n);
     bs_mem_free(keep), bs_mem_free(ts), bs_mem_free(cs), bs_mem_free(t), bs_mem_free(ta), bs_mem_free(k0),
