@@ -14,11 +14,13 @@
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [-q]\n"
+    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [-q]\n"
     "\n"
     "  REC               a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
     "  -o, --out OUT     output folder: a Phy folder (params.py, spike_times.npy, ...)\n" BS_CLI_SORT_OPTIONS_HELP
     "  --mem-trace FILE  record every tracked allocation and free as JSON lines\n"
+    "  --resume          skip the stages a previous (killed) run of the same recording and parameters\n"
+    "                    completed (OUT/.stages/manifest.json); the output is the same\n"
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
     "  -q, --quiet       no progress lines\n";
 
@@ -41,6 +43,10 @@ int bs_cmd_sort(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             so.sp.quiet = 1;
+            continue;
+        }
+        if (strcmp(a, "--resume") == 0) {
+            so.sp.resume = 1;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {

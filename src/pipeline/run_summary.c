@@ -70,6 +70,12 @@ void bs_run_stage_begin(bs_run_summary *r, const char *name, size_t planned_peak
     r->t_stage_s = bs_now_s();
 }
 
+void bs_run_stage_resumed(bs_run_summary *r)
+{
+    if (r->n < BS_RUN_MAX_STAGES)
+        snprintf(r->stage[r->n].strategy, sizeof r->stage[r->n].strategy, "resumed from checkpoint");
+}
+
 void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak)
 {
     if (r->n < BS_RUN_MAX_STAGES)

@@ -49,6 +49,8 @@ typedef struct {
 void bs_run_summary_init(bs_run_summary *r, size_t budget);
 void bs_run_stage_begin(bs_run_summary *r, const char *name, size_t planned_peak, const char *strategy);
 void bs_run_stage_end(bs_run_summary *r);
+/* The running stage was skipped: its checkpoint was loaded (--resume). */
+void bs_run_stage_resumed(bs_run_summary *r);
 /* The running stage's plan changed (re-planned with real counts). */
 void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak);
 

@@ -20,6 +20,7 @@
 #include "../match/match.h"
 #include "../common/progress.h"
 #include "../export/phy.h"
+#include "checkpoint.h"
 #include "plan.h"
 #include "run_summary.h"
 #include "stage_io.h"
@@ -124,6 +125,20 @@ static bs_status stage_basis(sort_ctx *ctx, bs_temporal_basis *basis)
 
 /* Streamed per-spike outputs of detection, in .stages/detect/. */
 enum { DET_TIMES, DET_POS, DET_XY, DET_SCORE, DET_FEATURES, DET_N };
+static const char *const detect_files[DET_N] = {"detect/spike_times.npy", "detect/spike_pos.npy",
+                                                "detect/spike_xy.npy", "detect/spike_score.npy",
+                                                "detect/spike_features.npy"};
+
+/* Rows of a stage's .npy file (a resumed stage's spike count). */
+static bs_status stage_rows(const char *stage_dir, const char *rel, int64_t *n)
+{
+    char path[4200];
+    bs_npy_header h;
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, rel));
+    BS_TRY(bs_npy_read_header(path, &h));
+    *n = h.shape[0];
+    return BS_OK;
+}
 
 static bs_status detect_files_append(bs_npy_set *f, const bs_detect_output *o)
 {
@@ -183,6 +198,7 @@ static bs_status stage_detect(sort_ctx *ctx, const bs_temporal_basis *basis, con
             st = detect_files_append(&files, &out);
         *n_spikes += out.n;
         bs_progress_update(&pb, b + 1);
+        bs_checkpoint_test_kill("detect", b + 1);
     }
     bs_progress_finish(&pb);
     bs_detect_output_free(&out);
@@ -293,6 +309,49 @@ static bs_status append_template(learned_templates *lt, const bs_probe *probe, c
     return st;
 }
 
+/* The clustering stage's checkpoint: supports (K × n_sup) and low-rank
+ * weights (K × n_sup × P) of the learned templates. */
+static bs_status store_templates(const char *stage_dir, const learned_templates *lt, const char **names)
+{
+    static const char *const n[2] = {"cluster/support.npy", "cluster/U.npy"};
+    char path[4200], dir[4200];
+    int64_t s1[2] = {lt->K, lt->n_sup}, s2[3] = {lt->K, lt->n_sup, lt->P};
+    BS_TRY(bs_path_join(dir, sizeof dir, stage_dir, "cluster"));
+    BS_TRY(bs_mkdir_p(dir));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[0]));
+    BS_TRY(bs_npy_save(path, BS_NPY_I32, 2, s1, lt->support));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[1]));
+    BS_TRY(bs_npy_save(path, BS_NPY_F32, 3, s2, lt->U));
+    names[0] = n[0];
+    names[1] = n[1];
+    return BS_OK;
+}
+
+static bs_status load_templates(const char *stage_dir, int n_chan, int P, learned_templates *lt)
+{
+    char path[4200];
+    bs_npy_header hs, hu;
+    void *sup = NULL, *U = NULL;
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, "cluster/support.npy"));
+    BS_TRY(bs_npy_load_expect(path, "sort/templates", BS_NPY_I32, 2, &hs, &sup));
+    bs_status st = bs_path_join(path, sizeof path, stage_dir, "cluster/U.npy");
+    if (st == BS_OK)
+        st = bs_npy_load_expect(path, "sort/templates", BS_NPY_F32, 3, &hu, &U);
+    if (st == BS_OK && (hu.shape[0] != hs.shape[0] || hu.shape[1] != hs.shape[1] || hu.shape[2] != P ||
+                        hs.shape[1] > n_chan || hs.shape[0] < 1))
+        st = bs_error(BS_ERR_INPUT, "%s: checkpoint shapes disagree", path);
+    if (st != BS_OK) {
+        bs_mem_free(sup), bs_mem_free(U);
+        return st;
+    }
+    lt->K = (int)hs.shape[0];
+    lt->n_sup = (int)hs.shape[1];
+    lt->P = P;
+    lt->support = sup;
+    lt->U = U;
+    return BS_OK;
+}
+
 /* Stage 4: per spatial center, read its detected spikes back from disk,
  * cluster them, and keep every cluster of at least min_spikes as a template. */
 static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, const bs_detect_grid *grid,
@@ -399,6 +458,7 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
         bs_mem_free(labels);
         bs_mem_free(sub);
         bs_progress_update(&pb, k + 1);
+        bs_checkpoint_test_kill("cluster", k + 1);
     }
     bs_progress_finish(&pb);
     if (st == BS_OK && lt->K == 0)
@@ -416,6 +476,8 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
 
 /* Stage 5 output files in .stages/match/. */
 enum { MAT_TIMES, MAT_TEMPLATES, MAT_AMPS, MAT_FEATURES, MAT_N };
+static const char *const match_files[MAT_N] = {"match/spike_times.npy", "match/spike_templates.npy",
+                                               "match/amplitudes.npy", "match/pc_features.npy"};
 
 /* Per template, the n_pc_chan support entries with the largest weights
  * (pc_feature_ind), as indices into its support. */
@@ -517,6 +579,7 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
         }
         *n_matched += n_out;
         bs_progress_update(&pb, b + 1);
+        bs_checkpoint_test_kill("match", b + 1);
     }
     bs_progress_finish(&pb);
     st = bs_npy_set_finish(&files, st);
@@ -709,6 +772,7 @@ static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt
             spike_positions(probe, bk, bf, cnt, P, npc, pc_chan, bxy);
             st = bs_phy_writer_append_positions(pw, cnt, bxy);
         }
+        bs_checkpoint_test_kill("finish", s0 / BLOCK + 1);
     }
     /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
     float *dense = bs_mem_alloc("sort/export-template", (size_t)nt * C * sizeof *dense);
@@ -819,29 +883,70 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     }
     double t = bs_now_s();
 #define STAGE_BEGIN(id) bs_run_stage_begin(&run, plan.stage[id].name, plan.stage[id].peak, plan.stage[id].strategy)
-    STAGE_BEGIN(BS_STAGE_WHITENING);
+    bs_checkpoint ck = {.manifest = NULL};
     if (st == BS_OK)
+        st = bs_checkpoint_open(&ck, ctx.stage_dir, rec, p, p->resume);
+    const char *names[BS_NPY_SET_MAX];
+    STAGE_BEGIN(BS_STAGE_WHITENING);
+    if (st == BS_OK && bs_checkpoint_done(&ck, "whitening")) {
+        st = bs_load_whitener(ctx.stage_dir, rec->probe.n_chan, &ctx.wh);
+        if (st == BS_OK) {
+            ctx.have_wh = 1;
+            ctx.pp.wh = &ctx.wh;
+            bs_run_stage_resumed(&run);
+        }
+    } else if (st == BS_OK) {
         st = stage_whitening(&ctx);
+        if (st == BS_OK)
+            st = bs_store_whitener(ctx.stage_dir, &ctx.wh, names);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "whitening", 3, names);
+        bs_checkpoint_test_kill("whitening", BS_CKPT_END);
+    }
     bs_run_stage_end(&run);
     bs_temporal_basis basis = {0};
     bs_detect_grid grid = {0};
     STAGE_BEGIN(BS_STAGE_BASIS);
-    if (st == BS_OK)
+    if (st == BS_OK && bs_checkpoint_done(&ck, "basis")) {
+        st = bs_load_basis(ctx.stage_dir, &p->detect, &basis);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
         st = stage_basis(&ctx, &basis);
+        if (st == BS_OK)
+            st = bs_store_basis(ctx.stage_dir, &basis, names);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "basis", 2, names);
+    }
     bs_run_stage_end(&run);
     STAGE_BEGIN(BS_STAGE_DETECT);
     if (st == BS_OK)
         st = bs_grid_build(&rec->probe, &p->detect, &grid);
     int64_t n_detected = 0;
-    if (st == BS_OK)
+    if (st == BS_OK && bs_checkpoint_done(&ck, "detect")) {
+        st = stage_rows(ctx.stage_dir, "detect/spike_times.npy", &n_detected);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
         st = stage_detect(&ctx, &basis, &grid, &n_detected);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "detect", DET_N, detect_files);
+        bs_checkpoint_test_kill("detect", BS_CKPT_END);
+    }
     bs_run_stage_end(&run);
     if (st == BS_OK && !p->quiet)
         bs_log_info("detected %lld spikes in %.1f s", (long long)n_detected, bs_now_s() - t);
     learned_templates lt = {0};
     STAGE_BEGIN(BS_STAGE_CLUSTER);
-    if (st == BS_OK)
+    if (st == BS_OK && bs_checkpoint_done(&ck, "cluster")) {
+        st = load_templates(ctx.stage_dir, rec->probe.n_chan, p->detect.n_pcs, &lt);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
         st = stage_cluster(&ctx, &basis, &grid, &plan, &run, &lt);
+        if (st == BS_OK)
+            st = store_templates(ctx.stage_dir, &lt, names);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "cluster", 2, names);
+        bs_checkpoint_test_kill("cluster", BS_CKPT_END);
+    }
     bs_run_stage_end(&run);
     bs_match_templates mt = {0};
     int have_mt = 0;
@@ -871,8 +976,15 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     }
     int64_t n_matched = 0, n_final = 0;
     int n_units = 0;
-    if (st == BS_OK)
+    if (st == BS_OK && bs_checkpoint_done(&ck, "match")) {
+        st = stage_rows(ctx.stage_dir, "match/spike_times.npy", &n_matched);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
         st = stage_match(&ctx, &basis, &mt, pc_idx, plan.pair_mode, &n_matched);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "match", MAT_N, match_files);
+        bs_checkpoint_test_kill("match", BS_CKPT_END);
+    }
     bs_run_stage_end(&run);
     if (st == BS_OK && !p->quiet)
         bs_log_info("matched %lld spikes with %d templates", (long long)n_matched, mt.K);
@@ -911,6 +1023,7 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
         bs_whitener_free(&ctx.wh);
     bs_mem_free(ctx.scratch);
     bs_batch_reader_close(&ctx.reader);
+    bs_checkpoint_close(&ck);
     bs_mem_set_budget(BS_DEV_HOST, old_budget);
     return st;
 }
