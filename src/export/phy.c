@@ -519,6 +519,23 @@ static bs_status save_npy(bs_phy_writer *w, const char *name, bs_npy_dtype dt, i
     return note_committed(w, path);
 }
 
+/* Rows of similar_templates computed per block (at most 32 MiB of block). */
+static int64_t similarity_block(int64_t T, size_t tbytes)
+{
+    int64_t B = (int64_t)((32u << 20) / (tbytes + (size_t)T * sizeof(float)));
+    return B < 1 ? 1 : (B > T ? T : B);
+}
+
+size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan)
+{
+    size_t C = (size_t)n_chan, T = (size_t)n_templates, tbytes = (size_t)nt * C * sizeof(float);
+    size_t B = (size_t)similarity_block((int64_t)T, tbytes);
+    return (B + 1) * tbytes + B * T * sizeof(float) /* similarity blocks */
+           + (T + 1) * (sizeof(double) + 1)          /* template norms, cluster presence */
+           + 2 * C * C * sizeof(float)               /* whitening matrices */
+           + C * (2 * sizeof(int32_t) + 2 * sizeof(float) + 64) + T * 64 + ((size_t)64 << 10);
+}
+
 /* similar_templates from the templates already streamed to disk: rows in
  * blocks of B templates, each block compared with every template read back
  * one at a time. Memory: (B + 1) templates + B rows. */
@@ -536,8 +553,7 @@ static bs_status compute_similarity(bs_phy_writer *w)
     if (fflush(tw->file.fp) != 0)
         return bs_error(BS_ERR_INPUT, "%s: write failed: %s", tw->file.path, strerror(errno));
     size_t tbytes = (size_t)len * sizeof(float);
-    int64_t B = (int64_t)((32u << 20) / (tbytes + (size_t)T * sizeof(float)));
-    B = B < 1 ? 1 : (B > T ? T : B);
+    int64_t B = similarity_block(T, tbytes);
     float *blk = bs_mem_alloc("export/similarity", (size_t)B * tbytes);
     float *one = bs_mem_alloc("export/similarity", tbytes);
     float *out = bs_mem_alloc("export/similarity", (size_t)B * (size_t)T * sizeof(float));

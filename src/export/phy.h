@@ -80,6 +80,11 @@ typedef struct {
 
 typedef struct bs_phy_writer bs_phy_writer;
 
+/* Peak bytes a writer allocates through the accountant (its own copies of
+ * the small arrays, the whitening matrices, and the similarity blocks at
+ * close, at most 32 MiB), for the planner. */
+size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan);
+
 /* Create `dir` (mkdir -p) and start a folder. BS_ERR_INPUT if the folder
  * cannot be created or written, BS_ERR_INTERNAL for an inconsistent header. */
 bs_status bs_phy_writer_open(bs_phy_writer **w, const char *dir, const bs_phy_header *h);

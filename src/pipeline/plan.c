@@ -14,10 +14,11 @@
 #include "../detect/detect.h"
 #include "../io/batch.h"
 #include "../preprocess/preprocess.h"
+#include "finish.h"
+#include "stage_io.h"
 
 #define MIB ((size_t)1 << 20)
 #define ASSUMED_RATE_HZ 10.0   /* spikes per second per template, before the data says */
-#define FINISH_BYTES_PER_SPIKE 45 /* finish stage: 5 int64 + 3 int32 + 1 byte per matched spike */
 
 static const char *const stage_names[BS_STAGE_COUNT] = {"whitening", "basis", "detect", "cluster", "match",
                                                         "finish"};
@@ -109,23 +110,28 @@ static void plan_match(bs_sort_plan *pl)
     s->reduce = "--batch-seconds (the K x batch score buffer)";
 }
 
+/* Bounded by K (finish.h), plus the two spike trains the merge compares:
+ * 96 bytes per spike of the largest unit (read buffers of both slots and the
+ * merged list), assumed to fire at most 100 Hz until the spikes are known. */
 static void plan_finish(bs_sort_plan *pl)
 {
     bs_plan_stage *s = &pl->stage[BS_STAGE_FINISH];
     s->n_buf = 0;
-    size_t C = (size_t)pl->n_chan;
+    int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
+    double dur_s = (double)pl->n_samples / pl->fs_hz;
+    int64_t largest = (int64_t)(100.0 * dur_s);
+    if (largest > pl->n_spikes)
+        largest = pl->n_spikes;
     add(s, "batch reader + preprocessing", pl->resident);
     add(s, "templates (channel-sparse, low-rank)",
         bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup));
-    add(s, "per-spike times, ids, order (45 B/spike)", (size_t)pl->n_spikes * FINISH_BYTES_PER_SPIKE);
-    add(s, "sparse waveforms for merges", (size_t)pl->K * pl->n_sup * pl->nt * sizeof(float) * 2);
-    add(s, "whitening matrices for export", C * C * 2 * sizeof(float) + bs_whitener_inverse_bytes(pl->n_chan));
-    add(s, "export blocks and one dense template", 8192 * (size_t)(12 + pl->n_pc * 10 * 4) +
-                                                       (size_t)pl->nt * C * sizeof(float) * 2 + 2 * MIB);
-    snprintf(s->strategy, sizeof s->strategy, "in RAM");
+    add(s, "merges, unit state, reorder and export blocks",
+        bs_finish_bytes(pl->K, pl->nt, pl->n_sup, pl->n_chan, pl->n_pc, npc));
+    add(s, "the two largest units' trains (96 B/spike, <= 100 Hz)", (size_t)largest * 96);
+    snprintf(s->strategy, sizeof s->strategy, "streamed, trains on disk");
     s->peak = s->min_peak = sum(s);
-    s->sure_min = pl->spikes_assumed || pl->k_assumed ? pl->resident : s->min_peak;
-    s->reduce = "--mem (the per-spike arrays grow with the spike count)";
+    s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (size_t)largest * 96;
+    s->reduce = "--mem";
 }
 
 /* One center at a time: its spikes' rows and the graph clustering, for the
@@ -138,16 +144,17 @@ static void plan_cluster(bs_sort_plan *pl)
     if (pl->max_center_spikes > 0 && m > pl->max_center_spikes)
         m = pl->max_center_spikes;
     add(s, "batch reader, grid, centers", pl->cluster_fixed);
-    add(s, "center index (12 B per detected spike)", (size_t)pl->n_detected * 12);
+    size_t staging = bs_bucket_bytes(pl->n_centers, 16, (size_t)4 << 20) + (size_t)65536 * (16 + 4);
+    add(s, "center index staging (index on disk)", staging);
     add(s, "one center: spikes and features",
-        (size_t)m * ((size_t)pl->feat_len * sizeof(float) + sizeof(bs_detected_spike) + 8 + 4 + 8));
+        (size_t)m * ((size_t)pl->feat_len * sizeof(float) + sizeof(bs_detected_spike) + 8 + 4 + 8 + 12));
     add(s, "one center: graph clustering", bs_cluster_center_bytes(m, pl->center_chans, pl->n_pc, &pl->cp));
     add(s, "templates so far", (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4) +
                                    (size_t)pl->center_chans * pl->n_pc * 64 * 16);
     snprintf(s->strategy, sizeof s->strategy, "one center at a time, <= %lld spikes",
              (long long)pl->max_center_spikes);
     s->peak = s->min_peak = sum(s);
-    s->sure_min = pl->spikes_assumed ? pl->cluster_fixed : s->min_peak;
+    s->sure_min = pl->spikes_assumed ? pl->cluster_fixed + staging : s->min_peak;
     s->reduce = "--max-center-spikes";
 }
 
@@ -190,6 +197,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->n_pc = p->detect.n_pcs;
     pl->n_sup = C < 32 ? C : 32;
     pl->n_samples = rec->n_samples;
+    pl->fs_hz = rec->fs_hz;
     pl->batch_samples = p->batch_samples > 0 ? p->batch_samples : (int64_t)llround(2.0 * rec->fs_hz);
     int64_t halo = p->halo_samples > 0 ? p->halo_samples
                                        : (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * rec->fs_hz / 30000.0);
@@ -232,6 +240,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
         for (int k = 0; k < centers.n_centers; k++)
             if (bs_center_n_chans(&centers, k) > r.center_chans)
                 r.center_chans = bs_center_n_chans(&centers, k);
+        pl->n_centers = centers.n_centers;
         r.centers = (size_t)centers.n_centers * 64 + (size_t)centers.chan_off[centers.n_centers] * sizeof(int) +
                     (size_t)grid.n_pos * sizeof(int);
     }

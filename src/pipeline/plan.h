@@ -78,6 +78,8 @@ typedef struct {
     int64_t center_spikes;   /* spikes of the largest center, after the cap (assumed until known) */
     int64_t max_center_spikes;
     int center_chans, feat_len; /* union channels of the widest center; floats per detected spike */
+    int n_centers;
+    double fs_hz;
     size_t cluster_fixed;    /* bytes of the clustering stage besides the index and one center */
     bs_cluster_params cp;
     size_t resident;         /* bytes live through every batch loop: reader, scratch, whitener */

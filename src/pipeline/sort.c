@@ -19,8 +19,8 @@
 #include "../cluster/cluster.h"
 #include "../match/match.h"
 #include "../common/progress.h"
-#include "../export/phy.h"
 #include "checkpoint.h"
+#include "finish.h"
 #include "plan.h"
 #include "run_summary.h"
 #include "stage_io.h"
@@ -352,6 +352,14 @@ static bs_status load_templates(const char *stage_dir, int n_chan, int P, learne
     return BS_OK;
 }
 
+/* An entry of the per-center spike index (.stages/cluster/center_index.bin). */
+typedef struct {
+    int64_t i;   /* detected spike index */
+    int32_t pos; /* its grid position */
+    int32_t pad;
+} center_item;
+#define CENTER_READ 65536 /* index entries per read */
+
 /* Stage 4: per spatial center, read its detected spikes back from disk,
  * cluster them, and keep every cluster of at least min_spikes as a template. */
 static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, const bs_detect_grid *grid,
@@ -370,8 +378,11 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
     memset(&r_pos, 0, sizeof r_pos);
     memset(&r_feat, 0, sizeof r_feat);
     r_t.fd = r_pos.fd = r_feat.fd = -1;
-    int64_t *idx = NULL, *first = NULL;
-    int32_t *pos = NULL;
+    bs_bucket_file bk = {.fd = -1};
+    int64_t *count = NULL;
+    int64_t *sel = NULL;
+    int32_t *spos = NULL;
+    center_item *items = NULL;
     bs_status st = bs_centers_build(probe, grid, &cp, &centers);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_t, dir, "spike_times.npy", BS_NPY_I64);
@@ -379,32 +390,43 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
         st = bs_npy_rows_open(&r_pos, dir, "spike_pos.npy", BS_NPY_I32);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_feat, dir, "spike_features.npy", BS_NPY_F32);
-    int64_t n = st == BS_OK ? r_pos.h.shape[0] : 0;
-    if (st == BS_OK) { /* spike indices grouped by center (counting sort keeps time order) */
-        pos = bs_mem_alloc("sort/center-index", (size_t)(n ? n : 1) * sizeof *pos);
-        idx = bs_mem_alloc("sort/center-index", (size_t)(n ? n : 1) * sizeof *idx);
-        first = bs_mem_calloc("sort/center-index", (size_t)centers.n_centers + 1, sizeof *first);
-        st = pos && idx && first ? bs_npy_rows_read(&r_pos, 0, n, pos) : BS_ERR_MEMORY;
-    }
-    if (st == BS_OK) {
-        for (int64_t i = 0; i < n; i++)
-            first[centers.pos_center[pos[i]] + 1]++;
-        for (int k = 0; k < centers.n_centers; k++)
-            first[k + 1] += first[k];
-        int64_t *fill = calloc((size_t)centers.n_centers, sizeof *fill);
-        if (!fill)
-            st = BS_ERR_MEMORY;
-        for (int64_t i = 0; i < n && fill; i++) {
-            int k = centers.pos_center[pos[i]];
-            idx[first[k] + fill[k]++] = i;
+    int64_t n = st == BS_OK ? r_pos.h.shape[0] : 0, cap = ctx->p->max_center_spikes;
+    if (st == BS_OK) { /* spike indices grouped by center on disk (in time order within a center) */
+        count = bs_mem_calloc("sort/center-index", (size_t)centers.n_centers + 1, sizeof *count);
+        spos = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *spos);
+        items = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *items);
+        st = count && spos && items ? BS_OK : BS_ERR_MEMORY;
+        for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += CENTER_READ) {
+            int64_t c = n - s0 < CENTER_READ ? n - s0 : CENTER_READ;
+            st = bs_npy_rows_read(&r_pos, s0, c, spos);
+            for (int64_t i = 0; i < c && st == BS_OK; i++)
+                count[centers.pos_center[spos[i]]]++;
         }
-        free(fill);
+        char path[4200], cdir[4200];
+        if (st == BS_OK)
+            st = bs_path_join(cdir, sizeof cdir, ctx->stage_dir, "cluster");
+        if (st == BS_OK)
+            st = bs_mkdir_p(cdir);
+        if (st == BS_OK)
+            st = bs_path_join(path, sizeof path, cdir, "center_index.bin");
+        if (st == BS_OK)
+            st = bs_bucket_open(&bk, path, centers.n_centers, count, sizeof(center_item), (size_t)4 << 20);
+        for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += CENTER_READ) {
+            int64_t c = n - s0 < CENTER_READ ? n - s0 : CENTER_READ;
+            st = bs_npy_rows_read(&r_pos, s0, c, spos);
+            for (int64_t i = 0; i < c && st == BS_OK; i++) {
+                center_item it = {s0 + i, spos[i], 0};
+                st = bs_bucket_add(&bk, centers.pos_center[spos[i]], &it);
+            }
+        }
+        if (st == BS_OK)
+            st = bs_bucket_finish(&bk);
     }
     if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
         int64_t largest = 0;
         for (int k = 0; k < centers.n_centers; k++)
-            if (first[k + 1] - first[k] > largest)
-                largest = first[k + 1] - first[k];
+            if (count[k] > largest)
+                largest = count[k];
         bs_sort_plan_detected(plan, n, largest);
         bs_run_stage_replan(run, plan->stage[BS_STAGE_CLUSTER].peak);
         st = bs_sort_plan_check(plan, BS_STAGE_CLUSTER);
@@ -414,24 +436,32 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
     bs_progress pb;
     bs_progress_start(&pb, "cluster", "centers", ctx->p->quiet ? 0 : centers.n_centers);
     for (int k = 0; k < centers.n_centers && st == BS_OK; k++) {
-        int64_t m = first[k + 1] - first[k];
+        int64_t m_all = count[k], m = m_all;
         if (m == 0)
             continue;
         /* a center with more than max_center_spikes spikes is subsampled
-         * evenly in time (a parameter: it shapes the result, like the batch) */
-        const int64_t *sel = idx + first[k];
-        int64_t *sub = NULL;
-        if (ctx->p->max_center_spikes > 0 && m > ctx->p->max_center_spikes) {
-            int64_t cap = ctx->p->max_center_spikes;
-            sub = bs_mem_alloc("sort/center-index", (size_t)cap * sizeof *sub);
-            if (!sub) {
-                st = BS_ERR_MEMORY;
-                break;
-            }
-            for (int64_t i = 0; i < cap; i++)
-                sub[i] = idx[first[k] + (int64_t)((double)i * (double)m / (double)cap)];
-            sel = sub;
+         * evenly in time (a parameter: it shapes the result, like the batch):
+         * item i*m/cap for i < cap, picked while its index is read in blocks */
+        if (cap > 0 && m > cap)
             m = cap;
+        sel = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *sel);
+        int32_t *pos_of = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *pos_of);
+        if (!sel || !pos_of) {
+            bs_mem_free(pos_of);
+            st = BS_ERR_MEMORY;
+            break;
+        }
+        int64_t want = 0;
+        for (int64_t s0 = 0; s0 < m_all && st == BS_OK && want < m; s0 += CENTER_READ) {
+            int64_t c = m_all - s0 < CENTER_READ ? m_all - s0 : CENTER_READ;
+            st = bs_bucket_read(&bk, k, s0, c, items);
+            while (st == BS_OK && want < m) {
+                int64_t j = m == m_all ? want : (int64_t)((double)want * (double)m_all / (double)m);
+                if (j >= s0 + c)
+                    break;
+                sel[want] = items[j - s0].i;
+                pos_of[want++] = items[j - s0].pos;
+            }
         }
         bs_detected_spike *spk = bs_mem_calloc("sort/center-spikes", (size_t)m, sizeof *spk);
         int64_t *times = bs_mem_alloc("sort/center-spikes", (size_t)m * sizeof *times);
@@ -444,7 +474,7 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
         if (st == BS_OK) {
             for (int64_t i = 0; i < m; i++) {
                 spk[i].t = times[i];
-                spk[i].pos = pos[sel[i]];
+                spk[i].pos = pos_of[i];
             }
             st = bs_cluster_center(&cp, &centers, k, grid, basis, spk, feat, m, labels, &ct);
         }
@@ -456,7 +486,9 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
         bs_mem_free(times);
         bs_mem_free(feat);
         bs_mem_free(labels);
-        bs_mem_free(sub);
+        bs_mem_free(sel);
+        bs_mem_free(pos_of);
+        sel = NULL;
         bs_progress_update(&pb, k + 1);
         bs_checkpoint_test_kill("cluster", k + 1);
     }
@@ -464,9 +496,11 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
     if (st == BS_OK && lt->K == 0)
         st = bs_error(BS_ERR_INPUT, "%s: no unit with at least %d spikes was found (%lld spikes detected)",
                       ctx->rec->data_path, ctx->p->min_template_spikes, (long long)n);
-    bs_mem_free(pos);
-    bs_mem_free(idx);
-    bs_mem_free(first);
+    bs_mem_free(sel);
+    bs_mem_free(count);
+    bs_mem_free(spos);
+    bs_mem_free(items);
+    bs_bucket_close(&bk);
     bs_npy_rows_close(&r_t);
     bs_npy_rows_close(&r_pos);
     bs_npy_rows_close(&r_feat);
@@ -590,234 +624,6 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     bs_mem_free(feat);
     bs_peel_ws_free(&ws);
     bs_pair_table_free(&pt);
-    return st;
-}
-
-/* Each spike's position (x, y in µm): the centre of mass of its pc_features
- * energy (sum of squares over the temporal components) over its template's
- * pc channels. A spike with no energy gets its template's first pc channel. */
-static void spike_positions(const bs_probe *probe, const int32_t *tmpl, const float *feat, int64_t n, int P, int npc,
-                            const int32_t *pc_chan, float *xy)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const float *f = feat + (size_t)i * P * npc;
-        const int32_t *ch = pc_chan + (size_t)tmpl[i] * npc;
-        double sw = 0, sx = 0, sy = 0;
-        for (int j = 0; j < npc; j++) {
-            double e = 0;
-            for (int q = 0; q < P; q++)
-                e += (double)f[q * npc + j] * f[q * npc + j];
-            sw += e;
-            sx += e * probe->x_um[ch[j]];
-            sy += e * probe->y_um[ch[j]];
-        }
-        xy[2 * i] = (float)(sw > 0 ? sx / sw : probe->x_um[ch[0]]);
-        xy[2 * i + 1] = (float)(sw > 0 ? sy / sw : probe->y_um[ch[0]]);
-    }
-}
-
-/* Stages 6 and 7: CCG-guided merges of the templates' spike trains,
- * duplicate removal, good/mua labels, and the Phy folder. spike_templates are
- * the matching templates (their pc_feature_ind describe each spike's
- * features); spike_clusters the merged units. */
-static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt, const int32_t *pc_chan,
-                                     int *n_units, int64_t *n_spikes_out)
-{
-    const bs_recording *rec = ctx->rec;
-    const bs_probe *probe = &rec->probe;
-    int K = mt->K, C = probe->n_chan, nt = mt->nt, P = mt->n_pc, npc = ctx->p->n_pc_chan;
-    char dir[4200];
-    BS_TRY(bs_path_join(dir, sizeof dir, ctx->stage_dir, "match"));
-    bs_npy_rows r_t, r_k, r_a, r_f;
-    memset(&r_t, 0, sizeof r_t), memset(&r_k, 0, sizeof r_k), memset(&r_a, 0, sizeof r_a), memset(&r_f, 0, sizeof r_f);
-    r_t.fd = r_k.fd = r_a.fd = r_f.fd = -1;
-    bs_status st = bs_npy_rows_open(&r_t, dir, "spike_times.npy", BS_NPY_I64);
-    if (st == BS_OK)
-        st = bs_npy_rows_open(&r_k, dir, "spike_templates.npy", BS_NPY_I32);
-    if (st == BS_OK)
-        st = bs_npy_rows_open(&r_a, dir, "amplitudes.npy", BS_NPY_F32);
-    if (st == BS_OK)
-        st = bs_npy_rows_open(&r_f, dir, "pc_features.npy", BS_NPY_F32);
-    int64_t n = st == BS_OK ? r_t.h.shape[0] : 0;
-    size_t nn = (size_t)(n ? n : 1);
-    int64_t *t = bs_mem_alloc("sort/final-spikes", nn * sizeof *t);
-    int64_t *ta = bs_mem_alloc("sort/final-spikes", nn * sizeof *ta);
-    int32_t *k0 = bs_mem_alloc("sort/final-spikes", nn * sizeof *k0);
-    int32_t *clu = bs_mem_alloc("sort/final-spikes", nn * sizeof *clu);
-    int64_t *order = bs_mem_alloc("sort/final-spikes", nn * sizeof *order);
-    if (st == BS_OK && !(t && ta && k0 && clu && order))
-        st = BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = bs_npy_rows_read(&r_t, 0, n, t);
-    if (st == BS_OK)
-        st = bs_npy_rows_read(&r_k, 0, n, k0);
-    /* sparse waveforms of the matching templates, for similarity and merges */
-    bs_sparse_templates T = {0};
-    int *nsup = malloc((size_t)K * sizeof *nsup);
-    if (st == BS_OK && !nsup)
-        st = BS_ERR_MEMORY;
-    for (int k = 0; k < K && nsup; k++)
-        nsup[k] = mt->n_sup;
-    if (st == BS_OK)
-        st = bs_sparse_templates_alloc(&T, K, nt, nsup);
-    free(nsup);
-    for (int k = 0; k < K && st == BS_OK; k++) {
-        for (int i = 0; i < mt->n_sup; i++)
-            T.chans[T.off[k] + i] = mt->support[(size_t)k * mt->n_sup + i];
-        bs_match_template_waveform(mt, k, T.wave + T.off[k] * nt);
-    }
-    int n_merges = 0, K2 = K;
-    if (st == BS_OK) {
-        memcpy(ta, t, (size_t)n * sizeof *t);
-        memcpy(clu, k0, (size_t)n * sizeof *clu);
-        bs_merge_params mp;
-        bs_merge_default_params(&mp, rec->fs_hz);
-        st = bs_merge_ccg(&mp, ta, clu, n, &T, &n_merges);
-        K2 = T.K;
-    }
-    if (st == BS_OK)
-        st = bs_spike_order(ta, n, order);
-    /* sorted, inside the recording, without same-unit duplicates */
-    uint8_t *keep = bs_mem_alloc("sort/final-spikes", nn);
-    int64_t *ts = bs_mem_alloc("sort/final-spikes", nn * sizeof *ts);
-    int32_t *cs = bs_mem_alloc("sort/final-spikes", nn * sizeof *cs);
-    if (st == BS_OK && !(keep && ts && cs))
-        st = BS_ERR_MEMORY;
-    int64_t m = 0, n_kept = 0;
-    for (int64_t i = 0; i < n && st == BS_OK; i++) {
-        int64_t j = order[i];
-        if (ta[j] < 0 || ta[j] >= rec->n_samples)
-            continue;
-        order[m] = j;
-        ts[m] = ta[j];
-        cs[m++] = clu[j];
-    }
-    if (st == BS_OK)
-        st = bs_remove_duplicates(ts, cs, m, K2, (int64_t)llround(ctx->p->duplicate_ms * rec->fs_hz / 1000.0), keep,
-                                  &n_kept);
-    int64_t w = 0;
-    for (int64_t i = 0; i < m && st == BS_OK; i++)
-        if (keep[i]) {
-            order[w] = order[i];
-            ts[w] = ts[i];
-            cs[w++] = cs[i];
-        }
-    uint8_t *good = bs_mem_calloc("sort/final-units", (size_t)K2 + 1, 1);
-    double *contam = bs_mem_calloc("sort/final-units", (size_t)K2 + 1, sizeof *contam);
-    double *amp_sum = bs_mem_calloc("sort/final-units", (size_t)K + K2 + 1, sizeof *amp_sum);
-    int64_t *amp_n = bs_mem_calloc("sort/final-units", (size_t)K + K2 + 1, sizeof *amp_n);
-    if (st == BS_OK && !(good && contam && amp_sum && amp_n))
-        st = BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = bs_cluster_labels(ts, cs, w, K2, rec->fs_hz, 0.2, good, contam);
-
-    /* the Phy folder */
-    bs_phy_writer *pw = NULL;
-    char dat[4096];
-    if (st == BS_OK)
-        st = bs_phy_resolve_dat_path(rec->data_path, dat, sizeof dat);
-    static const char *dtype_names[] = {"int16", "uint16", "int32", "float32"};
-    bs_phy_header h = {.dat_path = dat,
-                       .n_channels_dat = rec->n_cols,
-                       .dtype = dtype_names[rec->dtype],
-                       .offset_bytes = rec->data_offset,
-                       .sample_rate_hz = rec->fs_hz,
-                       .hp_filtered = 0,
-                       .n_samples = rec->n_samples,
-                       .n_chan = C,
-                       .nt = nt,
-                       .n_templates = K,
-                       .n_pc = P,
-                       .n_pc_chan = npc};
-    if (st == BS_OK)
-        st = bs_phy_writer_open(&pw, ctx->p->out_dir, &h);
-    if (st == BS_OK)
-        st = bs_phy_writer_set_probe(pw, probe);
-    float *W = NULL, *Winv = NULL;
-    if (st == BS_OK) {
-        W = bs_mem_alloc("sort/export-whitening", (size_t)C * C * sizeof *W);
-        Winv = bs_mem_alloc("sort/export-whitening", (size_t)C * C * sizeof *Winv);
-        st = W && Winv ? BS_OK : BS_ERR_MEMORY;
-    }
-    if (st == BS_OK) {
-        bs_whitener_dense(&ctx->wh, W);
-        st = bs_whitener_inverse(&ctx->wh, 1e-5, Winv);
-    }
-    if (st == BS_OK)
-        st = bs_phy_writer_set_whitening(pw, W, Winv);
-    /* spikes, streamed in blocks; amplitudes and features gathered by index */
-    enum { BLOCK = 8192 };
-    int32_t *bk = bs_mem_alloc("sort/export-block", BLOCK * sizeof *bk);
-    float *ba = bs_mem_alloc("sort/export-block", BLOCK * sizeof *ba);
-    float *bf = bs_mem_alloc("sort/export-block", (size_t)BLOCK * P * npc * sizeof *bf);
-    float *bxy = bs_mem_alloc("sort/export-block", (size_t)BLOCK * 2 * sizeof *bxy);
-    if (st == BS_OK && !(bk && ba && bf && bxy))
-        st = BS_ERR_MEMORY;
-    for (int64_t s0 = 0; s0 < w && st == BS_OK; s0 += BLOCK) {
-        int64_t cnt = w - s0 < BLOCK ? w - s0 : BLOCK;
-        /* spikes are nearly in matching order: gather coalesces the runs into single reads */
-        st = bs_npy_rows_gather(&r_a, order + s0, cnt, ba);
-        if (st == BS_OK)
-            st = bs_npy_rows_gather(&r_f, order + s0, cnt, bf);
-        for (int64_t i = 0; i < cnt && st == BS_OK; i++) {
-            bk[i] = k0[order[s0 + i]];
-            amp_sum[bk[i]] += ba[i];
-            amp_n[bk[i]]++;
-            amp_sum[K + cs[s0 + i]] += ba[i];
-            amp_n[K + cs[s0 + i]]++;
-        }
-        if (st == BS_OK)
-            st = bs_phy_writer_append_spikes(pw, cnt, ts + s0, bk, cs + s0, ba, bf);
-        if (st == BS_OK) {
-            spike_positions(probe, bk, bf, cnt, P, npc, pc_chan, bxy);
-            st = bs_phy_writer_append_positions(pw, cnt, bxy);
-        }
-        bs_checkpoint_test_kill("finish", s0 / BLOCK + 1);
-    }
-    /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
-    float *dense = bs_mem_alloc("sort/export-template", (size_t)nt * C * sizeof *dense);
-    float *wave = bs_mem_alloc("sort/export-template", (size_t)mt->n_sup * nt * sizeof *wave);
-    if (st == BS_OK && !(dense && wave))
-        st = BS_ERR_MEMORY;
-    for (int k = 0; k < K && st == BS_OK; k++) {
-        double a = amp_n[k] ? amp_sum[k] / (double)amp_n[k] : 1.0;
-        memset(dense, 0, (size_t)nt * C * sizeof *dense);
-        bs_match_template_waveform(mt, k, wave);
-        for (int i = 0; i < mt->n_sup; i++) {
-            int c = mt->support[(size_t)k * mt->n_sup + i];
-            for (int u = 0; u < nt; u++)
-                dense[(size_t)u * C + c] = (float)(a * wave[(size_t)i * nt + u]);
-        }
-        st = bs_phy_writer_append_templates(pw, 1, dense, pc_chan + (size_t)k * npc);
-    }
-    /* units */
-    bs_phy_cluster *rows = st == BS_OK ? calloc((size_t)K2 + 1, sizeof *rows) : NULL;
-    int n_rows = 0;
-    for (int k = 0; k < K2 && rows; k++) {
-        if (!amp_n[K + k])
-            continue;
-        rows[n_rows++] = (bs_phy_cluster){k, good[k] ? "good" : "mua", good[k] ? "good" : "mua",
-                                           amp_sum[K + k] / (double)amp_n[K + k], 100.0 * contam[k]};
-    }
-    if (st == BS_OK && !rows)
-        st = BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = bs_phy_writer_set_clusters(pw, n_rows, rows);
-    free(rows);
-    if (pw)
-        st = st == BS_OK ? bs_phy_writer_close(pw) : (bs_phy_writer_abort(pw), st);
-    *n_units = n_rows;
-    *n_spikes_out = w;
-    if (st == BS_OK && !ctx->p->quiet)
-        bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed)", K, n_merges, n_rows,
-                    (long long)w, (long long)(m - w));
-    bs_mem_free(bk), bs_mem_free(ba), bs_mem_free(bf), bs_mem_free(bxy), bs_mem_free(dense), bs_mem_free(wave);
-    bs_mem_free(W), bs_mem_free(Winv), bs_mem_free(good), bs_mem_free(contam), bs_mem_free(amp_sum),
-        bs_mem_free(amp_n);
-    bs_mem_free(keep), bs_mem_free(ts), bs_mem_free(cs), bs_mem_free(t), bs_mem_free(ta), bs_mem_free(k0),
-        bs_mem_free(clu), bs_mem_free(order);
-    bs_sparse_templates_free(&T);
-    bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
 
@@ -993,8 +799,18 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
         st = bs_sort_plan_check(&plan, BS_STAGE_FINISH);
     }
     STAGE_BEGIN(BS_STAGE_FINISH);
-    if (st == BS_OK)
-        st = stage_finish_export(&ctx, &mt, pc_chan, &n_units, &n_final);
+    if (st == BS_OK) {
+        bs_finish_input fin = {.rec = rec,
+                               .stage_dir = ctx.stage_dir,
+                               .out_dir = p->out_dir,
+                               .wh = &ctx.wh,
+                               .mt = &mt,
+                               .pc_chan = pc_chan,
+                               .n_pc_chan = npc,
+                               .duplicate_ms = p->duplicate_ms,
+                               .quiet = p->quiet};
+        st = bs_finish_run(&fin, &n_units, &n_final);
+    }
     bs_run_stage_end(&run);
 #undef STAGE_BEGIN
     if (st == BS_OK && !p->quiet)
