@@ -163,12 +163,12 @@ bs_status bs_nwb_meta_resolve(const bs_nwb_meta *m, bs_recording *rec, double *t
 
     const int C = (int)m->n_chan;
     double max_raw = m->dtype == BS_SAMPLE_I32 ? 2147483648.0 : 65536.0;
-    double off_raw = 0;
+    double off_raw = 0; /* raw units; -0 is written as 0 */
     int uneven = 0;
     for (int c = 0; c < C; c++) {
         double g = m->conversion * (m->channel_conversion ? m->channel_conversion[c] : 1.0);
         if (c == 0)
-            off_raw = -m->offset / g;
+            off_raw = -m->offset / g + 0.0;
         else if (m->offset != 0 && -m->offset / g != off_raw)
             uneven = 1;
         double uv = fabs(g) * 1e6;

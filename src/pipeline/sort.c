@@ -714,7 +714,8 @@ static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt
     /* the Phy folder */
     bs_phy_writer *pw = NULL;
     char dat[4096];
-    if (st == BS_OK)
+    dat[0] = '\0'; /* a recording that is not a plain binary (NWB) gets dat_path = [] */
+    if (st == BS_OK && !rec->read_rows)
         st = bs_phy_resolve_dat_path(rec->data_path, dat, sizeof dat);
     static const char *dtype_names[] = {"int16", "uint16", "int32", "float32"};
     bs_phy_header h = {.dat_path = dat,
