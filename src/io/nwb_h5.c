@@ -231,10 +231,12 @@ hid_t bs_h5_dataset(hid_t loc, const char *name, hid_t file_type, hid_t mem_type
     return d;
 }
 
-bs_status bs_h5_str_dataset(hid_t loc, const char *name, const char *value)
+/* Text dataset: scalar (rank 0) or 1-D of n strings. */
+static bs_status text_dataset(hid_t loc, const char *name, int rank, int64_t n, const char *const *values)
 {
     hid_t t = vlen_str();
-    hid_t d = bs_h5_dataset(loc, name, t, t, 0, NULL, 0, &value);
+    hsize_t dims = (hsize_t)n;
+    hid_t d = bs_h5_dataset(loc, name, t, t, rank, &dims, 0, values);
     H5Tclose(t);
     if (d < 0)
         return BS_ERR_INPUT;
@@ -242,16 +244,14 @@ bs_status bs_h5_str_dataset(hid_t loc, const char *name, const char *value)
     return BS_OK;
 }
 
+bs_status bs_h5_str_dataset(hid_t loc, const char *name, const char *value)
+{
+    return text_dataset(loc, name, 0, 1, &value);
+}
+
 bs_status bs_h5_strs_dataset(hid_t loc, const char *name, const char *const *values, int64_t n)
 {
-    hid_t t = vlen_str();
-    hsize_t dims = (hsize_t)n;
-    hid_t d = bs_h5_dataset(loc, name, t, t, 1, &dims, 0, values);
-    H5Tclose(t);
-    if (d < 0)
-        return BS_ERR_INPUT;
-    H5Dclose(d);
-    return BS_OK;
+    return text_dataset(loc, name, 1, n, values);
 }
 
 bs_status bs_h5_refs_dataset(hid_t loc, const char *name, const char *const *paths, int64_t n)

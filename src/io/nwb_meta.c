@@ -159,6 +159,9 @@ bs_status bs_nwb_meta_resolve(const bs_nwb_meta *m, bs_recording *rec, double *t
     BS_TRY(check_scaling(m));
     double fs = 0, t0 = 0;
     BS_TRY(resolve_time(m, &fs, &t0));
+    if (!(fabs(t0) * fs < 9e18))
+        return bs_error(BS_ERR_INPUT, "%s: %s: start time %g s at %g Hz: expected a sample number that fits 64 bits", f,
+                        s, t0, fs);
     BS_TRY(check_electrodes(m));
 
     const int C = (int)m->n_chan;
