@@ -668,7 +668,12 @@ static bs_status open_locked(const char *path, const char *series, bs_recording 
     series_list *L = calloc(1, sizeof *L);
     meta_bufs b = {0};
     hid_t g = -1;
-    S->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(fapl, 1, 1); /* lock, but open anyway where the file system has no locks (NFS, Lustre) */
+#endif
+    S->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
     if (S->file < 0) {
         st = bs_h5_fail(BS_ERR_INPUT, "%s: cannot open the HDF5 file (truncated or damaged?)", path);
         goto fail;
