@@ -738,6 +738,7 @@ static bs_status open_locked(const char *path, const char *series, bs_recording 
     rec->source = S;
     rec->read_rows = read_rows;
     rec->close_source = close_source;
+    rec->source_bytes = S->cache_bytes + (size_t)rec->n_cols * sizeof *S->rows;
     return BS_OK;
 fail:
     if (g >= 0)

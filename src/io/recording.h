@@ -49,6 +49,7 @@ typedef struct bs_recording {
     bs_status (*read_rows)(const struct bs_recording *rec, int64_t row0, int64_t n_rows, void *dst);
     void (*close_source)(struct bs_recording *rec);
     void *source;
+    size_t source_bytes; /* tracked bytes `source` holds (NWB: chunk cache, electrode rows), for the plan */
 } bs_recording;
 
 /* Options for opening a raw binary (ignored by self-describing formats). */
