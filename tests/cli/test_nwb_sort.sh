@@ -15,11 +15,12 @@ rm -rf "$T"; mkdir -p "$T"
 fail=0; pass=0
 ok() { pass=$((pass + 1)); }
 bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-expect() { # expect CODE MESSAGE cmd...: exit code and the exact first line on stderr
+expect() { # expect CODE MESSAGE cmd...: exit code and the exact error line (the first not a warning) on stderr
   local code=$1 msg=$2; shift 2
   "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
   [ "$rc" = "$code" ] || { bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; }
-  [ "$(head -1 "$T/err.txt")" = "$msg" ] || { bad "$*: message '$(head -1 "$T/err.txt")', expected '$msg'"; return; }
+  local got; got=$(grep -v -m1 "^warning: " "$T/err.txt")
+  [ "$got" = "$msg" ] || { bad "$*: message '$got', expected '$msg'"; return; }
   ok
 }
 
@@ -84,6 +85,15 @@ grep -q "$units units" "$T/out.txt" && ok || bad "export-nwb summary: $(cat "$T/
 # the copy still holds the recording: it reads as the same recording
 "$BS" info "$T/copy.nwb" --json >"$T/info_copy.json" && cmp -s <(grep -v '"path"' "$T/info_copy.json" | grep -v data_path) \
   <(grep -v '"path"' "$T/info_nwb.json" | grep -v data_path) && ok || bad "the copy does not read as the recording"
+
+# an input that already has /units: the sorting goes to /processing/boundsort/units; a third time is refused
+"$BS" export-nwb "$T/o_nwb" --input-nwb "$T/o_nwb/units.nwb" -o "$T/twice.nwb" >/dev/null 2>"$T/err.txt" && ok \
+  || bad "export-nwb into a file with /units failed: $(cat "$T/err.txt")"
+grep -q "already has a /units table: writing the sorting to /processing/boundsort/units" "$T/err.txt" && ok \
+  || bad "no warning about /units: $(cat "$T/err.txt")"
+expect 2 "boundsort: $T/twice.nwb: /units and /processing/boundsort already exist: expected room for the sorted units (write a new file: omit --input-nwb)" \
+  "$BS" export-nwb "$T/o_nwb" --input-nwb "$T/twice.nwb" -o "$T/thrice.nwb"
+[ ! -e "$T/thrice.nwb" ] && ok || bad "a refused export left $T/thrice.nwb"
 
 # four shanks: shanks from group_name, positions from rel_x / rel_y
 "$BS" simulate -o "$T/sim4" --probe np2-4shank --duration 0.2 --units 4 --seed 5 --nwb -q >/dev/null 2>&1 \
