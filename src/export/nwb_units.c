@@ -151,6 +151,14 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h * 0xbf58476d1ce4e5b9ULL;
 }
 
+/* Spikes [s0, s0 + *n) of spike_times and spike_clusters; *n = min(BLOCK, S - s0). */
+static bs_status read_block(const exporter *x, int64_t s0, int64_t *n, int64_t *t, int32_t *c)
+{
+    *n = x->S - s0 < BLOCK ? x->S - s0 : BLOCK;
+    BS_TRY(bs_npy_rows_read(&x->rt, s0, *n, t));
+    return bs_npy_rows_read(&x->rc, s0, *n, c);
+}
+
 /* Pass 1: spikes per cluster id, units, offsets, content hash. */
 static bs_status count_spikes(exporter *x)
 {
@@ -166,10 +174,8 @@ static bs_status count_spikes(exporter *x)
     int32_t max_id = -1;
     x->hash = 0x243f6a8885a308d3ULL;
     for (int64_t s0 = 0; s0 < x->S && st == BS_OK; s0 += BLOCK) {
-        int64_t n = x->S - s0 < BLOCK ? x->S - s0 : BLOCK;
-        st = bs_npy_rows_read(&x->rt, s0, n, t);
-        if (st == BS_OK)
-            st = bs_npy_rows_read(&x->rc, s0, n, c);
+        int64_t n = 0;
+        st = read_block(x, s0, &n, t, c);
         for (int64_t i = 0; i < n && st == BS_OK; i++) {
             if (c[i] < 0 || c[i] >= MAX_CLUSTER)
                 st = bs_error(BS_ERR_INPUT, "%s: spike %lld: cluster id %d: expected 0..%d", x->rc.path,
@@ -537,10 +543,8 @@ static bs_status write_spike_times(exporter *x, hid_t g, int *passes)
         int64_t held = 0, written = base; /* big unit: spikes in buf, next output position */
         (*passes)++;
         for (int64_t s0 = 0; s0 < x->S && st == BS_OK; s0 += BLOCK) {
-            int64_t m = x->S - s0 < BLOCK ? x->S - s0 : BLOCK;
-            st = bs_npy_rows_read(&x->rt, s0, m, t);
-            if (st == BS_OK)
-                st = bs_npy_rows_read(&x->rc, s0, m, c);
+            int64_t m = 0;
+            st = read_block(x, s0, &m, t, c);
             for (int64_t i = 0; i < m && st == BS_OK; i++) {
                 int64_t v = x->unit_of[c[i]];
                 if (v < u || v >= u1)

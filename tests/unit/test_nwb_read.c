@@ -356,6 +356,16 @@ static void test_malformed(void)
     expect_bad("trunc.nwb", NULL, "%s: cannot open the HDF5 file (truncated or damaged?)", 1);
 }
 
+/* A whole dataset into buf: 1 on success. */
+static int read_all(hid_t f, const char *path, hid_t type, void *buf)
+{
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    int ok = d >= 0 && H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0;
+    if (d >= 0)
+        H5Dclose(d);
+    return ok;
+}
+
 /* The export on a hand-made Phy folder: 3 units, buffer of 2 spikes. */
 static void test_export(void)
 {
@@ -413,24 +423,12 @@ static void test_export(void)
     uint64_t idx[3];
     int64_t ids[3], el[3 * NC];
     float wm[3 * NT * NC];
-    hid_t d = H5Dopen2(f, "/units/spike_times", H5P_DEFAULT);
-    CHECK(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, st) >= 0);
-    H5Dclose(d);
-    d = H5Dopen2(f, "/units/spike_times_index", H5P_DEFAULT);
-    CHECK(H5Dread(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, idx) >= 0);
-    H5Dclose(d);
-    d = H5Dopen2(f, "/units/id", H5P_DEFAULT);
-    CHECK(H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids) >= 0);
-    H5Dclose(d);
-    d = H5Dopen2(f, "/units/snr", H5P_DEFAULT);
-    CHECK(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, snr) >= 0);
-    H5Dclose(d);
-    d = H5Dopen2(f, "/units/electrodes", H5P_DEFAULT);
-    CHECK(H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, el) >= 0);
-    H5Dclose(d);
-    d = H5Dopen2(f, "/units/waveform_mean", H5P_DEFAULT);
-    CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, wm) >= 0);
-    H5Dclose(d);
+    CHECK(read_all(f, "/units/spike_times", H5T_NATIVE_DOUBLE, st));
+    CHECK(read_all(f, "/units/spike_times_index", H5T_NATIVE_UINT64, idx));
+    CHECK(read_all(f, "/units/id", H5T_NATIVE_INT64, ids));
+    CHECK(read_all(f, "/units/snr", H5T_NATIVE_DOUBLE, snr));
+    CHECK(read_all(f, "/units/electrodes", H5T_NATIVE_INT64, el));
+    CHECK(read_all(f, "/units/waveform_mean", H5T_NATIVE_FLOAT, wm));
     H5Fclose(f);
     CHECK(ids[0] == 2 && ids[1] == 3 && ids[2] == 7);
     CHECK(idx[0] == 1 && idx[1] == 2 && idx[2] == 6);
