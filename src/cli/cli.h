@@ -24,6 +24,7 @@ int bs_cmd_validate(int argc, char **argv);
 int bs_cmd_qc(int argc, char **argv);
 int bs_cmd_report(int argc, char **argv);
 int bs_cmd_batch(int argc, char **argv);
+int bs_cmd_export_nwb(int argc, char **argv);
 
 /* 1 if argv holds -h or --help. */
 int bs_cli_wants_help(int argc, char **argv);
@@ -38,7 +39,7 @@ int bs_cli_parse_double(const char *s, double *v);
 int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v);
 
 /* The options that describe how to read REC (--probe, --fs, --n-chan,
- * --dtype, --uv-per-bit, --offset, --header-bytes, --probe-index), shared by
+ * --dtype, --uv-per-bit, --offset, --header-bytes, --probe-index, --series), shared by
  * every command that opens a recording. Returns 1 if `name` is one of them
  * and `value` was stored in *opt, 0 if `name` is not one of them, -1 if the
  * value is malformed (the reason is written to msg). */

@@ -1,6 +1,6 @@
 /*
  * cmd_info.c - `boundsort info REC [--probe P --fs HZ --n-chan N --dtype T
- * --uv-per-bit X --offset X --header-bytes N --probe-index I] [--json]`.
+ * --uv-per-bit X --offset X --header-bytes N --probe-index I --series NAME] [--json]`.
  *
  * Opens the recording with bs_recording_open (which picks the reader) and
  * prints what the sorter will see: channels, columns in the file, sampling
@@ -8,7 +8,8 @@
  * between channels), and the probe layout: shanks, x / y extent (µm),
  * vertical pitch (bs_probe_vertical_pitch_um) and the file columns read.
  * --json prints the same as one JSON object on stdout, with a "channels" list
- * giving, per sorted channel, its file column, x_um, y_um and shank.
+ * giving, per sorted channel, its file column, x_um, y_um and shank. NWB
+ * files add the series read and the list of all their ElectricalSeries.
  * Exit codes: 0, 1 for a bad command line, 2 (with the message) for bad input.
  */
 #include <cjson/cJSON.h>
@@ -19,15 +20,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/nwb.h"
 #include "../io/probe_json.h"
 #include "../io/recording.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
     "boundsort info REC [--probe P --fs HZ --n-chan N --dtype T --uv-per-bit X --offset X\n"
-    "                    --header-bytes N --probe-index I] [--json]\n"
+    "                    --header-bytes N --probe-index I --series NAME] [--json]\n"
     "\n"
-    "  REC             recording: a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
+    "  REC             recording: an NWB file, a SpikeGLX .bin (with its .meta) or folder, or a raw binary\n"
+    "                  with --probe\n"
     "  --json          print JSON instead of text\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -111,6 +114,7 @@ static void print_text(const char *path, const bs_recording *rec)
     printf("columns        ");
     print_columns(stdout, p);
     printf("\n");
+    bs_nwb_print_info(rec, stdout);
 }
 
 static int print_json(const char *path, const bs_recording *rec)
@@ -139,6 +143,11 @@ static int print_json(const char *path, const bs_recording *rec)
     cJSON_AddNumberToObject(pr, "y_min_um", s.ymin);
     cJSON_AddNumberToObject(pr, "y_max_um", s.ymax);
     cJSON_AddNumberToObject(pr, "vertical_pitch_um", s.pitch);
+    const bs_nwb_info *nwb = bs_nwb_get_info(rec);
+    if (nwb) { /* the series read, and every ElectricalSeries of the file */
+        cJSON_AddStringToObject(o, "series", nwb->series);
+        cJSON_AddItemToObject(o, "series_list", cJSON_CreateStringArray(nwb->series_list, nwb->n_series));
+    }
     cJSON *chans = cJSON_AddArrayToObject(o, "channels");
     for (int c = 0; c < p->n_chan; c++) {
         cJSON *ch = cJSON_CreateObject();

@@ -1,6 +1,7 @@
 /*
  * cmd_sort.c - `boundsort sort REC -o OUT`: open the recording, run the
- * pipeline (src/pipeline/sort.h), leave a Phy folder in OUT.
+ * pipeline (src/pipeline/sort.h), leave a Phy folder in OUT (and with --nwb
+ * the units as OUT/units.nwb, src/export/nwb_export.h).
  */
 #include <errno.h>
 #include <limits.h>
@@ -8,20 +9,24 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../export/nwb_export.h"
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
 #include "../pipeline/sort.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [-q]\n"
+    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb] [-q]\n"
     "\n"
-    "  REC               a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
+    "  REC               an NWB file, a SpikeGLX .bin (with its .meta) or folder, or a raw binary with\n"
+    "                    --probe\n"
     "  -o, --out OUT     output folder: a Phy folder (params.py, spike_times.npy, ...)\n" BS_CLI_SORT_OPTIONS_HELP
     "  --mem-trace FILE  record every tracked allocation and free as JSON lines\n"
     "  --resume          skip the stages a previous (killed) run of the same recording and parameters\n"
     "                    completed (OUT/.stages/manifest.json); the output is the same\n"
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
+    "  --nwb             also write the units as NWB: OUT/units.nwb (a copy of an NWB input with a\n"
+    "                    Units table, else a new file; see boundsort export-nwb)\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -39,6 +44,7 @@ int bs_cmd_sort(int argc, char **argv)
     bs_sort_cli so = {.batch_s = 0};
     bs_sort_default_params(&so.sp);
     const char *rec_path = NULL, *trace_path = NULL;
+    int nwb = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -47,6 +53,10 @@ int bs_cmd_sort(int argc, char **argv)
         }
         if (strcmp(a, "--resume") == 0) {
             so.sp.resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--nwb") == 0) {
+            nwb = 1;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -113,7 +123,12 @@ int bs_cmd_sort(int argc, char **argv)
         if (fclose(trace) != 0 && st == BS_OK)
             st = bs_error(BS_ERR_INPUT, "%s: cannot write the memory trace: %s", trace_path, strerror(errno));
     }
+    int from_nwb = strcmp(rec.format, "nwb") == 0;
     bs_recording_close(&rec);
+    if (st == BS_OK && nwb) {
+        bs_nwb_export_opts no = {so.sp.out_dir, from_nwb ? rec_path : NULL, opt.series, NULL, 0};
+        st = bs_nwb_export(&no, NULL);
+    }
     if (st != BS_OK)
         return bs_cli_fail(st);
     return BS_OK;

@@ -399,7 +399,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
             e.last[u] = -1;
     }
     char dat[4096];
-    if (st == BS_OK)
+    dat[0] = '\0'; /* a recording that is not a plain binary (NWB) gets dat_path = [] */
+    if (st == BS_OK && !rec->read_rows)
         st = bs_phy_resolve_dat_path(rec->data_path, dat, sizeof dat);
     static const char *dtype_names[] = {"int16", "uint16", "int32", "float32"};
     bs_phy_header h = {.dat_path = dat,

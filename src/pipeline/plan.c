@@ -213,7 +213,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
 
     resident r = {0};
     r.whiten_k = p->whiten_neighbors < C ? p->whiten_neighbors : C;
-    r.reader = bs_batch_reader_bytes(C, rec->n_cols, rec->dtype, pl->batch_samples, halo);
+    r.reader = bs_batch_reader_bytes(C, rec->n_cols, rec->dtype, pl->batch_samples, halo) + rec->source_bytes;
     bs_highpass hp;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &hp));
     bs_whitener wh_shape = {0};

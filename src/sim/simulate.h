@@ -91,4 +91,8 @@ bs_status bs_sim_check_params(const bs_sim_params *p);
 /* Simulate into out_dir (created if needed). summary may be NULL. */
 bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summary *summary);
 
+/* After bs_simulate: out_dir/recording.nwb, the same samples as an NWB file
+ * (src/sim/sim_nwb.c; needs HDF5, BS_ERR_INPUT otherwise). */
+bs_status bs_sim_write_nwb(const char *out_dir, const bs_sim_params *p, const bs_sim_summary *s);
+
 #endif
