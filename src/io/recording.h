@@ -41,11 +41,12 @@ typedef struct {
     float offset;         /* raw units subtracted before scaling (0 for signed ints) */
     int64_t first_sample; /* sample number of the first sample in the acquisition clock */
     bs_probe probe;
+    char stream[256];     /* stream read, for formats that hold several ("" otherwise) */
 } bs_recording;
 
 /* Options for opening a raw binary (ignored by self-describing formats). */
 typedef struct {
-    const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON), or NULL */
+    const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON, .prb), or NULL */
     double fs_hz;           /* 0: unknown */
     int n_cols;             /* columns per sample; 0: what the probe file requires (Kilosort n_chan, else
                                the largest device channel index + 1) */
@@ -54,10 +55,12 @@ typedef struct {
     double offset;          /* raw units subtracted before scaling (uint16: 0 means 32768) */
     uint64_t header_bytes;  /* bytes to skip at file start */
     int probe_index;        /* probe of a probeinterface ProbeGroup to use (0: the first) */
+    const char *stream;     /* stream of a multi-stream recording (Open Ephys), or NULL */
 } bs_open_options;
 
-/* Open REC: a SpikeGLX .bin (with .meta beside it) or a folder holding one,
- * or a raw binary with opt->probe_path. */
+/* Open REC: an Open Ephys recording (openephys.h; opt->probe_path overrides
+ * its geometry), a SpikeGLX .bin (with .meta beside it) or a folder holding
+ * one, or a raw binary with opt->probe_path. */
 bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
 void bs_recording_close(bs_recording *rec);
 
