@@ -502,23 +502,22 @@ static bs_status parse_name_value(prb *ps, int *out)
     if (call && (ident_is(s, n, "list") || ident_is(s, n, "tuple"))) {
         ps->p = q + 1;
         BS_TRY(enter(ps));
+        skip(ps, 1);
+        const char *arg = ps->p;
         int v;
         BS_TRY(parse_value(ps, &v));
+        if (ps->vals[v].kind != V_LIST) {
+            ps->p = arg;
+            return syntax(ps, "a list, tuple or range() inside list() or tuple()");
+        }
         skip(ps, 1);
         if (ps->p < ps->end && *ps->p == ',') /* list(x,) */
             ps->p++;
         skip(ps, 1);
         if (ps->p >= ps->end || *ps->p != ')')
-            return syntax(ps, "')' closing list(...)");
+            return syntax(ps, "')' closing list() or tuple()");
         ps->p++;
         ps->depth--;
-        if (ps->vals[v].kind != V_LIST) {
-            char d[64];
-            char exp[128];
-            snprintf(exp, sizeof exp, "a list, tuple or range inside %.*s(), not %s", (int)n, s,
-                     describe(ps, v, d, sizeof d));
-            return syntax(ps, exp);
-        }
         *out = v;
         return BS_OK;
     }
@@ -799,6 +798,18 @@ static bs_status build_probe(prb *ps, int probe_index, bs_probe *p, int *require
         for (int i = 0; i < n && st == BS_OK; i++) {
             double c;
             int cv = ch >= 0 ? ps->items[ps->vals[ch].first + i] : ps->items[gd->first + 2 * i];
+            if (ch < 0 && int_of(ps, cv, &c)) { /* a repeated key keeps its first place (Python dict order) */
+                int lo = 0, hi = gd->count;
+                while (lo < hi) {
+                    int mid = lo + (hi - lo) / 2;
+                    if (ge[mid].key < c)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (ge[lo].order != i)
+                    continue;
+            }
             if (!int_of(ps, cv, &c) || c < 0 || c > INT_MAX - 1) {
                 st = bs_error(BS_ERR_INPUT, "%s: channel_groups[%s]['%s'][%d]: expected a channel number >= 0, got %s",
                               ps->name, gl, ch >= 0 ? "channels" : "geometry", i, describe(ps, cv, d, sizeof d));
@@ -840,6 +851,8 @@ static bs_status build_probe(prb *ps, int probe_index, bs_probe *p, int *require
             k++;
         }
     }
+    if (st == BS_OK)
+        p->n_chan = k; /* repeated geometry keys may have been skipped */
     if (st == BS_OK) { /* shank = rank of the group key */
         g_numeric_keys = 1;
         for (int g = 0; g < G; g++)
