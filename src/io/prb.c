@@ -110,7 +110,8 @@ static bs_status pop_to_items(prb *ps, int base, int *first, int *count)
 {
     int n = ps->n_stack - base;
     BS_TRY(grow((void **)&ps->items, &ps->cap_items, ps->n_items + n, sizeof *ps->items, ps->name));
-    memcpy(ps->items + ps->n_items, ps->stack + base, (size_t)n * sizeof *ps->items);
+    if (n > 0) /* an empty container may come before any array exists */
+        memcpy(ps->items + ps->n_items, ps->stack + base, (size_t)n * sizeof *ps->items);
     *first = ps->n_items;
     *count = n;
     ps->n_items += n;
