@@ -14,7 +14,8 @@
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [-q]\n"
     "\n"
-    "  REC               a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
+    "  REC               an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or a raw binary\n"
+    "                    with --probe\n"
     "  -o, --out OUT     output folder: a Phy folder (params.py, spike_times.npy, ...)\n"
     "  --threads N       OpenMP threads (default: all cores; the output does not depend on it)\n"
     "  --batch-seconds S batch length, seconds (default 2; part of the result, like a parameter)\n"
