@@ -146,7 +146,7 @@ static void oe_streams(const char *path, const bs_recording *rec, cJSON *json)
                    s[i].name, bs_oe_stream_kind_name(s[i].kind), s[i].n_neural, s[i].n_cols, s[i].fs_hz,
                    s[i].folder);
             if (sel)
-                printf("               ^ read (--stream %s)\n", s[i].name);
+                printf("               ^ read (--stream '%s')\n", s[i].name);
         }
     }
     free(s);
