@@ -431,7 +431,12 @@ bs_status bs_oe_settings_probe(const bs_oe_settings *s, const bs_oe_stream *stre
                                       "0.3.3, or a layout with only SELECTED_ELECTRODES): give the geometry with "
                                       "--probe FILE",
                         name, np->name);
-    int n = stream->n_neural;
+    int n = 0;
+    for (int c = 0; c < stream->n_cols; c++)
+        n += stream->channels[c].kind == BS_OE_CHAN_NEURAL;
+    if (n != stream->n_neural || n < 1)
+        return bs_error(BS_ERR_INTERNAL, "%s: stream '%s' counts %d neural channels but lists %d", name, stream->name,
+                        stream->n_neural, n);
     if (n != np->n)
         return bs_error(BS_ERR_INPUT, "%s: NP_PROBE '%s' places %d channels but stream '%s' has %d neural channels: "
                                       "a saved channel subset or another probe; give the geometry with --probe FILE",
