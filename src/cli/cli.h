@@ -39,7 +39,7 @@ int bs_cli_parse_double(const char *s, double *v);
 int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v);
 
 /* The options that describe how to read REC (--probe, --fs, --n-chan,
- * --dtype, --uv-per-bit, --offset, --header-bytes, --probe-index, --series), shared by
+ * --dtype, --uv-per-bit, --offset, --header-bytes, --probe-index, --series, --stream), shared by
  * every command that opens a recording. Returns 1 if `name` is one of them
  * and `value` was stored in *opt, 0 if `name` is not one of them, -1 if the
  * value is malformed (the reason is written to msg). */

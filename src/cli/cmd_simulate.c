@@ -17,7 +17,7 @@
 static const char *usage_text =
     "usage: boundsort simulate -o DIR [--probe np1|np2|np2-4shank|linear32] [--duration S] [--units N]\n"
     "                          [--drift none|rigid|nonrigid|step] [--drift-um UM] [--seed S] [--fs HZ]\n"
-    "                          [--noise UV] [--spikeglx] [--nwb] [--no-mux] [--threads N] [-q]\n"
+    "                          [--noise UV] [--spikeglx] [--nwb] [--openephys] [--no-mux] [--threads N] [-q]\n"
     "\n"
     "Writes a ground-truth recording into DIR: recording.bin (int16), probe.json, recording.json,\n"
     "gt_spike_times.npy, gt_spike_units.npy, gt_unit_positions.npy, gt_templates.npy, gt_drift_um.npy.\n"
@@ -33,6 +33,8 @@ static const char *usage_text =
     "  --noise UV        background noise rms per channel, µV (default 10)\n"
     "  --spikeglx        also write DIR/spikeglx/sim_g0_t0.imec0.ap.bin + .meta (Neuropixels probes)\n"
     "  --nwb             also write DIR/recording.nwb (NWB 2.x, gzip-chunked int16, electrodes table)\n"
+    "  --openephys       also write an Open Ephys Record Node folder DIR/openephys/Record Node 101/\n"
+    "                    (GUI 0.6 layout; Neuropixels geometry in settings.xml; linear32 needs --probe)\n"
     "  --no-mux          sample every channel at the same time (default: Neuropixels ADC multiplexing,\n"
     "                    channels sampled at staggered sub-sample times as in SpikeGLX's ~muxTbl)\n"
     "  --threads N       OpenMP threads (the output does not depend on it)\n"
@@ -96,6 +98,10 @@ int bs_cmd_simulate(int argc, char **argv)
         }
         if (strcmp(a, "--nwb") == 0) {
             nwb = 1;
+            continue;
+        }
+        if (strcmp(a, "--openephys") == 0) {
+            p.openephys = 1;
             continue;
         }
         if (strcmp(a, "--no-mux") == 0) {

@@ -18,8 +18,8 @@
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb] [-q]\n"
     "\n"
-    "  REC               an NWB file, a SpikeGLX .bin (with its .meta) or folder, or a raw binary with\n"
-    "                    --probe\n"
+    "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
+    "                    a raw binary with --probe\n"
     "  -o, --out OUT     output folder: a Phy folder (params.py, spike_times.npy, ...)\n" BS_CLI_SORT_OPTIONS_HELP
     "  --mem-trace FILE  record every tracked allocation and free as JSON lines\n"
     "  --resume          skip the stages a previous (killed) run of the same recording and parameters\n"

@@ -7,6 +7,8 @@
  * probe file: a probe file given on the command line wins (it describes a
  * raw binary, or overrides a SpikeGLX .meta's geometry); otherwise a SpikeGLX
  * folder, .bin with its .meta, or .meta is read by the SpikeGLX reader.
+ * An Open Ephys recording is recognised by its own paths (openephys.h) and
+ * takes a probe file as its geometry.
  * Anything else is refused with a message that says what was expected.
  */
 #include <errno.h>
@@ -16,6 +18,7 @@
 
 #include "../mem/mem.h"
 #include "nwb.h"
+#include "openephys.h"
 #include "recording.h"
 #include "spikeglx.h"
 
@@ -51,13 +54,15 @@ bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_rec
                                           "--probe is for raw binaries", path);
         return bs_nwb_open(path, opt ? opt->series : NULL, rec);
     }
+    if (bs_openephys_detect(path))
+        return bs_openephys_open(path, opt, rec);
     if (opt && opt->probe_path)
         return bs_raw_open(path, opt, rec);
     if (looks_like_spikeglx(path))
         return bs_spikeglx_open(path, rec);
     return bs_error(BS_ERR_INPUT,
-                    "%s: unrecognised recording: expected an NWB file, a SpikeGLX .bin with its .meta, or a raw "
-                    "binary with a probe file (--probe P --fs HZ)",
+                    "%s: unrecognised recording: expected an NWB file, an Open Ephys recording, a SpikeGLX .bin "
+                    "with its .meta, or a raw binary with a probe file (--probe P --fs HZ)",
                     path);
 }
 

@@ -50,11 +50,12 @@ typedef struct bs_recording {
     void (*close_source)(struct bs_recording *rec);
     void *source;
     size_t source_bytes; /* tracked bytes `source` holds (NWB: chunk cache, electrode rows), for the plan */
+    char stream[256];     /* stream read, for formats that hold several ("" otherwise) */
 } bs_recording;
 
 /* Options for opening a raw binary (ignored by self-describing formats). */
 typedef struct {
-    const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON), or NULL */
+    const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON, .prb), or NULL */
     double fs_hz;           /* 0: unknown */
     int n_cols;             /* columns per sample; 0: what the probe file requires (Kilosort n_chan, else
                                the largest device channel index + 1) */
@@ -64,10 +65,12 @@ typedef struct {
     uint64_t header_bytes;  /* bytes to skip at file start */
     int probe_index;        /* probe of a probeinterface ProbeGroup to use (0: the first) */
     const char *series;     /* NWB: ElectricalSeries to read (path or name); NULL: the only one */
+    const char *stream;     /* stream of a multi-stream recording (Open Ephys), or NULL */
 } bs_open_options;
 
-/* Open REC: an NWB file (HDF5), a SpikeGLX .bin (with .meta beside it) or a
- * folder holding one, or a raw binary with opt->probe_path. */
+/* Open REC: an NWB file (HDF5), an Open Ephys recording (openephys.h;
+ * opt->probe_path overrides its geometry), a SpikeGLX .bin (with .meta
+ * beside it) or a folder holding one, or a raw binary with opt->probe_path. */
 bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
 void bs_recording_close(bs_recording *rec);
 

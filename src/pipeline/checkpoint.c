@@ -79,6 +79,7 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
     uint64_t h = FNV_OFFSET;
     fnv(&h, BOUNDSORT_VERSION, strlen(BOUNDSORT_VERSION));
     fnv(&h, rec->format, strlen(rec->format));
+    fnv(&h, rec->stream, strnlen(rec->stream, sizeof rec->stream));
     fnv_i64(&h, rec->dtype);
     fnv_i64(&h, rec->n_cols);
     fnv_i64(&h, (int64_t)rec->data_offset);
