@@ -3,7 +3,8 @@
 # Skips apt-get when everything is already there. Needs root (or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev clang libclang-rt-14-dev libomp-dev
-      python3 python3-numpy python3-scipy)
+      python3 python3-numpy python3-scipy
+      chromium chromium-driver python3-venv)  # the report's browser tests (Selenium from PyPI in a venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

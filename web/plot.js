@@ -47,7 +47,10 @@ const BSPlot = (function () {
   function fmt(v, digits) {
     if (v === null || v === undefined || Number.isNaN(v)) return "";
     if (typeof v !== "number") return String(v);
-    if (digits !== undefined && digits !== null) return v.toFixed(digits);
+    if (digits !== undefined && digits !== null) {
+      const s = v.toFixed(digits);
+      return /^-0(\.0*)?$/.test(s) ? s.slice(1) : s; /* no "-0.0" */
+    }
     const a = Math.abs(v);
     if (a === 0) return "0";
     if (a >= 1e6 || a < 1e-3) return v.toExponential(2);

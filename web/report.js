@@ -200,6 +200,20 @@
     tableCols.push({ key: c.key, label: c.key, kind: c.kind, digits: c.digits, source: c.source, get: (u) => c.values[u] });
   }
   const thead = document.querySelector("#units thead"), tbody = document.querySelector("#units tbody");
+  const wrap = document.querySelector(".table-wrap");
+  /* Only the rows in view (plus a margin) are in the DOM: laying out 1,000 rows x 30 cells takes seconds on a slow
+     machine, a screenful takes milliseconds. Rows have a fixed height and the columns fixed widths (from the
+     longest value of each column), so the table does not move while it scrolls. */
+  const ROW_H = 24;
+  const colWidth = tableCols.map((c) => {
+    let n = c.label.length + 2;
+    if (c.key === "label") n = 9;
+    else for (let u = 0; u < U; u++) { const v = c.get(u); if (v !== null && v !== undefined) n = Math.max(n, (c.kind === "num" ? P.fmt(v, c.digits) : String(v)).length); }
+    return Math.min(220, 14 + 7.2 * n);
+  });
+  const table = document.getElementById("units");
+  table.style.width = (26 + colWidth.reduce((a, b) => a + b, 0)) + "px";
+  table.insertAdjacentHTML("afterbegin", "<colgroup><col style=\"width:26px\">" + colWidth.map((w) => `<col style="width:${w}px">`).join("") + "</colgroup>");
   thead.innerHTML = "<tr><th class=\"chk\"><input type=\"checkbox\" id=\"check-all\" title=\"tick every shown unit\"></th>" +
     tableCols.map((c) => `<th data-key="${esc(c.key)}" title="${esc(c.source || c.key)}">${esc(c.label)}<span class="arrow"></span></th>`).join("") + "</tr>";
   thead.querySelectorAll("th[data-key]").forEach((th) => th.addEventListener("click", () => {
@@ -266,15 +280,27 @@
     if (c.kind === "num") return `<td class="num">${P.fmt(v, c.digits)}</td>`;
     return `<td>${esc(v)}</td>`;
   }
-  function renderRows() {
-    computeOrder();
-    const parts = [];
-    for (const u of order) {
+  let painted = [-1, -1];
+  function paint(force) {
+    const top = Math.max(0, wrap.scrollTop - 26), h = wrap.clientHeight || 600;
+    const first = Math.max(0, Math.floor(top / ROW_H) - 15), last = Math.min(order.length, Math.ceil((top + h) / ROW_H) + 15);
+    if (!force && first === painted[0] && last === painted[1]) return;
+    painted = [first, last];
+    const pad = (n) => `<tr class="pad"><td colspan="${tableCols.length + 1}" style="height:${n * ROW_H}px"></td></tr>`;
+    const parts = [pad(first)];
+    for (let i = first; i < last; i++) {
+      const u = order[i];
       parts.push(`<tr data-u="${u}"${u === state.selected ? " class=\"sel\"" : ""}><td class="chk"><input type="checkbox"${state.checked.has(u) ? " checked" : ""}></td>`);
       for (const c of tableCols) parts.push(cellHTML(c, u));
       parts.push("</tr>");
     }
+    parts.push(pad(order.length - last));
     tbody.innerHTML = parts.join("");
+  }
+  wrap.addEventListener("scroll", () => requestAnimationFrame(() => paint(false)));
+  function renderRows() {
+    computeOrder();
+    paint(true);
     thead.querySelectorAll("th[data-key]").forEach((th) => {
       th.querySelector(".arrow").textContent = th.dataset.key === state.sortKey ? (state.sortDir > 0 ? " ▲" : " ▼") : "";
     });
@@ -282,9 +308,18 @@
     $("merge-btn").disabled = state.checked.size < 2;
     $("merge-btn").textContent = `Merge ticked (${state.checked.size})`;
   }
+  /* Scroll the table so that unit u's row is in view (when it passes the filter). */
+  function reveal(u) {
+    const i = order.indexOf(u);
+    if (i < 0) return;
+    const head = thead.offsetHeight, y = i * ROW_H;
+    if (y < wrap.scrollTop) wrap.scrollTop = y;
+    else if (y + ROW_H > wrap.scrollTop + wrap.clientHeight - head) wrap.scrollTop = y + ROW_H - wrap.clientHeight + head;
+    paint(false);
+  }
   tbody.addEventListener("click", (ev) => {
     const tr = ev.target.closest("tr");
-    if (!tr) return;
+    if (!tr || tr.dataset.u === undefined) return;
     const u = Number(tr.dataset.u);
     if (ev.target.matches("input[type=checkbox]")) {
       if (ev.target.checked) state.checked.add(u); else state.checked.delete(u);
@@ -306,9 +341,10 @@
   function select(u) {
     if (u < 0 || u >= U) return;
     state.selected = u;
+    reveal(u);
     tbody.querySelectorAll("tr.sel").forEach((tr) => tr.classList.remove("sel"));
     const tr = tbody.querySelector(`tr[data-u="${u}"]`);
-    if (tr) { tr.classList.add("sel"); tr.scrollIntoView({ block: "nearest" }); }
+    if (tr) tr.classList.add("sel");
     renderUnit();
   }
   document.addEventListener("keydown", (ev) => {
@@ -676,7 +712,8 @@
   renderRows();
   renderCuration();
   showTab("units");
-  window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, showTab };
+  window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, showTab, reveal,
+                      order: () => order.map((u) => ids[u]) };
   window.bsTiming = { script_ms: performance.now() - t_start };
   window.bsReady = true;
 })();

@@ -11,11 +11,12 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../mem/mem.h"
 #include "../report/report.h"
 #include "cli.h"
 
 static const char *usage_text =
-    "usage: boundsort report OUT [-o FILE] [--spikes-per-unit N] [--similar N] [-q]\n"
+    "usage: boundsort report OUT [-o FILE] [--spikes-per-unit N] [--similar N] [--mem SIZE] [-q]\n"
     "\n"
     "Writes OUT/report.html: a page that opens from disk with no network, showing the unit table\n"
     "(labels, quality metrics, position, firing rate), each unit's template on the probe,\n"
@@ -27,6 +28,7 @@ static const char *usage_text =
     "  -o FILE              write the page to FILE instead of OUT/report.html\n"
     "  --spikes-per-unit N  spikes drawn per unit in the amplitude and position plots (default 300)\n"
     "  --similar N          cross-correlograms per unit with its most similar units (default 5)\n"
+    "  --mem SIZE           budget for the report's buffers, e.g. 64M (default: none); exit 3 if short\n"
     "  -q                   no notes on stderr\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -52,12 +54,18 @@ int bs_cmd_report(int argc, char **argv)
         long long v;
         if (strcmp(a, "-q") == 0) {
             quiet = 1;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--spikes-per-unit") == 0 || strcmp(a, "--similar") == 0) {
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--spikes-per-unit") == 0 || strcmp(a, "--similar") == 0 ||
+                   strcmp(a, "--mem") == 0) {
             if (i + 1 >= argc)
                 return usage_error("option '%s' needs a value", a);
             const char *val = argv[++i];
             if (strcmp(a, "-o") == 0) {
                 out = val;
+            } else if (strcmp(a, "--mem") == 0) {
+                size_t bytes;
+                if (bs_mem_parse_size(val, &bytes) != BS_OK || bytes == 0)
+                    return usage_error("--mem: expected a size such as 64M or 1G, got '%s'", val);
+                bs_mem_set_budget(BS_DEV_HOST, bytes);
             } else if (strcmp(a, "--similar") == 0) {
                 if (!bs_cli_parse_long(val, 0, 50, &v))
                     return usage_error("--similar: expected 0 to 50, got '%s'", val);
@@ -85,8 +93,8 @@ int bs_cmd_report(int argc, char **argv)
     char where[4200];
     snprintf(where, sizeof where, "%s%s", out ? out : dir, out ? "" : "/report.html");
     if (!quiet)
-        fprintf(stderr, "report: wrote %s (%.2f MB): %lld units, %lld spikes, %lld cross-correlograms, %d note%s\n",
-                where, s.html_bytes / 1e6, (long long)s.n_units, (long long)s.n_spikes, (long long)s.n_ccg_pairs,
-                s.n_notes, s.n_notes == 1 ? "" : "s");
+        fprintf(stderr, "report: wrote %s (%.2f MB): %lld units, %lld spikes, %lld cross-correlograms, %d note%s; "
+                "peak tracked memory %.1f MiB\n", where, s.html_bytes / 1e6, (long long)s.n_units, (long long)s.n_spikes,
+                (long long)s.n_ccg_pairs, s.n_notes, s.n_notes == 1 ? "" : "s", bs_mem_peak(BS_DEV_HOST) / 1048576.0);
     return BS_OK;
 }

@@ -82,24 +82,24 @@ def console_errors(driver):
 
 def row_ids(driver):
     return driver.execute_script(
-        "return Array.from(document.querySelectorAll('#units tbody tr')).map(tr => Number(tr.children[1].textContent))")
+        "return Array.from(document.querySelectorAll('#units tbody tr[data-u]')).map(tr => Number(tr.children[1].textContent))")
 
 
 def row_label(driver, uid):
     return driver.execute_script(
-        "const tr = Array.from(document.querySelectorAll('#units tbody tr')).find(r => Number(r.children[1].textContent) "
+        "const tr = Array.from(document.querySelectorAll('#units tbody tr[data-u]')).find(r => Number(r.children[1].textContent) "
         "=== arguments[0]); return tr ? tr.children[2].textContent : null", uid)
 
 
 def tick(driver, uid):
     driver.execute_script(
-        "const tr = Array.from(document.querySelectorAll('#units tbody tr')).find(r => Number(r.children[1].textContent) "
+        "const tr = Array.from(document.querySelectorAll('#units tbody tr[data-u]')).find(r => Number(r.children[1].textContent) "
         "=== arguments[0]); tr.querySelector('input').click()", uid)
 
 
 def click_row(driver, uid):
     driver.execute_script(
-        "const tr = Array.from(document.querySelectorAll('#units tbody tr')).find(r => Number(r.children[1].textContent) "
+        "const tr = Array.from(document.querySelectorAll('#units tbody tr[data-u]')).find(r => Number(r.children[1].textContent) "
         "=== arguments[0]); tr.scrollIntoView({block: 'nearest'}); tr.children[3].click()", uid)
 
 
@@ -182,7 +182,7 @@ def curate(args):
         check(btn.is_enabled() and "(2)" in btn.text, f"merge button enabled with two ticks ('{btn.text}')")
         btn.click()
         merge_col = driver.execute_script(
-            "return Array.from(document.querySelectorAll('#units tbody tr')).filter(r => r.children[3].textContent "
+            "return Array.from(document.querySelectorAll('#units tbody tr[data-u]')).filter(r => r.children[3].textContent "
             "=== '1').map(r => Number(r.children[1].textContent))")
         check(sorted(merge_col) == sorted([a, b]), f"units {a} and {b} form merge group 1 ({merge_col})")
         click_row(driver, uid)
@@ -292,8 +292,14 @@ def scale(args):
               f"{load_s:.2f} s after the request (DOMContentLoaded at {nav:.0f} ms, script {script_ms:.0f} ms)")
         check(ok and load_s <= args.max_load_s, f"page ready within {args.max_load_s} s ({load_s:.2f} s)")
         check(not console_errors(driver), f"no console errors: {console_errors(driver)}")
-        n_rows = driver.execute_script("return document.querySelectorAll('#units tbody tr').length")
-        check(n_rows == data["n_units"], f"table has {n_rows} rows")
+        n_rows = driver.execute_script("return bsReport.order().length")
+        n_dom = driver.execute_script("return document.querySelectorAll('#units tbody tr[data-u]').length")
+        check(n_rows == data["n_units"] and 0 < n_dom < 200, f"table lists {n_rows} units, {n_dom} rows in the DOM")
+        last = driver.execute_script("const w = document.querySelector('.table-wrap'); w.scrollTop = w.scrollHeight; "
+                                     "w.dispatchEvent(new Event('scroll')); return new Promise(r => requestAnimationFrame(() => "
+                                     "requestAnimationFrame(() => { const rows = document.querySelectorAll('#units tbody tr[data-u]'); "
+                                     "r(Number(rows[rows.length - 1].children[1].textContent)); })))")
+        check(last == data["n_units"] - 1, f"scrolled to the end, the last row is unit {last}")
         t1 = time.time()
         driver.execute_script("bsReport.select(bsReport.data.n_units - 1)")
         sel_ms = (time.time() - t1) * 1000

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# test_report_browser.sh - the report page in a real browser: headless
+# Chromium (Debian's) driven by Selenium (tests/browser/report_browser.py) on
+# the report of a sorted short simulation with the optional files: loads the
+# page, selects a unit, relabels units (button and keyboard), marks merge
+# groups, filters and sorts the table, exports the curation JSON (v2) and
+# cluster_group.tsv and checks their content, checks a reload keeps the
+# curation, draws every tab, and takes screenshots (into BS_TMP, and into
+# BS_SCREENSHOTS when set). Skipped (77) only when Chromium is not installed.
+set -u
+BS=${BOUNDSORT:?}
+T=${BS_TMP:-/tmp/bs-report-browser}
+SRC=${BS_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
+rm -rf "$T"; mkdir -p "$T"
+. "$SRC/tests/browser/browser_env.sh"
+bs_browser_setup; rc=$?
+[ "$rc" = 0 ] || exit $rc
+
+duration=12
+[ -n "${BS_SANITIZED:-}" ] && duration=6
+"$BS" simulate -o "$T/sim" --probe linear32 --duration $duration --units 12 --seed 9 -q || { echo "simulate failed"; exit 1; }
+"$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out" --threads 2 -q \
+  || { echo "sort failed"; exit 1; }
+/usr/bin/python3 "$SRC/tests/browser/report_fixtures.py" optional "$T/out" || { echo "fixtures failed"; exit 1; }
+"$BS" report "$T/out" -q || { echo "report failed"; exit 1; }
+args=(curate "$T/out/report.html" "$T/browser")
+[ -n "${BS_SCREENSHOTS:-}" ] && args+=(--screenshots "$BS_SCREENSHOTS")
+timeout 300 "$BS_VPY" "$SRC/tests/browser/report_browser.py" "${args[@]}"
