@@ -151,6 +151,10 @@
       splits: [],
     };
   }
+  /* JSON with one item per line, except arrays of plain values, which stay on one line. */
+  function prettyJSON(o) {
+    return JSON.stringify(o, null, 1).replace(/\[\s+([^\[\]{}]*?)\s+\]/g, (m, inner) => "[" + inner.split(/,\s+/).join(", ") + "]") + "\n";
+  }
   function clusterGroupTSV() {
     return "cluster_id\tgroup\n" + ids.map((id, u) => `${id}\t${state.labels[u]}\n`).join("");
   }
@@ -188,7 +192,7 @@
     if (name === "curation") renderCuration();
   }
   document.querySelectorAll("#tabs button").forEach((b) => b.addEventListener("click", () => showTab(b.dataset.tab)));
-  $("export-json").addEventListener("click", () => download("curation.json", JSON.stringify(curationJSON(), null, 1) + "\n", "application/json"));
+  $("export-json").addEventListener("click", () => download("curation.json", prettyJSON(curationJSON()), "application/json"));
   $("export-tsv").addEventListener("click", () => download("cluster_group.tsv", clusterGroupTSV(), "text/tab-separated-values"));
 
   /* ---- unit table ---- */
@@ -197,7 +201,9 @@
                      { key: "merge", label: "merge", kind: "num", digits: 0, get: (u) => { const g = groupOf(u); return g < 0 ? null : g + 1; } }];
   for (const c of cols) {
     if (c.key === "group") continue; /* shown as the editable label */
-    tableCols.push({ key: c.key, label: c.key, kind: c.kind, digits: c.digits, source: c.source, get: (u) => c.values[u] });
+    let key = c.key; /* a file's column named like one of ours (id, label, merge) keeps its file name */
+    if (tableCols.some((t) => t.key.toLowerCase() === key.toLowerCase())) key = `${c.key}(${c.source})`;
+    tableCols.push({ key, label: key, kind: c.kind, digits: c.digits, source: c.source, get: (u) => c.values[u] });
   }
   const thead = document.querySelector("#units thead"), tbody = document.querySelector("#units tbody");
   const wrap = document.querySelector(".table-wrap");
@@ -688,7 +694,8 @@
     $("cur-changes").innerHTML = changed.length
       ? "<ul>" + changed.map((u) => `<li><a href="#" data-u="${u}">${ids[u]}</a>: ${initial[u]} → <b>${state.labels[u]}</b></li>`).join("") + "</ul>"
       : "<p class=\"na\">No label changed from the folder's cluster_group.tsv.</p>";
-    $("cur-preview").textContent = JSON.stringify(curationJSON(), null, 1).slice(0, 20000);
+    const text = prettyJSON(curationJSON());
+    $("cur-preview").textContent = text.length > 100000 ? text.slice(0, 100000) + "\n..." : text;
     document.querySelectorAll("#tab-curation a[data-u]").forEach((a) => a.addEventListener("click", (ev) => { ev.preventDefault(); showTab("units"); select(Number(a.dataset.u)); }));
     document.querySelectorAll("#tab-curation button[data-unmerge]").forEach((b) => b.addEventListener("click", () => unmerge(Number(b.dataset.unmerge))));
   }

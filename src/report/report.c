@@ -12,7 +12,7 @@
  * The file is written under a temporary name and renamed into place
  * (src/common/fileio.h), so an interrupted run leaves any previous
  * report.html untouched. The output is a function of the folder's content
- * only (no clock, no absolute path), so two runs give the same bytes.
+ * and name only (no clock, no absolute path), so two runs give the same bytes.
  */
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -73,8 +73,10 @@ static void write_data(rp_json *j, const rp_data *d)
     rpj_obj(j, NULL);
     rpj_str(j, "format", "boundsort-report-1");
     rpj_str(j, "boundsort_version", BOUNDSORT_VERSION);
-    const char *slash = strrchr(d->dir, '/');
-    rpj_str(j, "folder", slash && slash[1] ? slash + 1 : d->dir);
+    char *full = realpath(d->dir, NULL); /* the folder's own name, also for "." */
+    const char *name = full ? full : d->dir, *slash = strrchr(name, '/');
+    rpj_str(j, "folder", slash && slash[1] ? slash + 1 : name);
+    free(full);
     rpj_arr(j, "notes");
     for (int i = 0; i < d->n_notes; i++)
         rpj_str(j, NULL, d->notes[i]);

@@ -50,7 +50,7 @@ def find_exe(*names):
 def start(download_dir):
     opts = webdriver.ChromeOptions()
     opts.binary_location = find_exe("chromium", "chromium-browser", "/usr/lib/chromium/chromium")
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1000",
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1100",
               "--force-device-scale-factor=1", "--allow-file-access-from-files", "--no-first-run"):
         opts.add_argument(a)
     opts.add_experimental_option("prefs", {"download.default_directory": download_dir,
@@ -267,6 +267,8 @@ def curate(args):
         if data.get("mem"):
             check(ink(driver, "c-mem") > 0.02, "memory timeline drawn")
         shot(driver, shots, "report-run.png")
+        driver.execute_script("document.getElementById('c-mem').scrollIntoView({block: 'end'})")
+        shot(driver, shots, "report-memory.png")
         driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=curation]").click()
         check("group 1" in driver.find_element(By.ID, "cur-groups").text, "curation tab lists the merge groups")
         shot(driver, shots, "report-curation.png")
