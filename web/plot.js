@@ -289,10 +289,32 @@ const BSPlot = (function () {
     }
   }
 
+  /* A dashed line from (x0, y0) to (x1, y1), pixels. */
+  function dashed(ctx, x0, y0, x1, y1, color) {
+    ctx.strokeStyle = color;
+    ctx.setLineDash([5, 4]);
+    ctx.beginPath();
+    ctx.moveTo(x0, y0);
+    ctx.lineTo(x1, y1);
+    ctx.stroke();
+    ctx.setLineDash([]);
+  }
+
+  /* Horizontal reference lines across a frame: [[value, color, label]]. */
+  function hlines(f, list) {
+    for (const h of list || []) {
+      dashed(f.ctx, f.px, f.Y(h[0]), f.px + f.pw, f.Y(h[0]), h[1]);
+      f.ctx.fillStyle = h[1];
+      f.ctx.textAlign = "left";
+      f.ctx.textBaseline = "bottom";
+      if (h[2]) f.ctx.fillText(h[2], f.px + 4, f.Y(h[0]) - 2);
+    }
+  }
+
   /* Lines. o: {series: [{x, y, color, label, width, dash}], xr, yr, xlabel, ylabel, title, hlines: [[v, color, label]], legend} */
   function lines(canvas, o) {
     let xr = o.xr, yr = o.yr;
-    if (!xr || !yr) {
+    if (!xr || !yr) { /* the data's range for the axes not given */
       let a = Infinity, b = -Infinity, c = Infinity, d = -Infinity;
       for (const s of o.series) for (let i = 0; i < s.x.length; i++) {
         if (!Number.isFinite(s.y[i])) continue;
@@ -306,15 +328,7 @@ const BSPlot = (function () {
     }
     const f = frame(canvas, { xr, yr, xlabel: o.xlabel, ylabel: o.ylabel, title: o.title, ybytes: o.yfmt === fmtBytes, left: o.left });
     clip(f);
-    for (const h of o.hlines || []) {
-      f.ctx.strokeStyle = h[1];
-      f.ctx.setLineDash([5, 4]);
-      f.ctx.beginPath();
-      f.ctx.moveTo(f.px, f.Y(h[0]));
-      f.ctx.lineTo(f.px + f.pw, f.Y(h[0]));
-      f.ctx.stroke();
-      f.ctx.setLineDash([]);
-    }
+    hlines(f, o.hlines);
     for (const s of o.series) {
       f.ctx.strokeStyle = s.color;
       f.ctx.lineWidth = s.width || 1.5;
@@ -374,19 +388,7 @@ const BSPlot = (function () {
       f.ctx.fill();
       for (let i = 0; i < n; i++) base[i] += s.y[i];
     });
-    for (const h of o.hlines || []) {
-      f.ctx.strokeStyle = h[1];
-      f.ctx.setLineDash([5, 4]);
-      f.ctx.beginPath();
-      f.ctx.moveTo(f.px, f.Y(h[0]));
-      f.ctx.lineTo(f.px + f.pw, f.Y(h[0]));
-      f.ctx.stroke();
-      f.ctx.setLineDash([]);
-      f.ctx.fillStyle = h[1];
-      f.ctx.textAlign = "left";
-      f.ctx.textBaseline = "bottom";
-      if (h[2]) f.ctx.fillText(h[2], f.px + 4, f.Y(h[0]) - 2);
-    }
+    hlines(f, o.hlines);
     f.ctx.restore();
     attachHit(canvas, (x, y) => {
       if (x < f.px || x > f.px + f.pw) return null;
@@ -458,5 +460,5 @@ const BSPlot = (function () {
   }
 
   return { PALETTE, viridis, ticks, fmt, fmtBytes, prepare, frame, clip, message, bars, scatter, lines, stacked,
-           heatmap, colorbar, legend, attachHit };
+           heatmap, colorbar, legend, attachHit, dashed };
 })();

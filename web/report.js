@@ -597,7 +597,8 @@
       series.push({ x: mo.t_s, y, color: `rgb(${c[0] | 0},${c[1] | 0},${c[2] | 0})`,
                     label: `block at ${P.fmt(mo.depth_um[b])} µm${mo.shank[b] ? ` (shank ${mo.shank[b]})` : ""}` });
     }
-    P.lines(mv, { series, xlabel: "time (s)", ylabel: "estimated motion (µm)", legend: mo.nb <= 8 });
+    /* same time axis as the drift map above */
+    P.lines(mv, { series, xr: M ? [M.t0, M.t1] : null, xlabel: "time (s)", ylabel: "estimated motion (µm)", legend: mo.nb <= 8 });
   }
   $("show-motion").addEventListener("change", () => renderDrift());
 
@@ -653,15 +654,7 @@
         f.ctx.fillRect(f.px, y0 + k * bh, f.X(v) - f.px, bh - 1);
       });
     });
-    if (budget) {
-      f.ctx.strokeStyle = "#d62728";
-      f.ctx.setLineDash([5, 4]);
-      f.ctx.beginPath();
-      f.ctx.moveTo(f.X(budget), f.py);
-      f.ctx.lineTo(f.X(budget), f.py + f.ph);
-      f.ctx.stroke();
-      f.ctx.setLineDash([]);
-    }
+    if (budget) P.dashed(f.ctx, f.X(budget), f.py, f.X(budget), f.py + f.ph, "#d62728");
     if (series.length > 1 || budget) P.legend({ ctx: f.ctx, px: f.px + f.pw + 120 - 10, pw: 0, py: f.py }, series.concat(budget ? [{ label: "budget", color: "#d62728" }] : []));
     P.attachHit(cv, (x, y) => {
       const i = Math.floor((y - f.py) / rowH);

@@ -174,7 +174,10 @@ def curate(args):
 
         # merge group: tick two units, press merge; then merge a third through a cross-correlogram's button
         near = {ids[x] for x in sim[u] if x >= 0}
-        others = [i for i in ids if i not in (uid, nxt) and i not in near]
+        others = sorted((i for i in ids if i not in (uid, nxt)), key=lambda i: i in near)  # not similar to u first
+        if not check(len(others) >= 2 and len(near - set(others[:2])) >= 1,
+                     f"enough units for two merge groups ({len(ids)} units, {len(near)} similar to {uid})"):
+            return
         a, b = others[0], others[1]
         tick(driver, a)
         tick(driver, b)

@@ -1,7 +1,7 @@
 """report_fixtures.py - test inputs and a reader for `boundsort report`.
 
     python3 report_fixtures.py optional DIR   # add the optional files of a sorting folder, synthetically
-    python3 report_fixtures.py scale DIR      # write a synthetic Phy folder: 1,000 units, 1,000,000 spikes
+    python3 report_fixtures.py scale DIR [UNITS SPIKES]  # a synthetic Phy folder (default 1,000 units, 1,000,000 spikes)
 
 The optional files (spike_positions.npy, qc_metrics.tsv, cluster_qc_label.tsv,
 drift*.npy, driftmap.npy, run_summary.json and its memory trace) are written by
@@ -177,6 +177,9 @@ def write_scale(folder, n_units=1000, n_spikes=1_000_000, n_chan=64, nt=61, fs=3
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("optional", "scale"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("optional", "scale") or (sys.argv[1] == "optional" and len(sys.argv) != 3):
         sys.exit(__doc__)
-    (add_optional if sys.argv[1] == "optional" else write_scale)(sys.argv[2])
+    if sys.argv[1] == "optional":
+        add_optional(sys.argv[2])
+    else:
+        write_scale(sys.argv[2], *[int(v) for v in sys.argv[3:5]])
