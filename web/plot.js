@@ -227,17 +227,9 @@ const BSPlot = (function () {
   }
 
   /* Scatter. o: {series: [{x, y, color, size, alpha, label, n}], xr, yr, xlabel, ylabel, title,
-     background(f) drawn first, equal: true keeps µm square, tip(si, i) -> text} */
+     background(f) drawn first, tip(si, i) -> text} */
   function scatter(canvas, o) {
-    let xr = o.xr, yr = o.yr;
-    if (o.equal) {
-      const r = canvas.getBoundingClientRect();
-      const pw = Math.max(10, r.width - 62), ph = Math.max(10, r.height - (o.title ? 20 : 8) - (o.xlabel ? 34 : 22));
-      const sx = (xr[1] - xr[0]) / pw, sy = (yr[1] - yr[0]) / ph, s = Math.max(sx, sy);
-      const cx = (xr[0] + xr[1]) / 2, cy = (yr[0] + yr[1]) / 2;
-      xr = [cx - s * pw / 2, cx + s * pw / 2];
-      yr = [cy - s * ph / 2, cy + s * ph / 2];
-    }
+    const xr = o.xr, yr = o.yr;
     const f = frame(canvas, { xr, yr, xlabel: o.xlabel, ylabel: o.ylabel, title: o.title, left: o.left });
     clip(f);
     if (o.background) o.background(f);

@@ -505,7 +505,7 @@
     if (!Number.isFinite(x0)) { P.message(cv, "no finite positions for this unit"); return; }
     const m = 40;
     P.scatter(cv, {
-      series, xr: [x0 - m, x1 + m], yr: [y0 - m, y1 + m], equal: true, xlabel: "x (µm)", ylabel: "depth (µm)", legend: true,
+      series, xr: [x0 - m, x1 + m], yr: [y0 - m, y1 + m], xlabel: "x (µm)", ylabel: "depth (µm)", legend: true,
       background: (f) => {
         f.ctx.fillStyle = "#e6e6e6";
         for (let c = 0; c < D.channels.n; c++) f.ctx.fillRect(f.X(D.channels.x[c]) - 4, f.Y(D.channels.y[c]) - 4, 8, 8);
@@ -619,17 +619,32 @@
           return `<tr><td>${esc(s.name || "")}</td><td class="num">${P.fmt(s.wall_s, 2)}</td><td class="num">${P.fmtBytes(s.planned_peak_bytes)}</td><td class="num">${P.fmtBytes(s.tracked_peak_bytes)}</td>` +
             `<td class="num${r !== null && r > 1 ? " over" : ""}">${r === null ? "" : P.fmt(r, 2)}</td><td class="num">${P.fmtBytes(s.rss_peak_bytes)}</td><td>${esc(s.strategy || "")}</td></tr>`;
         }).join("") + "</tbody></table>";
-      drawStageBars($("c-stage-mem"), st, R.budget_bytes);
+      const peak = Math.max(0, ...st.map((s) => Math.max(s.planned_peak_bytes || 0, s.tracked_peak_bytes || 0, s.rss_peak_bytes || 0)));
+      drawStageBars($("c-stage-mem"), st, onScale(R.budget_bytes, peak, "stage-note"));
       const t = new Float64Array(st.map((s) => s.wall_s || 0));
       drawHBars($("c-stage-time"), st.map((s) => s.name || "?"), [{ v: t, color: "#1f77b4", label: "wall time" }], (v) => `${P.fmt(v)} s`, "wall time (s)");
     }
     const M = D.mem, mc = $("c-mem");
-    if (!M) { P.message(mc, "no memory trace (sort --mem-trace FILE records one)"); return; }
+    if (!M) {
+      P.message(mc, R && R.mem_trace ? `memory trace ${R.mem_trace} not read: see the notes at the top` : "no memory trace (sort --mem-trace FILE records one)");
+      return;
+    }
     const x1 = M.t_s.length > 1 ? 2 * M.t_s[M.t_s.length - 1] - M.t_s[M.t_s.length - 2] : M.t_s[0] + 1;
     const series = M.series.map((s, i) => ({ label: s.tag, y: s.bytes, color: s.tag === "other" ? "#bbb" : P.PALETTE[i % P.PALETTE.length] }));
-    const hl = R && R.budget_bytes ? [[R.budget_bytes, "#d62728", "budget"]] : [];
+    const budget = onScale(R && R.budget_bytes, M.peak_bytes, "mem-note");
+    const hl = budget ? [[budget, "#d62728", "budget"]] : [];
     const f = P.stacked(mc, { x: M.t_s, x1, series, xlabel: "time (s)", ylabel: "tracked memory", yfmt: P.fmtBytes, hlines: hl, right: 190 });
     P.legend({ ctx: f.ctx, px: f.px + f.pw + 190 - 10, pw: 0, py: f.py }, series.slice().reverse());
+  }
+
+  /* The memory budget, when it is drawn: only if it is within 3x the largest value, otherwise everything measured
+     would be squeezed against the axis; the caption (element noteId) then says where it is. */
+  function onScale(budget, peak, noteId) {
+    $(noteId).textContent = "";
+    if (!budget) return 0;
+    if (budget <= 3 * peak) return budget;
+    $(noteId).textContent = `· budget ${P.fmtBytes(budget)}, ${P.fmt(budget / Math.max(1, peak), 0)}x the largest value: not drawn`;
+    return 0;
   }
 
   /* Horizontal grouped bars: names down the side, one bar per series. */

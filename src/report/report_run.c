@@ -4,7 +4,7 @@
  * run_summary.json (written by `sort`): {"boundsort_version", "total_wall_s",
  * "peak_rss_bytes", "budget_bytes", "stages": [{"name", "wall_s",
  * "planned_peak_bytes", "tracked_peak_bytes", "rss_peak_bytes", "strategy"}],
- * "mem_trace": path relative to the folder}. Known fields are checked (a
+ * "mem_trace": the trace file as given to sort --mem-trace}. Known fields are checked (a
  * number where a number is expected, a string where a string is) and copied
  * to the page; a missing field shows as empty.
  *
@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/fileio.h"
 #include "../mem/mem.h"
@@ -168,19 +169,18 @@ static int second_pass(rp_data *d, tag_table *tt, const mem_event *e, int k, voi
     return 0;
 }
 
+/* `sort` records the trace path as given on its command line: a relative path is looked for in the folder,
+   then where the report runs (sort was often run from there too). */
 static bs_status load_trace(rp_data *d, const char *rel)
 {
     char path[4200];
-    if (rel[0] == '/')
+    struct stat sb;
+    if (rel[0] == '/' || bs_path_join(path, sizeof path, d->dir, rel) != BS_OK || stat(path, &sb) != 0)
         snprintf(path, sizeof path, "%s", rel);
-    else
-        BS_TRY(bs_path_join(path, sizeof path, d->dir, rel));
-    FILE *probe = fopen(path, "r");
-    if (!probe) {
+    if (stat(path, &sb) != 0) {
         rp_note(d, "memory trace %s (named in run_summary.json) not found: no memory timeline", rel);
         return BS_OK;
     }
-    fclose(probe);
     tag_table *tt = bs_mem_calloc("report/mem_trace", 1, sizeof *tt);
     if (!tt)
         return BS_ERR_MEMORY;

@@ -2,9 +2,9 @@
 # test_report.sh - boundsort report on a sorted short simulation.
 #   - the page holds the right units (count, ids, spike counts), correlograms
 #     equal to ones computed here with numpy from the Phy files (every pair and
-#     every unit), the spike subsample at the promised stride, and notes for
-#     the optional inputs that are absent; it references nothing outside itself
-#     and two runs give the same bytes;
+#     every unit), the spike subsample at the promised stride; it references
+#     nothing outside itself and two runs give the same bytes; without the
+#     optional inputs, each absence is a note on the page;
 #   - with the optional files (written synthetically by report_fixtures.py):
 #     every qc_metrics.tsv column, the qc label, the drift map from
 #     driftmap.npy, the motion, the run summary and the memory timeline match
@@ -43,7 +43,7 @@ cp "$T/out/report.html" "$T/first.html"
 "$BS" report "$T/out" -q && cmp -s "$T/out/report.html" "$T/first.html" && ok || bad "two runs differ"
 grep -Eq "(src|href)=[\"']?(https?:)?//|@import|url\(" "$T/out/report.html" && bad "the page references outside files" || ok
 $PY - "$T/out" "$FIX" <<'PYEOF' && ok || bad "embedded data of the plain folder"
-import sys, os, numpy as np
+import sys, os, json, numpy as np
 sys.path.insert(0, os.path.dirname(sys.argv[2]))
 from report_fixtures import load_report, decode
 out = sys.argv[1]
@@ -67,11 +67,14 @@ want(np.allclose(col["amp_mean"]["values"], [amp[cl == i].mean() for i in uniq],
 want(d["duration_s"] == os.path.getsize(os.path.join(out, "..", "sim", "recording.bin")) / (32 * 2) / fs, "duration")
 for k in ("group", "KSLabel", "Amplitude", "ContamPct"):
     want(k in col, f"column {k} from the cluster tables")
-notes = " ".join(d["notes"])
-for k in ("qc_metrics.tsv absent", "run_summary.json absent", "drift.npy absent", "spike_positions.npy absent"):
-    want(k in notes, f"note '{k}'")
-want(d["drift_map"]["source"].startswith("template positions"), "drift map source")
-want(d["motion"] is None and d["run"] is None and d["mem"] is None, "no motion, run, mem")
+# what sort writes besides the Phy files (when it does): the run summary and the spike positions
+if os.path.exists(os.path.join(out, "run_summary.json")):
+    rs = json.load(open(os.path.join(out, "run_summary.json")))
+    want([s["name"] for s in d["run"]["stages"]] == [s["name"] for s in rs["stages"]], "stages of run_summary.json")
+if os.path.exists(os.path.join(out, "spike_positions.npy")):
+    xy = np.load(os.path.join(out, "spike_positions.npy")).astype(np.float64)
+    want(np.allclose(col["y_um"]["values"], [xy[cl == i, 1].mean() for i in uniq], atol=1e-3), "y_um = mean spike depth")
+    want(d["drift_map"]["source"].startswith("spike_positions"), "drift map from spike_positions.npy")
 # cross-correlograms: every pair, computed independently (lag = t_b - t_a, 1 ms bins over [-50, 50) ms)
 pairs = decode(d["ccg"]["pairs"]).reshape(-1, 2)
 cc = decode(d["ccg"]["counts"]).reshape(-1, d["ccg"]["n_bins"])
@@ -108,6 +111,27 @@ want(col["peak_ch"]["values"] == pk.tolist() and (pk >= 0).all(), "peak channels
 for e in errors:
     print("  " + e)
 sys.exit(1 if errors else 0)
+PYEOF
+
+# 1b. without any optional file: each absence is a note on the page
+cp -r "$T/out" "$T/bare"
+rm -f "$T/bare"/{spike_positions.npy,run_summary.json,qc_metrics.tsv,cluster_qc_label.tsv,drift.npy,driftmap.npy,amplitudes.npy,similar_templates.npy}
+expect 0 "" "$BS" report "$T/bare" -q
+$PY - "$T/bare/report.html" "$FIX" <<'PYEOF' && ok || bad "notes of the bare folder"
+import sys, os
+sys.path.insert(0, os.path.dirname(sys.argv[2]))
+from report_fixtures import load_report
+d, html = load_report(sys.argv[1])
+notes = " ".join(d["notes"])
+missing = [k for k in ("qc_metrics.tsv absent", "run_summary.json absent", "drift.npy absent", "spike_positions.npy absent",
+                       "amplitudes.npy absent", "similar units are the nearest ones") if k not in notes]
+src = d["drift_map"]["source"]
+print(f"{len(d['notes'])} notes; drift map from {src}")
+ok = not missing and src.startswith("template positions") and d["motion"] is None and d["run"] is None and d["mem"] is None
+ok = ok and d["similar"]["source"].startswith("nearest") and d["spikes"]["have_amp"] is False
+if missing:
+    print("missing notes:", missing)
+sys.exit(0 if ok else 1)
 PYEOF
 
 # 2. with the optional files
@@ -182,13 +206,7 @@ for e in errors:
 sys.exit(1 if errors else 0)
 PYEOF
 
-# 3. similar units without similar_templates.npy: the nearest ones, with a note
-cp -r "$T/out" "$T/nosim"
-rm "$T/nosim/similar_templates.npy"
-expect 0 "" "$BS" report "$T/nosim"
-grep -q "similar units are the nearest ones" "$T/nosim/report.html" && ok || bad "no note for the missing similar_templates.npy"
-
-# 4. required inputs and malformed files: exit 2 naming the file, a previous page untouched
+# 3. required inputs and malformed files: exit 2 naming the file, a previous page untouched
 mkdir -p "$T/empty"
 expect 2 "not a Phy folder: params.py is missing" "$BS" report "$T/empty"
 expect 2 "not a folder" "$BS" report "$T/nowhere"
@@ -224,7 +242,7 @@ rm "$T/bad/run_summary.json"
 printf 'sample_rate = fast\n' >"$T/bad/params.py"
 expect 2 "params.py: line 1: field 'sample_rate'" "$BS" report "$T/bad"
 
-# 5. usage
+# 4. usage
 expect 1 "missing the output folder" "$BS" report
 expect 1 "unknown option" "$BS" report "$T/out" --bogus
 expect 1 "--similar: expected 0 to 50" "$BS" report "$T/out" --similar 99
