@@ -79,12 +79,13 @@ typedef struct {
     char *name;   /* column key shown in the table header */
     int is_text;  /* 1: text values, 0: numbers */
     double *num;  /* per unit (NaN = missing), accountant */
-    char **text;  /* per unit (NULL = missing), malloc'ed strings */
+    char **text;  /* per unit (NULL = missing), pointing into the file's text; accountant array */
     const char *source; /* file it came from */
 } rp_column;
 
 #define RP_MAX_NOTES 64
 #define RP_MAX_COLUMNS 96
+#define RP_MAX_TSV 8
 
 typedef struct {
     const char *dir;
@@ -118,6 +119,8 @@ typedef struct {
     /* tables */
     rp_column cols[RP_MAX_COLUMNS];
     int n_cols;
+    char *tsv_text[RP_MAX_TSV]; /* the tables' text, split in place (text cells point into it), accountant */
+    int n_tsv;
     int col_group, col_ks, col_qc; /* indices of label columns or -1 */
 
     /* templates */

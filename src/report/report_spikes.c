@@ -355,6 +355,11 @@ bs_status rp_spike_pass(rp_data *d)
                 d->pos_n[u]++;
             }
             int64_t k = s.seen[u]++;
+            if (k >= d->count[u]) { /* the subsample slots were sized from the first pass */
+                st = bs_error(BS_ERR_INPUT, "%s: cluster id %lld has more spikes than in the first pass (file changed "
+                              "while reading?)", cc.r.path, (long long)id);
+                goto done;
+            }
             if (k % s.stride[u] == 0) {
                 size_t slot = d->sub_off[u] + (size_t)(k / s.stride[u]);
                 d->sub_t[slot] = (float)(bt[i] / d->fs_hz);

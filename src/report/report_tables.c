@@ -4,6 +4,9 @@
  * cluster_KSLabel.tsv, cluster_qc_label.tsv, cluster_Amplitude.tsv,
  * cluster_ContamPct.tsv and qc_metrics.tsv (every column), each when present.
  *
+ * Each file is read whole into one accountant buffer, split in place, and the
+ * text cells point into it (no copy per cell).
+ *
  * Format (phylib's): a header line `cluster_id<TAB>name...`, tab-separated
  * (comma-separated when the header has no tab), one row per cluster, empty
  * cells skipped, CRLF accepted. A column whose non-empty cells all parse as
@@ -32,15 +35,38 @@ static int parse_number(const char *s, double *v)
     return end != s && *end == '\0';
 }
 
-static void free_column(rp_column *c, int64_t n)
+static void free_column(rp_column *c)
 {
-    if (c->text)
-        for (int64_t i = 0; i < n; i++)
-            free(c->text[i]);
-    free(c->text);
+    bs_mem_free(c->text);
     bs_mem_free(c->num);
     free(c->name);
     memset(c, 0, sizeof *c);
+}
+
+/* The whole file, NUL-terminated, in an accountant buffer kept until rp_free (text cells point into it). */
+static bs_status read_whole(rp_data *d, const char *path, char **text)
+{
+    uint64_t bytes;
+    BS_TRY(bs_file_size(path, &bytes));
+    if (bytes > MAX_TSV_BYTES)
+        return bs_error(BS_ERR_INPUT, "%s: %llu bytes, expected at most %zu for a cluster table", path,
+                        (unsigned long long)bytes, MAX_TSV_BYTES);
+    if (d->n_tsv == RP_MAX_TSV)
+        return bs_error(BS_ERR_INTERNAL, "%s: more than %d tables", path, RP_MAX_TSV);
+    *text = bs_mem_alloc("report/tables", (size_t)bytes + 1);
+    if (!*text)
+        return BS_ERR_MEMORY;
+    d->tsv_text[d->n_tsv++] = *text;
+    FILE *fp = fopen(path, "rb");
+    size_t got = fp ? fread(*text, 1, (size_t)bytes, fp) : 0;
+    if (fp)
+        fclose(fp);
+    if (got != bytes)
+        return bs_error(BS_ERR_INPUT, "%s: cannot read", path);
+    (*text)[bytes] = '\0';
+    if (strlen(*text) != bytes)
+        return bs_error(BS_ERR_INPUT, "%s: expected text, found a NUL byte", path);
+    return BS_OK;
 }
 
 /* Split `line` (NUL-terminated, no newline) at `sep` into at most max cells. */
@@ -66,9 +92,8 @@ static bs_status read_tsv(rp_data *d, const char *name)
 {
     char path[4200];
     BS_TRY(bs_path_join(path, sizeof path, d->dir, name));
-    char *text;
-    size_t len;
-    BS_TRY(bs_read_text_file(path, MAX_TSV_BYTES, &text, &len));
+    char *text = NULL;
+    BS_TRY(read_whole(d, path, &text));
     bs_status st = BS_OK;
     char *line = text, *next;
     char *cells[RP_MAX_COLUMNS + 1];
@@ -111,10 +136,10 @@ static bs_status read_tsv(rp_data *d, const char *name)
                 }
                 rp_column *c = &d->cols[d->n_cols];
                 c->name = strdup(cells[k]);
-                c->text = calloc((size_t)d->n_units + 1, sizeof(char *));
+                c->text = bs_mem_calloc("report/tables", (size_t)d->n_units + 1, sizeof(char *));
                 c->source = name;
                 if (!c->name || !c->text) {
-                    free_column(c, d->n_units);
+                    free_column(c);
                     st = bs_error(BS_ERR_MEMORY, "%s: out of memory for column '%s'", path, cells[k]);
                     goto done;
                 }
@@ -145,13 +170,7 @@ static bs_status read_tsv(rp_data *d, const char *name)
         for (int k = 1; k < n; k++) {
             if (map[k] < 0 || cells[k][0] == '\0')
                 continue;
-            rp_column *c = &d->cols[map[k]];
-            free(c->text[u]);
-            c->text[u] = strdup(cells[k]);
-            if (!c->text[u]) {
-                st = bs_error(BS_ERR_MEMORY, "%s: out of memory", path);
-                goto done;
-            }
+            d->cols[map[k]].text[u] = cells[k]; /* a later row of the same id wins */
         }
     }
     if (line_no == 0)
@@ -177,13 +196,11 @@ static bs_status read_tsv(rp_data *d, const char *name)
             col->num[u] = NAN;
             if (col->text[u])
                 parse_number(col->text[u], &col->num[u]);
-            free(col->text[u]);
         }
-        free(col->text);
+        bs_mem_free(col->text);
         col->text = NULL;
     }
 done:
-    free(text);
     return st;
 }
 
@@ -286,6 +303,9 @@ void rp_emit_tables(rp_json *j, const rp_data *d)
 void rp_free_tables(rp_data *d)
 {
     for (int c = 0; c < d->n_cols; c++)
-        free_column(&d->cols[c], d->n_units);
+        free_column(&d->cols[c]);
     d->n_cols = 0;
+    for (int i = 0; i < d->n_tsv; i++)
+        bs_mem_free(d->tsv_text[i]);
+    d->n_tsv = 0;
 }

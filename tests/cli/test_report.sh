@@ -29,7 +29,7 @@ expect() { # expect CODE PHRASE cmd...
   ok
 }
 
-duration=20
+duration=12
 [ -n "${BS_SANITIZED:-}" ] && duration=6  # sorting is ~20x slower under the sanitizers
 "$BS" simulate -o "$T/sim" --probe linear32 --duration $duration --units 12 --seed 4 -q || { echo "simulate failed"; exit 1; }
 "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out" --threads 2 -q \

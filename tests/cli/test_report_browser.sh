@@ -22,7 +22,7 @@ bs_browser_setup; rc=$?
 if [ -n "${BS_SANITIZED:-}" ]; then
   /usr/bin/python3 "$SRC/tests/browser/report_fixtures.py" scale "$T/out" 14 20000 || { echo "fixtures failed"; exit 1; }
 else
-  "$BS" simulate -o "$T/sim" --probe linear32 --duration 12 --units 12 --seed 9 -q || { echo "simulate failed"; exit 1; }
+  "$BS" simulate -o "$T/sim" --probe linear32 --duration 8 --units 12 --seed 9 -q || { echo "simulate failed"; exit 1; }
   "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out" --threads 2 -q \
     || { echo "sort failed"; exit 1; }
 fi
