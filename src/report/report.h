@@ -1,0 +1,62 @@
+/*
+ * report.h - `boundsort report`: one self-contained HTML page (report.html)
+ * that shows a sorting output folder and lets a person curate it offline.
+ *
+ * What the page holds (all data precomputed here, embedded as compact JSON
+ * with base64 typed arrays, drawn by web/plot.js + web/report.js):
+ *   - a sortable, filterable unit table: cluster id, labels (group, KSLabel,
+ *     qc_label), spike count, firing rate, mean amplitude, position, peak
+ *     channel, every column of qc_metrics.tsv and the KS cluster tables;
+ *   - per unit: its template on the probe layout, autocorrelogram, amplitudes
+ *     over time and spike positions (at most `spikes_per_unit` spikes, evenly
+ *     spread over the unit's train), cross-correlograms with its
+ *     `n_similar` most similar units (similar_templates.npy);
+ *   - a drift map (binned spike depth against time, mean amplitude as colour)
+ *     and the estimated motion (drift.npy) when present;
+ *   - the run summary (run_summary.json) and the memory timeline stacked by
+ *     tag when the run recorded a trace;
+ *   - curation: labels good/mua/noise, merge groups, exported in the browser
+ *     as a SpikeInterface curation JSON (format v2) and Phy's cluster_group.tsv.
+ *
+ * Size budget of report.html at the default caps (300 spikes per unit, 5
+ * similar units, 16 template channels, a 600 x 300 drift map): about 0.9 MB
+ * of fixed content plus about 7 KB per unit, i.e. about 8 MB for 1,000
+ * units whatever the number of spikes. The test on 1,000 units and 1,000,000
+ * spikes (tests/cli/test_report_scale.sh) checks the bound.
+ *
+ * Memory: per-spike files are streamed in blocks (src/pipeline/stage_io.h);
+ * RAM is O(units x caps + templates' one row + drift grid), every bulk
+ * buffer comes from the accountant under a "report/..." tag.
+ */
+#ifndef BS_REPORT_H
+#define BS_REPORT_H
+
+#include <stdint.h>
+
+#include "../common/status.h"
+
+typedef struct {
+    int spikes_per_unit;  /* cap on spikes drawn per unit in the amplitude and position plots */
+    int n_similar;        /* cross-correlograms per unit with its most similar units */
+    int drift_time_bins;  /* columns of the binned drift map */
+    int drift_depth_bins; /* rows of the binned drift map (at most) */
+} bs_report_params;
+
+typedef struct {
+    int64_t n_spikes;    /* spikes in the folder */
+    int64_t n_units;     /* distinct cluster ids */
+    int64_t n_ccg_pairs; /* cross-correlograms computed */
+    uint64_t html_bytes; /* size of the page written, bytes */
+    int n_notes;         /* optional inputs skipped or caveats, listed on the page */
+} bs_report_summary;
+
+void bs_report_params_default(bs_report_params *p);
+
+/* Read the Phy folder `dir` and write the page atomically to html_path
+ * (NULL: dir/report.html). BS_ERR_INPUT when dir is not a Phy folder or a file
+ * in it is malformed (the message names the file and field), BS_ERR_USAGE for
+ * out-of-range params, BS_ERR_MEMORY when a buffer does not fit the budget. */
+bs_status bs_report_write(const char *dir, const char *html_path, const bs_report_params *p,
+                          bs_report_summary *summary);
+
+#endif
