@@ -52,7 +52,8 @@ done
 "$BS" sort "${REC[@]}" -o "$T/ref" --resume 2>"$T/again.log" && ok || bad "resume of a complete run failed"
 [ "$(grep -c "resume: stage .* is complete" "$T/again.log")" = 5 ] && ok || bad "a complete run did not skip its 5 stages"
 # changed parameters: nothing is skipped
-"$BS" sort "${REC[@]}" -o "$T/k_match" --resume --threshold 9 2>"$T/changed.log" && ok || bad "resume with new parameters failed"
+cp -r "$T/ref" "$T/chg"
+"$BS" sort "${REC[@]}" -o "$T/chg" --resume --threshold 9 2>"$T/changed.log" && ok || bad "resume with new parameters failed"
 grep -q "parameters changed" "$T/changed.log" && ok || bad "no message about changed parameters"
 ! grep -q "resume: stage .* is complete" "$T/changed.log" && ok || bad "stages were skipped although the parameters changed"
 # a damaged checkpoint file is detected (size differs) and its stage re-run
