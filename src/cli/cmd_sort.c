@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../export/source.h"
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
 #include "../pipeline/sort.h"
+#include "../qc/qc.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
@@ -22,6 +24,7 @@ static const char *USAGE_HEAD =
     "  --resume          skip the stages a previous (killed) run of the same recording and parameters\n"
     "                    completed (OUT/.stages/manifest.json); the output is the same\n"
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
+    "  --no-qc           skip the quality metrics (boundsort qc) at the end\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -39,6 +42,7 @@ int bs_cmd_sort(int argc, char **argv)
     bs_sort_cli so = {.batch_s = 0};
     bs_sort_default_params(&so.sp);
     const char *rec_path = NULL, *trace_path = NULL;
+    int run_qc = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -47,6 +51,10 @@ int bs_cmd_sort(int argc, char **argv)
         }
         if (strcmp(a, "--resume") == 0) {
             so.sp.resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-qc") == 0) {
+            run_qc = 0;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -112,6 +120,18 @@ int bs_cmd_sort(int argc, char **argv)
         bs_mem_set_trace(NULL);
         if (fclose(trace) != 0 && st == BS_OK)
             st = bs_error(BS_ERR_INPUT, "%s: cannot write the memory trace: %s", trace_path, strerror(errno));
+    }
+    /* how to reopen the recording (qc, report), then the quality metrics */
+    if (st == BS_OK)
+        st = bs_source_write(so.sp.out_dir, rec_path, &opt, &rec);
+    if (st == BS_OK && run_qc) {
+        bs_qc_params qp;
+        bs_qc_default_params(&qp);
+        qp.quiet = so.sp.quiet;
+        st = bs_qc_run(so.sp.out_dir, &rec, &qp, NULL);
+        if (st != BS_OK)
+            bs_error_context(st, "the Phy folder is complete, but qc failed (rerun with boundsort qc %s)",
+                             so.sp.out_dir);
     }
     bs_recording_close(&rec);
     if (st != BS_OK)
