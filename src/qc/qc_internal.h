@@ -26,6 +26,13 @@ void np_histogram_f32(const float *a, int64_t n, int negate, int bins, int64_t *
  * out of range (radius > 60). */
 int gaussian_smooth_counts(const int64_t *h, int n, double sigma, int64_t *out);
 
+/* The k largest eigenpairs of the n x n symmetric a (row-major, destroyed):
+ * evals[0..k) descending, row q of evecs (k x n) the unit eigenvector of
+ * evals[q] with its largest-magnitude entry positive. work: qc_eigh_top_work(n)
+ * bytes. (qc_eigen.c) */
+size_t qc_eigh_top_work(int n);
+void qc_eigh_top(double *a, int n, int k, double *evals, double *evecs, double *work);
+
 /* ---- reading the Phy folder (qc_io.c) ---- */
 #define QC_BLOCK 65536 /* rows per block read */
 

@@ -12,7 +12,8 @@
  * (only X - mean on the first call). The right singular vectors and
  * singular values of a matrix A are the eigenvectors and square roots of
  * the eigenvalues of A^T A, which is accumulated here (nt x nt, double) and
- * decomposed with the Jacobi solver of src/common/eigen.h; each
+ * decomposed for its k largest eigenpairs (qc_eigen.c; the d' metric uses
+ * the Jacobi solver of src/common/eigen.h, which gives all pairs); each
  * eigenvector's sign makes its largest entry positive, which is sklearn's
  * svd_flip convention. explained variance = s^2 / (n_total - 1); transform
  * whitens by its square root.
@@ -46,6 +47,7 @@
 #include "../common/eigen.h"
 #include "../mem/mem.h"
 #include "qc.h"
+#include "qc_internal.h"
 
 #define IPCA_ROWS 256 /* rows of the centred batch accumulated per dsyrk */
 
@@ -73,9 +75,9 @@ void bs_ipca_free(bs_ipca *m)
 
 size_t bs_ipca_scratch_bytes(int nt, int k)
 {
-    (void)k;
-    /* Gram, eigenvectors, eigenvalues, batch mean, new mean, row block */
-    return sizeof(double) * ((size_t)nt * nt * 2 + (size_t)nt * 3 + (size_t)IPCA_ROWS * nt);
+    /* Gram, eigenvectors, eigenvalues, batch mean, new mean, row block, eigen-solver work */
+    return sizeof(double) * ((size_t)nt * nt + (size_t)k * nt + (size_t)nt * 3 + (size_t)IPCA_ROWS * nt) +
+           qc_eigh_top_work(nt);
 }
 
 bs_status bs_ipca_partial_fit(bs_ipca *m, const float *X, int64_t n, int64_t stride, void *scratch)
@@ -83,8 +85,8 @@ bs_status bs_ipca_partial_fit(bs_ipca *m, const float *X, int64_t n, int64_t str
     int nt = m->nt, k = m->k;
     if (n < k)
         return bs_error(BS_ERR_INTERNAL, "ipca: batch of %lld rows < %d components", (long long)n, k);
-    double *G = scratch, *evec = G + (size_t)nt * nt, *eval = evec + (size_t)nt * nt;
-    double *bmean = eval + nt, *nmean = bmean + nt, *rows = nmean + nt;
+    double *G = scratch, *evec = G + (size_t)nt * nt, *eval = evec + (size_t)k * nt;
+    double *bmean = eval + nt, *nmean = bmean + nt, *rows = nmean + nt, *ework = rows + (size_t)IPCA_ROWS * nt;
     memset(bmean, 0, (size_t)nt * sizeof *bmean);
     for (int64_t r = 0; r < n; r++)
         for (int t = 0; t < nt; t++)
@@ -118,7 +120,7 @@ bs_status bs_ipca_partial_fit(bs_ipca *m, const float *X, int64_t n, int64_t str
     for (int i = 0; i < nt; i++)
         for (int j = 0; j < i; j++)
             G[(size_t)i * nt + j] = G[(size_t)j * nt + i];
-    BS_TRY(bs_eigh_jacobi(G, nt, eval, evec));
+    qc_eigh_top(G, nt, k, eval, evec, ework);
     for (int i = 0; i < k; i++) {
         double l = eval[i] > 0 ? eval[i] : 0;
         m->sv[i] = sqrt(l);

@@ -3,7 +3,7 @@
  * independent Python reference in tests/data/qc/qc_fixtures.json (made by
  * tests/data/qc/gen_qc_fixtures.py: numpy / scipy / scikit-learn
  * transcriptions of SpikeInterface's and Allen's definitions), plus
- * hand-derived cases: empty units, an ISI exactly on the threshold, the Allen
+ * the top-k eigen-solver against the Jacobi solver, and hand-derived cases: empty units, an ISI exactly on the threshold, the Allen
  * label rule with NaN, the numpy histogram on bin edges, scipy's truncating
  * Gaussian smoothing of an integer histogram.
  *
@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "common/eigen.h"
 #include "common/fileio.h"
 #include "mem/mem.h"
 #include "qc/qc.h"
@@ -280,6 +281,54 @@ static void test_special(const cJSON *root)
     CHECK(ci >= 15);
 }
 
+/* The top-k eigen-solver of the incremental PCA against the Jacobi solver on
+ * Gram matrices of sizes 5..104 (some with nearly equal small eigenvalues):
+ * same eigenvalues (1e-13 of the largest), small residuals, and the same
+ * vectors where the eigenvalue is separated from its neighbours. */
+static void test_eigen(void)
+{
+    uint64_t st = 12345;
+    for (int trial = 0; trial < 40; trial++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        int n = 5 + (int)((st >> 33) % 100), k = 1 + (int)((st >> 20) % 5), r = 3 + (int)((st >> 40) % 200);
+        k = k > n ? n : k;
+        double *A = calloc((size_t)n * n, sizeof *A), *B = malloc(sizeof *B * (size_t)n * n),
+               *C = malloc(sizeof *C * (size_t)n * n), *row = malloc(sizeof *row * (size_t)n);
+        for (int t = 0; t < r; t++) {
+            for (int i = 0; i < n; i++) {
+                st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+                row[i] = ((double)(st >> 11) * 0x1.0p-53 - 0.5) * (i < 3 ? 10 : 1) * (trial % 7 ? 1 + i % 4 : 1);
+            }
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++)
+                    A[(size_t)i * n + j] += row[i] * row[j];
+        }
+        memcpy(B, A, sizeof *A * (size_t)n * n);
+        memcpy(C, A, sizeof *A * (size_t)n * n);
+        double *ev = malloc(sizeof *ev * (size_t)n), *V = malloc(sizeof *V * (size_t)n * n);
+        double ev2[5], *V2 = malloc(sizeof *V2 * 5 * (size_t)n), *w = malloc(qc_eigh_top_work(n));
+        CHECK(bs_eigh_jacobi(B, n, ev, V) == BS_OK);
+        qc_eigh_top(A, n, k, ev2, V2, w);
+        for (int q = 0; q < k; q++) {
+            CHECK_MSG(fabs(ev[q] - ev2[q]) <= 1e-13 * ev[0], "trial %d eigenvalue %d: %g vs %g", trial, q, ev2[q], ev[q]);
+            double res = 0, dot = 0;
+            for (int i = 0; i < n; i++) {
+                double sum = 0;
+                for (int j = 0; j < n; j++)
+                    sum += C[(size_t)i * n + j] * V2[(size_t)q * n + j];
+                sum -= ev2[q] * V2[(size_t)q * n + i];
+                res += sum * sum;
+                dot += V[(size_t)q * n + i] * V2[(size_t)q * n + i];
+            }
+            CHECK_MSG(sqrt(res) <= 1e-10 * ev[0], "trial %d vector %d residual %g", trial, q, sqrt(res));
+            int separated = (q + 1 >= n || ev[q] - ev[q + 1] > 1e-6 * ev[0]) && (q == 0 || ev[q - 1] - ev[q] > 1e-6 * ev[0]);
+            if (separated)
+                CHECK_MSG(fabs(dot - 1) <= 1e-8, "trial %d vector %d: dot with Jacobi's %.12f", trial, q, dot);
+        }
+        free(A), free(B), free(C), free(row), free(ev), free(V), free(V2), free(w);
+    }
+}
+
 /* Hand-derived cases. */
 static void test_by_hand(void)
 {
@@ -366,6 +415,7 @@ int main(void)
         test_ipca(cJSON_GetObjectItem(root, "ipca"));
         test_special(root);
     }
+    test_eigen();
     test_by_hand();
     cJSON_Delete(root);
     free(text);
