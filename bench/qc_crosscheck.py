@@ -57,15 +57,15 @@ TOLERANCE = {
     "sliding_rp_violation": ("abs", 1e-12, "same correlogram and Poisson test; a value on the 0.5 % grid"),
     "amplitude_cutoff": ("abs", 1e-6, "same amplitudes (to ~1e-4 µV) through the same integer histogram"),
     "amplitude_median": ("abs", 2e-3, "µV; filtered traces agree to ~1e-4 µV (float32, filter edges)"),
-    "snr": ("rel", 0.05, "noise levels come from different random 0.5 s chunks (MAD sampling error)"),
-    "isolation_distance": ("rel", 2e-3, "PCA fitted in float32 (SI) vs float64 (boundsort); Mahalanobis "
+    "snr": ("rel", 0.03, "noise levels come from different random 0.5 s chunks (MAD sampling error ~1 %)"),
+    "isolation_distance": ("rel", 1e-4, "PCA fitted in float32 (SI) vs float64 (boundsort); Mahalanobis "
                                         "distances amplify it by the covariance's condition number"),
-    "l_ratio": ("rel", 5e-3, "as isolation_distance; tiny chi-square tails"),
-    "d_prime": ("rel", 1e-3, "float32 vs float64 PCA and LDA"),
-    "nn_hit_rate": ("abs", 5e-3, "k-NN on float32 vs float64 features: near-ties may swap one neighbour"),
-    "nn_miss_rate": ("abs", 5e-3, "as nn_hit_rate"),
-    "silhouette": ("abs", 1e-4, "float32 vs float64 PCA"),
-    "drift_ptp": ("abs", 1e-4, "µm; same depths, same bins"),
+    "l_ratio": ("rel", 1e-3, "as isolation_distance, on chi-square tails"),
+    "d_prime": ("rel", 1e-4, "float32 vs float64 PCA and LDA"),
+    "nn_hit_rate": ("abs", 1e-3, "k-NN on float32 vs float64 features: near-ties may swap a neighbour"),
+    "nn_miss_rate": ("abs", 1e-3, "as nn_hit_rate"),
+    "silhouette": ("abs", 1e-5, "float32 vs float64 PCA"),
+    "drift_ptp": ("abs", 1e-4, "µm; same depths (float32 in boundsort), same bins"),
     "drift_std": ("abs", 1e-4, "µm"),
     "drift_mad": ("abs", 1e-4, "µm"),
     "max_drift": ("abs", 1e-4, "µm; numpy transcription of Allen's code"),
@@ -197,13 +197,13 @@ def si_metrics(sim, out, work, si_version):
 
 def compare(ours, theirs, changed):
     lines = []
-    header = f"{'metric':22s} {'units':>5s} {'NaN ok':>6s} {'max abs diff':>13s} {'max rel diff':>13s}  " \
-             f"{'tolerance':>10s}  pass"
+    header = f"{'metric':22s} {'units':>5s} {'finite':>6s} {'NaN ok':>6s} {'max abs diff':>13s} " \
+             f"{'max rel diff':>13s}  {'tolerance':>10s}  pass"
     lines.append(header)
     all_pass = True
     for m in METRICS:
         kind, tol, why = TOLERANCE[m]
-        n = nan_bad = 0
+        n = nan_bad = finite = 0
         mad = mrd = 0.0
         ok = True
         singular = 0
@@ -219,6 +219,7 @@ def compare(ours, theirs, changed):
                     nan_bad += 1
                     ok = False
                 continue
+            finite += 1
             d = abs(a - b)
             r = d / max(abs(a), abs(b), REL_FLOOR)
             mad, mrd = max(mad, d), max(mrd, r)
@@ -227,7 +228,7 @@ def compare(ours, theirs, changed):
         all_pass &= ok or m in changed
         tol_s = f"{kind} {tol:g}"
         nan_s = "all" if nan_bad == 0 else f"{nan_bad} bad"
-        lines.append(f"{m:22s} {n:5d} {nan_s:>6s} {mad:13.3g} {mrd:13.3g}  {tol_s:>10s}  {verdict}"
+        lines.append(f"{m:22s} {n:5d} {finite:6d} {nan_s:>6s} {mad:13.3g} {mrd:13.3g}  {tol_s:>10s}  {verdict}"
                      + (f"  ({singular} units with <= as many spikes as features: SpikeInterface inverts the "
                         f"singular covariance, boundsort gives NaN)" if singular else ""))
     return lines, all_pass
@@ -251,13 +252,15 @@ def main():
     if not (args.reuse and (out / "params.py").exists()):
         shutil.rmtree(out, ignore_errors=True)
         run([args.boundsort, "sort", *rec_args, "-o", out, "--no-qc", "-q"])
-    run([args.boundsort, "qc", out, "--max-spikes-per-unit", 1000000000, "-q"])
+    old = tuple(int(x) for x in si_version.split(".")[:2]) < (0, 104)
+    # SpikeInterface < 0.104 finds main channels and amplitudes on the negative peak only
+    run([args.boundsort, "qc", out, "--max-spikes-per-unit", 1000000000, "-q"] + (["--peak-sign", "neg"] if old else []))
     h, rows = read_tsv(out / "qc_metrics.tsv")
     ours = {int(r[0]): {m: float(v) for m, v in zip(h[1:], r[1:])} for r in rows}
     theirs, noise = si_metrics(sim, out, work, si_version)
-    old = tuple(int(x) for x in si_version.split(".")[:2]) < (0, 104)
-    changed = {"amplitude_cutoff", "drift_std", "drift_mad", "nn_hit_rate", "nn_miss_rate", "snr",
-               "amplitude_median", "sliding_rp_violation"} if old else set()
+    # definitions that changed after 0.102 (bench/README.md): not failures of boundsort
+    changed = {"amplitude_cutoff", "drift_std", "drift_mad", "nn_hit_rate", "nn_miss_rate",
+               "sliding_rp_violation"} if old else set()
     lines, ok = compare(ours, theirs, changed)
     title = (f"boundsort qc vs SpikeInterface {si_version} on {sim.name}: {len(theirs)} units, "
              f"{int(sum(r['num_spikes'] for r in theirs.values()))} spikes")

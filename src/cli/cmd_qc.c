@@ -31,6 +31,8 @@ static const char *USAGE_HEAD =
     "  --presence-bin-s S     presence_ratio bin, s (default 60)\n"
     "  --drift-interval-s S   drift_ptp/std/mad interval, s (default 60)\n"
     "  --drift-min-spikes N   spikes per drift interval (default 100)\n"
+    "  --group-spikes N       spikes gathered per group of units (memory, 16 bytes each; default 8M;\n"
+    "                         the output does not depend on it)\n"
     "  --threads N            OpenMP threads (the output does not depend on it)\n"
     "  -q, --quiet            no progress lines\n"
     "\n"
@@ -128,6 +130,10 @@ int bs_cmd_qc(int argc, char **argv)
         long long n;
         if (strcmp(a, "--recording") == 0) {
             rec_path = v;
+        } else if (strcmp(a, "--group-spikes") == 0) {
+            if (!bs_cli_parse_long(v, 1, INT64_MAX, &n))
+                return usage_error("--group-spikes: expected a count >= 1, got '%s'", v);
+            qp.group_spikes = n;
         } else if (strcmp(a, "--threads") == 0) {
             if (!bs_cli_parse_long(v, 1, 4096, &n))
                 return usage_error("--threads: expected a thread count >= 1, got '%s'", v);

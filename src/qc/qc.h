@@ -134,7 +134,7 @@ typedef struct {
     double label_presence_min;   /* 0.8 */
     double label_cutoff_max;     /* 0.1 */
     /* run */
-    int64_t group_spikes;        /* spikes held per group of units (0: 4M, or the largest unit) */
+    int64_t group_spikes;        /* spikes held per group of units (0: 8M, or the largest unit); 16 bytes each */
     int quiet;                   /* no progress lines */
 } bs_qc_params;
 

@@ -12,8 +12,7 @@
  * (only X - mean on the first call). The right singular vectors and
  * singular values of a matrix A are the eigenvectors and square roots of
  * the eigenvalues of A^T A, which is accumulated here (nt x nt, double) and
- * decomposed for its k largest eigenpairs (qc_eigen.c; the d' metric uses
- * the Jacobi solver of src/common/eigen.h, which gives all pairs); each
+ * decomposed for its k largest eigenpairs (qc_eigen.c); each
  * eigenvector's sign makes its largest entry positive, which is sklearn's
  * svd_flip convention. explained variance = s^2 / (n_total - 1); transform
  * whitens by its square root.
@@ -44,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/eigen.h"
 #include "../mem/mem.h"
 #include "qc.h"
 #include "qc_internal.h"
@@ -178,6 +176,27 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+#define ROW_BLOCK 1024 /* points per BLAS block */
+
+/* Scatter matrix (upper triangle, += ) of the rows i with lab[i] == want (or != want when
+ * !equal), centred on mu, accumulated with dsyrk over blocks of rows. */
+static void scatter(const double *X, const int32_t *lab, int64_t n, int d, int32_t want, int equal, const double *mu,
+                    double *S, double *blk)
+{
+    int64_t nb = 0;
+    for (int64_t i = 0; i <= n; i++) {
+        if (i < n && (lab[i] == want) == equal) {
+            for (int j = 0; j < d; j++)
+                blk[nb * d + j] = X[i * d + j] - mu[j];
+            nb++;
+        }
+        if (nb == ROW_BLOCK || (i == n && nb > 0)) {
+            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, d, (int)nb, 1.0, blk, d, 1.0, S, d);
+            nb = 0;
+        }
+    }
+}
+
 bs_status bs_qc_mahalanobis(const double *X, const int32_t *lab, int64_t n, int d, int32_t self, double *iso,
                             double *l_ratio)
 {
@@ -188,39 +207,44 @@ bs_status bs_qc_mahalanobis(const double *X, const int32_t *lab, int64_t n, int 
     int64_t no = n - ns;
     if (ns < 2 || (ns < no ? ns : no) < 2)
         return BS_OK;
-    double *mu = bs_mem_calloc("qc/pca-metrics", (size_t)d * d + 3 * (size_t)d + (size_t)no, sizeof(double));
+    size_t dd = (size_t)d * d;
+    double *mu = bs_mem_calloc("qc/pca-metrics", 2 * dd + (size_t)d + (size_t)no + (size_t)ROW_BLOCK * d, sizeof(double));
     if (!mu)
         return BS_ERR_MEMORY;
-    double *C = mu + d, *z = C + (size_t)d * d, *row = z + d, *dist = row + d;
+    double *S = mu + d, *C = S + dd, *dist = C + dd, *blk = dist + no;
     for (int64_t i = 0; i < n; i++)
         if (lab[i] == self)
             for (int j = 0; j < d; j++)
                 mu[j] += X[i * d + j];
     for (int j = 0; j < d; j++)
         mu[j] /= (double)ns;
-    for (int64_t i = 0; i < n; i++)
-        if (lab[i] == self) {
-            for (int j = 0; j < d; j++)
-                row[j] = X[i * d + j] - mu[j];
-            cblas_dsyr(CblasRowMajor, CblasLower, d, 1.0, row, 1, C, d);
-        }
+    scatter(X, lab, n, d, self, 1, mu, S, blk);
+    /* covariance, lower triangle (cholesky reads and writes the lower part) */
     for (int i = 0; i < d; i++)
         for (int j = 0; j <= i; j++)
-            C[(size_t)i * d + j] /= (double)(ns - 1);
+            C[(size_t)i * d + j] = S[(size_t)j * d + i] / (double)(ns - 1);
     if (cholesky(C, d)) {
-        int64_t m = 0;
-        for (int64_t i = 0; i < n; i++) {
-            if (lab[i] == self)
-                continue;
-            double s = 0;
-            for (int j = 0; j < d; j++) {
-                double v = X[i * d + j] - mu[j];
-                for (int p = 0; p < j; p++)
-                    v -= C[(size_t)j * d + p] * z[p];
-                z[j] = v / C[(size_t)j * d + j];
-                s += z[j] * z[j];
+        /* squared distances ||L^-1 (x - mu)||^2 of the other points, a block at a time */
+        int64_t m = 0, nb = 0, first = 0;
+        for (int64_t i = 0; i <= n; i++) {
+            if (i < n && lab[i] != self) {
+                for (int j = 0; j < d; j++)
+                    blk[nb * d + j] = X[i * d + j] - mu[j];
+                nb++;
             }
-            dist[m++] = s;
+            if (nb == ROW_BLOCK || (i == n && nb > 0)) {
+                cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)nb, d, 1.0, C, d,
+                            blk, d);
+                for (int64_t r = 0; r < nb; r++) {
+                    double q = 0;
+                    for (int j = 0; j < d; j++)
+                        q += blk[r * d + j] * blk[r * d + j];
+                    dist[first + r] = q;
+                }
+                first += nb;
+                m = first;
+                nb = 0;
+            }
         }
         qsort(dist, (size_t)m, sizeof *dist, cmp_double);
         int64_t nmin = ns < no ? ns : no;
@@ -246,11 +270,12 @@ bs_status bs_qc_d_prime(const double *X, const int32_t *lab, int64_t n, int d, i
     if (ns < 1 || no < 1 || n <= 2)
         return BS_OK;
     size_t dd = (size_t)d * d;
-    double *mu_s = bs_mem_calloc("qc/pca-metrics", 3 * dd + 6 * (size_t)d, sizeof(double));
+    size_t bytes = sizeof(double) * (2 * dd + 7 * (size_t)d + (size_t)ROW_BLOCK * d) + qc_eigh_top_work(d);
+    double *mu_s = bs_mem_calloc("qc/pca-metrics", bytes / sizeof(double) + 1, sizeof(double));
     if (!mu_s)
         return BS_ERR_MEMORY;
-    double *mu_o = mu_s + d, *sd = mu_o + d, *w = sd + d, *y = w + d, *row = y + d;
-    double *S = row + d, *V = S + dd, *lam = V + dd;
+    double *mu_o = mu_s + d, *sd = mu_o + d, *w = sd + d, *y = w + d, *row = y + d, *lam = row + d;
+    double *S = lam + d, *V = S + dd, *blk = V + dd, *ework = blk + (size_t)ROW_BLOCK * d;
     for (int64_t i = 0; i < n; i++) {
         double *mu = lab[i] == self ? mu_s : mu_o;
         for (int j = 0; j < d; j++)
@@ -261,12 +286,8 @@ bs_status bs_qc_d_prime(const double *X, const int32_t *lab, int64_t n, int d, i
         mu_o[j] /= (double)no;
     }
     /* pooled within-class scatter */
-    for (int64_t i = 0; i < n; i++) {
-        const double *mu = lab[i] == self ? mu_s : mu_o;
-        for (int j = 0; j < d; j++)
-            row[j] = X[i * d + j] - mu[j];
-        cblas_dsyr(CblasRowMajor, CblasUpper, d, 1.0, row, 1, S, d);
-    }
+    scatter(X, lab, n, d, self, 1, mu_s, S, blk);
+    scatter(X, lab, n, d, self, 0, mu_o, S, blk);
     for (int j = 0; j < d; j++) {
         sd[j] = sqrt(S[(size_t)j * d + j] / (double)n);
         if (sd[j] == 0)
@@ -278,51 +299,48 @@ bs_status bs_qc_d_prime(const double *X, const int32_t *lab, int64_t n, int d, i
             double v = S[(size_t)i * d + j] * fac / (sd[i] * sd[j]);
             S[(size_t)i * d + j] = S[(size_t)j * d + i] = v;
         }
-    bs_status st = bs_eigh_jacobi(S, d, lam, V);
-    if (st == BS_OK) {
-        /* w = D^-1 V_r diag(1/lambda) V_r^T D^-1 (mu_s - mu_o) */
+    qc_eigh_top(S, d, d, lam, V, ework);
+    /* w = D^-1 V_r diag(1/lambda) V_r^T D^-1 (mu_s - mu_o) */
+    for (int j = 0; j < d; j++)
+        row[j] = (mu_s[j] - mu_o[j]) / sd[j];
+    for (int r = 0; r < d; r++) {
+        if (!(sqrt(lam[r] > 0 ? lam[r] : 0) > 1e-4))
+            continue;
+        double c = 0;
         for (int j = 0; j < d; j++)
-            row[j] = (mu_s[j] - mu_o[j]) / sd[j];
-        memset(y, 0, (size_t)d * sizeof *y);
-        for (int r = 0; r < d; r++) {
-            if (!(sqrt(lam[r] > 0 ? lam[r] : 0) > 1e-4))
-                continue;
-            double c = 0;
-            for (int j = 0; j < d; j++)
-                c += V[(size_t)r * d + j] * row[j];
-            c /= lam[r];
-            for (int j = 0; j < d; j++)
-                y[j] += c * V[(size_t)r * d + j];
-        }
+            c += V[(size_t)r * d + j] * row[j];
+        c /= lam[r];
         for (int j = 0; j < d; j++)
-            w[j] = y[j] / sd[j];
-        double s1 = 0, o1 = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double p = 0;
-            for (int j = 0; j < d; j++)
-                p += X[i * d + j] * w[j];
-            if (lab[i] == self)
-                s1 += p;
-            else
-                o1 += p;
-        }
-        /* two-pass variances for accuracy */
-        double ms = s1 / (double)ns, mo = o1 / (double)no, vs = 0, vo = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double p = 0;
-            for (int j = 0; j < d; j++)
-                p += X[i * d + j] * w[j];
-            if (lab[i] == self)
-                vs += (p - ms) * (p - ms);
-            else
-                vo += (p - mo) * (p - mo);
-        }
-        vs /= (double)ns;
-        vo /= (double)no;
-        *d_prime = (ms - mo) / sqrt((vs + vo) / 2);
+            y[j] += c * V[(size_t)r * d + j];
     }
+    for (int j = 0; j < d; j++)
+        w[j] = y[j] / sd[j];
+    double s1 = 0, o1 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double p = 0;
+        for (int j = 0; j < d; j++)
+            p += X[i * d + j] * w[j];
+        if (lab[i] == self)
+            s1 += p;
+        else
+            o1 += p;
+    }
+    /* two-pass variances for accuracy */
+    double ms = s1 / (double)ns, mo = o1 / (double)no, vs = 0, vo = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double p = 0;
+        for (int j = 0; j < d; j++)
+            p += X[i * d + j] * w[j];
+        if (lab[i] == self)
+            vs += (p - ms) * (p - ms);
+        else
+            vo += (p - mo) * (p - mo);
+    }
+    vs /= (double)ns;
+    vo /= (double)no;
+    *d_prime = (ms - mo) / sqrt((vs + vo) / 2);
     bs_mem_free(mu_s);
-    return st;
+    return BS_OK;
 }
 
 /* ------------------------------------------------------ nearest neighbours */

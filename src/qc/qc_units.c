@@ -519,7 +519,7 @@ bs_status qc_unit_metrics(qc_ctx *c)
     int64_t max_n = 0;
     for (int u = 0; u < c->K; u++)
         max_n = c->count[u] > max_n ? c->count[u] : max_n;
-    int64_t cap = c->p->group_spikes > 0 ? c->p->group_spikes : (int64_t)1 << 22;
+    int64_t cap = c->p->group_spikes > 0 ? c->p->group_spikes : (int64_t)1 << 23;
     if (cap < max_n)
         cap = max_n;
     int64_t *blk_t = bs_mem_alloc("qc/spike-block", sizeof *blk_t * QC_BLOCK);

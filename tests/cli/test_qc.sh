@@ -3,8 +3,8 @@
 #  A. sort a short simulated recording (qc runs at its end): source.json, qc_metrics.tsv, one
 #     cluster_<metric>.tsv per metric, cluster_qc_label.tsv and curation.json (format v2) exist and
 #     agree with each other and with the spikes (num_spikes, firing_rate); the folder still validates;
-#     `boundsort qc OUT` (through source.json, other thread count) and `--recording` give the same
-#     bytes; relaxed thresholds change the labels as the rule says; --no-qc skips qc; bad inputs exit 2 with a clear message, bad usage exits 1.
+#     `boundsort qc OUT` (through source.json, other thread count) and `--recording` (with units
+#     gathered in small groups) give the same bytes; relaxed thresholds change the labels as the rule says; --no-qc skips qc; bad inputs exit 2 with a clear message, bad usage exits 1.
 #  B. a perfect sorting (the ground truth written as a Phy folder, with spike_positions.npy holding a
 #     known 20 µm depth ramp) plus two bad units (a Poisson unit with doublets 0.6 ms apart, a
 #     unit present in the first 20 % only): every well-sampled ground-truth unit is labelled good, the
@@ -88,8 +88,8 @@ PYEOF
 mkdir -p "$T/first"; cp "$T"/out/*.tsv "$T/out/curation.json" "$T/first/"
 "$BS" qc "$T/out" --threads 1 -q && ok || bad "qc through source.json failed"
 for f in "$T"/first/*; do cmp -s "$f" "$T/out/$(basename "$f")" && ok || bad "$(basename "$f") differs on rerun (1 thread)"; done
-"$BS" qc "$T/out" --recording "${REC[@]}" -q && ok || bad "qc --recording failed"
-cmp -s "$T/first/qc_metrics.tsv" "$T/out/qc_metrics.tsv" && ok || bad "qc --recording gives other metrics"
+"$BS" qc "$T/out" --recording "${REC[@]}" --group-spikes 50 -q && ok || bad "qc --recording failed"
+cmp -s "$T/first/qc_metrics.tsv" "$T/out/qc_metrics.tsv" && ok || bad "qc --recording --group-spikes 50 gives other metrics"
 "$BS" qc "$T/out" --presence-bin-s 10 --cutoff-max 1 --presence-min 0 --isi-max 1e9 -q && ok || bad "qc with thresholds failed"
 $PY - "$T/out" <<'PYEOF' && ok || bad "relaxed thresholds: good must mean 'amplitude_cutoff is not NaN'"
 import sys
