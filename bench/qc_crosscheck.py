@@ -167,11 +167,15 @@ def si_metrics(sim, out, work, si_version):
     else:
         depth = allen_depths(out, ych)
     sv = sorting.to_spike_vector()
-    order = np.lexsort((np.searchsorted(sorting.unit_ids, clus), times))
-    assert np.array_equal(times[order], sv["sample_index"]), "spike order differs from SpikeInterface's"
+    # match spikes by (sample, unit): the order of same-sample spikes differs between versions
+    uidx = np.searchsorted(sorting.unit_ids, clus)
+    ours_sorted = np.lexsort((uidx, times))
+    si_sorted = np.lexsort((sv["unit_index"], sv["sample_index"]))
+    assert np.array_equal(times[ours_sorted], sv["sample_index"][si_sorted])
+    assert np.array_equal(uidx[ours_sorted], sv["unit_index"][si_sorted]), "spikes differ from SpikeInterface's"
     ext = an.get_extension("spike_locations")
     loc = np.zeros(len(sv), dtype=[("x", "float64"), ("y", "float64")])
-    loc["y"] = depth[order]
+    loc["y"][si_sorted] = depth[ours_sorted]
     ext.data["spike_locations"] = loc
 
     names = ["num_spikes", "firing_rate", "presence_ratio", "snr", "isi_violation", "rp_violation",

@@ -10,6 +10,8 @@
 
 #include "../common/log.h"
 #include "../export/source.h"
+#include "../mem/mem.h"
+#include "../pipeline/plan.h"
 #include "../qc/qc.h"
 #include "cli.h"
 
@@ -33,6 +35,8 @@ static const char *USAGE_HEAD =
     "  --drift-min-spikes N   spikes per drift interval (default 100)\n"
     "  --group-spikes N       spikes gathered per group of units (memory, 16 bytes each; default 8M;\n"
     "                         the output does not depend on it)\n"
+    "  --mem SIZE             host memory budget, e.g. 4G (default: 75 % of RAM); qc refuses to start\n"
+    "                         (exit 3) when its buffers would not fit\n"
     "  --threads N            OpenMP threads (the output does not depend on it)\n"
     "  -q, --quiet            no progress lines\n"
     "\n"
@@ -102,6 +106,7 @@ int bs_cmd_qc(int argc, char **argv)
     bs_qc_default_params(&qp);
     const char *out = NULL, *rec_path = NULL;
     int rec_opts = 0;
+    size_t budget = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -130,6 +135,11 @@ int bs_cmd_qc(int argc, char **argv)
         long long n;
         if (strcmp(a, "--recording") == 0) {
             rec_path = v;
+        } else if (strcmp(a, "--mem") == 0) {
+            size_t b;
+            if (bs_mem_parse_size(v, &b) != BS_OK || b == 0)
+                return usage_error("--mem: expected a size such as 4G, 512M or 2000000000, got '%s'", v);
+            budget = b;
         } else if (strcmp(a, "--group-spikes") == 0) {
             if (!bs_cli_parse_long(v, 1, INT64_MAX, &n))
                 return usage_error("--group-spikes: expected a count >= 1, got '%s'", v);
@@ -162,6 +172,7 @@ int bs_cmd_qc(int argc, char **argv)
     }
     if (st != BS_OK)
         return bs_cli_fail(st);
+    bs_mem_set_budget(BS_DEV_HOST, budget ? budget : bs_plan_default_budget());
     st = bs_qc_run(out, &rec, &qp, NULL);
     bs_recording_close(&rec);
     return st == BS_OK ? BS_OK : bs_cli_fail(st);

@@ -128,7 +128,10 @@ int bs_cmd_sort(int argc, char **argv)
         bs_qc_params qp;
         bs_qc_default_params(&qp);
         qp.quiet = so.sp.quiet;
+        size_t old_budget = bs_mem_budget(BS_DEV_HOST);
+        bs_mem_set_budget(BS_DEV_HOST, so.sp.mem_budget);
         st = bs_qc_run(so.sp.out_dir, &rec, &qp, NULL);
+        bs_mem_set_budget(BS_DEV_HOST, old_budget);
         if (st != BS_OK)
             bs_error_context(st, "the Phy folder is complete, but qc failed (rerun with boundsort qc %s)",
                              so.sp.out_dir);

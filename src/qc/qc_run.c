@@ -32,11 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../common/fileio.h"
 #include "../common/log.h"
+#include "../common/progress.h"
 #include "../common/rng.h"
 #include "../io/batch.h"
 #include "../mem/mem.h"
@@ -46,13 +46,6 @@
 #include "qc_run.h"
 
 #define LUT_MAX_ID (1 << 22) /* id -> index table up to this id, binary search above */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void info(const qc_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void info(const qc_ctx *c, const char *fmt, ...)
@@ -253,34 +246,30 @@ static bs_status recording_pass(qc_ctx *c, const char *name, spike_fn fn, void *
     BS_TRY(bs_batch_reader_open(&rd, c->rec, c->nb, c->halo, 0));
     cursor k;
     bs_status st = cursor_open(&k, c);
-    double t0 = now_s();
-    int64_t n_read = 0;
+    bs_progress pg;
+    bs_progress_start(&pg, name, "batches", c->p->quiet ? 0 : rd.n_batches);
     for (int64_t b = 0; b < rd.n_batches && st == BS_OK; b++) {
         int64_t s0 = b * c->nb, s1 = s0 + c->nb, t;
         st = cursor_peek(&k, &t);
-        if (st != BS_OK || t >= s1)
-            continue;
-        float *x;
-        int64_t n_valid;
-        st = bs_batch_read(&rd, b, &x, &n_valid);
-        if (st == BS_OK)
-            st = qc_preprocess(c, x, c->width);
-        n_read++;
-        while (st == BS_OK) {
-            st = cursor_peek(&k, &t);
-            if (st != BS_OK || t >= s1)
-                break;
-            int u = k.u[k.next - k.blk0];
-            st = fn(c, x, s0, k.next, t, u, arg);
-            k.next++;
+        if (st == BS_OK && t < s1) {
+            float *x;
+            int64_t n_valid;
+            st = bs_batch_read(&rd, b, &x, &n_valid);
+            if (st == BS_OK)
+                st = qc_preprocess(c, x, c->width);
+            while (st == BS_OK) {
+                st = cursor_peek(&k, &t);
+                if (st != BS_OK || t >= s1)
+                    break;
+                int u = k.u[k.next - k.blk0];
+                st = fn(c, x, s0, k.next, t, u, arg);
+                k.next++;
+            }
         }
-        if (!c->p->quiet && (b + 1) % 100 == 0)
-            info(c, "%s %5.1f%%  batch %lld/%lld  %.1f s", name, 100.0 * (double)(b + 1) / (double)rd.n_batches,
-                 (long long)(b + 1), (long long)rd.n_batches, now_s() - t0);
+        bs_progress_update(&pg, b + 1);
     }
     if (st == BS_OK)
-        info(c, "%s: %lld of %lld batches read in %.1f s", name, (long long)n_read, (long long)rd.n_batches,
-             now_s() - t0);
+        bs_progress_finish(&pg);
     cursor_close(&k);
     bs_batch_reader_close(&rd);
     return st;
@@ -454,7 +443,7 @@ static bs_status run_pass_a(qc_ctx *c)
             a.need[u] = c->count[u] < c->p->max_spikes_per_unit ? c->count[u] : c->p->max_spikes_per_unit;
             bs_rng_seed(&a.rng[u], c->p->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)c->ids[u] + 1);
         }
-        st = recording_pass(c, "subset waveforms", pass_a_spike, &a);
+        st = recording_pass(c, "qc subset", pass_a_spike, &a);
     }
     if (st == BS_OK) {
         for (int64_t i = 0; i < c->n_sel; i++)
@@ -525,7 +514,7 @@ static bs_status run_pass_b(qc_ctx *c)
             st = bs_error(BS_ERR_INPUT, "%s: cannot create: %s", c->spill_path, strerror(errno));
     }
     if (st == BS_OK)
-        st = recording_pass(c, "amplitudes", pass_b_spike, &b);
+        st = recording_pass(c, "qc amplitude", pass_b_spike, &b);
     if (st == BS_OK && b.amp_n)
         st = bs_npy_writer_append(&b.amp, b.amp_buf, b.amp_n);
     if (st == BS_OK && b.next_sel != c->n_sel)
@@ -546,6 +535,60 @@ static bs_status run_pass_b(qc_ctx *c)
     bs_mem_free(b.amp_buf);
     bs_mem_free(b.wf);
     return st;
+}
+
+/* ------------------------------------------------------------ memory plan */
+
+/* Refuse before the work starts when `bytes` more would exceed the host
+ * budget (the accountant would refuse the allocation later anyway). */
+static bs_status fits(const qc_ctx *c, const char *what, size_t bytes)
+{
+    size_t budget = bs_mem_budget(BS_DEV_HOST), cur = bs_mem_current(BS_DEV_HOST);
+    if (!budget || cur + bytes <= budget)
+        return BS_OK;
+    char a[32], b[32], d[32];
+    return bs_error(BS_ERR_MEMORY,
+                    "qc: %s needs %s, but only %s of the %s budget is left (%d units, %lld spikes): give more "
+                    "memory (--mem) or lower --max-spikes-per-unit / --group-spikes",
+                    what, bs_mem_format(bytes, a, sizeof a), bs_mem_format(budget > cur ? budget - cur : 0, b, sizeof b),
+                    bs_mem_format(budget, d, sizeof d), c->K, (long long)c->S);
+}
+
+/* Bytes of the buffers held while the recording is read (template sums,
+ * subset tables, two batch readers) and of the per-unit group pass. */
+static size_t plan_passes(const qc_ctx *c, int64_t n_sel)
+{
+    int nth = omp_get_max_threads();
+    int64_t max_n = 0;
+    for (int u = 0; u < c->K; u++)
+        max_n = c->count[u] > max_n ? c->count[u] : max_n;
+    int64_t cap = c->p->group_spikes > 0 ? c->p->group_spikes : (int64_t)1 << 23;
+    cap = cap < max_n ? max_n : cap;
+    cap = cap > c->S ? c->S : cap;
+    int64_t chunk = (int64_t)llround(c->p->noise_chunk_s * c->fs);
+    size_t b = (size_t)c->K * (size_t)c->nt * (size_t)c->C * sizeof(float);
+    b += (size_t)n_sel * 28 + (size_t)c->K * (40 + (size_t)c->C * 4);
+    b += bs_batch_reader_bytes(c->C, c->rec->n_cols, c->rec->dtype, c->nb, c->halo);
+    b += bs_batch_reader_bytes(c->C, c->rec->n_cols, c->rec->dtype, chunk < c->T ? chunk : c->T, c->halo);
+    size_t groups = (size_t)cap * 16 + (size_t)nth * (size_t)max_n * 16 + (size_t)QC_BLOCK * 24;
+    return b > groups ? b : groups;
+}
+
+/* Bytes of the PCA stage once the sparsity is known. */
+static size_t plan_pca(const qc_ctx *c)
+{
+    size_t proj = 0, max_rec = 0, max_pts = 0;
+    int max_sp = 0, k = c->p->n_components;
+    for (int u = 0; u < c->K; u++) {
+        proj += (size_t)c->m[u] * k * c->n_sp[u];
+        size_t r = (size_t)c->m[u] * c->n_sp[u] * c->nt;
+        max_rec = r > max_rec ? r : max_rec;
+        max_sp = c->n_sp[u] > max_sp ? c->n_sp[u] : max_sp;
+        size_t pts = (size_t)qc_neighbourhood_points(c, u);
+        max_pts = pts > max_pts ? pts : max_pts;
+    }
+    return proj * 4 + max_rec * 4 + (size_t)c->n_sel * 40 + max_pts * ((size_t)k * max_sp * 8 + 4) +
+           (size_t)c->C * (bs_ipca_scratch_bytes(c->nt, k) + 8 * (size_t)c->nt * (k + 1));
 }
 
 /* ------------------------------------------------------------------ run */
@@ -631,7 +674,7 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
     c.T = rec->n_samples;
     c.spill_fd = -1;
     c.times.fd = c.clus.fd = -1;
-    double t_start = now_s();
+    double t_start = bs_now_s();
     bs_status st = check_folder(&c);
     if (st == BS_OK && (p->max_spikes_per_unit < 1 || p->n_components < 1 || c.C < 1))
         st = bs_error(BS_ERR_USAGE, "qc: invalid parameters");
@@ -683,6 +726,7 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
         int64_t n_sel = 0;
         for (int u = 0; u < c.K; u++)
             n_sel += c.count[u] < p->max_spikes_per_unit ? c.count[u] : p->max_spikes_per_unit;
+        c.n_sel_max = n_sel;
         c.sel_g = bs_mem_alloc("qc/subset", sizeof *c.sel_g * (size_t)(n_sel + 1));
         c.sel_t = bs_mem_alloc("qc/subset", sizeof *c.sel_t * (size_t)(n_sel + 1));
         c.sel_u = bs_mem_alloc("qc/subset", sizeof *c.sel_u * (size_t)(n_sel + 1));
@@ -704,9 +748,13 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
             st = bs_path_join(c.spill_path, sizeof c.spill_path, c.stage, "subset_waveforms.tmp");
     }
     if (st == BS_OK)
+        st = fits(&c, "reading the recording", plan_passes(&c, c.n_sel_max));
+    if (st == BS_OK)
         st = noise_levels(&c);
     if (st == BS_OK)
         st = run_pass_a(&c);
+    if (st == BS_OK)
+        st = fits(&c, "the PCA metrics", plan_pca(&c));
     if (st == BS_OK)
         st = run_pass_b(&c);
     if (st == BS_OK)
@@ -716,7 +764,7 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
     if (st == BS_OK)
         st = qc_write_outputs(&c, summary);
     if (st == BS_OK)
-        info(&c, "done in %.1f s", now_s() - t_start);
+        info(&c, "done in %.1f s", bs_now_s() - t_start);
     ctx_free(&c);
     return st;
 }

@@ -47,6 +47,7 @@ typedef struct {
     double *noise;           /* [C] µV */
     /* random subset, in spike order */
     int64_t n_sel;
+    int64_t n_sel_max;       /* sum over units of min(count, max_spikes_per_unit) */
     int64_t *sel_g;          /* global spike index */
     int64_t *sel_t;          /* sample */
     int32_t *sel_u;          /* unit index */
@@ -61,6 +62,8 @@ typedef struct {
 int32_t qc_unit_index(const qc_ctx *c, int64_t id);
 /* High-pass then median reference, in place, on a channel-major window. */
 bs_status qc_preprocess(qc_ctx *c, float *x, int64_t n_t);
+/* Subset spikes of the units whose main channel lies in unit u's sparsity (u included). */
+int64_t qc_neighbourhood_points(const qc_ctx *c, int u);
 /* PCA fit, projections and the PCA metrics (qc_units.c). */
 bs_status qc_pca_metrics(qc_ctx *c);
 /* Spike-train, amplitude, SNR and drift metrics per unit group (qc_units.c). */

@@ -125,6 +125,18 @@ static bs_status fit_and_project(qc_ctx *c, pca_state *s, float *W)
     return st;
 }
 
+int64_t qc_neighbourhood_points(const qc_ctx *c, int u)
+{
+    int64_t n = 0;
+    for (int v = 0; v < c->K && c->m[u]; v++)
+        for (int j = 0; j < c->n_sp[u] && c->m[v]; j++)
+            if (c->sp[(size_t)u * c->C + j] == c->main_ch[v]) {
+                n += c->m[v];
+                break;
+            }
+    return n;
+}
+
 /* The PCA metrics of unit u. */
 static bs_status unit_pca_metrics(qc_ctx *c, const pca_state *s, int u, int32_t *vpos, int *jmap, double *X,
                                   int32_t *lab)
@@ -238,13 +250,7 @@ bs_status qc_pca_metrics(qc_ctx *c)
     int32_t *lab = NULL;
     if (st == BS_OK) {
         for (int u = 0; u < c->K; u++) {
-            int64_t n = 0;
-            for (int v = 0; v < c->K && c->m[u]; v++)
-                for (int j = 0; j < c->n_sp[u] && c->m[v]; j++)
-                    if (c->sp[(size_t)u * c->C + j] == c->main_ch[v]) {
-                        n += c->m[v];
-                        break;
-                    }
+            int64_t n = qc_neighbourhood_points(c, u);
             max_pts = n > max_pts ? n : max_pts;
         }
         vpos = bs_mem_alloc("qc/pca-points", sizeof *vpos * (size_t)c->K);

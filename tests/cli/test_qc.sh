@@ -118,6 +118,7 @@ expect 2 "no spikes" "$BS" qc "$T/nospikes"
 "$BS" simulate -o "$T/short" --probe linear32 --duration 2 --units 2 --seed 1 -q
 expect 2 "outside the recording" "$BS" qc "$T/out" --recording "$T/short/recording.bin" --probe "$T/short/probe.json" --fs 30000
 expect 2 "sampled at" "$BS" qc "$T/out" --recording "${REC[@]:0:3}" --fs 20000
+expect 3 "budget" "$BS" qc "$T/out" --mem 2M
 expect 1 "unknown option" "$BS" qc "$T/out" --bogus 1
 expect 1 "need --recording" "$BS" qc "$T/out" --fs 30000
 expect 1 "missing the output folder" "$BS" qc
