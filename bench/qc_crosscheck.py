@@ -266,6 +266,18 @@ def main():
     changed = {"amplitude_cutoff", "drift_std", "drift_mad", "nn_hit_rate", "nn_miss_rate",
                "sliding_rp_violation"} if old else set()
     lines, ok = compare(ours, theirs, changed)
+    if not old:  # curation.json through SpikeInterface's own curation model (format v2 needs >= 0.104)
+        import spikeinterface.extractors as se
+        from spikeinterface.curation import apply_curation
+        cur = json.loads((out / "curation.json").read_text())
+        cs = apply_curation(se.read_kilosort(out), cur)
+        _, lrows = read_tsv(out / "cluster_qc_label.tsv")
+        want = {int(r[0]): r[1] for r in lrows}
+        got = dict(zip((int(u) for u in cs.unit_ids), cs.get_property("qc_label")))
+        cur_ok = all(want[u] == str(v) for u, v in got.items())
+        ok &= cur_ok
+        lines.append(f"curation.json: accepted by apply_curation (format v2), qc_label of {len(got)} units "
+                     f"{'matches' if cur_ok else 'DIFFERS from'} cluster_qc_label.tsv")
     title = (f"boundsort qc vs SpikeInterface {si_version} on {sim.name}: {len(theirs)} units, "
              f"{int(sum(r['num_spikes'] for r in theirs.values()))} spikes")
     print()

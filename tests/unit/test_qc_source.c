@@ -56,8 +56,8 @@ int main(void)
     snprintf(raw, sizeof raw, "%s/rec.bin", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     snprintf(other, sizeof other, "%s/elsewhere", dir);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%s'", out, other);
+    char cmd[17000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' && mkdir -p '%s' '%s'", out, other, out, other);
     CHECK(system(cmd) == 0);
     write_raw(raw, 8, 1000, 16);
 
@@ -67,7 +67,12 @@ int main(void)
     bs_open_options opt = {.probe_path = probe, .fs_hz = 25000, .dtype = "uint16", .uv_per_bit = 0.5,
                            .header_bytes = 16};
     bs_recording rec;
-    CHECK(bs_recording_open("rec.bin", &opt, &rec) == BS_OK);
+    bs_status st = bs_recording_open("rec.bin", &opt, &rec);
+    CHECK(st == BS_OK);
+    if (st != BS_OK) {
+        fprintf(stderr, "%s (is BS_TEST_DATA set?)\n", bs_last_error());
+        TEST_MAIN_END();
+    }
     CHECK(bs_source_write(out, "rec.bin", &opt, &rec) == BS_OK);
 
     /* read back from another directory */
@@ -80,7 +85,10 @@ int main(void)
     CHECK(s.opt.dtype && strcmp(s.opt.dtype, "uint16") == 0 && s.opt.n_cols == 0 && s.opt.probe_index == 0);
     CHECK(s.n_chan == 6 && s.n_samples == 1000 && s.fs_hz == 25000 && strcmp(s.format, "raw") == 0);
     bs_recording r2;
-    CHECK(bs_source_open(&s, &r2) == BS_OK);
+    st = bs_source_open(&s, &r2);
+    CHECK(st == BS_OK);
+    if (st != BS_OK)
+        TEST_MAIN_END();
     CHECK(r2.n_samples == rec.n_samples && r2.n_cols == rec.n_cols && r2.dtype == BS_SAMPLE_U16);
     CHECK(r2.data_offset == 16 && r2.offset == rec.offset && r2.offset == 32768);
     CHECK(r2.uv_per_bit[0] == rec.uv_per_bit[0] && r2.probe.n_chan == 6);
