@@ -78,7 +78,23 @@
  * buffers come from the accountant under "qc/...".
  *
  * DETERMINISM. Fixed seeds, one pass order, per-unit work in unit order:
- * the same folder and recording give the same bytes for any thread count.
+ * the same folder and recording give the same bytes for any thread count
+ * and any --group-spikes.
+ *
+ * WHICH SPIKEINTERFACE. The definitions are those of SpikeInterface >= 0.104
+ * (FORMATS.md section 7). SpikeInterface 0.102 differed in amplitude_cutoff
+ * (Allen's density-histogram version, without the sign flip), the sliding
+ * refractory period (contaminations up to 34.5 %, an expected-violation
+ * count of Nc N), nn_hit/miss_rate (4 neighbours: the point itself was one of
+ * the 5) and drift_std / drift_mad (std of |diff| when a bin is NaN, MAD
+ * around the mean); bench/README.md shows both comparisons.
+ *
+ * DELIBERATE DIFFERENCES. isolation_distance and l_ratio are NaN when the
+ * unit's covariance is singular (no more subset spikes than features), where
+ * numpy's inverse gives SpikeInterface meaningless values (~1e16). max_drift
+ * and cumulative_drift are not rounded to 0.01 µm as Allen's code does, and
+ * cumulative_drift is NaN (Allen: 0) when no interval has enough spikes.
+ * Spikes whose depth is unknown (NaN) are left out of the drift metrics.
  */
 #ifndef BS_QC_H
 #define BS_QC_H

@@ -28,7 +28,7 @@ $PY -c "import numpy" 2>/dev/null || { echo "skipped: python3 with numpy is need
 
 # Under the sanitizers (BS_SANITIZED=1, about 20x slower) shorter recordings exercise the same code.
 dur_a=20; dur_b=120; bin_b=60
-[ -n "${BS_SANITIZED:-}" ] && { dur_a=10; dur_b=40; bin_b=10; }
+[ -n "${BS_SANITIZED:-}" ] && { dur_a=12; dur_b=40; bin_b=10; }
 
 # ---------------------------------------------------------------- A. sort + qc
 "$BS" simulate -o "$T/sim" --probe linear32 --duration $dur_a --units 8 --seed 11 -q || { echo "simulate failed"; exit 1; }
@@ -100,8 +100,7 @@ cut = {l.split("\t")[0]: l.split("\t")[col] for l in lines[1:]}
 lab = dict(l.split("\t") for l in open(f"{out}/cluster_qc_label.tsv").read().splitlines()[1:])
 assert all((lab[u] == "good") == (cut[u] != "nan") for u in cut), (cut, lab)
 PYEOF
-"$BS" simulate -o "$T/small" --probe linear32 --duration 8 --units 4 --seed 2 -q
-"$BS" sort "$T/small/recording.bin" --probe "$T/small/probe.json" --fs 30000 -o "$T/noqc" --no-qc -q \
+"$BS" sort "${REC[@]}" -o "$T/noqc" --no-qc -q \
   && [ -f "$T/noqc/source.json" ] && [ ! -e "$T/noqc/qc_metrics.tsv" ] && ok || bad "sort --no-qc"
 
 # bad inputs
