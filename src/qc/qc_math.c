@@ -25,9 +25,7 @@
  * into an integer array, i.e. truncates toward zero; SpikeInterface's
  * amplitude_cutoff works on those integers, and so do we.
  */
-#include <float.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "qc.h"

@@ -360,9 +360,9 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
         return BS_OK;
     }
     /* self first, then the others, each in their original order */
-    int64_t *order = malloc((size_t)n * sizeof *order);
+    int64_t *order = bs_mem_alloc("qc/pca-metrics", (size_t)n * sizeof *order);
     if (!order)
-        return bs_error(BS_ERR_MEMORY, "qc: out of memory (nearest neighbours)");
+        return BS_ERR_MEMORY;
     int64_t a = 0, b = ns;
     for (int64_t i = 0; i < n; i++)
         order[lab[i] == self ? a++ : b++] = i;
@@ -376,7 +376,7 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
         m_self = (int64_t)((double)ns * ratio);
     }
     if (k < 1 || k >= m || m_self < 1 || m_self >= m) {
-        free(order);
+        bs_mem_free(order);
         return BS_OK;
     }
     int kc = k + 4 < m - 1 ? k + 4 : (int)(m - 1);
@@ -388,7 +388,7 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
         bs_mem_free(P);
         free(cand);
         free(cd);
-        free(order);
+        bs_mem_free(order);
         return P ? bs_error(BS_ERR_MEMORY, "qc: out of memory (nearest neighbours)") : BS_ERR_MEMORY;
     }
     double *norm = P + (size_t)m * d, *mean = norm + m, *D = mean + d;
@@ -467,7 +467,7 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
     bs_mem_free(P);
     free(cand);
     free(cd);
-    free(order);
+    bs_mem_free(order);
     return BS_OK;
 }
 

@@ -24,7 +24,6 @@
  *                    cluster_qc_label.tsv, curation.json (qc_write.c).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>

@@ -76,11 +76,11 @@ static bs_status fit_and_project(qc_ctx *c, pca_state *s, float *W)
     int k = c->p->n_components, nth = omp_get_max_threads();
     size_t sb = bs_ipca_scratch_bytes(c->nt, k);
     char *scratch = bs_mem_alloc("qc/pca-scratch", sb * (size_t)nth);
-    bs_status *tst = malloc(sizeof *tst * (size_t)c->C);
+    bs_status *tst = bs_mem_alloc("qc/pca-scratch", sizeof *tst * (size_t)c->C);
     if (!scratch || !tst) {
         bs_mem_free(scratch);
-        free(tst);
-        return scratch ? bs_error(BS_ERR_MEMORY, "qc: out of memory") : BS_ERR_MEMORY;
+        bs_mem_free(tst);
+        return BS_ERR_MEMORY;
     }
     bs_status st = BS_OK;
     /* fit: units in id order, those with at least n_components subset spikes */
@@ -121,7 +121,7 @@ static bs_status fit_and_project(qc_ctx *c, pca_state *s, float *W)
             }
     }
     bs_mem_free(scratch);
-    free(tst);
+    bs_mem_free(tst);
     return st;
 }
 

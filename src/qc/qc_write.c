@@ -21,6 +21,7 @@
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../export/curation.h"
+#include "../mem/mem.h"
 #include "qc_run.h"
 
 static void fmt_value(char *buf, size_t n, double v, int is_count)
@@ -75,9 +76,9 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
     }
     BS_TRY(write_table(c, "cluster_qc_label.tsv", 0, 0, 1));
 
-    bs_curation_unit *cu = malloc(sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
+    bs_curation_unit *cu = bs_mem_alloc("qc/curation", sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
     if (!cu)
-        return bs_error(BS_ERR_MEMORY, "qc: out of memory");
+        return BS_ERR_MEMORY;
     int n_good = 0;
     for (int u = 0; u < c->K; u++) {
         int pass = bs_qc_label_pass(c->metrics + (size_t)u * BS_QC_N_METRICS, c->p);
@@ -91,7 +92,7 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
     bs_status st = bs_path_join(path, sizeof path, c->dir, "curation.json");
     if (st == BS_OK)
         st = bs_curation_write(path, c->K, cu);
-    free(cu);
+    bs_mem_free(cu);
     if (st == BS_OK && !c->p->quiet)
         bs_log_info("qc: %d of %d units pass (isi_violations_ratio < %g, presence_ratio > %g, amplitude_cutoff < %g); "
                     "qc_metrics.tsv, cluster_qc_label.tsv and curation.json in %s",
