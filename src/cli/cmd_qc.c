@@ -69,7 +69,7 @@ static int qc_option(const char *a, const char *v, bs_qc_params *p, char *msg, s
     if (strcmp(a, "--max-spikes-per-unit") == 0 || strcmp(a, "--drift-min-spikes") == 0) {
         if (!bs_cli_parse_long(v, 1, 1000000000, &n))
             return snprintf(msg, len, "%s: expected a count >= 1, got '%s'", a, v), -1;
-        if (a[2] == 'm')
+        if (strcmp(a, "--max-spikes-per-unit") == 0)
             p->max_spikes_per_unit = (int)n;
         else
             p->drift_min_spikes = (int)n;
