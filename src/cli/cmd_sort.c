@@ -1,7 +1,8 @@
 /*
  * cmd_sort.c - `boundsort sort REC -o OUT`: open the recording, run the
  * pipeline (src/pipeline/sort.h), leave a Phy folder in OUT (and with --nwb
- * the units as OUT/units.nwb, src/export/nwb_export.h).
+ * the units as OUT/units.nwb, src/export/nwb_export.h), write OUT/source.json
+ * and run the quality metrics (src/qc/qc.h) unless --no-qc.
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,13 +11,15 @@
 
 #include "../common/log.h"
 #include "../export/nwb_export.h"
+#include "../export/source.h"
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
 #include "../pipeline/sort.h"
+#include "../qc/qc.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb] [-q]\n"
+    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb] [--no-qc] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -27,6 +30,7 @@ static const char *USAGE_HEAD =
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
     "  --nwb             also write the units as NWB: OUT/units.nwb (a copy of an NWB input with a\n"
     "                    Units table, else a new file; see boundsort export-nwb)\n"
+    "  --no-qc           skip the quality metrics (boundsort qc) at the end\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -45,6 +49,7 @@ int bs_cmd_sort(int argc, char **argv)
     bs_sort_default_params(&so.sp);
     const char *rec_path = NULL, *trace_path = NULL;
     int nwb = 0;
+    int run_qc = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -57,6 +62,10 @@ int bs_cmd_sort(int argc, char **argv)
         }
         if (strcmp(a, "--nwb") == 0) {
             nwb = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-qc") == 0) {
+            run_qc = 0;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -124,6 +133,21 @@ int bs_cmd_sort(int argc, char **argv)
             st = bs_error(BS_ERR_INPUT, "%s: cannot write the memory trace: %s", trace_path, strerror(errno));
     }
     int from_nwb = strcmp(rec.format, "nwb") == 0;
+    /* how to reopen the recording (qc, report), then the quality metrics */
+    if (st == BS_OK)
+        st = bs_source_write(so.sp.out_dir, rec_path, &opt, &rec);
+    if (st == BS_OK && run_qc) {
+        bs_qc_params qp;
+        bs_qc_default_params(&qp);
+        qp.quiet = so.sp.quiet;
+        size_t old_budget = bs_mem_budget(BS_DEV_HOST);
+        bs_mem_set_budget(BS_DEV_HOST, so.sp.mem_budget);
+        st = bs_qc_run(so.sp.out_dir, &rec, &qp, NULL);
+        bs_mem_set_budget(BS_DEV_HOST, old_budget);
+        if (st != BS_OK)
+            bs_error_context(st, "the Phy folder is complete, but qc failed (rerun with boundsort qc %s)",
+                             so.sp.out_dir);
+    }
     bs_recording_close(&rec);
     if (st == BS_OK && nwb) {
         bs_nwb_export_opts no = {so.sp.out_dir, from_nwb ? rec_path : NULL, opt.series, NULL, 0};

@@ -734,6 +734,8 @@ static bs_status open_locked(const char *path, const char *series, bs_recording 
     free(L);
     snprintf(rec->data_path, sizeof rec->data_path, "%s", path);
     snprintf(rec->format, sizeof rec->format, "nwb");
+    if (strlen(S->info.series) < sizeof rec->stream) /* the ElectricalSeries read, for source.json */
+        memcpy(rec->stream, S->info.series, strlen(S->info.series) + 1);
     rec->data_offset = 0;
     rec->source = S;
     rec->read_rows = read_rows;

@@ -124,6 +124,11 @@ LREC="$T/lin/openephys/Record Node 101/experiment1/recording1"
 "$BS" sort "$T/lin/recording.bin" --probe "$T/lin/probe.json" --fs 30000 --uv-per-bit 0.195 -o "$T/s_raw" --threads 2 -q \
   && ok || bad "sort linear32 raw failed"
 same_outputs "$T/s_oe" "$T/s_raw" "linear32 Open Ephys vs raw"
+# source.json names the stream read, and qc reopens the recording through it
+$PY -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if s['format']=='openephys' and s['stream']=='Rhythm Data' and s['open_options']['stream'] is None else 1)" \
+  "$T/s_oe/source.json" && ok || bad "source.json of the Open Ephys sort: $(cat "$T/s_oe/source.json")"
+cp "$T/s_oe/qc_metrics.tsv" "$T/qc_first.tsv"
+"$BS" qc "$T/s_oe" -q && cmp -s "$T/s_oe/qc_metrics.tsv" "$T/qc_first.tsv" && ok || bad "qc rerun through source.json"
 grep -q "n_channels_dat = 37" "$T/s_oe/params.py" && grep -qF "Rhythm Data/continuous.dat" "$T/s_oe/params.py" \
   && ok || bad "params.py of the Open Ephys sort: $(cat "$T/s_oe/params.py")"
 $PY - "$T/s_oe" "$LREC/continuous/Acquisition_Board-100.Rhythm Data" <<'PY' && ok || bad "spike times to sample numbers"

@@ -1,0 +1,106 @@
+/*
+ * qc_write.c - the files bs_qc_run leaves in the Phy folder, each written
+ * atomically (src/common/fileio.h):
+ *   qc_metrics.tsv         cluster_id, then one column per metric (qc.h order)
+ *   cluster_<metric>.tsv   cluster_id, <metric>: one file per metric, which
+ *                          Phy shows as a column of its cluster view
+ *   cluster_qc_label.tsv   cluster_id, qc_label: good (passes the Allen rule)
+ *                          or fail
+ *   curation.json          SpikeInterface curation format v2 (src/export/curation.h)
+ * Every table has one row per unit (sorted by id), units without spikes
+ * included, because SpikeInterface's read_phy inner-joins all the folder's
+ * .tsv files on cluster_id. NaN is written "nan"; counts as integers; other
+ * values with 12 significant digits. The KS-style label (cluster_KSLabel.tsv)
+ * and Phy's cluster_group.tsv are left as they are.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/fileio.h"
+#include "../common/log.h"
+#include "../export/curation.h"
+#include "../mem/mem.h"
+#include "qc_run.h"
+
+static void fmt_value(char *buf, size_t n, double v, int is_count)
+{
+    if (isnan(v))
+        snprintf(buf, n, "nan");
+    else if (is_count)
+        snprintf(buf, n, "%lld", (long long)v);
+    else
+        snprintf(buf, n, "%.12g", v);
+}
+
+/* A table with columns [m0, m1) of the metrics (or the label when label != 0). */
+static bs_status write_table(const qc_ctx *c, const char *name, int m0, int m1, int label)
+{
+    char path[4200];
+    BS_TRY(bs_path_join(path, sizeof path, c->dir, name));
+    bs_atomic_file f;
+    BS_TRY(bs_atomic_open(&f, path));
+    fprintf(f.fp, "cluster_id");
+    for (int m = m0; m < m1; m++)
+        fprintf(f.fp, "\t%s", bs_qc_metric_names[m]);
+    if (label)
+        fprintf(f.fp, "\tqc_label");
+    fputc('\n', f.fp);
+    char buf[64];
+    for (int u = 0; u < c->K; u++) {
+        const double *row = c->metrics + (size_t)u * BS_QC_N_METRICS;
+        fprintf(f.fp, "%d", (int)c->ids[u]);
+        for (int m = m0; m < m1; m++) {
+            fmt_value(buf, sizeof buf, row[m], bs_qc_metric_is_count(m));
+            fprintf(f.fp, "\t%s", buf);
+        }
+        if (label)
+            fprintf(f.fp, "\t%s", bs_qc_label_pass(row, c->p) ? "good" : "fail");
+        fputc('\n', f.fp);
+    }
+    if (ferror(f.fp)) {
+        bs_atomic_abort(&f);
+        return bs_error(BS_ERR_INPUT, "%s: write failed", path);
+    }
+    return bs_atomic_commit(&f);
+}
+
+bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
+{
+    BS_TRY(write_table(c, "qc_metrics.tsv", 0, BS_QC_N_METRICS, 0));
+    for (int m = 0; m < BS_QC_N_METRICS; m++) {
+        char name[128];
+        snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[m]);
+        BS_TRY(write_table(c, name, m, m + 1, 0));
+    }
+    BS_TRY(write_table(c, "cluster_qc_label.tsv", 0, 0, 1));
+
+    bs_curation_unit *cu = bs_mem_alloc("qc/curation", sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
+    if (!cu)
+        return BS_ERR_MEMORY;
+    int n_good = 0;
+    for (int u = 0; u < c->K; u++) {
+        int pass = bs_qc_label_pass(c->metrics + (size_t)u * BS_QC_N_METRICS, c->p);
+        n_good += pass;
+        cu[u] = (bs_curation_unit){c->ids[u], NULL, pass ? "good" : "fail"};
+        for (int i = 0; i < c->groups.n; i++)
+            if (c->groups.id[i] == c->ids[u])
+                cu[u].quality = c->groups.group[i];
+    }
+    char path[4200];
+    bs_status st = bs_path_join(path, sizeof path, c->dir, "curation.json");
+    if (st == BS_OK)
+        st = bs_curation_write(path, c->K, cu);
+    bs_mem_free(cu);
+    if (st == BS_OK && !c->p->quiet)
+        bs_log_info("qc: %d of %d units pass (isi_violations_ratio < %g, presence_ratio > %g, amplitude_cutoff < %g); "
+                    "qc_metrics.tsv, cluster_qc_label.tsv and curation.json in %s",
+                    n_good, c->K, c->p->label_isi_max, c->p->label_presence_min, c->p->label_cutoff_max, c->dir);
+    if (summary) {
+        summary->n_units = c->K;
+        summary->n_good = n_good;
+        summary->n_spikes = c->S;
+    }
+    return st;
+}
