@@ -19,6 +19,9 @@ static const char *USAGE_HEAD =
     "  --threads N       OpenMP threads (default: all cores; the output does not depend on it)\n"
     "  --batch-seconds S batch length, seconds (default 2; part of the result, like a parameter)\n"
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
+    "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
+    "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
+    "  --drift-only      estimate the drift (OUT/drift*.npy, driftmap.npy) and stop\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -41,6 +44,10 @@ int bs_cmd_sort(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             sp.quiet = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-drift") == 0 || strcmp(a, "--drift-only") == 0) {
+            *(a[2] == 'n' ? &sp.no_drift : &sp.drift_only) = 1;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -82,6 +89,8 @@ int bs_cmd_sort(int argc, char **argv)
         return usage_error("%s", "missing the recording REC");
     if (!sp.out_dir)
         return usage_error("%s", "missing the output folder (-o OUT)");
+    if (sp.no_drift && sp.drift_only)
+        return usage_error("%s", "--no-drift and --drift-only exclude each other");
     bs_recording rec;
     bs_status st = bs_recording_open(rec_path, &opt, &rec);
     if (st != BS_OK)

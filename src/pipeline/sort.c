@@ -19,6 +19,7 @@
 #include "../cluster/cluster.h"
 #include "../match/match.h"
 #include "../export/phy.h"
+#include "stage_drift.h"
 #include "stage_io.h"
 
 void bs_sort_default_params(bs_sort_params *p)
@@ -35,6 +36,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->match_max_iter = 50;
     p->n_pc_chan = 10;
     p->duplicate_ms = 0.25;
+    bs_drift_default_params(&p->drift);
 }
 
 /* Everything the batch loops share. */
@@ -49,6 +51,9 @@ typedef struct {
     bs_preprocess pp;
     void *scratch; /* preprocessing scratch, allocated once */
     size_t scratch_bytes;
+    bs_drift drift;            /* the motion estimate (stage 1b) */
+    bs_drift_corrector corr;   /* per-batch drift-corrected whitening */
+    int have_corr;
     char stage_dir[4096];
 } sort_ctx;
 
@@ -63,8 +68,42 @@ static double now_s(void)
 static bs_status read_preprocessed(sort_ctx *ctx, int64_t b, float **x, int64_t *n_valid)
 {
     BS_TRY(bs_batch_read(&ctx->reader, b, x, n_valid));
-    return bs_preprocess_batch(&ctx->pp, *x, ctx->rec->probe.n_chan, ctx->width, ctx->scratch, ctx->scratch_bytes,
-                               NULL);
+    bs_preprocess pp = ctx->pp;
+    if (ctx->have_corr)
+        BS_TRY(bs_drift_corrector_whitener(&ctx->corr, b, &pp.wh));
+    return bs_preprocess_batch(&pp, *x, ctx->rec->probe.n_chan, ctx->width, ctx->scratch, ctx->scratch_bytes, NULL);
+}
+
+/* Batch b high-passed but not whitened (the drift peaks' input). */
+static bs_status read_unwhitened(void *vctx, int64_t b, float **x, int64_t *n_valid)
+{
+    sort_ctx *ctx = vctx;
+    BS_TRY(bs_batch_read(&ctx->reader, b, x, n_valid));
+    bs_preprocess pp = ctx->pp;
+    pp.wh = NULL;
+    return bs_preprocess_batch(&pp, *x, ctx->rec->probe.n_chan, ctx->width, ctx->scratch, ctx->scratch_bytes, NULL);
+}
+
+/* Stage 1b: motion estimate from the high-passed batches, then the
+ * corrector every later read goes through. */
+static bs_status stage_drift(sort_ctx *ctx)
+{
+    bs_stage_drift_args a = {.rec = ctx->rec,
+                             .p = &ctx->p->drift,
+                             .batch_samples = ctx->nb,
+                             .width = ctx->width,
+                             .halo = ctx->halo,
+                             .n_batches = ctx->n_batches,
+                             .read = read_unwhitened,
+                             .read_ctx = ctx,
+                             .out_dir = ctx->p->out_dir,
+                             .quiet = ctx->p->quiet};
+    BS_TRY(bs_stage_drift(&a, &ctx->drift));
+    if (!bs_drift_any(&ctx->drift))
+        return BS_OK;
+    BS_TRY(bs_drift_corrector_init(&ctx->corr, &ctx->drift, &ctx->rec->probe, &ctx->wh));
+    ctx->have_corr = 1;
+    return BS_OK;
 }
 
 static void progress(const sort_ctx *ctx, const char *stage, int64_t done, int64_t total, double t0)
@@ -707,6 +746,18 @@ static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt
     return st;
 }
 
+/* What the context owns (safe on a zeroed context). */
+static void ctx_release(sort_ctx *ctx)
+{
+    if (ctx->have_corr)
+        bs_drift_corrector_free(&ctx->corr);
+    bs_drift_free(&ctx->drift);
+    if (ctx->have_wh)
+        bs_whitener_free(&ctx->wh);
+    bs_mem_free(ctx->scratch);
+    bs_batch_reader_close(&ctx->reader);
+}
+
 bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
 {
     if (rec->n_samples <= 0)
@@ -753,6 +804,12 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     double t = now_s();
     if (st == BS_OK)
         st = stage_whitening(&ctx);
+    if (st == BS_OK && !p->no_drift)
+        st = stage_drift(&ctx);
+    if (st != BS_OK || p->drift_only) {
+        ctx_release(&ctx);
+        return st;
+    }
     bs_temporal_basis basis = {0};
     bs_detect_grid grid = {0};
     if (st == BS_OK)
@@ -805,9 +862,6 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     learned_free(&lt);
     bs_grid_free(&grid);
     bs_basis_free(&basis);
-    if (ctx.have_wh)
-        bs_whitener_free(&ctx.wh);
-    bs_mem_free(ctx.scratch);
-    bs_batch_reader_close(&ctx.reader);
+    ctx_release(&ctx);
     return st;
 }
