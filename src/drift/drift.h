@@ -170,7 +170,7 @@ typedef struct {
     int block_bins;     /* depth bins per block */
     float *hist;        /* [n_bins × n_y × n_amp] spike counts (NULL when NONE before estimation) */
     int64_t n_spikes;   /* spikes counted */
-    char note[256];     /* why the mode is lower than requested ("" if it is not) */
+    char note[384];     /* why the mode is lower than requested, "; "-separated ("" if it is not) */
 } bs_drift_shank;
 
 typedef struct {

@@ -491,18 +491,19 @@ bs_status bs_drift_estimate(bs_drift *d)
         qsort(cnt, (size_t)B, sizeof *cnt, cmp_float);
         float med = B % 2 ? cnt[B / 2] : 0.5f * (cnt[B / 2 - 1] + cnt[B / 2]);
         bs_mem_free(cnt);
-        if (B < 2) {
-            sh->mode = BS_DRIFT_NONE;
-            snprintf(sh->note, sizeof sh->note, "shank %d: the recording is one time bin long: no motion to estimate", s);
-        } else if (med < p->min_spikes_per_bin) {
-            sh->mode = BS_DRIFT_NONE;
-            snprintf(sh->note, sizeof sh->note,
+        char why[200] = "";
+        if (B < 2)
+            snprintf(why, sizeof why, "shank %d: the recording is one time bin long: no motion to estimate", s);
+        else if (med < p->min_spikes_per_bin)
+            snprintf(why, sizeof why,
                      "shank %d: a median of %.0f spikes per time bin, fewer than the %.0f a drift estimate needs: not "
                      "corrected",
                      s, med, p->min_spikes_per_bin);
-        }
-        if (sh->mode == BS_DRIFT_NONE) {
-            bs_log_warn("drift: %s", sh->note);
+        if (why[0]) { /* after any geometry note */
+            sh->mode = BS_DRIFT_NONE;
+            size_t used = strlen(sh->note);
+            snprintf(sh->note + used, sizeof sh->note - used, "%s%s", used ? "; " : "", why);
+            bs_log_warn("drift: %s", why);
             bs_mem_free(sh->hist);
             sh->hist = NULL;
             continue;

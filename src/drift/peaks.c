@@ -53,7 +53,7 @@
 void bs_drift_default_params(bs_drift_params *p)
 {
     memset(p, 0, sizeof *p);
-    p->th = 6.0f;
+    p->th = 5.0f;
     p->nms_radius_um = 50.0f;
     p->nms_ms = 0.5f;
     p->pos_radius_um = 50.0f;
@@ -68,7 +68,7 @@ void bs_drift_default_params(bs_drift_params *p)
     p->min_channels = 8;
     p->min_height_um = 200.0f;
     p->min_block_um = 400.0f;
-    p->min_spikes_per_bin = 20.0f;
+    p->min_spikes_per_bin = 10.0f;
     p->sig_interp_um = 20.0f;
     p->krige_radius_um = 80.0f;
     p->ridge = 0.01;
