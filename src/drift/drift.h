@@ -40,12 +40,16 @@
  *    then R = mean over t of the shifted F; rounds repeat (at most
  *    rigid_iters) until no shift changes. Blocks: n_eff = 2·n_blocks - 1
  *    half-overlapping blocks of n_y / n_blocks depth bins (one block of all
- *    bins when rigid); for each bin t, block j and s in ±block_max_shift the
- *    same score restricted to block j's depth bins; the score array (shift ×
- *    time × block) is smoothed by a separable Gaussian (smooth_sigma per axis,
- *    reflected edges, truncated at 4σ), then upsampled on a 0.1-bin grid by a
- *    Gaussian kernel of 1 bin; the argmax is the fractional shift f[t,j].
- *    motion[t, j] = -(S_t + f[t,j])·bin_um, minus the shank's mean.
+ *    bins when rigid); for each bin t, block j and absolute shift S_t + i,
+ *    i in ±block_max_shift, the same score restricted to block j's depth
+ *    bins, averaged over neighbouring time bins with Gaussian weights
+ *    (smooth_sigma[1], reflected at the ends) at that same absolute shift
+ *    (a neighbour's rigid total may differ, e.g. across a step); the scores
+ *    are then smoothed along the shift and block axes (smooth_sigma[0],
+ *    [2]; reflected, truncated at 4σ) and upsampled on a 0.1-bin grid by a
+ *    Gaussian kernel of 1 bin; the argmax (ties to the smallest |shift|) is
+ *    the fractional shift f[t,j]. motion[t, j] = -(S_t + f[t,j])·bin_um,
+ *    minus the shank's mean.
  *
  * 4. QUALITY CHECK (estimate.c). Per shank, before any work: fewer than
  *    min_channels contacts or a height below min_height_um -> no estimate
@@ -66,11 +70,13 @@
  *    through kriging, also with zero shifts, so all batches see the same
  *    spatial smoothing. Shanks with mode NONE keep W's rows unchanged.
  *
- * MEMORY. The histograms are O(time bins × depth bins × n_amp) floats
- * ("drift/histogram", 80 B per depth µm per hour at the defaults); the
- * registration works in O(time bins × (depth bins × n_amp + blocks × shifts))
- * ("drift/register"); the corrector holds one composed whitener and its
- * per-channel kriging rows ("drift/correct"). Each has a size function.
+ * MEMORY. The histograms are O(time bins × depth bins × n_amp) bytes
+ * ("drift/histogram", uint8 counts: 28 MB per hour of a 3840 µm Neuropixels
+ * 1.0 shank at the defaults, the only part that grows with the recording);
+ * the registration works in O(time bins × (n_amp + blocks × shifts)) plus
+ * one float histogram plane per thread ("drift/register"); the corrector
+ * holds one composed whitener and its kriging scratch ("drift/correct").
+ * Each has a size function.
  */
 #ifndef BS_DRIFT_H
 #define BS_DRIFT_H
@@ -168,7 +174,7 @@ typedef struct {
     int n_blocks;       /* output blocks of this shank (>= 1; 1 when NONE) */
     int block0;         /* index of its first block in the concatenated output */
     int block_bins;     /* depth bins per block */
-    float *hist;        /* [n_bins × n_y × n_amp] spike counts (NULL when NONE before estimation) */
+    uint8_t *hist;      /* [n_bins × n_y × n_amp] spike counts, saturating at 255 (NULL when NONE) */
     int64_t n_spikes;   /* spikes counted */
     char note[384];     /* why the mode is lower than requested, "; "-separated ("" if it is not) */
 } bs_drift_shank;

@@ -3,11 +3,14 @@
  * into a motion estimate (drift.h parts 2-4).
  *
  * Layout. A shank's histogram is hist[t][y][a] (a fastest): n_bins time bins
- * × n_y depth bins × n_amp amplitude bins, float counts. Registration turns
- * it in place into F = log2(1 + count) minus the depth mean of each (t, a)
- * column, so a depth shift of F[t] by s bins is a shift of its rows, and the
- * score of shift s over depth rows [y0, y1) is one dot product of two
- * contiguous float vectors (rows y - s of F[t] against rows y of R).
+ * × n_y depth bins × n_amp amplitude bins of uint8 counts (saturating; a
+ * quarter of float storage, since this is the only part of the drift stage
+ * that grows with the recording). Registration reads it as F = log2(1 +
+ * count) minus the depth mean of each (t, a) column, one time bin at a time
+ * into a per-thread float plane, so a depth shift of F[t] by s bins is a
+ * shift of its rows, and the score of shift s over depth rows [y0, y1) is
+ * one dot product of two contiguous float vectors (rows y - s of F[t]
+ * against rows y of R).
  *
  * Determinism. Every dot product accumulates in 8 fixed float lanes summed
  * in double; every time bin's search is independent (OpenMP over t); the
@@ -122,7 +125,7 @@ size_t bs_drift_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n
         bs_drift_shank sh;
         plan_shank(probe, p, s, &sh);
         if (sh.mode != BS_DRIFT_NONE)
-            b += (size_t)n_bins * (size_t)sh.n_y * (size_t)p->n_amp * sizeof(float);
+            b += (size_t)n_bins * (size_t)sh.n_y * (size_t)p->n_amp; /* uint8 counts */
         n_blocks += (size_t)sh.n_blocks;
     }
     return b + (size_t)n_bins * (n_blocks + 1) * sizeof(float) + n_blocks * (sizeof(float) + sizeof(int32_t));
@@ -138,8 +141,9 @@ size_t bs_drift_estimate_bytes(const bs_probe *probe, const bs_drift_params *p, 
         plan_shank(probe, p, s, &sh);
         if (sh.mode == BS_DRIFT_NONE)
             continue;
-        size_t b = (size_t)sh.n_y * (size_t)p->n_amp * (sizeof(float) + sizeof(double)) /* R and its sum */
-                   + (size_t)n_bins * (sizeof(int) + 2 * sizeof(float))                 /* totals, counts */
+        size_t b = (size_t)sh.n_y * (size_t)p->n_amp * sizeof(float) * (1 + (size_t)omp_get_max_threads()) /* R, F[t] */
+                   + (size_t)n_bins * (size_t)p->n_amp * sizeof(float)                  /* column means */
+                   + (size_t)n_bins * (sizeof(int) + sizeof(float) + sh.n_blocks * sizeof(double)) /* totals, counts, m */
                    + 2 * (size_t)n_bins * (size_t)sh.n_blocks * n_shift * sizeof(double); /* scores + smoothing */
         if (b > worst)
             worst = b;
@@ -211,7 +215,7 @@ bs_status bs_drift_init(bs_drift *d, const bs_probe *probe, const bs_drift_param
         if (sh->mode == BS_DRIFT_NONE)
             continue;
         sh->hist = bs_mem_calloc("drift/histogram", (size_t)d->n_bins * (size_t)sh->n_y * (size_t)p->n_amp,
-                                 sizeof(float));
+                                 sizeof *sh->hist);
         if (!sh->hist) {
             bs_drift_free(d);
             return BS_ERR_MEMORY;
@@ -247,7 +251,8 @@ bs_status bs_drift_add(bs_drift *d, int64_t bin, const bs_drift_spike *s, int64_
         int col = amp > p->th ? (int)floor(p->n_amp * (log10(amp) - la) / (lb - la)) : 0;
         if (col >= p->n_amp)
             col = p->n_amp - 1;
-        sh->hist[((size_t)bin * sh->n_y + (size_t)fy) * p->n_amp + col] += 1.0f;
+        uint8_t *cell = &sh->hist[((size_t)bin * sh->n_y + (size_t)fy) * p->n_amp + col];
+        *cell += *cell < 255; /* saturating: log2(1 + count) barely moves beyond */
         sh->n_spikes++;
     }
     return BS_OK;
@@ -284,9 +289,31 @@ static double shift_score(const float *Ft, const float *R, int n_y, int n_a, int
 /* Shift order 0, -1, +1, -2, +2, ...: the first strict maximum wins, so ties go to the smallest |s|. */
 static int nth_shift(int k) { return k % 2 ? -(k + 1) / 2 : k / 2; }
 
-/* R = mean over t of F[t] shifted by tot[t]. */
-static void update_reference(const float *F, const int *tot, int B, int n_y, int n_a, float *R)
+/* The registration's view of a shank's counts: F[t][y][a] = lut[count] -
+ * mean[t][a], with lut[k] = log2(1 + k) and mean[t][a] the depth mean of
+ * lut[count] in column (t, a). */
+typedef struct {
+    const uint8_t *h; /* [B × n_y × n_a] */
+    const float *mean; /* [B × n_a] */
+    float lut[256];
+    int n_y, n_a;
+} fview;
+
+/* F[t] as floats into out[n_y × n_a]. */
+static void load_F(const fview *v, int t, float *out)
 {
+    const size_t plane = (size_t)v->n_y * v->n_a;
+    const uint8_t *h = v->h + (size_t)t * plane;
+    const float *mu = v->mean + (size_t)t * v->n_a;
+    for (int y = 0; y < v->n_y; y++)
+        for (int a = 0; a < v->n_a; a++)
+            out[(size_t)y * v->n_a + a] = v->lut[h[(size_t)y * v->n_a + a]] - mu[a];
+}
+
+/* R = mean over t of F[t] shifted by tot[t]. */
+static void update_reference(const fview *v, const int *tot, int B, float *R)
+{
+    const int n_y = v->n_y, n_a = v->n_a;
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < n_y; y++) {
         for (int a = 0; a < n_a; a++) {
@@ -294,7 +321,7 @@ static void update_reference(const float *F, const int *tot, int B, int n_y, int
             for (int t = 0; t < B; t++) {
                 int src = y - tot[t];
                 if (src >= 0 && src < n_y)
-                    s += F[((size_t)t * n_y + src) * n_a + a];
+                    s += v->lut[v->h[((size_t)t * n_y + src) * n_a + a]] - v->mean[(size_t)t * n_a + a];
             }
             R[(size_t)y * n_a + a] = (float)(s / B);
         }
@@ -361,39 +388,39 @@ static bs_status register_shank(const bs_drift_params *p, int B, bs_drift_shank 
 {
     const int n_y = sh->n_y, n_a = p->n_amp, nb = sh->n_blocks;
     const size_t plane = (size_t)n_y * n_a;
-    float *F = sh->hist;
-    /* F = log2(1 + counts) minus the depth mean of each (t, a) column */
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < B; t++) {
-        float *Ft = F + (size_t)t * plane;
-        for (size_t i = 0; i < plane; i++)
-            Ft[i] = (float)log2(1.0 + Ft[i]);
-        for (int a = 0; a < n_a; a++) {
-            double s = 0;
-            for (int y = 0; y < n_y; y++)
-                s += Ft[(size_t)y * n_a + a];
-            float mean = (float)(s / n_y);
-            for (int y = 0; y < n_y; y++)
-                Ft[(size_t)y * n_a + a] -= mean;
-        }
-    }
+    const int nth = omp_get_max_threads();
     const int S2 = p->block_max_shift, n_s = 2 * S2 + 1;
+    fview fv = {.h = sh->hist, .n_y = n_y, .n_a = n_a};
+    for (int k = 0; k < 256; k++)
+        fv.lut[k] = (float)log2(1.0 + k);
+    float *mean = bs_mem_alloc("drift/register", (size_t)B * n_a * sizeof *mean);
     float *R = bs_mem_alloc("drift/register", plane * sizeof *R);
+    float *Fs = bs_mem_alloc("drift/register", (size_t)nth * plane * sizeof *Fs); /* one F[t] per thread */
     int *tot = bs_mem_calloc("drift/register", (size_t)B, sizeof *tot);
     double *dcs = bs_mem_alloc("drift/register", (size_t)B * nb * n_s * sizeof *dcs);
     double *tmp = bs_mem_alloc("drift/register", (size_t)B * nb * n_s * sizeof *tmp);
-    if (!R || !tot || !dcs || !tmp) {
-        bs_mem_free(R), bs_mem_free(tot), bs_mem_free(dcs), bs_mem_free(tmp);
+    if (!mean || !R || !Fs || !tot || !dcs || !tmp) {
+        bs_mem_free(mean), bs_mem_free(R), bs_mem_free(Fs), bs_mem_free(tot), bs_mem_free(dcs), bs_mem_free(tmp);
         return BS_ERR_MEMORY;
     }
+    fv.mean = mean;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < B; t++)
+        for (int a = 0; a < n_a; a++) {
+            double sum = 0;
+            for (int y = 0; y < n_y; y++)
+                sum += fv.lut[sh->hist[((size_t)t * n_y + y) * n_a + a]];
+            mean[(size_t)t * n_a + a] = (float)(sum / n_y);
+        }
     /* rigid rounds */
-    memcpy(R, F + (size_t)(B / 2) * plane, plane * sizeof *R);
+    load_F(&fv, B / 2, R);
     const int S = p->rigid_max_shift;
     for (int it = 0; it < p->rigid_iters; it++) {
         int changed = 0;
-#pragma omp parallel for schedule(dynamic, 4) reduction(| : changed)
+#pragma omp parallel for schedule(dynamic, 4) reduction(| : changed) num_threads(nth)
         for (int t = 0; t < B; t++) {
-            const float *Ft = F + (size_t)t * plane;
+            float *Ft = Fs + (size_t)omp_get_thread_num() * plane;
+            load_F(&fv, t, Ft);
             double best = -INFINITY;
             int bs = 0;
             for (int k = 0; k <= 2 * S; k++) {
@@ -409,7 +436,7 @@ static bs_status register_shank(const bs_drift_params *p, int B, bs_drift_shank 
                 changed = 1;
             }
         }
-        update_reference(F, tot, B, n_y, n_a, R);
+        update_reference(&fv, tot, B, R);
         if (!changed)
             break;
     }
@@ -418,17 +445,19 @@ static bs_status register_shank(const bs_drift_params *p, int B, bs_drift_shank 
      * absolute shift (neighbouring bins may have other rigid totals) */
     double wt[64];
     int rt = gauss_taps(p->smooth_sigma[1], wt);
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(dynamic, 4) num_threads(nth)
     for (int t = 0; t < B; t++) {
-        for (int j = 0; j < nb; j++) {
-            int y0 = block_start(sh, j), y1 = y0 + (nb == 1 ? n_y : sh->block_bins);
-            for (int i = 0; i < n_s; i++) {
-                double v = 0;
-                for (int k = -rt; k <= rt; k++) {
-                    const float *Fk = F + (size_t)reflect(t + k, B) * plane;
-                    v += wt[k + rt] * shift_score(Fk, R, n_y, n_a, tot[t] + i - S2, y0, y1);
-                }
-                dcs[((size_t)t * nb + j) * n_s + i] = v / ((double)(y1 - y0) * n_a);
+        float *Fk = Fs + (size_t)omp_get_thread_num() * plane;
+        double *out = dcs + (size_t)t * nb * n_s;
+        for (int q = 0; q < nb * n_s; q++)
+            out[q] = 0;
+        for (int k = -rt; k <= rt; k++) {
+            load_F(&fv, reflect(t + k, B), Fk);
+            for (int j = 0; j < nb; j++) {
+                int y0 = block_start(sh, j), y1 = y0 + (nb == 1 ? n_y : sh->block_bins);
+                for (int i = 0; i < n_s; i++)
+                    out[j * n_s + i] +=
+                        wt[k + rt] * shift_score(Fk, R, n_y, n_a, tot[t] + i - S2, y0, y1) / ((double)(y1 - y0) * n_a);
             }
         }
     }
@@ -456,7 +485,7 @@ static bs_status register_shank(const bs_drift_params *p, int B, bs_drift_shank 
             }
             m[(size_t)t * nb + j] = tot[t] + bu;
         }
-    bs_mem_free(R), bs_mem_free(tot), bs_mem_free(dcs), bs_mem_free(tmp);
+    bs_mem_free(mean), bs_mem_free(R), bs_mem_free(Fs), bs_mem_free(tot), bs_mem_free(dcs), bs_mem_free(tmp);
     return BS_OK;
 }
 
