@@ -404,7 +404,7 @@ bs_status bs_drift_detect_batch(bs_drift_detector *d, const float *x, int64_t n_
                                                 .shank = d->shank[c]};
             }
         }
-        if (!L->failed)
+        if (!L->failed && L->n > 1)
             qsort(L->s, (size_t)L->n, sizeof *L->s, spike_cmp);
     }
     bs_status st = BS_OK;
