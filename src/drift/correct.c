@@ -110,19 +110,10 @@ static int max_shank_size(const bs_probe *probe)
     return best;
 }
 
-static int n_shanks_of(const bs_probe *probe)
-{
-    int n = 0;
-    for (int c = 0; c < probe->n_chan; c++)
-        if (probe->shank[c] + 1 > n)
-            n = probe->shank[c] + 1;
-    return n;
-}
-
 size_t bs_drift_corrector_bytes(const bs_probe *probe, const bs_whitener *base)
 {
     (void)base;
-    size_t C = (size_t)probe->n_chan, cap = (size_t)max_shank_size(probe), S = (size_t)n_shanks_of(probe);
+    size_t C = (size_t)probe->n_chan, cap = (size_t)max_shank_size(probe), S = (size_t)probe->n_shanks;
     return C * sizeof(int) + C * cap * (sizeof(int) + sizeof(float)) /* composed whitener */
            + C * (3 * sizeof(double) + 4 * sizeof(int) + sizeof(float)) + (S + 1) * sizeof(int) +
            (cap * cap + cap) * sizeof(double);
@@ -141,9 +132,12 @@ bs_status bs_drift_corrector_init(bs_drift_corrector *c, const bs_drift *d, cons
                                   const bs_whitener *base)
 {
     memset(c, 0, sizeof *c);
-    const int C = probe->n_chan, cap = max_shank_size(probe), S = n_shanks_of(probe);
+    const int C = probe->n_chan, cap = max_shank_size(probe), S = probe->n_shanks;
     if (base->n_chan != C)
         return bs_error(BS_ERR_INTERNAL, "drift: whitener for %d channels, probe has %d", base->n_chan, C);
+    for (int i = 0; i < C; i++)
+        if (probe->shank[i] < 0 || probe->shank[i] >= S)
+            return bs_error(BS_ERR_INTERNAL, "drift: channel %d: shank %d outside [0, %d)", i, probe->shank[i], S);
     if (S != d->n_shanks)
         return bs_error(BS_ERR_INTERNAL, "drift: estimate for %d shanks, probe has %d", d->n_shanks, S);
     c->d = d;

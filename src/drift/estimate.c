@@ -108,18 +108,9 @@ static int block_start(const bs_drift_shank *sh, int j)
     return (int)lround((double)j * (sh->n_y - sh->block_bins) / (sh->n_blocks - 1));
 }
 
-static int count_shanks(const bs_probe *pr)
-{
-    int n = 0;
-    for (int c = 0; c < pr->n_chan; c++)
-        if (pr->shank[c] + 1 > n)
-            n = pr->shank[c] + 1;
-    return n;
-}
-
 size_t bs_drift_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins)
 {
-    int S = count_shanks(probe);
+    int S = probe->n_shanks;
     size_t b = (size_t)S * sizeof(bs_drift_shank), n_blocks = 0;
     for (int s = 0; s < S; s++) {
         bs_drift_shank sh;
@@ -133,7 +124,7 @@ size_t bs_drift_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n
 
 size_t bs_drift_estimate_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins)
 {
-    int S = count_shanks(probe);
+    int S = probe->n_shanks;
     size_t worst = 0;
     size_t n_shift = 2 * (size_t)(p->block_max_shift > 0 ? p->block_max_shift : 0) + 1;
     for (int s = 0; s < S; s++) {
@@ -175,12 +166,16 @@ bs_status bs_drift_init(bs_drift *d, const bs_probe *probe, const bs_drift_param
         p->block_max_shift < 0 || p->rigid_iters < 1)
         return bs_error(BS_ERR_INPUT, "drift: histogram parameters: expected bin > 0 µm, n_amp >= 1, amp_max > th, "
                                       "shifts >= 0 and iterations >= 1");
+    for (int c = 0; c < probe->n_chan; c++)
+        if (probe->shank[c] < 0 || probe->shank[c] >= probe->n_shanks)
+            return bs_error(BS_ERR_INPUT, "drift: channel %d: shank %d outside [0, %d)", c, probe->shank[c],
+                            probe->n_shanks);
     int64_t nb = (n_samples + bin_samples - 1) / bin_samples;
     if (nb > INT32_MAX / 2)
         return bs_error(BS_ERR_INPUT, "drift: %lld time bins: too many", (long long)nb);
     d->p = *p;
     d->n_bins = (int)nb;
-    d->n_shanks = count_shanks(probe);
+    d->n_shanks = probe->n_shanks;
     d->sh = bs_mem_calloc("drift/motion", (size_t)d->n_shanks, sizeof *d->sh);
     if (!d->sh)
         return BS_ERR_MEMORY;

@@ -27,6 +27,20 @@
 #include "pipeline/sort.h"
 #include "sim/simulate.h"
 
+/* Paths of a case `name` under the test's scratch folder: the ground-truth
+ * folder, the sort output, its recording and probe (4200 bytes each). */
+typedef struct {
+    char gt[4200], out[4200], rec[4200], probe[4200];
+} dsim_paths;
+
+static inline void dsim_paths_for(dsim_paths *p, const char *tmp, const char *name)
+{
+    snprintf(p->gt, sizeof p->gt, "%.4000s/%.100s", tmp, name);
+    snprintf(p->out, sizeof p->out, "%.4000s/%.100s_out", tmp, name);
+    snprintf(p->rec, sizeof p->rec, "%.4000s/recording.bin", p->gt);
+    snprintf(p->probe, sizeof p->probe, "%.4000s/probe.json", p->gt);
+}
+
 /* Simulate into dir. */
 static inline int dsim_make(const char *dir, bs_sim_probe_kind probe, bs_sim_drift_kind drift, double duration_s,
                             int units, uint64_t seed)

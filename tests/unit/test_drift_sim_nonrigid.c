@@ -15,20 +15,17 @@ int main(void)
     if (dsim_sanitized())
         return 77;
     const char *tmp = test_tmpdir();
-    char gt[4200], out[4200], rec[4300], probe[4300];
-    snprintf(gt, sizeof gt, "%s/nonrigid", tmp);
-    snprintf(out, sizeof out, "%s/nonrigid_out", tmp);
-    snprintf(rec, sizeof rec, "%s/recording.bin", gt);
-    snprintf(probe, sizeof probe, "%s/probe.json", gt);
-    CHECK(dsim_make(gt, BS_SIM_PROBE_NP1, BS_SIM_DRIFT_NONRIGID, 20.0, 60, 5));
-    CHECK(dsim_drift_only(rec, probe, out, 2, NULL));
+    dsim_paths P;
+    dsim_paths_for(&P, tmp, "nonrigid");
+    CHECK(dsim_make(P.gt, BS_SIM_PROBE_NP1, BS_SIM_DRIFT_NONRIGID, 20.0, 60, 5));
+    CHECK(dsim_drift_only(P.rec, P.probe, P.out, 2, NULL));
     double truth = 0, peak = 0;
-    double rms = dsim_rms(out, gt, 0, 2.0, &truth, &peak);
+    double rms = dsim_rms(P.out, P.gt, 0, 2.0, &truth, &peak);
     printf("nonrigid sinusoid: RMS error %.2f µm (truth RMS %.2f µm)\n", rms, truth);
     CHECK_MSG(rms <= 8.0, "RMS error %.2f µm", rms);
     bs_npy_header h, hd;
-    float *m = dsim_load(out, "drift.npy", BS_NPY_F32, 2, &h);
-    float *dep = dsim_load(out, "drift_depths_um.npy", BS_NPY_F32, 1, &hd);
+    float *m = dsim_load(P.out, "drift.npy", BS_NPY_F32, 2, &h);
+    float *dep = dsim_load(P.out, "drift_depths_um.npy", BS_NPY_F32, 1, &hd);
     CHECK(m && dep);
     if (m && dep) {
         int B = (int)h.shape[0], K = (int)h.shape[1];
@@ -52,6 +49,6 @@ int main(void)
     bs_mem_free(m);
     bs_mem_free(dep);
     if (!test_failed_)
-        dsim_cleanup(gt, out);
+        dsim_cleanup(P.gt, P.out);
     TEST_MAIN_END();
 }

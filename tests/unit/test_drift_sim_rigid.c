@@ -12,18 +12,14 @@
 int main(void)
 {
     const char *tmp = test_tmpdir();
-    char gt[4200], out[4200];
-    snprintf(gt, sizeof gt, "%s/rigid", tmp);
-    snprintf(out, sizeof out, "%s/rigid_out", tmp);
+    dsim_paths P;
+    dsim_paths_for(&P, tmp, "rigid");
     int san = dsim_sanitized();
-    CHECK(dsim_make(gt, san ? BS_SIM_PROBE_LINEAR32 : BS_SIM_PROBE_NP1, BS_SIM_DRIFT_RIGID, san ? 8.0 : 20.0,
+    CHECK(dsim_make(P.gt, san ? BS_SIM_PROBE_LINEAR32 : BS_SIM_PROBE_NP1, BS_SIM_DRIFT_RIGID, san ? 8.0 : 20.0,
                     san ? 8 : 60, 3));
-    char rec[4300], probe[4300];
-    snprintf(rec, sizeof rec, "%s/recording.bin", gt);
-    snprintf(probe, sizeof probe, "%s/probe.json", gt);
-    CHECK(dsim_drift_only(rec, probe, out, 2, NULL));
+    CHECK(dsim_drift_only(P.rec, P.probe, P.out, 2, NULL));
     double truth = 0, peak = 0;
-    double rms = dsim_rms(out, gt, 0, 2.0, &truth, &peak);
+    double rms = dsim_rms(P.out, P.gt, 0, 2.0, &truth, &peak);
     printf("rigid sinusoid: RMS error %.2f µm (truth RMS %.2f µm), largest |estimate| %.1f µm\n", rms, truth, peak);
     CHECK(isfinite(rms));
     if (!san) {
@@ -32,6 +28,6 @@ int main(void)
                   peak);
     }
     if (!test_failed_)
-        dsim_cleanup(gt, out);
+        dsim_cleanup(P.gt, P.out);
     TEST_MAIN_END();
 }
