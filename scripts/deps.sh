@@ -2,8 +2,10 @@
 # deps.sh - install what boundsort needs to build and test on Debian 12.
 # Skips apt-get when everything is already there. Needs root (or sudo).
 set -euo pipefail
+# libhdf5-dev: NWB input/output (optional for the build, installed so CI tests it);
+# python3-venv: the NWB test installs pynwb and nwbinspector into a venv.
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev clang libclang-rt-14-dev libomp-dev
-      python3 python3-numpy python3-scipy)
+      python3 python3-numpy python3-scipy libhdf5-dev python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -13,6 +13,7 @@
 
 #include "../common/status.h"
 #include "../io/recording.h"
+#include "../pipeline/sort.h"
 
 int bs_cmd_sort(int argc, char **argv);
 int bs_cmd_plan(int argc, char **argv);
@@ -23,6 +24,7 @@ int bs_cmd_validate(int argc, char **argv);
 int bs_cmd_qc(int argc, char **argv);
 int bs_cmd_report(int argc, char **argv);
 int bs_cmd_batch(int argc, char **argv);
+int bs_cmd_export_nwb(int argc, char **argv);
 
 /* 1 if argv holds -h or --help. */
 int bs_cli_wants_help(int argc, char **argv);
@@ -37,7 +39,7 @@ int bs_cli_parse_double(const char *s, double *v);
 int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v);
 
 /* The options that describe how to read REC (--probe, --fs, --n-chan,
- * --dtype, --uv-per-bit, --offset, --header-bytes, --probe-index), shared by
+ * --dtype, --uv-per-bit, --offset, --header-bytes, --probe-index, --series, --stream), shared by
  * every command that opens a recording. Returns 1 if `name` is one of them
  * and `value` was stored in *opt, 0 if `name` is not one of them, -1 if the
  * value is malformed (the reason is written to msg). */
@@ -48,5 +50,20 @@ extern const char BS_CLI_RECORDING_OPTIONS_HELP[];
 void bs_cli_print_recording_usage(FILE *out, const char *head);
 /* "boundsort <cmd>: <fmt with arg>", a blank line and the usage on stderr; returns BS_ERR_USAGE. */
 int bs_cli_recording_usage_error(const char *cmd, const char *head, const char *fmt, const char *arg);
+
+/* Options shared by `sort` and `plan` (cli_sort_opts.c): --threads,
+ * --batch-seconds, --mem, --max-center-spikes. Returns 1 if `name` was one of
+ * them (value stored), 0 if not, -1 with a message for a bad value. */
+typedef struct {
+    bs_sort_params sp;
+    double batch_s; /* seconds, 0 = default */
+} bs_sort_cli;
+int bs_cli_sort_option(const char *name, const char *value, bs_sort_cli *o, char *msg, size_t msglen);
+#define BS_CLI_SORT_OPTIONS_HELP                                                                              \
+    "  --threads N       OpenMP threads (default: all cores; the output does not depend on it)\n"              \
+    "  --batch-seconds S batch length, seconds (default 2; part of the result, like a parameter)\n"           \
+    "  --mem SIZE        budget of tracked host memory, e.g. 4G (default: 3/4 of the RAM); the output\n"       \
+    "                    does not depend on it; a run that cannot fit is refused before reading data\n"      \
+    "  --max-center-spikes N  spikes clustered per spatial center, more are subsampled (default 200000)\n"
 
 #endif

@@ -47,14 +47,17 @@ int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v)
 }
 
 const char BS_CLI_RECORDING_OPTIONS_HELP[] =
-    "  --probe P       probe file of a raw binary (probeinterface or Kilosort JSON)\n"
+    "  --probe P       probe file of a raw binary (probeinterface or Kilosort JSON, .prb); for Open Ephys,\n"
+    "                  the geometry instead of settings.xml\n"
     "  --fs HZ         sampling rate of a raw binary, Hz\n"
     "  --n-chan N      columns per sample in the raw binary (default: what the probe file needs)\n"
     "  --dtype T       int16 (default), uint16, int32, float32\n"
     "  --uv-per-bit X  µV per raw unit (default 1)\n"
     "  --offset X      raw units subtracted before scaling (default 0; 32768 for uint16)\n"
     "  --header-bytes N  bytes to skip at the start of the file\n"
-    "  --probe-index I which probe of a probeinterface ProbeGroup (default 0)\n";
+    "  --probe-index I which probe of a probeinterface ProbeGroup (default 0)\n"
+    "  --series NAME   NWB: the ElectricalSeries to read (name or path) when the file has several\n"
+    "  --stream NAME   stream of an Open Ephys recording (default: the only spike-band neural stream)\n";
 
 int bs_cli_recording_option(const char *name, const char *v, bs_open_options *opt, char *msg, size_t msglen)
 {
@@ -87,10 +90,16 @@ int bs_cli_recording_option(const char *name, const char *v, bs_open_options *op
         if (!bs_cli_parse_long(v, 0, LLONG_MAX, &n))
             return snprintf(msg, msglen, "--header-bytes: expected a byte count >= 0, got '%s'", v), -1;
         opt->header_bytes = (uint64_t)n;
+    } else if (strcmp(name, "--series") == 0) {
+        opt->series = v;
     } else if (strcmp(name, "--probe-index") == 0) {
         if (!bs_cli_parse_long(v, 0, INT_MAX, &n))
             return snprintf(msg, msglen, "--probe-index: expected an index >= 0, got '%s'", v), -1;
         opt->probe_index = (int)n;
+    } else if (strcmp(name, "--stream") == 0) {
+        if (!v[0])
+            return snprintf(msg, msglen, "--stream: expected a stream name, got ''"), -1;
+        opt->stream = v;
     } else {
         return 0;
     }

@@ -1,6 +1,6 @@
 /*
  * cmd_info.c - `boundsort info REC [--probe P --fs HZ --n-chan N --dtype T
- * --uv-per-bit X --offset X --header-bytes N --probe-index I] [--json]`.
+ * --uv-per-bit X --offset X --header-bytes N --probe-index I --series NAME] [--json]`.
  *
  * Opens the recording with bs_recording_open (which picks the reader) and
  * prints what the sorter will see: channels, columns in the file, sampling
@@ -8,7 +8,10 @@
  * between channels), and the probe layout: shanks, x / y extent (µm),
  * vertical pitch (bs_probe_vertical_pitch_um) and the file columns read.
  * --json prints the same as one JSON object on stdout, with a "channels" list
- * giving, per sorted channel, its file column, x_um, y_um and shank.
+ * giving, per sorted channel, its file column, x_um, y_um and shank. The
+ * first sample number (acquisition clock) is shown too; for Open Ephys, the
+ * stream read and every stream of the recording ("streams" in JSON); NWB
+ * files add the series read and the list of all their ElectricalSeries.
  * Exit codes: 0, 1 for a bad command line, 2 (with the message) for bad input.
  */
 #include <cjson/cJSON.h>
@@ -19,15 +22,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/nwb.h"
+#include "../io/openephys.h"
 #include "../io/probe_json.h"
 #include "../io/recording.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
     "boundsort info REC [--probe P --fs HZ --n-chan N --dtype T --uv-per-bit X --offset X\n"
-    "                    --header-bytes N --probe-index I] [--json]\n"
+    "                    --header-bytes N --probe-index I --series NAME --stream NAME] [--json]\n"
     "\n"
-    "  REC             recording: a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
+    "  REC             recording: an NWB file, an Open Ephys recording (structure.oebin or a folder), a\n"
+    "                  SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
     "  --json          print JSON instead of text\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -93,6 +99,8 @@ static void print_text(const char *path, const bs_recording *rec)
     printf("sampling rate  %.6g Hz\n", rec->fs_hz);
     printf("duration       %.6f s\n", bs_recording_duration_s(rec));
     printf("samples        %lld\n", (long long)rec->n_samples);
+    printf("first sample   %lld (acquisition clock; spike times count from the file's first sample)\n",
+           (long long)rec->first_sample);
     printf("dtype          %s (header %llu bytes)\n", bs_sample_type_name(rec->dtype),
            (unsigned long long)rec->data_offset);
     if (s.uv_min == s.uv_max)
@@ -111,6 +119,40 @@ static void print_text(const char *path, const bs_recording *rec)
     printf("columns        ");
     print_columns(stdout, p);
     printf("\n");
+    bs_nwb_print_info(rec, stdout);
+}
+
+/* Open Ephys: the streams of the recording, the one read marked. */
+static void oe_streams(const char *path, const bs_recording *rec, cJSON *json)
+{
+    bs_oe_stream_info *s = NULL;
+    int n = 0;
+    if (strcmp(rec->format, "openephys") != 0 || bs_openephys_list_streams(path, &s, &n) != BS_OK)
+        return;
+    cJSON *arr = json ? cJSON_AddArrayToObject(json, "streams") : NULL;
+    if (json)
+        cJSON_AddStringToObject(json, "stream", rec->stream);
+    for (int i = 0; i < n; i++) {
+        int sel = strcmp(s[i].name, rec->stream) == 0;
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", s[i].name);
+            cJSON_AddStringToObject(o, "folder", s[i].folder);
+            cJSON_AddStringToObject(o, "kind", bs_oe_stream_kind_name(s[i].kind));
+            cJSON_AddNumberToObject(o, "fs_hz", s[i].fs_hz);
+            cJSON_AddNumberToObject(o, "n_cols", s[i].n_cols);
+            cJSON_AddNumberToObject(o, "n_neural", s[i].n_neural);
+            cJSON_AddBoolToObject(o, "selected", sel);
+            cJSON_AddItemToArray(arr, o);
+        } else {
+            printf("%s %s (%s; %d neural of %d channels at %g Hz; folder %s)\n", i ? "              " : "streams       ",
+                   s[i].name, bs_oe_stream_kind_name(s[i].kind), s[i].n_neural, s[i].n_cols, s[i].fs_hz,
+                   s[i].folder);
+            if (sel)
+                printf("               ^ read (--stream '%s')\n", s[i].name);
+        }
+    }
+    free(s);
 }
 
 static int print_json(const char *path, const bs_recording *rec)
@@ -125,6 +167,7 @@ static int print_json(const char *path, const bs_recording *rec)
     cJSON_AddNumberToObject(o, "n_cols", rec->n_cols);
     cJSON_AddNumberToObject(o, "fs_hz", rec->fs_hz);
     cJSON_AddNumberToObject(o, "n_samples", (double)rec->n_samples);
+    cJSON_AddNumberToObject(o, "first_sample", (double)rec->first_sample);
     cJSON_AddNumberToObject(o, "duration_s", bs_recording_duration_s(rec));
     cJSON_AddStringToObject(o, "dtype", bs_sample_type_name(rec->dtype));
     cJSON_AddNumberToObject(o, "header_bytes", (double)rec->data_offset);
@@ -139,6 +182,12 @@ static int print_json(const char *path, const bs_recording *rec)
     cJSON_AddNumberToObject(pr, "y_min_um", s.ymin);
     cJSON_AddNumberToObject(pr, "y_max_um", s.ymax);
     cJSON_AddNumberToObject(pr, "vertical_pitch_um", s.pitch);
+    const bs_nwb_info *nwb = bs_nwb_get_info(rec);
+    if (nwb) { /* the series read, and every ElectricalSeries of the file */
+        cJSON_AddStringToObject(o, "series", nwb->series);
+        cJSON_AddItemToObject(o, "series_list", cJSON_CreateStringArray(nwb->series_list, nwb->n_series));
+    }
+    oe_streams(path, rec, o);
     cJSON *chans = cJSON_AddArrayToObject(o, "channels");
     for (int c = 0; c < p->n_chan; c++) {
         cJSON *ch = cJSON_CreateObject();
@@ -201,6 +250,8 @@ int bs_cmd_info(int argc, char **argv)
         rc = print_json(rec_path, &rec);
     else
         print_text(rec_path, &rec);
+    if (!json)
+        oe_streams(rec_path, &rec, NULL);
     bs_recording_close(&rec);
     return rc;
 }

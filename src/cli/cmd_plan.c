@@ -1,12 +1,101 @@
 /*
- * cmd_plan.c - `boundsort plan`: provided by a later release; until then it
- * prints its usage and says it is not available (exit code 1).
+ * cmd_plan.c - `boundsort plan REC [--mem SIZE] [--templates K] [--json]`:
+ * the memory plan of a sort (src/pipeline/plan.h) without sorting: per stage
+ * its large buffers, their bytes, the strategy chosen and the predicted peak.
+ * Only the recording's header is read. Exit 3 when the plan does not fit the
+ * budget (the same refusal `sort` gives before reading data).
  */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../pipeline/plan.h"
 #include "cli.h"
+
+static const char *USAGE_HEAD =
+    "boundsort plan REC [--probe P --fs HZ ...] [--mem SIZE] [--templates K] [--no-drift] [--json]\n"
+    "\n"
+    "  REC               the recording, as for `boundsort sort` (only its header is read)\n" BS_CLI_SORT_OPTIONS_HELP
+    "  --templates K     number of templates to plan for (default: 1.5 per channel)\n"
+    "  --no-drift        plan a sort without drift correction\n"
+    "  --json            print the plan as one JSON object\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    return bs_cli_recording_usage_error("plan", USAGE_HEAD, fmt, arg);
+}
 
 int bs_cmd_plan(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return bs_cli_not_available("plan", "boundsort plan REC [--mem 4G] [--templates K] [--json]");
+    if (bs_cli_wants_help(argc, argv)) {
+        bs_cli_print_recording_usage(stdout, USAGE_HEAD);
+        return BS_OK;
+    }
+    bs_open_options opt = {0};
+    bs_sort_cli so = {.batch_s = 0};
+    bs_sort_default_params(&so.sp);
+    const char *rec_path = NULL;
+    int json = 0;
+    long long K = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-drift") == 0) {
+            so.sp.no_drift = 1;
+            continue;
+        }
+        if (a[0] != '-' || a[1] == '\0') {
+            if (rec_path)
+                return usage_error("one recording expected, got a second one '%s'", a);
+            rec_path = a;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return usage_error("option %s needs a value", a);
+        const char *v = argv[++i];
+        char msg[256];
+        int r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg);
+        if (r == 0)
+            r = bs_cli_sort_option(a, v, &so, msg, sizeof msg);
+        if (r < 0)
+            return usage_error("%s", msg);
+        if (r > 0)
+            continue;
+        if (strcmp(a, "--templates") == 0) {
+            if (!bs_cli_parse_long(v, 1, 10000000, &K))
+                return usage_error("--templates: expected a template count >= 1, got '%s'", v);
+        } else {
+            return usage_error("unknown option %s", a);
+        }
+    }
+    if (!rec_path)
+        return usage_error("%s", "missing the recording REC");
+    bs_recording rec;
+    bs_status st = bs_recording_open(rec_path, &opt, &rec);
+    if (st != BS_OK)
+        return bs_cli_fail(st);
+    if (so.batch_s > 0)
+        so.sp.batch_samples = (int64_t)(so.batch_s * rec.fs_hz + 0.5);
+    size_t budget = so.sp.mem_budget ? so.sp.mem_budget : bs_plan_default_budget();
+    int threads = so.sp.threads > 0 ? so.sp.threads : omp_get_max_threads();
+    bs_sort_plan plan;
+    st = bs_sort_plan_make(&rec, &so.sp, threads, budget, (int)K, &plan);
+    bs_recording_close(&rec);
+    if (st != BS_OK)
+        return bs_cli_fail(st);
+    if (json) {
+        char *text = bs_sort_plan_json(&plan);
+        if (!text)
+            return bs_cli_fail(bs_error(BS_ERR_MEMORY, "out of memory printing the plan"));
+        printf("%s\n", text);
+        free(text);
+    } else {
+        bs_sort_plan_print(&plan, stdout);
+    }
+    st = bs_sort_plan_check(&plan, -1);
+    return st == BS_OK ? BS_OK : bs_cli_fail(st);
 }

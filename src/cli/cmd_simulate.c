@@ -17,7 +17,7 @@
 static const char *usage_text =
     "usage: boundsort simulate -o DIR [--probe np1|np2|np2-4shank|linear32] [--duration S] [--units N]\n"
     "                          [--drift none|rigid|nonrigid|step] [--drift-um UM] [--seed S] [--fs HZ]\n"
-    "                          [--noise UV] [--spikeglx] [--no-mux] [--threads N] [-q]\n"
+    "                          [--noise UV] [--spikeglx] [--nwb] [--openephys] [--no-mux] [--threads N] [-q]\n"
     "\n"
     "Writes a ground-truth recording into DIR: recording.bin (int16), probe.json, recording.json,\n"
     "gt_spike_times.npy, gt_spike_units.npy, gt_unit_positions.npy, gt_templates.npy, gt_drift_um.npy.\n"
@@ -32,6 +32,9 @@ static const char *usage_text =
     "  --fs HZ           sampling rate (default 30000)\n"
     "  --noise UV        background noise rms per channel, µV (default 10)\n"
     "  --spikeglx        also write DIR/spikeglx/sim_g0_t0.imec0.ap.bin + .meta (Neuropixels probes)\n"
+    "  --nwb             also write DIR/recording.nwb (NWB 2.x, gzip-chunked int16, electrodes table)\n"
+    "  --openephys       also write an Open Ephys Record Node folder DIR/openephys/Record Node 101/\n"
+    "                    (GUI 0.6 layout; Neuropixels geometry in settings.xml; linear32 needs --probe)\n"
     "  --no-mux          sample every channel at the same time (default: Neuropixels ADC multiplexing,\n"
     "                    channels sampled at staggered sub-sample times as in SpikeGLX's ~muxTbl)\n"
     "  --threads N       OpenMP threads (the output does not depend on it)\n"
@@ -79,7 +82,7 @@ int bs_cmd_simulate(int argc, char **argv)
     bs_sim_params p;
     bs_sim_params_default(&p);
     const char *out = NULL;
-    int threads = 0;
+    int threads = 0, nwb = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -91,6 +94,14 @@ int bs_cmd_simulate(int argc, char **argv)
         }
         if (strcmp(a, "--spikeglx") == 0) {
             p.spikeglx = 1;
+            continue;
+        }
+        if (strcmp(a, "--nwb") == 0) {
+            nwb = 1;
+            continue;
+        }
+        if (strcmp(a, "--openephys") == 0) {
+            p.openephys = 1;
             continue;
         }
         if (strcmp(a, "--no-mux") == 0) {
@@ -157,6 +168,8 @@ int bs_cmd_simulate(int argc, char **argv)
         omp_set_num_threads(threads);
     bs_sim_summary s;
     bs_status st = bs_simulate(&p, out, &s);
+    if (st == BS_OK && nwb)
+        st = bs_sim_write_nwb(out, &p, &s);
     if (st != BS_OK)
         return bs_cli_fail(st);
     printf("%s: %d channels x %lld samples at %g Hz, %d units, %lld spikes, %lld GT pairs colliding within 1 ms "

@@ -1,24 +1,33 @@
 /*
  * cmd_sort.c - `boundsort sort REC -o OUT`: open the recording, run the
- * pipeline (src/pipeline/sort.h), leave a Phy folder in OUT.
+ * pipeline (src/pipeline/sort.h), leave a Phy folder in OUT (and with --nwb
+ * the units as OUT/units.nwb, src/export/nwb_export.h).
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../common/log.h"
+#include "../export/nwb_export.h"
 #include "../mem/mem.h"
+#include "../pipeline/plan.h"
 #include "../pipeline/sort.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [-q]\n"
+    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
+    "                          [--no-drift | --drift-only] [-q]\n"
     "\n"
-    "  REC               a SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
-    "  -o, --out OUT     output folder: a Phy folder (params.py, spike_times.npy, ...)\n"
-    "  --threads N       OpenMP threads (default: all cores; the output does not depend on it)\n"
-    "  --batch-seconds S batch length, seconds (default 2; part of the result, like a parameter)\n"
+    "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
+    "                    a raw binary with --probe\n"
+    "  -o, --out OUT     output folder: a Phy folder (params.py, spike_times.npy, ...)\n" BS_CLI_SORT_OPTIONS_HELP
+    "  --mem-trace FILE  record every tracked allocation and free as JSON lines\n"
+    "  --resume          skip the stages a previous (killed) run of the same recording and parameters\n"
+    "                    completed (OUT/.stages/manifest.json); the output is the same\n"
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
+    "  --nwb             also write the units as NWB: OUT/units.nwb (a copy of an NWB input with a\n"
+    "                    Units table, else a new file; see boundsort export-nwb)\n"
     "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
     "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
     "  --drift-only      estimate the drift (OUT/drift*.npy, driftmap.npy) and stop\n"
@@ -36,18 +45,26 @@ int bs_cmd_sort(int argc, char **argv)
         return BS_OK;
     }
     bs_open_options opt = {0};
-    bs_sort_params sp;
-    bs_sort_default_params(&sp);
-    const char *rec_path = NULL;
-    double batch_s = 0;
+    bs_sort_cli so = {.batch_s = 0};
+    bs_sort_default_params(&so.sp);
+    const char *rec_path = NULL, *trace_path = NULL;
+    int nwb = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            sp.quiet = 1;
+            so.sp.quiet = 1;
+            continue;
+        }
+        if (strcmp(a, "--resume") == 0) {
+            so.sp.resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--nwb") == 0) {
+            nwb = 1;
             continue;
         }
         if (strcmp(a, "--no-drift") == 0 || strcmp(a, "--drift-only") == 0) {
-            *(a[2] == 'n' ? &sp.no_drift : &sp.drift_only) = 1;
+            *(a[2] == 'n' ? &so.sp.no_drift : &so.sp.drift_only) = 1;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -65,42 +82,65 @@ int bs_cmd_sort(int argc, char **argv)
             return usage_error("%s", msg);
         if (r > 0)
             continue;
-        long long n;
+        r = bs_cli_sort_option(a, v, &so, msg, sizeof msg);
+        if (r < 0)
+            return usage_error("%s", msg);
+        if (r > 0)
+            continue;
         double d;
         if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
-            sp.out_dir = v;
-        } else if (strcmp(a, "--threads") == 0) {
-            if (!bs_cli_parse_long(v, 1, 4096, &n))
-                return usage_error("--threads: expected a thread count >= 1, got '%s'", v);
-            sp.threads = (int)n;
-        } else if (strcmp(a, "--batch-seconds") == 0) {
-            if (!bs_cli_parse_double(v, &d) || d < 0.1 || d > 600)
-                return usage_error("--batch-seconds: expected seconds in [0.1, 600], got '%s'", v);
-            batch_s = d;
+            so.sp.out_dir = v;
+        } else if (strcmp(a, "--mem-trace") == 0) {
+            trace_path = v;
         } else if (strcmp(a, "--threshold") == 0) {
             if (!bs_cli_parse_double(v, &d) || d <= 0)
                 return usage_error("--threshold: expected a number > 0, got '%s'", v);
-            sp.match_threshold = (float)d;
+            so.sp.match_threshold = (float)d;
         } else {
             return usage_error("unknown option %s", a);
         }
     }
     if (!rec_path)
         return usage_error("%s", "missing the recording REC");
-    if (!sp.out_dir)
+    if (!so.sp.out_dir)
         return usage_error("%s", "missing the output folder (-o OUT)");
-    if (sp.no_drift && sp.drift_only)
+    if (so.sp.no_drift && so.sp.drift_only)
         return usage_error("%s", "--no-drift and --drift-only exclude each other");
+    if (so.sp.drift_only && nwb)
+        return usage_error("%s", "--drift-only writes no units for --nwb");
     bs_recording rec;
     bs_status st = bs_recording_open(rec_path, &opt, &rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
-    if (batch_s > 0)
-        sp.batch_samples = (int64_t)(batch_s * rec.fs_hz + 0.5);
-    if (sp.quiet)
+    if (so.batch_s > 0)
+        so.sp.batch_samples = (int64_t)(so.batch_s * rec.fs_hz + 0.5);
+    if (!so.sp.mem_budget)
+        so.sp.mem_budget = bs_plan_default_budget();
+    if (so.sp.quiet)
         bs_log_set_level(BS_LOG_WARN);
-    st = bs_sort_run(&rec, &sp);
+    FILE *trace = NULL;
+    if (trace_path) {
+        trace = fopen(trace_path, "w");
+        if (!trace) {
+            bs_recording_close(&rec);
+            return bs_cli_fail(bs_error(BS_ERR_INPUT, "%s: cannot write the memory trace: %s", trace_path,
+                                        strerror(errno)));
+        }
+        bs_mem_set_trace(trace);
+        so.sp.mem_trace = trace_path;
+    }
+    st = bs_sort_run(&rec, &so.sp);
+    if (trace) {
+        bs_mem_set_trace(NULL);
+        if (fclose(trace) != 0 && st == BS_OK)
+            st = bs_error(BS_ERR_INPUT, "%s: cannot write the memory trace: %s", trace_path, strerror(errno));
+    }
+    int from_nwb = strcmp(rec.format, "nwb") == 0;
     bs_recording_close(&rec);
+    if (st == BS_OK && nwb) {
+        bs_nwb_export_opts no = {so.sp.out_dir, from_nwb ? rec_path : NULL, opt.series, NULL, 0};
+        st = bs_nwb_export(&no, NULL);
+    }
     if (st != BS_OK)
         return bs_cli_fail(st);
     return BS_OK;

@@ -8,6 +8,11 @@
 #include "ccg.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "../mem/mem.h"
+
+static int64_t window_samples(double fs_hz);
 
 void bs_ccg_counts(const int64_t *t1, int64_t n1, const int64_t *t2, int64_t n2, double fs_hz, int64_t *counts)
 {
@@ -16,8 +21,7 @@ void bs_ccg_counts(const int64_t *t1, int64_t n1, const int64_t *t2, int64_t n2,
     if (n1 <= 0 || n2 <= 0 || !(fs_hz > 0))
         return;
     double ms_per_sample = 1000.0 / fs_hz;
-    /* widest lag (samples) that can still round into ±500 ms, plus a margin */
-    int64_t w = (int64_t)ceil((BS_CCG_HALF + 0.5) * fs_hz / 1000.0) + 1;
+    int64_t w = window_samples(fs_hz);
     int64_t lo = 0;
     for (int64_t i = 0; i < n2; i++) {
         int64_t b = t2[i];
@@ -106,4 +110,71 @@ int bs_ccg_cross_refractory(const int64_t *t1, int64_t n1, const int64_t *t2, in
     if (m)
         *m = mm;
     return mm.R12 < ccg_threshold && mm.Q12 < 0.05;
+}
+
+/* widest lag (samples) that can still round into ±500 ms, plus a margin */
+static int64_t window_samples(double fs_hz)
+{
+    return (int64_t)ceil((BS_CCG_HALF + 0.5) * fs_hz / 1000.0) + 1;
+}
+
+static void count_lag(int64_t *counts, int64_t d, double ms_per_sample)
+{
+    long long bin = llround((double)d * ms_per_sample);
+    if (bin >= -BS_CCG_HALF && bin <= BS_CCG_HALF)
+        counts[bin + BS_CCG_HALF]++;
+}
+
+bs_status bs_acg_stream_add(bs_acg_stream *a, int64_t t, double fs_hz)
+{
+    double ms = 1000.0 / fs_hz;
+    int64_t w = window_samples(fs_hz);
+    while (a->len > 0 && a->ring[a->head] < t - w) { /* drop spikes out of the window */
+        a->head = (a->head + 1) % a->cap;
+        a->len--;
+    }
+    for (int64_t i = 0; i < a->len; i++) {
+        int64_t d = t - a->ring[(a->head + i) % a->cap];
+        count_lag(a->counts, d, ms);
+        count_lag(a->counts, -d, ms);
+    }
+    count_lag(a->counts, 0, ms);
+    if (a->len == a->cap) { /* grow, unrolling the ring */
+        int64_t cap = a->cap ? 2 * a->cap : 16;
+        int64_t *r = bs_mem_alloc("cluster/acg", (size_t)cap * sizeof *r);
+        if (!r)
+            return BS_ERR_MEMORY;
+        for (int64_t i = 0; i < a->len; i++)
+            r[i] = a->ring[(a->head + i) % a->cap];
+        bs_mem_free(a->ring);
+        a->ring = r;
+        a->cap = cap;
+        a->head = 0;
+    }
+    a->ring[(a->head + a->len) % a->cap] = t;
+    a->len++;
+    if (a->n == 0)
+        a->first = t;
+    a->last = t;
+    a->n++;
+    return BS_OK;
+}
+
+int bs_acg_stream_is_good(const bs_acg_stream *a, double fs_hz, double acg_threshold, bs_ccg_metrics *m)
+{
+    bs_ccg_metrics mm = {0, 0, 0, 0.0, 1.0};
+    int good = 0;
+    if (a->n > 10 && a->last > a->first && fs_hz > 0) {
+        mm = bs_ccg_metrics_from_counts(a->counts, a->n, a->n, (double)(a->last - a->first) / fs_hz);
+        good = mm.R12 < acg_threshold && mm.Q12 < 0.2;
+    }
+    if (m)
+        *m = mm;
+    return good;
+}
+
+void bs_acg_stream_free(bs_acg_stream *a)
+{
+    bs_mem_free(a->ring);
+    memset(a, 0, sizeof *a);
 }

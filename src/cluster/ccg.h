@@ -34,6 +34,8 @@
 
 #include <stdint.h>
 
+#include "../common/status.h"
+
 #define BS_CCG_HALF 500                     /* bins each side of zero lag */
 #define BS_CCG_BINS (2 * BS_CCG_HALF + 1)   /* 1001 bins of 1 ms */
 
@@ -58,6 +60,23 @@ bs_ccg_metrics bs_ccg_metrics_of(const int64_t *t1, int64_t n1, const int64_t *t
 /* ACG test: R12 < acg_threshold and Q12 < 0.2. Trains with <= 10 spikes or
  * zero span are not good (metrics, if wanted, get R12 = 0, Q12 = 1). */
 int bs_ccg_is_good(const int64_t *t, int64_t n, double fs_hz, double acg_threshold, bs_ccg_metrics *m);
+
+/* The same ACG test on a train that arrives one spike at a time, in time
+ * order, without keeping it: each new spike b counts its pairs with the
+ * earlier spikes a that lie within the ±500 ms window (both lags b - a and
+ * a - b, and the zero-lag self pair), exactly the integers bs_ccg_counts
+ * gives on the whole train; only the spikes of the last window are kept
+ * (a ring under the tag "cluster/acg"). */
+typedef struct {
+    int64_t counts[BS_CCG_BINS];
+    int64_t n, first, last; /* spikes, first and last sample */
+    int64_t *ring;          /* the spikes of the last window, oldest at head */
+    int64_t cap, head, len;
+} bs_acg_stream;
+
+bs_status bs_acg_stream_add(bs_acg_stream *a, int64_t t, double fs_hz);
+int bs_acg_stream_is_good(const bs_acg_stream *a, double fs_hz, double acg_threshold, bs_ccg_metrics *m);
+void bs_acg_stream_free(bs_acg_stream *a);
 
 /* CCG test: R12 < ccg_threshold and Q12 < 0.05. */
 int bs_ccg_cross_refractory(const int64_t *t1, int64_t n1, const int64_t *t2, int64_t n2, double fs_hz,

@@ -202,6 +202,24 @@ void bs_merge_default_params(bs_merge_params *p, double fs_hz);
 bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64_t n, bs_sparse_templates *T,
                        int *n_merges);
 
+/* Where bs_merge_ccg_store finds the spike trains: get() returns cluster k's
+ * spike times (ascending) and their original spike indices (the tie-break:
+ * equal times order by index), valid until the next get() with the same
+ * slot (0 or 1); put() replaces k's train by the merged list (times already
+ * shifted) after j merged into it, and empties j's. */
+typedef struct {
+    bs_status (*get)(void *ctx, int k, int slot, const int64_t **t, const int64_t **idx, int64_t *n);
+    bs_status (*put)(void *ctx, int k, int j, const int64_t *t, const int64_t *idx, int64_t n);
+    void *ctx;
+} bs_train_store;
+
+/* The merge of bs_merge_ccg over a train store (RAM or disk): T becomes the
+ * K' surviving templates; for every original cluster k, shift[k] is the
+ * total time shift of its spikes (samples) and final_id[k] its surviving id
+ * (0..K'-1). So a spike of k at t ends at t + shift[k] in final_id[k]. */
+bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sparse_templates *T, int64_t *shift,
+                             int32_t *final_id, int *n_merges);
+
 /* Stable order of spikes by time (then original index): perm[n]. */
 bs_status bs_spike_order(const int64_t *t, int64_t n, int64_t *perm);
 

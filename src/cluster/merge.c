@@ -160,9 +160,6 @@ typedef struct {
     int K, nt;
     tview *tv;       /* [K] current templates */
     uint8_t *owned;  /* [K] 1: tv[k] buffers are bs_mem blocks of their own */
-    int64_t **list;  /* [K] spike indices in time order */
-    int64_t *len;    /* [K] */
-    uint8_t *lown;   /* [K] 1: list[k] is a block of its own */
 } mstate;
 
 static void free_tview(mstate *s, int k)
@@ -254,66 +251,42 @@ static int count_cmp(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-static void gather(const int64_t *t, const int64_t *idx, int64_t n, int64_t *out)
-{
-    for (int64_t i = 0; i < n; i++)
-        out[i] = t[idx[i]];
-}
-
-bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64_t n, bs_sparse_templates *T,
-                       int *n_merges)
+bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sparse_templates *T, int64_t *shift,
+                             int32_t *final_id, int *n_merges)
 {
     int K = T->K, nt = T->nt, max_lag = p->max_lag > 0 ? p->max_lag : nt / 2;
     *n_merges = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (clu[i] < 0 || clu[i] >= K)
-            return bs_error(BS_ERR_INPUT, "merge: spike %lld has cluster %d, expected 0..%d", (long long)i, clu[i],
-                            K - 1);
-    for (int64_t i = 1; i < n; i++)
-        if (t[i] < t[i - 1])
-            return bs_error(BS_ERR_INPUT, "merge: spike times must be sorted ascending (spike %lld)", (long long)i);
-    mstate s = {K, nt, NULL, NULL, NULL, NULL, NULL};
+    mstate s = {K, nt, NULL, NULL};
     bs_status st = BS_OK;
     size_t kb = (size_t)(K > 0 ? K : 1);
     s.tv = bs_mem_calloc("cluster/merge", kb, sizeof *s.tv);
     s.owned = bs_mem_calloc("cluster/merge", kb, 1);
-    s.list = bs_mem_calloc("cluster/merge", kb, sizeof *s.list);
-    s.len = bs_mem_calloc("cluster/merge", kb + 1, sizeof *s.len);
-    s.lown = bs_mem_calloc("cluster/merge", kb, 1);
-    int64_t *csr = bs_mem_alloc("cluster/merge", (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    int64_t *ta = bs_mem_alloc("cluster/merge", (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    int64_t *tb = bs_mem_alloc("cluster/merge", (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *len = bs_mem_alloc("cluster/merge", kb * sizeof(int64_t));
+    int32_t *parent = bs_mem_alloc("cluster/merge", kb * sizeof(int32_t)); /* j -> the k it merged into */
+    int64_t *tau_of = bs_mem_calloc("cluster/merge", kb, sizeof(int64_t)); /* j's shift onto its parent */
+    int64_t *mt = NULL, *mi = NULL;  /* merged list being built */
+    int64_t mcap = 0;
     cand *cd = bs_mem_alloc("cluster/merge", kb * sizeof(cand));
     int *order = bs_mem_alloc("cluster/merge", kb * sizeof(int));
     uint8_t *alive = bs_mem_alloc("cluster/merge", kb);
     uint8_t *isref = bs_mem_alloc("cluster/merge", kb);
-    int32_t *newid = bs_mem_alloc("cluster/merge", kb * sizeof(int32_t));
-    if (!s.tv || !s.owned || !s.list || !s.len || !s.lown || !csr || !ta || !tb || !cd || !order || !alive ||
-        !isref || !newid) {
+    if (!s.tv || !s.owned || !len || !parent || !tau_of || !cd || !order || !alive || !isref) {
         st = BS_ERR_MEMORY;
         goto done;
     }
-    /* per-cluster lists in time order (counting sort) */
-    for (int64_t i = 0; i < n; i++)
-        s.len[clu[i]]++;
-    {
-        int64_t off = 0;
-        for (int k = 0; k < K; k++) {
-            s.list[k] = csr + off;
-            off += s.len[k];
-            s.len[k] = 0;
-        }
-        for (int64_t i = 0; i < n; i++)
-            s.list[clu[i]][s.len[clu[i]]++] = i;
-    }
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K && st == BS_OK; k++) {
+        const int64_t *tk, *ik;
         s.tv[k] = view_of(T, k);
         alive[k] = 1;
         order[k] = k;
-        gather(t, s.list[k], s.len[k], ta);
-        isref[k] = (uint8_t)bs_ccg_is_good(ta, s.len[k], p->fs_hz, p->acg_threshold, NULL);
+        parent[k] = -1;
+        st = ts->get(ts->ctx, k, 0, &tk, &ik, &len[k]);
+        if (st == BS_OK)
+            isref[k] = (uint8_t)bs_ccg_is_good(tk, len[k], p->fs_hz, p->acg_threshold, NULL);
     }
-    cnt_key_ = s.len;
+    if (st != BS_OK)
+        goto done;
+    cnt_key_ = len;
     qsort(order, (size_t)K, sizeof *order, count_cmp);
     for (int oi = 0; oi < K; oi++) {
         int k = order[oi];
@@ -334,56 +307,70 @@ bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64
             qsort(cd, (size_t)nc, sizeof *cd, cand_cmp);
             for (int c = 0; c < nc && !merged; c++) {
                 int j = cd[c].j, tau = cd[c].lag;
-                gather(t, s.list[k], s.len[k], ta);
-                gather(t, s.list[j], s.len[j], tb);
-                if (!bs_ccg_cross_refractory(ta, s.len[k], tb, s.len[j], p->fs_hz, p->ccg_threshold, NULL))
-                    continue;
-                /* merge j into k */
-                st = merge_templates(&s, k, j, tau, s.len[k], s.len[j]);
+                const int64_t *tk, *ik, *tj, *ij;
+                int64_t nk, nj;
+                st = ts->get(ts->ctx, k, 0, &tk, &ik, &nk);
+                if (st == BS_OK)
+                    st = ts->get(ts->ctx, j, 1, &tj, &ij, &nj);
                 if (st != BS_OK)
                     goto done;
-                int64_t nk = s.len[k], nj = s.len[j];
-                int64_t *ml = bs_mem_alloc("cluster/merge", (size_t)(nk + nj) * sizeof(int64_t));
-                if (!ml) {
-                    st = BS_ERR_MEMORY;
+                if (!bs_ccg_cross_refractory(tk, nk, tj, nj, p->fs_hz, p->ccg_threshold, NULL))
+                    continue;
+                /* merge j into k: j's spikes move by +tau, the lists merge by (time, index) */
+                st = merge_templates(&s, k, j, tau, nk, nj);
+                if (st != BS_OK)
                     goto done;
-                }
-                for (int64_t q = 0; q < nj; q++) {
-                    t[s.list[j][q]] += tau;
-                    clu[s.list[j][q]] = k;
+                if (nk + nj > mcap) {
+                    bs_mem_free(mt), bs_mem_free(mi);
+                    mcap = nk + nj;
+                    mt = bs_mem_alloc("cluster/merge", (size_t)mcap * sizeof(int64_t));
+                    mi = bs_mem_alloc("cluster/merge", (size_t)mcap * sizeof(int64_t));
+                    if (!mt || !mi) {
+                        st = BS_ERR_MEMORY;
+                        goto done;
+                    }
                 }
                 int64_t a = 0, b = 0, r = 0;
                 while (a < nk || b < nj) {
-                    if (b >= nj || (a < nk && (t[s.list[k][a]] < t[s.list[j][b]] ||
-                                               (t[s.list[k][a]] == t[s.list[j][b]] && s.list[k][a] < s.list[j][b]))))
-                        ml[r++] = s.list[k][a++];
-                    else
-                        ml[r++] = s.list[j][b++];
+                    int64_t tb_ = b < nj ? tj[b] + tau : 0;
+                    if (b >= nj || (a < nk && (tk[a] < tb_ || (tk[a] == tb_ && ik[a] < ij[b])))) {
+                        mt[r] = tk[a];
+                        mi[r++] = ik[a++];
+                    } else {
+                        mt[r] = tb_;
+                        mi[r++] = ij[b++];
+                    }
                 }
-                if (s.lown[k])
-                    bs_mem_free(s.list[k]);
-                if (s.lown[j])
-                    bs_mem_free(s.list[j]);
-                s.list[k] = ml;
-                s.lown[k] = 1;
-                s.len[k] = nk + nj;
-                s.list[j] = NULL;
-                s.lown[j] = 0;
-                s.len[j] = 0;
+                st = ts->put(ts->ctx, k, j, mt, mi, r);
+                if (st != BS_OK)
+                    goto done;
+                len[k] = r;
+                len[j] = 0;
                 alive[j] = 0;
+                parent[j] = k;
+                tau_of[j] = tau;
                 merged = 1;
                 (*n_merges)++;
             }
         }
     }
-    /* consecutive ids, repacked templates */
+    /* consecutive ids; every original template's cumulative shift and final id */
     {
         int K2 = 0;
+        int32_t *newid = (int32_t *)order; /* reuse: int and int32_t have the same size here */
         for (int k = 0; k < K; k++)
             newid[k] = alive[k] ? K2++ : -1;
-        for (int64_t i = 0; i < n; i++)
-            clu[i] = newid[clu[i]];
-        int *nsup = order; /* reuse: K2 ≤ K */
+        for (int k = 0; k < K; k++) {
+            int64_t sh = 0;
+            int r = k;
+            while (parent[r] >= 0) {
+                sh += tau_of[r];
+                r = parent[r];
+            }
+            shift[k] = sh;
+            final_id[k] = newid[r];
+        }
+        int *nsup = (int *)cd; /* reuse: K2 ints fit in K cands */
         for (int k = 0; k < K; k++)
             if (alive[k])
                 nsup[newid[k]] = s.tv[k].n;
@@ -406,23 +393,137 @@ done:
     if (s.owned)
         for (int k = 0; k < K; k++)
             free_tview(&s, k);
-    if (s.lown && s.list)
-        for (int k = 0; k < K; k++)
-            if (s.lown[k])
-                bs_mem_free(s.list[k]);
     bs_mem_free(s.tv);
     bs_mem_free(s.owned);
-    bs_mem_free(s.list);
-    bs_mem_free(s.len);
-    bs_mem_free(s.lown);
-    bs_mem_free(csr);
-    bs_mem_free(ta);
-    bs_mem_free(tb);
+    bs_mem_free(len);
+    bs_mem_free(parent);
+    bs_mem_free(tau_of);
+    bs_mem_free(mt);
+    bs_mem_free(mi);
     bs_mem_free(cd);
     bs_mem_free(order);
     bs_mem_free(alive);
     bs_mem_free(isref);
-    bs_mem_free(newid);
+    return st;
+}
+
+/* The in-memory train store behind bs_merge_ccg: per-cluster lists of spike
+ * indices into t[] (CSR); a merged cluster gets blocks of its own holding
+ * its (shifted) times and indices. get() hands out a merged cluster's
+ * arrays, or gathers an unmerged one's times into the slot's buffer. */
+typedef struct {
+    const int64_t *t;
+    int64_t **list, *len;
+    int64_t **mtime;  /* [K] times of a merged cluster, NULL: unmerged */
+    int64_t *buf_t[2];
+    int64_t cap[2];
+} ram_store;
+
+static bs_status ram_get(void *ctx, int k, int slot, const int64_t **t, const int64_t **idx, int64_t *n)
+{
+    ram_store *r = ctx;
+    int64_t m = r->len[k];
+    *idx = r->list[k];
+    *n = m;
+    if (r->mtime[k]) {
+        *t = r->mtime[k];
+        return BS_OK;
+    }
+    if (m > r->cap[slot]) {
+        bs_mem_free(r->buf_t[slot]);
+        r->buf_t[slot] = bs_mem_alloc("cluster/merge", (size_t)m * sizeof(int64_t));
+        r->cap[slot] = r->buf_t[slot] ? m : 0;
+        if (!r->buf_t[slot])
+            return BS_ERR_MEMORY;
+    }
+    for (int64_t i = 0; i < m; i++)
+        r->buf_t[slot][i] = r->t[r->list[k][i]];
+    *t = r->buf_t[slot];
+    return BS_OK;
+}
+
+static void ram_drop(ram_store *r, int k)
+{
+    if (r->mtime[k]) { /* list[k] is then a block of its own too */
+        bs_mem_free(r->mtime[k]);
+        bs_mem_free(r->list[k]);
+        r->mtime[k] = NULL;
+    }
+    r->list[k] = NULL;
+    r->len[k] = 0;
+}
+
+static bs_status ram_put(void *ctx, int k, int j, const int64_t *t, const int64_t *idx, int64_t n)
+{
+    ram_store *r = ctx;
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(int64_t);
+    int64_t *ml = bs_mem_alloc("cluster/merge", bytes), *mt = bs_mem_alloc("cluster/merge", bytes);
+    if (!ml || !mt) {
+        bs_mem_free(ml);
+        bs_mem_free(mt);
+        return BS_ERR_MEMORY;
+    }
+    memcpy(ml, idx, (size_t)n * sizeof(int64_t));
+    memcpy(mt, t, (size_t)n * sizeof(int64_t));
+    ram_drop(r, k);
+    ram_drop(r, j);
+    r->list[k] = ml;
+    r->mtime[k] = mt;
+    r->len[k] = n;
+    return BS_OK;
+}
+
+bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64_t n, bs_sparse_templates *T,
+                       int *n_merges)
+{
+    int K = T->K;
+    *n_merges = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (clu[i] < 0 || clu[i] >= K)
+            return bs_error(BS_ERR_INPUT, "merge: spike %lld has cluster %d, expected 0..%d", (long long)i, clu[i],
+                            K - 1);
+    for (int64_t i = 1; i < n; i++)
+        if (t[i] < t[i - 1])
+            return bs_error(BS_ERR_INPUT, "merge: spike times must be sorted ascending (spike %lld)", (long long)i);
+    size_t kb = (size_t)(K > 0 ? K : 1);
+    ram_store r = {t, NULL, NULL, NULL, {NULL, NULL}, {0, 0}};
+    r.list = bs_mem_calloc("cluster/merge", kb, sizeof *r.list);
+    r.len = bs_mem_calloc("cluster/merge", kb, sizeof *r.len);
+    r.mtime = bs_mem_calloc("cluster/merge", kb, sizeof *r.mtime);
+    int64_t *csr = bs_mem_alloc("cluster/merge", (size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *shift = bs_mem_alloc("cluster/merge", kb * sizeof(int64_t));
+    int32_t *fid = bs_mem_alloc("cluster/merge", kb * sizeof(int32_t));
+    bs_status st = r.list && r.len && r.mtime && csr && shift && fid ? BS_OK : BS_ERR_MEMORY;
+    if (st == BS_OK) { /* per-cluster lists in time order (counting sort) */
+        for (int64_t i = 0; i < n; i++)
+            r.len[clu[i]]++;
+        int64_t off = 0;
+        for (int k = 0; k < K; k++) {
+            r.list[k] = csr + off;
+            off += r.len[k];
+            r.len[k] = 0;
+        }
+        for (int64_t i = 0; i < n; i++)
+            r.list[clu[i]][r.len[clu[i]]++] = i;
+        bs_train_store ts = {ram_get, ram_put, &r};
+        st = bs_merge_ccg_store(p, &ts, T, shift, fid, n_merges);
+    }
+    if (st == BS_OK)
+        for (int64_t i = 0; i < n; i++) {
+            t[i] += shift[clu[i]];
+            clu[i] = fid[clu[i]];
+        }
+    if (r.mtime && r.list)
+        for (int k = 0; k < K; k++)
+            ram_drop(&r, k);
+    bs_mem_free(r.list);
+    bs_mem_free(r.len);
+    bs_mem_free(r.mtime);
+    bs_mem_free(r.buf_t[0]);
+    bs_mem_free(r.buf_t[1]);
+    bs_mem_free(csr);
+    bs_mem_free(shift);
+    bs_mem_free(fid);
     return st;
 }
 

@@ -156,3 +156,41 @@ bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *na
         return bs_error(BS_ERR_INPUT, "%s/%s: path too long", dir, name);
     return BS_OK;
 }
+
+int bs_pread_all(int fd, void *buf, size_t n, off_t off)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t got = pread(fd, p, n, off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got == 0)
+                errno = 0;
+            return -1;
+        }
+        p += got;
+        off += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+int bs_pwrite_all(int fd, const void *buf, size_t n, off_t off)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t put = pwrite(fd, p, n, off);
+        if (put < 0 && errno == EINTR)
+            continue;
+        if (put <= 0) {
+            if (put == 0)
+                errno = ENOSPC;
+            return -1;
+        }
+        p += put;
+        off += put;
+        n -= (size_t)put;
+    }
+    return 0;
+}

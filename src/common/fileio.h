@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <stdio.h>
 
 #include "status.h"
@@ -38,6 +39,11 @@ bs_status bs_file_size(const char *path, uint64_t *bytes);
 
 /* Create a directory and its parents (like mkdir -p); checks it is writable. */
 bs_status bs_mkdir_p(const char *path);
+
+/* pread / pwrite of exactly n bytes at off (retrying short transfers and
+ * EINTR): 0, or -1 with errno set (errno 0: unexpected end of file). */
+int bs_pread_all(int fd, void *buf, size_t n, off_t off);
+int bs_pwrite_all(int fd, const void *buf, size_t n, off_t off);
 
 /* Join dir and name into buf ("dir/name"); fails if it does not fit. */
 bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *name);

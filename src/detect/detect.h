@@ -143,6 +143,10 @@ bs_status bs_detect_output_init(bs_detect_output *o, int n_chans, int n_pcs);
 void bs_detect_output_clear(bs_detect_output *o); /* n = 0, memory kept */
 void bs_detect_output_free(bs_detect_output *o);
 
+/* Bytes of the per-chunk spike lists and the batch's output (spikes and
+ * features) for a window of n_valid owned samples holding n_spikes spikes. */
+size_t bs_detect_output_bytes(int64_t n_valid, int feat_len, int64_t n_spikes);
+
 /* Scratch bytes bs_detect_batch allocates for one call (all threads). */
 size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads);
 

@@ -12,6 +12,7 @@
 #include "detect.h"
 
 #define CHUNK_SAMPLES 1024 /* owned samples per work item */
+#define OUTPUT_MIN_CAP 64  /* first capacity of a spike list, rows */
 
 typedef struct {
     int64_t t; /* window column */
@@ -60,7 +61,7 @@ static bs_status output_reserve(bs_detect_output *o, int64_t n)
 {
     if (n <= o->cap)
         return BS_OK;
-    int64_t cap = o->cap ? o->cap : 1024;
+    int64_t cap = o->cap ? o->cap : OUTPUT_MIN_CAP;
     while (cap < n)
         cap *= 2;
     bs_detected_spike *s = bs_mem_realloc(o->spikes, "detect/spikes", (size_t)cap * sizeof *s);
@@ -73,6 +74,15 @@ static bs_status output_reserve(bs_detect_output *o, int64_t n)
     o->features = f;
     o->cap = cap;
     return BS_OK;
+}
+
+size_t bs_detect_output_bytes(int64_t n_valid, int feat_len, int64_t n_spikes)
+{
+    size_t row = sizeof(bs_detected_spike) + (size_t)feat_len * sizeof(float);
+    int64_t n_chunks = (n_valid + CHUNK_SAMPLES - 1) / CHUNK_SAMPLES;
+    /* every chunk's part starts at OUTPUT_MIN_CAP rows; parts and the batch
+     * output each hold the batch's spikes, at most twice over (doubling) */
+    return (size_t)n_chunks * OUTPUT_MIN_CAP * row + 4 * (size_t)n_spikes * row;
 }
 
 size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads)

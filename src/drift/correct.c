@@ -110,9 +110,8 @@ static int max_shank_size(const bs_probe *probe)
     return best;
 }
 
-size_t bs_drift_corrector_bytes(const bs_probe *probe, const bs_whitener *base)
+size_t bs_drift_corrector_bytes(const bs_probe *probe)
 {
-    (void)base;
     size_t C = (size_t)probe->n_chan, cap = (size_t)max_shank_size(probe), S = (size_t)probe->n_shanks;
     return C * sizeof(int) + C * cap * (sizeof(int) + sizeof(float)) /* composed whitener */
            + C * (3 * sizeof(double) + 4 * sizeof(int) + sizeof(float)) + (S + 1) * sizeof(int) +

@@ -192,10 +192,12 @@ typedef struct {
     int estimated;        /* bs_drift_estimate ran */
 } bs_drift;
 
-/* Bytes of bs_drift_init's arrays (histograms, "drift/histogram"; output,
- * "drift/motion") and the peak transient bytes of bs_drift_estimate
- * ("drift/register"), for n_bins time bins. */
-size_t bs_drift_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins);
+/* Bytes of bs_drift_init's arrays for n_bins time bins: the histograms
+ * ("drift/histogram", freed by bs_drift_estimate) and the rest, which lives
+ * as long as the estimate ("drift/motion"); and the peak transient bytes of
+ * bs_drift_estimate ("drift/register"). */
+size_t bs_drift_hist_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins);
+size_t bs_drift_motion_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins);
 size_t bs_drift_estimate_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins);
 
 /* Geometry, the quality checks that need no data, and zeroed histograms.
@@ -211,6 +213,13 @@ bs_status bs_drift_add(bs_drift *d, int64_t bin, const bs_drift_spike *s, int64_
 /* Spike-count check, registration, motion_um. Shanks with mode NONE get
  * zero motion. Logs a warning for every fallback. Frees the histograms. */
 bs_status bs_drift_estimate(bs_drift *d);
+/* An estimate made earlier (resume): the geometry of bs_drift_init, then
+ * each shank's mode after estimation (modes[n_shanks]: the planned mode or
+ * NONE) and the motion (n_bins × n_blocks). BS_ERR_INPUT if they do not fit
+ * this probe and these parameters. */
+bs_status bs_drift_restore(bs_drift *d, const bs_probe *probe, const bs_drift_params *p, int64_t n_samples,
+                           int64_t bin_samples, double fs_hz, const int32_t *modes, int n_modes,
+                           const float *motion, int64_t n_bins, int64_t n_blocks);
 
 /* ------------------------------------------------------------- correct --- */
 
@@ -232,7 +241,7 @@ typedef struct {
     float *shift_um;     /* [n_chan] current per-channel shifts */
 } bs_drift_corrector;
 
-size_t bs_drift_corrector_bytes(const bs_probe *probe, const bs_whitener *base);
+size_t bs_drift_corrector_bytes(const bs_probe *probe);
 bs_status bs_drift_corrector_init(bs_drift_corrector *c, const bs_drift *d, const bs_probe *probe,
                                   const bs_whitener *base);
 void bs_drift_corrector_free(bs_drift_corrector *c);

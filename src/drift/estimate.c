@@ -108,18 +108,28 @@ static int block_start(const bs_drift_shank *sh, int j)
     return (int)lround((double)j * (sh->n_y - sh->block_bins) / (sh->n_blocks - 1));
 }
 
-size_t bs_drift_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins)
+size_t bs_drift_hist_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins)
 {
-    int S = probe->n_shanks;
-    size_t b = (size_t)S * sizeof(bs_drift_shank), n_blocks = 0;
-    for (int s = 0; s < S; s++) {
+    size_t b = 0;
+    for (int s = 0; s < probe->n_shanks; s++) {
         bs_drift_shank sh;
         plan_shank(probe, p, s, &sh);
         if (sh.mode != BS_DRIFT_NONE)
             b += (size_t)n_bins * (size_t)sh.n_y * (size_t)p->n_amp; /* uint8 counts */
+    }
+    return b;
+}
+
+size_t bs_drift_motion_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins)
+{
+    size_t n_blocks = 0;
+    for (int s = 0; s < probe->n_shanks; s++) {
+        bs_drift_shank sh;
+        plan_shank(probe, p, s, &sh);
         n_blocks += (size_t)sh.n_blocks;
     }
-    return b + (size_t)n_bins * (n_blocks + 1) * sizeof(float) + n_blocks * (sizeof(float) + sizeof(int32_t));
+    return (size_t)probe->n_shanks * sizeof(bs_drift_shank) + (size_t)n_bins * (n_blocks + 1) * sizeof(float) +
+           n_blocks * (sizeof(float) + sizeof(int32_t));
 }
 
 size_t bs_drift_estimate_bytes(const bs_probe *probe, const bs_drift_params *p, int64_t n_bins)
@@ -555,4 +565,32 @@ bs_status bs_drift_estimate(bs_drift *d)
     }
     d->estimated = st == BS_OK;
     return st;
+}
+
+bs_status bs_drift_restore(bs_drift *d, const bs_probe *probe, const bs_drift_params *p, int64_t n_samples,
+                           int64_t bin_samples, double fs_hz, const int32_t *modes, int n_modes,
+                           const float *motion, int64_t n_bins, int64_t n_blocks)
+{
+    BS_TRY(bs_drift_init(d, probe, p, n_samples, bin_samples, fs_hz));
+    bs_status st = BS_OK;
+    if (n_modes != d->n_shanks || n_bins != d->n_bins || n_blocks != d->n_blocks)
+        st = bs_error(BS_ERR_INPUT, "drift: a stored estimate of %d shanks, %lld time bins and %lld blocks does not "
+                                    "fit this run (%d, %d, %d)",
+                      n_modes, (long long)n_bins, (long long)n_blocks, d->n_shanks, d->n_bins, d->n_blocks);
+    for (int s = 0; s < d->n_shanks && st == BS_OK; s++) {
+        bs_drift_shank *sh = &d->sh[s];
+        if (modes[s] != (int32_t)sh->mode && modes[s] != BS_DRIFT_NONE)
+            st = bs_error(BS_ERR_INPUT, "drift: stored mode %d of shank %d: expected %d or %d", modes[s], s,
+                          (int)sh->mode, (int)BS_DRIFT_NONE);
+        sh->mode = (bs_drift_mode)modes[s];
+        bs_mem_free(sh->hist);
+        sh->hist = NULL;
+    }
+    if (st != BS_OK) {
+        bs_drift_free(d);
+        return st;
+    }
+    memcpy(d->motion_um, motion, (size_t)n_bins * (size_t)n_blocks * sizeof *motion);
+    d->estimated = 1;
+    return BS_OK;
 }

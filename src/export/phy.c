@@ -31,10 +31,10 @@
 #include "../io/npy.h"
 #include "../mem/mem.h"
 
-enum { S_TIMES, S_TEMPLATES, S_CLUSTERS, S_AMPS, S_PCF, S_TPL, S_PCIND, S_SIM, S_COUNT };
+enum { S_TIMES, S_TEMPLATES, S_CLUSTERS, S_AMPS, S_PCF, S_TPL, S_PCIND, S_SIM, S_POS, S_COUNT };
 static const char *const stream_names[S_COUNT] = {
-    "spike_times.npy", "spike_templates.npy", "spike_clusters.npy", "amplitudes.npy",
-    "pc_features.npy", "templates.npy",       "pc_feature_ind.npy", "similar_templates.npy"};
+    "spike_times.npy", "spike_templates.npy", "spike_clusters.npy",    "amplitudes.npy",     "pc_features.npy",
+    "templates.npy",   "pc_feature_ind.npy",  "similar_templates.npy", "spike_positions.npy"};
 
 #define MAX_COMMITTED 32
 
@@ -50,6 +50,7 @@ struct bs_phy_writer {
     int64_t last_time;    /* samples; -1 before the first spike */
     int64_t n_tpl_rows;   /* templates appended */
     int64_t n_sim_rows;   /* similar_templates rows appended */
+    int64_t n_pos_rows;   /* spike_positions rows appended */
     double *tpl_norm;     /* [T] L2 norm of each template (whitened units) */
     uint8_t *present;     /* [present_cap] 1 if that cluster id has spikes */
     int64_t present_cap;
@@ -138,7 +139,7 @@ bs_status bs_phy_writer_open(bs_phy_writer **out, const char *dir, const bs_phy_
     for (int i = 0; i < S_COUNT && st == BS_OK; i++) {
         if ((i == S_PCF || i == S_PCIND) && h->n_pc == 0)
             continue;
-        if (i == S_SIM)
+        if (i == S_SIM || i == S_POS)
             continue; /* opened on the first streamed row */
         st = join(w, stream_names[i], path, sizeof path);
         if (st != BS_OK)
@@ -233,6 +234,28 @@ bs_status bs_phy_writer_append_spikes(bs_phy_writer *w, int64_t n, const int64_t
     }
     w->n_spikes += n;
     w->last_time = prev;
+    return BS_OK;
+}
+
+bs_status bs_phy_writer_append_positions(bs_phy_writer *w, int64_t n, const float *xy_um)
+{
+    if (n <= 0)
+        return BS_OK;
+    if (w->n_pos_rows + n > w->n_spikes)
+        return bs_error(BS_ERR_INTERNAL, "%s: %" PRId64 " spike positions appended for %" PRId64 " spikes", w->dir,
+                        w->n_pos_rows + n, w->n_spikes);
+    if (!w->open[S_POS]) {
+        char path[4200];
+        int64_t row[1] = {2};
+        BS_TRY(join(w, stream_names[S_POS], path, sizeof path));
+        BS_TRY(bs_npy_writer_open(&w->s[S_POS], path, BS_NPY_F32, 2, row));
+        w->open[S_POS] = 1;
+    }
+    if (bs_npy_writer_append(&w->s[S_POS], xy_um, n) != BS_OK) {
+        w->failed = 1;
+        return bs_error(BS_ERR_INPUT, "%s: cannot write spike_positions.npy", w->dir);
+    }
+    w->n_pos_rows += n;
     return BS_OK;
 }
 
@@ -496,6 +519,23 @@ static bs_status save_npy(bs_phy_writer *w, const char *name, bs_npy_dtype dt, i
     return note_committed(w, path);
 }
 
+/* Rows of similar_templates computed per block (at most 32 MiB of block). */
+static int64_t similarity_block(int64_t T, size_t tbytes)
+{
+    int64_t B = (int64_t)((32u << 20) / (tbytes + (size_t)T * sizeof(float)));
+    return B < 1 ? 1 : (B > T ? T : B);
+}
+
+size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan)
+{
+    size_t C = (size_t)n_chan, T = (size_t)n_templates, tbytes = (size_t)nt * C * sizeof(float);
+    size_t B = (size_t)similarity_block((int64_t)T, tbytes);
+    return (B + 1) * tbytes + B * T * sizeof(float) /* similarity blocks */
+           + (T + 1) * (sizeof(double) + 1)          /* template norms, cluster presence */
+           + 2 * C * C * sizeof(float)               /* whitening matrices */
+           + C * (2 * sizeof(int32_t) + 2 * sizeof(float) + 64) + T * 64 + ((size_t)64 << 10);
+}
+
 /* similar_templates from the templates already streamed to disk: rows in
  * blocks of B templates, each block compared with every template read back
  * one at a time. Memory: (B + 1) templates + B rows. */
@@ -513,8 +553,7 @@ static bs_status compute_similarity(bs_phy_writer *w)
     if (fflush(tw->file.fp) != 0)
         return bs_error(BS_ERR_INPUT, "%s: write failed: %s", tw->file.path, strerror(errno));
     size_t tbytes = (size_t)len * sizeof(float);
-    int64_t B = (int64_t)((32u << 20) / (tbytes + (size_t)T * sizeof(float)));
-    B = B < 1 ? 1 : (B > T ? T : B);
+    int64_t B = similarity_block(T, tbytes);
     float *blk = bs_mem_alloc("export/similarity", (size_t)B * tbytes);
     float *one = bs_mem_alloc("export/similarity", tbytes);
     float *out = bs_mem_alloc("export/similarity", (size_t)B * (size_t)T * sizeof(float));
@@ -699,7 +738,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
  * read templates as sparse, SpikeInterface reads cluster_info.tsv instead of
  * our tables, per-spike extras have the old spike count, and .phy/ caches
  * the old clusters. */
-static bs_status remove_stale(bs_phy_writer *w)
+static bs_status remove_stale(bs_phy_writer *w, int wrote_positions)
 {
     static const char *const stale[] = {
         "template_ind.npy", "cluster_info.tsv", "pc_feature_spike_ids.npy", "template_features.npy",
@@ -709,6 +748,8 @@ static bs_status remove_stale(bs_phy_writer *w)
     size_t n = sizeof stale / sizeof stale[0] - (w->h.n_pc > 0 ? 2 : 0);
     char path[4200];
     for (size_t k = 0; k < n; k++) {
+        if (wrote_positions && strcmp(stale[k], "spike_positions.npy") == 0)
+            continue;
         BS_TRY(join(w, stale[k], path, sizeof path));
         if (remove(path) == 0)
             bs_log_info("%s: removed %s left by an earlier export", w->dir, stale[k]);
@@ -736,6 +777,10 @@ static bs_status close_body(bs_phy_writer *w)
                         w->dir, w->n_sim_rows, T);
     if (!w->chan_map)
         return bs_error(BS_ERR_INTERNAL, "%s: the channel map and positions were never set", w->dir);
+    if (w->open[S_POS] && w->n_pos_rows != w->n_spikes)
+        return bs_error(BS_ERR_INTERNAL, "%s: %" PRId64 " spike positions were appended for %" PRId64 " spikes",
+                        w->dir, w->n_pos_rows, w->n_spikes);
+    int wrote_positions = w->open[S_POS];
     if (!w->open[S_SIM])
         BS_TRY(compute_similarity(w));
 
@@ -749,7 +794,7 @@ static bs_status close_body(bs_phy_writer *w)
         BS_TRY(bs_npy_writer_close(&w->s[i]));
         BS_TRY(note_committed(w, path));
     }
-    BS_TRY(remove_stale(w));
+    BS_TRY(remove_stale(w, wrote_positions));
 
     /* templates_ind.npy: dense templates, every row is 0..C-1 */
     {

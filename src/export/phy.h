@@ -16,6 +16,8 @@
  *     times that go backwards, fall outside [0, n_samples) or ids outside
  *     [0, n_templates) are a bug in the caller (BS_ERR_INTERNAL), nothing is
  *     written for that block.
+ *   - spike_positions.npy (float32 S x 2, µm) is optional and streamed the
+ *     same way (bs_phy_writer_append_positions), after each spike block.
  *   - Templates are streamed too (bs_phy_writer_append_templates), with their
  *     pc_feature_ind rows; similar_templates rows may be streamed, otherwise
  *     the writer computes them at close (zero-lag cosine similarity, reading
@@ -78,6 +80,11 @@ typedef struct {
 
 typedef struct bs_phy_writer bs_phy_writer;
 
+/* Peak bytes a writer allocates through the accountant (its own copies of
+ * the small arrays, the whitening matrices, and the similarity blocks at
+ * close, at most 32 MiB), for the planner. */
+size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan);
+
 /* Create `dir` (mkdir -p) and start a folder. BS_ERR_INPUT if the folder
  * cannot be created or written, BS_ERR_INTERNAL for an inconsistent header. */
 bs_status bs_phy_writer_open(bs_phy_writer **w, const char *dir, const bs_phy_header *h);
@@ -89,6 +96,11 @@ bs_status bs_phy_writer_open(bs_phy_writer **w, const char *dir, const bs_phy_he
  * is 0). */
 bs_status bs_phy_writer_append_spikes(bs_phy_writer *w, int64_t n, const int64_t *times, const int32_t *templates,
                                       const int32_t *clusters, const float *amplitudes, const float *pc_features);
+
+/* Optional: append the positions of the next n spikes (n x 2 float32: x, y
+ * in µm) to spike_positions.npy. Either every spike gets a position or none
+ * (then no spike_positions.npy is written). */
+bs_status bs_phy_writer_append_positions(bs_phy_writer *w, int64_t n, const float *xy_um);
 
 /* Append n templates (n x nt x n_chan float32, whitened space) in id order,
  * with their pc_feature_ind rows (n x n_pc_chan channel indices in

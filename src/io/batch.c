@@ -95,12 +95,14 @@ bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int6
     r->n_batches = bs_batch_count(rec->n_samples, nb);
     r->block_rows = bs_batch_block_rows(rec->n_cols, rec->dtype, nb, halo, block_bytes);
     r->row_bytes = (size_t)rec->n_cols * bs_sample_bytes(rec->dtype);
-    r->fd = open(rec->data_path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0)
-        return bs_error(BS_ERR_INPUT, "%s: cannot open for reading: %s", rec->data_path, strerror(errno));
+    if (!rec->read_rows) { /* formats with their own row reader (NWB) need no descriptor */
+        r->fd = open(rec->data_path, O_RDONLY | O_CLOEXEC);
+        if (r->fd < 0)
+            return bs_error(BS_ERR_INPUT, "%s: cannot open for reading: %s", rec->data_path, strerror(errno));
 #ifdef POSIX_FADV_SEQUENTIAL
-    (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
+    }
     r->raw = bs_mem_alloc("io/batch-raw", (size_t)r->block_rows * r->row_bytes);
     r->out = bs_mem_alloc("io/batch-out", (size_t)r->width * (size_t)rec->probe.n_chan * sizeof(float));
     if (!r->raw || !r->out) {
@@ -123,6 +125,8 @@ void bs_batch_reader_close(bs_batch_reader *r)
 static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
 {
     const bs_recording *rec = r->rec;
+    if (rec->read_rows)
+        return rec->read_rows(rec, row0, nrows, r->raw);
     size_t want = (size_t)nrows * r->row_bytes, got = 0;
     uint64_t off = rec->data_offset + (uint64_t)row0 * r->row_bytes;
     while (got < want) {

@@ -16,7 +16,8 @@
  * µV = (raw - rec->offset) * rec->uv_per_bit[c].
  *
  * Reading: the file rows covering [max(0, b*NB - halo), min(T, (b+1)*NB +
- * halo)) are read with pread() in blocks of whole rows through one raw buffer
+ * halo)) are read with pread() (or the recording's read_rows hook, e.g. NWB
+ * hyperslabs) in blocks of whole rows through one raw buffer
  * of at most block_bytes (default BS_BATCH_BLOCK_BYTES, at least one row),
  * and only the probe's columns are converted. The reader owns both buffers,
  * allocated once at open from the accountant: the raw block (tag

@@ -1,11 +1,11 @@
 /*
  * raw.c - a raw interleaved binary described by the caller (bs_open_options)
- * and a probe file.
+ * and a probe file (JSON, probe_json.h, or .prb, prb.h).
  *
  * Layout: header_bytes bytes (skipped), then n_samples rows of n_cols values
  * of one sample type (little-endian), time-major: sample t of column c is at
- * header_bytes + (t * n_cols + c) * sample_bytes. The probe file (JSON, see
- * probe_json.h) says which columns are probe channels and where they sit.
+ * header_bytes + (t * n_cols + c) * sample_bytes. The probe file says
+ * which columns are probe channels and where they sit.
  * n_cols is opt->n_cols, or the number of columns the probe file requires
  * (Kilosort n_chan, else the largest device index + 1). n_samples comes from
  * the real file size, which must be header_bytes plus a whole number of rows;
@@ -27,7 +27,7 @@
 
 #include "../common/fileio.h"
 #include "../mem/mem.h"
-#include "probe_json.h"
+#include "prb.h"
 #include "recording.h"
 
 bs_status bs_sample_type_parse(const char *text, bs_sample_type *t)
@@ -67,7 +67,7 @@ bs_status bs_raw_open(const char *path, const bs_open_options *opt, bs_recording
     memset(rec, 0, sizeof *rec);
     if (!opt || !opt->probe_path)
         return bs_error(BS_ERR_INPUT, "%s: a raw binary needs a probe file (--probe): expected probeinterface or "
-                                      "Kilosort JSON",
+                                      "Kilosort JSON, or .prb",
                         path);
     if (strlen(path) >= sizeof rec->data_path)
         return bs_error(BS_ERR_INPUT, "%s: path longer than %zu bytes", path, sizeof rec->data_path - 1);
@@ -103,7 +103,7 @@ bs_status bs_raw_open(const char *path, const bs_open_options *opt, bs_recording
     close(fd);
 
     int required = 0;
-    BS_TRY(bs_probe_json_load(opt->probe_path, opt->probe_index, &rec->probe, &required));
+    BS_TRY(bs_probe_file_load(opt->probe_path, opt->probe_index, &rec->probe, &required));
     int n_cols = opt->n_cols > 0 ? opt->n_cols : required;
     st = bs_probe_validate(&rec->probe, n_cols, opt->probe_path);
     if (st != BS_OK) {

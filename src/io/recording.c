@@ -3,10 +3,12 @@
  * bs_recording_close.
  *
  * Dispatch, in order: self-describing formats first (each one `if` that tests
- * the path and calls its reader), then a raw binary when the caller gave a
+ * the path and calls its reader: NWB by its HDF5 signature or .nwb name), then a raw binary when the caller gave a
  * probe file: a probe file given on the command line wins (it describes a
  * raw binary, or overrides a SpikeGLX .meta's geometry); otherwise a SpikeGLX
  * folder, .bin with its .meta, or .meta is read by the SpikeGLX reader.
+ * An Open Ephys recording is recognised by its own paths (openephys.h) and
+ * takes a probe file as its geometry.
  * Anything else is refused with a message that says what was expected.
  */
 #include <errno.h>
@@ -15,6 +17,8 @@
 #include <sys/stat.h>
 
 #include "../mem/mem.h"
+#include "nwb.h"
+#include "openephys.h"
 #include "recording.h"
 #include "spikeglx.h"
 
@@ -44,13 +48,21 @@ bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_rec
     if (stat(path, &st) != 0)
         return bs_error(BS_ERR_INPUT, "%s: cannot open the recording: %s", path, strerror(errno));
 
+    if (bs_nwb_looks_like(path)) {
+        if (opt && opt->probe_path)
+            return bs_error(BS_ERR_USAGE, "%s: an NWB file carries its own geometry (electrodes table rel_x/rel_y): "
+                                          "--probe is for raw binaries", path);
+        return bs_nwb_open(path, opt ? opt->series : NULL, rec);
+    }
+    if (bs_openephys_detect(path))
+        return bs_openephys_open(path, opt, rec);
     if (opt && opt->probe_path)
         return bs_raw_open(path, opt, rec);
     if (looks_like_spikeglx(path))
         return bs_spikeglx_open(path, rec);
     return bs_error(BS_ERR_INPUT,
-                    "%s: unrecognised recording: expected a SpikeGLX .bin with its .meta, or a raw binary with a "
-                    "probe file (--probe P --fs HZ)",
+                    "%s: unrecognised recording: expected an NWB file, an Open Ephys recording, a SpikeGLX .bin "
+                    "with its .meta, or a raw binary with a probe file (--probe P --fs HZ)",
                     path);
 }
 
@@ -58,6 +70,8 @@ void bs_recording_close(bs_recording *rec)
 {
     if (!rec)
         return;
+    if (rec->close_source)
+        rec->close_source(rec);
     bs_mem_free(rec->uv_per_bit);
     bs_probe_free(&rec->probe);
     memset(rec, 0, sizeof *rec);

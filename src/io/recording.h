@@ -29,7 +29,7 @@ typedef struct {
     char model[64]; /* probe model or part number, "" if unknown */
 } bs_probe;
 
-typedef struct {
+typedef struct bs_recording {
     char data_path[4096]; /* binary file holding the samples */
     char format[16];      /* "raw", "spikeglx", ... */
     bs_sample_type dtype;
@@ -41,11 +41,21 @@ typedef struct {
     float offset;         /* raw units subtracted before scaling (0 for signed ints) */
     int64_t first_sample; /* sample number of the first sample in the acquisition clock */
     bs_probe probe;
+    /* Formats whose samples are not a plain interleaved file (NWB/HDF5) set
+     * read_rows: it reads rows [row0, row0 + n_rows) of all n_cols columns as
+     * `dtype` into dst (row-major), in place of pread() at data_offset, and
+     * may be called from several threads at once. close_source frees
+     * `source` (reader state); both NULL for plain files. */
+    bs_status (*read_rows)(const struct bs_recording *rec, int64_t row0, int64_t n_rows, void *dst);
+    void (*close_source)(struct bs_recording *rec);
+    void *source;
+    size_t source_bytes; /* tracked bytes `source` holds (NWB: chunk cache, electrode rows), for the plan */
+    char stream[256];     /* stream read, for formats that hold several ("" otherwise) */
 } bs_recording;
 
 /* Options for opening a raw binary (ignored by self-describing formats). */
 typedef struct {
-    const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON), or NULL */
+    const char *probe_path; /* probe file (probeinterface JSON, Kilosort JSON, .prb), or NULL */
     double fs_hz;           /* 0: unknown */
     int n_cols;             /* columns per sample; 0: what the probe file requires (Kilosort n_chan, else
                                the largest device channel index + 1) */
@@ -54,10 +64,13 @@ typedef struct {
     double offset;          /* raw units subtracted before scaling (uint16: 0 means 32768) */
     uint64_t header_bytes;  /* bytes to skip at file start */
     int probe_index;        /* probe of a probeinterface ProbeGroup to use (0: the first) */
+    const char *series;     /* NWB: ElectricalSeries to read (path or name); NULL: the only one */
+    const char *stream;     /* stream of a multi-stream recording (Open Ephys), or NULL */
 } bs_open_options;
 
-/* Open REC: a SpikeGLX .bin (with .meta beside it) or a folder holding one,
- * or a raw binary with opt->probe_path. */
+/* Open REC: an NWB file (HDF5), an Open Ephys recording (openephys.h;
+ * opt->probe_path overrides its geometry), a SpikeGLX .bin (with .meta
+ * beside it) or a folder holding one, or a raw binary with opt->probe_path. */
 bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
 void bs_recording_close(bs_recording *rec);
 

@@ -18,7 +18,11 @@
 #include "../preprocess/preprocess.h"
 #include "../cluster/cluster.h"
 #include "../match/match.h"
-#include "../export/phy.h"
+#include "../common/progress.h"
+#include "checkpoint.h"
+#include "finish.h"
+#include "plan.h"
+#include "run_summary.h"
 #include "stage_drift.h"
 #include "stage_io.h"
 
@@ -36,6 +40,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->match_max_iter = 50;
     p->n_pc_chan = 10;
     p->duplicate_ms = 0.25;
+    p->max_center_spikes = 200000;
     bs_drift_default_params(&p->drift);
 }
 
@@ -57,13 +62,6 @@ typedef struct {
     char stage_dir[4096];
 } sort_ctx;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Read batch b and run the preprocessing configured in ctx->pp. */
 static bs_status read_preprocessed(sort_ctx *ctx, int64_t b, float **x, int64_t *n_valid)
 {
@@ -84,9 +82,9 @@ static bs_status read_unwhitened(void *vctx, int64_t b, float **x, int64_t *n_va
     return bs_preprocess_batch(&pp, *x, ctx->rec->probe.n_chan, ctx->width, ctx->scratch, ctx->scratch_bytes, NULL);
 }
 
-/* Stage 1b: motion estimate from the high-passed batches, then the
- * corrector every later read goes through. */
-static bs_status stage_drift(sort_ctx *ctx)
+/* Stage 1b: motion estimate from the high-passed batches (or, on resume,
+ * the stored one), then the corrector every later read goes through. */
+static bs_status stage_drift(sort_ctx *ctx, bs_checkpoint *ck, bs_run_summary *run)
 {
     bs_stage_drift_args a = {.rec = ctx->rec,
                              .p = &ctx->p->drift,
@@ -98,23 +96,21 @@ static bs_status stage_drift(sort_ctx *ctx)
                              .read_ctx = ctx,
                              .out_dir = ctx->p->out_dir,
                              .quiet = ctx->p->quiet};
-    BS_TRY(bs_stage_drift(&a, &ctx->drift));
+    const char *names[3];
+    if (bs_checkpoint_done(ck, "drift")) {
+        BS_TRY(bs_stage_drift_load(&a, ctx->stage_dir, &ctx->drift));
+        bs_run_stage_resumed(run);
+    } else {
+        BS_TRY(bs_stage_drift(&a, &ctx->drift));
+        BS_TRY(bs_stage_drift_store(ctx->stage_dir, &ctx->drift, names));
+        BS_TRY(bs_checkpoint_mark(ck, "drift", 3, names));
+        bs_checkpoint_test_kill("drift", BS_CKPT_END);
+    }
     if (!bs_drift_any(&ctx->drift))
         return BS_OK;
     BS_TRY(bs_drift_corrector_init(&ctx->corr, &ctx->drift, &ctx->rec->probe, &ctx->wh));
     ctx->have_corr = 1;
     return BS_OK;
-}
-
-static void progress(const sort_ctx *ctx, const char *stage, int64_t done, int64_t total, double t0)
-{
-    if (ctx->p->quiet || total <= 0)
-        return;
-    if (done != total && done % 10 != 0)
-        return;
-    double el = now_s() - t0;
-    bs_log_info("%-9s %5.1f%%  batch %lld/%lld  %.1f s", stage, 100.0 * (double)done / (double)total,
-                (long long)done, (long long)total, el);
 }
 
 /* Stage 1: channel covariance of high-passed data -> local whitening. */
@@ -124,15 +120,17 @@ static bs_status stage_whitening(sort_ctx *ctx)
     bs_whiten_cov acc;
     BS_TRY(bs_whiten_cov_init(&acc, C));
     bs_status st = BS_OK;
-    double t0 = now_s();
+    bs_progress pb;
+    bs_progress_start(&pb, "whitening", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
     for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b += ctx->p->whiten_stride) {
         float *x;
         int64_t n_valid;
         st = read_preprocessed(ctx, b, &x, &n_valid);
         if (st == BS_OK)
             st = bs_whiten_cov_add(&acc, x, ctx->width, ctx->halo, ctx->halo + n_valid);
-        progress(ctx, "whitening", b + 1, ctx->n_batches, t0);
+        bs_progress_update(&pb, b + 1);
     }
+    bs_progress_finish(&pb);
     double *cov = st == BS_OK ? bs_mem_alloc("sort/covariance", (size_t)C * C * sizeof(double)) : NULL;
     if (st == BS_OK && !cov)
         st = BS_ERR_MEMORY;
@@ -156,15 +154,17 @@ static bs_status stage_basis(sort_ctx *ctx, bs_temporal_basis *basis)
     bs_snippet_set snips;
     BS_TRY(bs_snippets_init(&snips, &ctx->p->detect));
     bs_status st = BS_OK;
-    double t0 = now_s();
+    bs_progress pb;
+    bs_progress_start(&pb, "shapes", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
     for (int64_t b = 0; b < ctx->n_batches && st == BS_OK && snips.n < snips.cap; b += ctx->p->basis_stride) {
         float *x;
         int64_t n_valid;
         st = read_preprocessed(ctx, b, &x, &n_valid);
         if (st == BS_OK)
             bs_snippets_collect(&snips, &ctx->p->detect, x, ctx->rec->probe.n_chan, ctx->width, ctx->halo, n_valid);
-        progress(ctx, "shapes", b + 1, ctx->n_batches, t0);
+        bs_progress_update(&pb, b + 1);
     }
+    bs_progress_finish(&pb);
     if (st == BS_OK)
         st = bs_basis_learn(&snips, &ctx->p->detect, basis);
     bs_snippets_free(&snips);
@@ -173,6 +173,20 @@ static bs_status stage_basis(sort_ctx *ctx, bs_temporal_basis *basis)
 
 /* Streamed per-spike outputs of detection, in .stages/detect/. */
 enum { DET_TIMES, DET_POS, DET_XY, DET_SCORE, DET_FEATURES, DET_N };
+static const char *const detect_files[DET_N] = {"detect/spike_times.npy", "detect/spike_pos.npy",
+                                                "detect/spike_xy.npy", "detect/spike_score.npy",
+                                                "detect/spike_features.npy"};
+
+/* Rows of a stage's .npy file (a resumed stage's spike count). */
+static bs_status stage_rows(const char *stage_dir, const char *rel, int64_t *n)
+{
+    char path[4200];
+    bs_npy_header h;
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, rel));
+    BS_TRY(bs_npy_read_header(path, &h));
+    *n = h.shape[0];
+    return BS_OK;
+}
 
 static bs_status detect_files_append(bs_npy_set *f, const bs_detect_output *o)
 {
@@ -217,7 +231,8 @@ static bs_status stage_detect(sort_ctx *ctx, const bs_temporal_basis *basis, con
     bs_status st = bs_npy_set_open(&files, dir, DET_N, spec);
     bs_detect_output out;
     bs_detect_output_init(&out, grid->n_chans, basis->n_pcs);
-    double t0 = now_s();
+    bs_progress pb;
+    bs_progress_start(&pb, "detect", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
     *n_spikes = 0;
     for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b++) {
         float *x;
@@ -230,8 +245,10 @@ static bs_status stage_detect(sort_ctx *ctx, const bs_temporal_basis *basis, con
         if (st == BS_OK)
             st = detect_files_append(&files, &out);
         *n_spikes += out.n;
-        progress(ctx, "detect", b + 1, ctx->n_batches, t0);
+        bs_progress_update(&pb, b + 1);
+        bs_checkpoint_test_kill("detect", b + 1);
     }
+    bs_progress_finish(&pb);
     bs_detect_output_free(&out);
     return bs_npy_set_finish(&files, st);
 }
@@ -340,10 +357,61 @@ static bs_status append_template(learned_templates *lt, const bs_probe *probe, c
     return st;
 }
 
+/* The clustering stage's checkpoint: supports (K × n_sup) and low-rank
+ * weights (K × n_sup × P) of the learned templates. */
+static bs_status store_templates(const char *stage_dir, const learned_templates *lt, const char **names)
+{
+    static const char *const n[2] = {"cluster/support.npy", "cluster/U.npy"};
+    char path[4200], dir[4200];
+    int64_t s1[2] = {lt->K, lt->n_sup}, s2[3] = {lt->K, lt->n_sup, lt->P};
+    BS_TRY(bs_path_join(dir, sizeof dir, stage_dir, "cluster"));
+    BS_TRY(bs_mkdir_p(dir));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[0]));
+    BS_TRY(bs_npy_save(path, BS_NPY_I32, 2, s1, lt->support));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[1]));
+    BS_TRY(bs_npy_save(path, BS_NPY_F32, 3, s2, lt->U));
+    names[0] = n[0];
+    names[1] = n[1];
+    return BS_OK;
+}
+
+static bs_status load_templates(const char *stage_dir, int n_chan, int P, learned_templates *lt)
+{
+    char path[4200];
+    bs_npy_header hs, hu;
+    void *sup = NULL, *U = NULL;
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, "cluster/support.npy"));
+    BS_TRY(bs_npy_load_expect(path, "sort/templates", BS_NPY_I32, 2, &hs, &sup));
+    bs_status st = bs_path_join(path, sizeof path, stage_dir, "cluster/U.npy");
+    if (st == BS_OK)
+        st = bs_npy_load_expect(path, "sort/templates", BS_NPY_F32, 3, &hu, &U);
+    if (st == BS_OK && (hu.shape[0] != hs.shape[0] || hu.shape[1] != hs.shape[1] || hu.shape[2] != P ||
+                        hs.shape[1] > n_chan || hs.shape[0] < 1))
+        st = bs_error(BS_ERR_INPUT, "%s: checkpoint shapes disagree", path);
+    if (st != BS_OK) {
+        bs_mem_free(sup), bs_mem_free(U);
+        return st;
+    }
+    lt->K = (int)hs.shape[0];
+    lt->n_sup = (int)hs.shape[1];
+    lt->P = P;
+    lt->support = sup;
+    lt->U = U;
+    return BS_OK;
+}
+
+/* An entry of the per-center spike index (.stages/cluster/center_index.bin). */
+typedef struct {
+    int64_t i;   /* detected spike index */
+    int32_t pos; /* its grid position */
+    int32_t pad;
+} center_item;
+#define CENTER_READ 65536 /* index entries per read */
+
 /* Stage 4: per spatial center, read its detected spikes back from disk,
  * cluster them, and keep every cluster of at least min_spikes as a template. */
 static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, const bs_detect_grid *grid,
-                               learned_templates *lt)
+                               bs_sort_plan *plan, bs_run_summary *run, learned_templates *lt)
 {
     const bs_probe *probe = &ctx->rec->probe;
     char dir[4200];
@@ -358,8 +426,11 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
     memset(&r_pos, 0, sizeof r_pos);
     memset(&r_feat, 0, sizeof r_feat);
     r_t.fd = r_pos.fd = r_feat.fd = -1;
-    int64_t *idx = NULL, *first = NULL;
-    int32_t *pos = NULL;
+    bs_bucket_file bk = {.fd = -1};
+    int64_t *count = NULL;
+    int64_t *sel = NULL;
+    int32_t *spos = NULL;
+    center_item *items = NULL;
     bs_status st = bs_centers_build(probe, grid, &cp, &centers);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_t, dir, "spike_times.npy", BS_NPY_I64);
@@ -367,46 +438,91 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
         st = bs_npy_rows_open(&r_pos, dir, "spike_pos.npy", BS_NPY_I32);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_feat, dir, "spike_features.npy", BS_NPY_F32);
-    int64_t n = st == BS_OK ? r_pos.h.shape[0] : 0;
-    if (st == BS_OK) { /* spike indices grouped by center (counting sort keeps time order) */
-        pos = bs_mem_alloc("sort/center-index", (size_t)(n ? n : 1) * sizeof *pos);
-        idx = bs_mem_alloc("sort/center-index", (size_t)(n ? n : 1) * sizeof *idx);
-        first = bs_mem_calloc("sort/center-index", (size_t)centers.n_centers + 1, sizeof *first);
-        st = pos && idx && first ? bs_npy_rows_read(&r_pos, 0, n, pos) : BS_ERR_MEMORY;
-    }
-    if (st == BS_OK) {
-        for (int64_t i = 0; i < n; i++)
-            first[centers.pos_center[pos[i]] + 1]++;
-        for (int k = 0; k < centers.n_centers; k++)
-            first[k + 1] += first[k];
-        int64_t *fill = calloc((size_t)centers.n_centers, sizeof *fill);
-        if (!fill)
-            st = BS_ERR_MEMORY;
-        for (int64_t i = 0; i < n && fill; i++) {
-            int k = centers.pos_center[pos[i]];
-            idx[first[k] + fill[k]++] = i;
+    int64_t n = st == BS_OK ? r_pos.h.shape[0] : 0, cap = ctx->p->max_center_spikes;
+    if (st == BS_OK) { /* spike indices grouped by center on disk (in time order within a center) */
+        count = bs_mem_calloc("sort/center-index", (size_t)centers.n_centers + 1, sizeof *count);
+        spos = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *spos);
+        items = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *items);
+        st = count && spos && items ? BS_OK : BS_ERR_MEMORY;
+        for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += CENTER_READ) {
+            int64_t c = n - s0 < CENTER_READ ? n - s0 : CENTER_READ;
+            st = bs_npy_rows_read(&r_pos, s0, c, spos);
+            for (int64_t i = 0; i < c && st == BS_OK; i++)
+                count[centers.pos_center[spos[i]]]++;
         }
-        free(fill);
+        char path[4200], cdir[4200];
+        if (st == BS_OK)
+            st = bs_path_join(cdir, sizeof cdir, ctx->stage_dir, "cluster");
+        if (st == BS_OK)
+            st = bs_mkdir_p(cdir);
+        if (st == BS_OK)
+            st = bs_path_join(path, sizeof path, cdir, "center_index.bin");
+        if (st == BS_OK)
+            st = bs_bucket_open(&bk, path, centers.n_centers, count, sizeof(center_item), (size_t)4 << 20);
+        for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += CENTER_READ) {
+            int64_t c = n - s0 < CENTER_READ ? n - s0 : CENTER_READ;
+            st = bs_npy_rows_read(&r_pos, s0, c, spos);
+            for (int64_t i = 0; i < c && st == BS_OK; i++) {
+                center_item it = {s0 + i, spos[i], 0};
+                st = bs_bucket_add(&bk, centers.pos_center[spos[i]], &it);
+            }
+        }
+        if (st == BS_OK)
+            st = bs_bucket_finish(&bk);
+    }
+    if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
+        int64_t largest = 0;
+        for (int k = 0; k < centers.n_centers; k++)
+            if (count[k] > largest)
+                largest = count[k];
+        bs_sort_plan_detected(plan, n, largest);
+        bs_run_stage_replan(run, plan->stage[BS_STAGE_CLUSTER].peak);
+        st = bs_sort_plan_check(plan, BS_STAGE_CLUSTER);
     }
     lt->n_sup = probe->n_chan < 32 ? probe->n_chan : 32;
     lt->P = basis->n_pcs;
-    double t0 = now_s();
+    bs_progress pb;
+    bs_progress_start(&pb, "cluster", "centers", ctx->p->quiet ? 0 : centers.n_centers);
     for (int k = 0; k < centers.n_centers && st == BS_OK; k++) {
-        int64_t m = first[k + 1] - first[k];
+        int64_t m_all = count[k], m = m_all;
         if (m == 0)
             continue;
+        /* a center with more than max_center_spikes spikes is subsampled
+         * evenly in time (a parameter: it shapes the result, like the batch):
+         * item i*m/cap for i < cap, picked while its index is read in blocks */
+        if (cap > 0 && m > cap)
+            m = cap;
+        sel = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *sel);
+        int32_t *pos_of = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *pos_of);
+        if (!sel || !pos_of) {
+            bs_mem_free(pos_of);
+            st = BS_ERR_MEMORY;
+            break;
+        }
+        int64_t want = 0;
+        for (int64_t s0 = 0; s0 < m_all && st == BS_OK && want < m; s0 += CENTER_READ) {
+            int64_t c = m_all - s0 < CENTER_READ ? m_all - s0 : CENTER_READ;
+            st = bs_bucket_read(&bk, k, s0, c, items);
+            while (st == BS_OK && want < m) {
+                int64_t j = m == m_all ? want : (int64_t)((double)want * (double)m_all / (double)m);
+                if (j >= s0 + c)
+                    break;
+                sel[want] = items[j - s0].i;
+                pos_of[want++] = items[j - s0].pos;
+            }
+        }
         bs_detected_spike *spk = bs_mem_calloc("sort/center-spikes", (size_t)m, sizeof *spk);
         int64_t *times = bs_mem_alloc("sort/center-spikes", (size_t)m * sizeof *times);
         float *feat = bs_mem_alloc("sort/center-features", (size_t)m * r_feat.row_bytes);
         int32_t *labels = bs_mem_alloc("sort/center-labels", (size_t)m * sizeof *labels);
         bs_center_templates ct = {0};
-        st = spk && times && feat && labels ? bs_npy_rows_gather(&r_t, idx + first[k], m, times) : BS_ERR_MEMORY;
+        st = spk && times && feat && labels ? bs_npy_rows_gather(&r_t, sel, m, times) : BS_ERR_MEMORY;
         if (st == BS_OK)
-            st = bs_npy_rows_gather(&r_feat, idx + first[k], m, feat);
+            st = bs_npy_rows_gather(&r_feat, sel, m, feat);
         if (st == BS_OK) {
             for (int64_t i = 0; i < m; i++) {
                 spk[i].t = times[i];
-                spk[i].pos = pos[idx[first[k] + i]];
+                spk[i].pos = pos_of[i];
             }
             st = bs_cluster_center(&cp, &centers, k, grid, basis, spk, feat, m, labels, &ct);
         }
@@ -418,14 +534,21 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
         bs_mem_free(times);
         bs_mem_free(feat);
         bs_mem_free(labels);
-        progress(ctx, "cluster", k + 1, centers.n_centers, t0);
+        bs_mem_free(sel);
+        bs_mem_free(pos_of);
+        sel = NULL;
+        bs_progress_update(&pb, k + 1);
+        bs_checkpoint_test_kill("cluster", k + 1);
     }
+    bs_progress_finish(&pb);
     if (st == BS_OK && lt->K == 0)
         st = bs_error(BS_ERR_INPUT, "%s: no unit with at least %d spikes was found (%lld spikes detected)",
                       ctx->rec->data_path, ctx->p->min_template_spikes, (long long)n);
-    bs_mem_free(pos);
-    bs_mem_free(idx);
-    bs_mem_free(first);
+    bs_mem_free(sel);
+    bs_mem_free(count);
+    bs_mem_free(spos);
+    bs_mem_free(items);
+    bs_bucket_close(&bk);
     bs_npy_rows_close(&r_t);
     bs_npy_rows_close(&r_pos);
     bs_npy_rows_close(&r_feat);
@@ -435,6 +558,8 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
 
 /* Stage 5 output files in .stages/match/. */
 enum { MAT_TIMES, MAT_TEMPLATES, MAT_AMPS, MAT_FEATURES, MAT_N };
+static const char *const match_files[MAT_N] = {"match/spike_times.npy", "match/spike_templates.npy",
+                                               "match/amplitudes.npy", "match/pc_features.npy"};
 
 /* Per template, the n_pc_chan support entries with the largest weights
  * (pc_feature_ind), as indices into its support. */
@@ -462,7 +587,7 @@ static void choose_pc_channels(const bs_match_templates *mt, int n_pc_chan, int3
  * features (residual plus the spike's own fitted template, on the template's
  * pc channels) stream to .stages/match/. */
 static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, const bs_match_templates *mt,
-                             const int32_t *pc_sup_idx, int64_t *n_matched)
+                             const int32_t *pc_sup_idx, bs_pair_mode pair_mode, int64_t *n_matched)
 {
     char dir[4200];
     BS_TRY(bs_path_join(dir, sizeof dir, ctx->stage_dir, "match"));
@@ -475,7 +600,7 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
     bs_npy_set files = {.n_open = 0};
-    bs_status st = bs_pair_table_build(mt, BS_PAIR_FULL, &pt);
+    bs_status st = bs_pair_table_build(mt, pair_mode, &pt);
     if (st == BS_OK)
         st = bs_peel_ws_alloc(mt, ctx->width, pp.max_iter, 0, &ws);
     bs_spike *spk = st == BS_OK ? bs_mem_alloc("sort/match-spikes", (size_t)ws.max_spikes * sizeof *spk) : NULL;
@@ -493,7 +618,8 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     };
     if (st == BS_OK)
         st = bs_npy_set_open(&files, dir, MAT_N, spec);
-    double t0 = now_s();
+    bs_progress pb;
+    bs_progress_start(&pb, "match", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
     *n_matched = 0;
     for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b++) {
         float *x;
@@ -534,8 +660,10 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
                 st = bs_npy_writer_append(&files.w[MAT_FEATURES], feat, n_out);
         }
         *n_matched += n_out;
-        progress(ctx, "match", b + 1, ctx->n_batches, t0);
+        bs_progress_update(&pb, b + 1);
+        bs_checkpoint_test_kill("match", b + 1);
     }
+    bs_progress_finish(&pb);
     st = bs_npy_set_finish(&files, st);
     bs_mem_free(spk);
     bs_mem_free(times);
@@ -544,205 +672,6 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     bs_mem_free(feat);
     bs_peel_ws_free(&ws);
     bs_pair_table_free(&pt);
-    return st;
-}
-
-/* Stages 6 and 7: CCG-guided merges of the templates' spike trains,
- * duplicate removal, good/mua labels, and the Phy folder. spike_templates are
- * the matching templates (their pc_feature_ind describe each spike's
- * features); spike_clusters the merged units. */
-static bs_status stage_finish_export(sort_ctx *ctx, const bs_match_templates *mt, const int32_t *pc_chan,
-                                     int *n_units, int64_t *n_spikes_out)
-{
-    const bs_recording *rec = ctx->rec;
-    const bs_probe *probe = &rec->probe;
-    int K = mt->K, C = probe->n_chan, nt = mt->nt, P = mt->n_pc, npc = ctx->p->n_pc_chan;
-    char dir[4200];
-    BS_TRY(bs_path_join(dir, sizeof dir, ctx->stage_dir, "match"));
-    bs_npy_rows r_t, r_k, r_a, r_f;
-    memset(&r_t, 0, sizeof r_t), memset(&r_k, 0, sizeof r_k), memset(&r_a, 0, sizeof r_a), memset(&r_f, 0, sizeof r_f);
-    r_t.fd = r_k.fd = r_a.fd = r_f.fd = -1;
-    bs_status st = bs_npy_rows_open(&r_t, dir, "spike_times.npy", BS_NPY_I64);
-    if (st == BS_OK)
-        st = bs_npy_rows_open(&r_k, dir, "spike_templates.npy", BS_NPY_I32);
-    if (st == BS_OK)
-        st = bs_npy_rows_open(&r_a, dir, "amplitudes.npy", BS_NPY_F32);
-    if (st == BS_OK)
-        st = bs_npy_rows_open(&r_f, dir, "pc_features.npy", BS_NPY_F32);
-    int64_t n = st == BS_OK ? r_t.h.shape[0] : 0;
-    size_t nn = (size_t)(n ? n : 1);
-    int64_t *t = bs_mem_alloc("sort/final-spikes", nn * sizeof *t);
-    int64_t *ta = bs_mem_alloc("sort/final-spikes", nn * sizeof *ta);
-    int32_t *k0 = bs_mem_alloc("sort/final-spikes", nn * sizeof *k0);
-    int32_t *clu = bs_mem_alloc("sort/final-spikes", nn * sizeof *clu);
-    int64_t *order = bs_mem_alloc("sort/final-spikes", nn * sizeof *order);
-    if (st == BS_OK && !(t && ta && k0 && clu && order))
-        st = BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = bs_npy_rows_read(&r_t, 0, n, t);
-    if (st == BS_OK)
-        st = bs_npy_rows_read(&r_k, 0, n, k0);
-    /* sparse waveforms of the matching templates, for similarity and merges */
-    bs_sparse_templates T = {0};
-    int *nsup = malloc((size_t)K * sizeof *nsup);
-    if (st == BS_OK && !nsup)
-        st = BS_ERR_MEMORY;
-    for (int k = 0; k < K && nsup; k++)
-        nsup[k] = mt->n_sup;
-    if (st == BS_OK)
-        st = bs_sparse_templates_alloc(&T, K, nt, nsup);
-    free(nsup);
-    for (int k = 0; k < K && st == BS_OK; k++) {
-        for (int i = 0; i < mt->n_sup; i++)
-            T.chans[T.off[k] + i] = mt->support[(size_t)k * mt->n_sup + i];
-        bs_match_template_waveform(mt, k, T.wave + T.off[k] * nt);
-    }
-    int n_merges = 0, K2 = K;
-    if (st == BS_OK) {
-        memcpy(ta, t, (size_t)n * sizeof *t);
-        memcpy(clu, k0, (size_t)n * sizeof *clu);
-        bs_merge_params mp;
-        bs_merge_default_params(&mp, rec->fs_hz);
-        st = bs_merge_ccg(&mp, ta, clu, n, &T, &n_merges);
-        K2 = T.K;
-    }
-    if (st == BS_OK)
-        st = bs_spike_order(ta, n, order);
-    /* sorted, inside the recording, without same-unit duplicates */
-    uint8_t *keep = bs_mem_alloc("sort/final-spikes", nn);
-    int64_t *ts = bs_mem_alloc("sort/final-spikes", nn * sizeof *ts);
-    int32_t *cs = bs_mem_alloc("sort/final-spikes", nn * sizeof *cs);
-    if (st == BS_OK && !(keep && ts && cs))
-        st = BS_ERR_MEMORY;
-    int64_t m = 0, n_kept = 0;
-    for (int64_t i = 0; i < n && st == BS_OK; i++) {
-        int64_t j = order[i];
-        if (ta[j] < 0 || ta[j] >= rec->n_samples)
-            continue;
-        order[m] = j;
-        ts[m] = ta[j];
-        cs[m++] = clu[j];
-    }
-    if (st == BS_OK)
-        st = bs_remove_duplicates(ts, cs, m, K2, (int64_t)llround(ctx->p->duplicate_ms * rec->fs_hz / 1000.0), keep,
-                                  &n_kept);
-    int64_t w = 0;
-    for (int64_t i = 0; i < m && st == BS_OK; i++)
-        if (keep[i]) {
-            order[w] = order[i];
-            ts[w] = ts[i];
-            cs[w++] = cs[i];
-        }
-    uint8_t *good = bs_mem_calloc("sort/final-units", (size_t)K2 + 1, 1);
-    double *contam = bs_mem_calloc("sort/final-units", (size_t)K2 + 1, sizeof *contam);
-    double *amp_sum = bs_mem_calloc("sort/final-units", (size_t)K + K2 + 1, sizeof *amp_sum);
-    int64_t *amp_n = bs_mem_calloc("sort/final-units", (size_t)K + K2 + 1, sizeof *amp_n);
-    if (st == BS_OK && !(good && contam && amp_sum && amp_n))
-        st = BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = bs_cluster_labels(ts, cs, w, K2, rec->fs_hz, 0.2, good, contam);
-
-    /* the Phy folder */
-    bs_phy_writer *pw = NULL;
-    char dat[4096];
-    if (st == BS_OK)
-        st = bs_phy_resolve_dat_path(rec->data_path, dat, sizeof dat);
-    static const char *dtype_names[] = {"int16", "uint16", "int32", "float32"};
-    bs_phy_header h = {.dat_path = dat,
-                       .n_channels_dat = rec->n_cols,
-                       .dtype = dtype_names[rec->dtype],
-                       .offset_bytes = rec->data_offset,
-                       .sample_rate_hz = rec->fs_hz,
-                       .hp_filtered = 0,
-                       .n_samples = rec->n_samples,
-                       .n_chan = C,
-                       .nt = nt,
-                       .n_templates = K,
-                       .n_pc = P,
-                       .n_pc_chan = npc};
-    if (st == BS_OK)
-        st = bs_phy_writer_open(&pw, ctx->p->out_dir, &h);
-    if (st == BS_OK)
-        st = bs_phy_writer_set_probe(pw, probe);
-    float *W = NULL, *Winv = NULL;
-    if (st == BS_OK) {
-        W = bs_mem_alloc("sort/export-whitening", (size_t)C * C * sizeof *W);
-        Winv = bs_mem_alloc("sort/export-whitening", (size_t)C * C * sizeof *Winv);
-        st = W && Winv ? BS_OK : BS_ERR_MEMORY;
-    }
-    if (st == BS_OK) {
-        bs_whitener_dense(&ctx->wh, W);
-        st = bs_whitener_inverse(&ctx->wh, 1e-5, Winv);
-    }
-    if (st == BS_OK)
-        st = bs_phy_writer_set_whitening(pw, W, Winv);
-    /* spikes, streamed in blocks; amplitudes and features gathered by index */
-    enum { BLOCK = 8192 };
-    int32_t *bk = bs_mem_alloc("sort/export-block", BLOCK * sizeof *bk);
-    float *ba = bs_mem_alloc("sort/export-block", BLOCK * sizeof *ba);
-    float *bf = bs_mem_alloc("sort/export-block", (size_t)BLOCK * P * npc * sizeof *bf);
-    if (st == BS_OK && !(bk && ba && bf))
-        st = BS_ERR_MEMORY;
-    for (int64_t s0 = 0; s0 < w && st == BS_OK; s0 += BLOCK) {
-        int64_t cnt = w - s0 < BLOCK ? w - s0 : BLOCK;
-        /* spikes are nearly in matching order: gather coalesces the runs into single reads */
-        st = bs_npy_rows_gather(&r_a, order + s0, cnt, ba);
-        if (st == BS_OK)
-            st = bs_npy_rows_gather(&r_f, order + s0, cnt, bf);
-        for (int64_t i = 0; i < cnt && st == BS_OK; i++) {
-            bk[i] = k0[order[s0 + i]];
-            amp_sum[bk[i]] += ba[i];
-            amp_n[bk[i]]++;
-            amp_sum[K + cs[s0 + i]] += ba[i];
-            amp_n[K + cs[s0 + i]]++;
-        }
-        if (st == BS_OK)
-            st = bs_phy_writer_append_spikes(pw, cnt, ts + s0, bk, cs + s0, ba, bf);
-    }
-    /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
-    float *dense = bs_mem_alloc("sort/export-template", (size_t)nt * C * sizeof *dense);
-    float *wave = bs_mem_alloc("sort/export-template", (size_t)mt->n_sup * nt * sizeof *wave);
-    if (st == BS_OK && !(dense && wave))
-        st = BS_ERR_MEMORY;
-    for (int k = 0; k < K && st == BS_OK; k++) {
-        double a = amp_n[k] ? amp_sum[k] / (double)amp_n[k] : 1.0;
-        memset(dense, 0, (size_t)nt * C * sizeof *dense);
-        bs_match_template_waveform(mt, k, wave);
-        for (int i = 0; i < mt->n_sup; i++) {
-            int c = mt->support[(size_t)k * mt->n_sup + i];
-            for (int u = 0; u < nt; u++)
-                dense[(size_t)u * C + c] = (float)(a * wave[(size_t)i * nt + u]);
-        }
-        st = bs_phy_writer_append_templates(pw, 1, dense, pc_chan + (size_t)k * npc);
-    }
-    /* units */
-    bs_phy_cluster *rows = st == BS_OK ? calloc((size_t)K2 + 1, sizeof *rows) : NULL;
-    int n_rows = 0;
-    for (int k = 0; k < K2 && rows; k++) {
-        if (!amp_n[K + k])
-            continue;
-        rows[n_rows++] = (bs_phy_cluster){k, good[k] ? "good" : "mua", good[k] ? "good" : "mua",
-                                           amp_sum[K + k] / (double)amp_n[K + k], 100.0 * contam[k]};
-    }
-    if (st == BS_OK && !rows)
-        st = BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = bs_phy_writer_set_clusters(pw, n_rows, rows);
-    free(rows);
-    if (pw)
-        st = st == BS_OK ? bs_phy_writer_close(pw) : (bs_phy_writer_abort(pw), st);
-    *n_units = n_rows;
-    *n_spikes_out = w;
-    if (st == BS_OK && !ctx->p->quiet)
-        bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed)", K, n_merges, n_rows,
-                    (long long)w, (long long)(m - w));
-    bs_mem_free(bk), bs_mem_free(ba), bs_mem_free(bf), bs_mem_free(dense), bs_mem_free(wave);
-    bs_mem_free(W), bs_mem_free(Winv), bs_mem_free(good), bs_mem_free(contam), bs_mem_free(amp_sum),
-        bs_mem_free(amp_n);
-    bs_mem_free(keep), bs_mem_free(ts), bs_mem_free(cs), bs_mem_free(t), bs_mem_free(ta), bs_mem_free(k0),
-        bs_mem_free(clu), bs_mem_free(order);
-    bs_sparse_templates_free(&T);
-    bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
 
@@ -782,11 +711,28 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     if (p->highpass_hz >= rec->fs_hz / 2)
         return bs_error(BS_ERR_INPUT, "high-pass cutoff %.1f Hz is not below the Nyquist frequency %.1f Hz",
                         p->highpass_hz, rec->fs_hz / 2);
+    if (p->threads > 0)
+        omp_set_num_threads(p->threads);
+    /* plan before touching the data or the output folder */
+    bs_sort_plan plan;
+    BS_TRY(bs_sort_plan_make(rec, p, omp_get_max_threads(), p->mem_budget, 0, &plan));
+    BS_TRY(bs_sort_plan_check(&plan, -1));
+    if (!p->quiet) {
+        double gib = (double)((size_t)1 << 30);
+        bs_log_info("memory plan: predicted peak %.2f GiB of tracked memory (budget %.2f GiB), %lld batches; "
+                    "`boundsort plan` shows the details",
+                    (double)plan.peak / gib, (double)p->mem_budget / gib, (long long)plan.n_batches);
+    }
     BS_TRY(bs_mkdir_p(p->out_dir));
     BS_TRY(bs_path_join(ctx.stage_dir, sizeof ctx.stage_dir, p->out_dir, ".stages"));
     BS_TRY(bs_mkdir_p(ctx.stage_dir));
-    if (p->threads > 0)
-        omp_set_num_threads(p->threads);
+    size_t old_budget = bs_mem_budget(BS_DEV_HOST);
+    if (p->mem_budget)
+        bs_mem_set_budget(BS_DEV_HOST, p->mem_budget);
+    bs_run_summary run;
+    bs_run_summary_init(&run, p->mem_budget);
+    if (p->mem_trace)
+        snprintf(run.mem_trace, sizeof run.mem_trace, "%s", p->mem_trace);
 
     bs_status st = bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &ctx.hp);
     ctx.pp = (bs_preprocess){.remove_mean = 1, .car = 1, .hp = &ctx.hp};
@@ -801,31 +747,93 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
         if (!ctx.scratch)
             st = BS_ERR_MEMORY;
     }
-    double t = now_s();
+    double t = bs_now_s();
+#define STAGE_BEGIN(id) bs_run_stage_begin(&run, plan.stage[id].name, plan.stage[id].peak, plan.stage[id].strategy)
+    bs_checkpoint ck = {.manifest = NULL};
     if (st == BS_OK)
+        st = bs_checkpoint_open(&ck, ctx.stage_dir, rec, p, p->resume);
+    const char *names[BS_NPY_SET_MAX];
+    STAGE_BEGIN(BS_STAGE_WHITENING);
+    if (st == BS_OK && bs_checkpoint_done(&ck, "whitening")) {
+        st = bs_load_whitener(ctx.stage_dir, rec->probe.n_chan, &ctx.wh);
+        if (st == BS_OK) {
+            ctx.have_wh = 1;
+            ctx.pp.wh = &ctx.wh;
+            bs_run_stage_resumed(&run);
+        }
+    } else if (st == BS_OK) {
         st = stage_whitening(&ctx);
-    if (st == BS_OK && !p->no_drift)
-        st = stage_drift(&ctx);
+        if (st == BS_OK)
+            st = bs_store_whitener(ctx.stage_dir, &ctx.wh, names);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "whitening", 3, names);
+        bs_checkpoint_test_kill("whitening", BS_CKPT_END);
+    }
+    bs_run_stage_end(&run);
+    if (!p->no_drift) {
+        STAGE_BEGIN(BS_STAGE_DRIFT);
+        if (st == BS_OK)
+            st = stage_drift(&ctx, &ck, &run);
+        bs_run_stage_end(&run);
+    }
     if (st != BS_OK || p->drift_only) {
+        bs_checkpoint_close(&ck);
+        bs_mem_set_budget(BS_DEV_HOST, old_budget);
         ctx_release(&ctx);
         return st;
     }
     bs_temporal_basis basis = {0};
     bs_detect_grid grid = {0};
-    if (st == BS_OK)
+    STAGE_BEGIN(BS_STAGE_BASIS);
+    if (st == BS_OK && bs_checkpoint_done(&ck, "basis")) {
+        st = bs_load_basis(ctx.stage_dir, &p->detect, &basis);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
         st = stage_basis(&ctx, &basis);
+        if (st == BS_OK)
+            st = bs_store_basis(ctx.stage_dir, &basis, names);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "basis", 2, names);
+    }
+    bs_run_stage_end(&run);
+    STAGE_BEGIN(BS_STAGE_DETECT);
     if (st == BS_OK)
         st = bs_grid_build(&rec->probe, &p->detect, &grid);
     int64_t n_detected = 0;
-    if (st == BS_OK)
+    if (st == BS_OK && bs_checkpoint_done(&ck, "detect")) {
+        st = stage_rows(ctx.stage_dir, "detect/spike_times.npy", &n_detected);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
         st = stage_detect(&ctx, &basis, &grid, &n_detected);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "detect", DET_N, detect_files);
+        bs_checkpoint_test_kill("detect", BS_CKPT_END);
+    }
+    bs_run_stage_end(&run);
     if (st == BS_OK && !p->quiet)
-        bs_log_info("detected %lld spikes in %.1f s", (long long)n_detected, now_s() - t);
+        bs_log_info("detected %lld spikes in %.1f s", (long long)n_detected, bs_now_s() - t);
     learned_templates lt = {0};
-    if (st == BS_OK)
-        st = stage_cluster(&ctx, &basis, &grid, &lt);
+    STAGE_BEGIN(BS_STAGE_CLUSTER);
+    if (st == BS_OK && bs_checkpoint_done(&ck, "cluster")) {
+        st = load_templates(ctx.stage_dir, rec->probe.n_chan, p->detect.n_pcs, &lt);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
+        st = stage_cluster(&ctx, &basis, &grid, &plan, &run, &lt);
+        if (st == BS_OK)
+            st = store_templates(ctx.stage_dir, &lt, names);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "cluster", 2, names);
+        bs_checkpoint_test_kill("cluster", BS_CKPT_END);
+    }
+    bs_run_stage_end(&run);
     bs_match_templates mt = {0};
     int have_mt = 0;
+    if (st == BS_OK) { /* the real template count and pair count: re-plan matching */
+        int64_t nnz = bs_pair_count(lt.K, lt.n_sup, lt.support, rec->probe.n_chan);
+        bs_sort_plan_update(&plan, lt.K, nnz, -1);
+        st = bs_sort_plan_check(&plan, BS_STAGE_MATCH);
+    }
+    STAGE_BEGIN(BS_STAGE_MATCH);
     if (st == BS_OK) {
         st = bs_match_templates_create("learned templates", rec->probe.n_chan, p->detect.nt, p->detect.nt_before,
                                        basis.n_pcs, basis.wpca, lt.K, lt.n_sup, lt.support, lt.U, &mt);
@@ -846,15 +854,52 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     }
     int64_t n_matched = 0, n_final = 0;
     int n_units = 0;
-    if (st == BS_OK)
-        st = stage_match(&ctx, &basis, &mt, pc_idx, &n_matched);
+    if (st == BS_OK && bs_checkpoint_done(&ck, "match")) {
+        st = stage_rows(ctx.stage_dir, "match/spike_times.npy", &n_matched);
+        bs_run_stage_resumed(&run);
+    } else if (st == BS_OK) {
+        st = stage_match(&ctx, &basis, &mt, pc_idx, plan.pair_mode, &n_matched);
+        if (st == BS_OK)
+            st = bs_checkpoint_mark(&ck, "match", MAT_N, match_files);
+        bs_checkpoint_test_kill("match", BS_CKPT_END);
+    }
+    bs_run_stage_end(&run);
     if (st == BS_OK && !p->quiet)
         bs_log_info("matched %lld spikes with %d templates", (long long)n_matched, mt.K);
-    if (st == BS_OK)
-        st = stage_finish_export(&ctx, &mt, pc_chan, &n_units, &n_final);
+    if (st == BS_OK) { /* the real spike count: re-plan the finishing stage */
+        bs_sort_plan_update(&plan, lt.K, plan.pair_nnz, n_matched);
+        st = bs_sort_plan_check(&plan, BS_STAGE_FINISH);
+    }
+    STAGE_BEGIN(BS_STAGE_FINISH);
+    if (st == BS_OK) {
+        bs_finish_input fin = {.rec = rec,
+                               .stage_dir = ctx.stage_dir,
+                               .out_dir = p->out_dir,
+                               .wh = &ctx.wh,
+                               .mt = &mt,
+                               .pc_chan = pc_chan,
+                               .n_pc_chan = npc,
+                               .duplicate_ms = p->duplicate_ms,
+                               .quiet = p->quiet};
+        st = bs_finish_run(&fin, &n_units, &n_final);
+    }
+    bs_run_stage_end(&run);
+#undef STAGE_BEGIN
     if (st == BS_OK && !p->quiet)
-        bs_log_info("sorted in %.1f s: %d units, %lld spikes, Phy folder %s", now_s() - t, n_units,
+        bs_log_info("sorted in %.1f s: %d units, %lld spikes, Phy folder %s", bs_now_s() - t, n_units,
                     (long long)n_final, p->out_dir);
+    if (st == BS_OK) {
+        for (int i = 0; i < run.n; i++)
+            if (run.stage[i].tracked_peak > run.stage[i].planned_peak)
+                bs_log_warn("stage %s used %zu bytes of tracked memory, more than the %zu it planned (a bug in "
+                            "the plan)", run.stage[i].name, run.stage[i].tracked_peak, run.stage[i].planned_peak);
+        if (!p->quiet)
+            bs_run_summary_print(&run, stderr);
+        char *plan_json = bs_sort_plan_json(&plan);
+        run.plan_json = plan_json;
+        st = bs_run_summary_write(&run, p->out_dir);
+        free(plan_json);
+    }
     bs_mem_free(pc_idx);
     bs_mem_free(pc_chan);
     if (have_mt)
@@ -862,6 +907,8 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     learned_free(&lt);
     bs_grid_free(&grid);
     bs_basis_free(&basis);
+    bs_checkpoint_close(&ck);
+    bs_mem_set_budget(BS_DEV_HOST, old_budget);
     ctx_release(&ctx);
     return st;
 }

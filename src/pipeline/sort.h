@@ -19,6 +19,15 @@
  *   6. finish     merges, duplicate removal, labels
  *   7. export     the Phy folder
  *
+ * Before reading data, the planner (plan.h) sizes every stage against the
+ * memory budget and refuses a run that cannot fit (BS_ERR_MEMORY); stages
+ * re-plan with the real template and spike counts. Every stage is timed and
+ * its tracked and RSS peaks measured (run_summary.h): the table is printed
+ * at the end and written to OUT/run_summary.json.
+ *
+ * Each stage checkpoints its outputs under OUT/.stages with a manifest
+ * entry; `resume` skips the stages already complete (checkpoint.h).
+ *
  * Batches are read with a halo of `halo_samples` on each side (enough for
  * the high-pass to equal whole-recording filtering to float precision), and
  * every stage reports only what lies in a batch's own samples, so batch
@@ -52,6 +61,10 @@ typedef struct {
     int match_max_iter;        /* peeling iterations per batch */
     int n_pc_chan;             /* channels per spike in pc_features.npy */
     double duplicate_ms;       /* same-cluster spikes closer than this are duplicates, ms */
+    int64_t max_center_spikes; /* spikes clustered per center: more are subsampled evenly (200000) */
+    size_t mem_budget;         /* bytes of tracked host memory (0: unlimited); never changes the result */
+    const char *mem_trace;     /* path of the JSON-lines allocation trace being recorded, or NULL */
+    int resume;                /* skip stages whose checkpoints match (checkpoint.h) */
     int no_drift;              /* 1: no drift estimation or correction */
     int drift_only;            /* 1: stop after the drift stage (its files written) */
     bs_drift_params drift;

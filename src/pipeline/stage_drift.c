@@ -12,6 +12,7 @@
 
 #include "../common/fileio.h"
 #include "../common/log.h"
+#include "../common/progress.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
 
@@ -118,6 +119,8 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
     ss.rows = bs_mem_alloc("drift/driftmap", (size_t)ss.cap * 3 * sizeof(float));
     bs_status st = ss.rows ? BS_OK : BS_ERR_MEMORY;
     int64_t n_peaks = 0;
+    bs_progress pb;
+    bs_progress_start(&pb, "drift", "batches", a->quiet ? 0 : a->n_batches);
     for (int64_t b = 0; b < a->n_batches && st == BS_OK; b++) {
         float *x;
         int64_t n_valid;
@@ -129,10 +132,9 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
         for (int64_t i = 0; i < sp.n && st == BS_OK; i++)
             subsample_add(&ss, (float)((double)sp.s[i].t / rec->fs_hz), sp.s[i].y_um, sp.s[i].amp);
         n_peaks += sp.n;
-        if (!a->quiet && ((b + 1) % 10 == 0 || b + 1 == a->n_batches))
-            bs_log_info("drift     %5.1f%%  batch %lld/%lld", 100.0 * (double)(b + 1) / (double)a->n_batches,
-                        (long long)(b + 1), (long long)a->n_batches);
+        bs_progress_update(&pb, b + 1);
     }
+    bs_progress_finish(&pb);
     bs_drift_spikes_free(&sp);
     bs_drift_detector_free(&det);
     if (st == BS_OK)
@@ -163,5 +165,45 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
         }
     }
     bs_mem_free(ss.rows);
+    return st;
+}
+
+static const char *const ckpt_files[3] = {"drift/motion.npy", "drift/modes.npy", "drift/drift.json"};
+
+bs_status bs_stage_drift_store(const char *stage_dir, const bs_drift *d, const char *names[3])
+{
+    char dir[4200];
+    BS_TRY(bs_path_join(dir, sizeof dir, stage_dir, "drift"));
+    BS_TRY(bs_mkdir_p(dir));
+    int32_t modes[256];
+    if (d->n_shanks > 256)
+        return bs_error(BS_ERR_INPUT, "drift: %d shanks: at most 256 are supported", d->n_shanks);
+    for (int s = 0; s < d->n_shanks; s++)
+        modes[s] = (int32_t)d->sh[s].mode;
+    int64_t sm[2] = {d->n_bins, d->n_blocks}, ss[1] = {d->n_shanks};
+    BS_TRY(save_npy(dir, "motion.npy", BS_NPY_F32, 2, sm, d->motion_um));
+    BS_TRY(save_npy(dir, "modes.npy", BS_NPY_I32, 1, ss, modes));
+    for (int i = 0; i < 3; i++)
+        names[i] = ckpt_files[i];
+    return BS_OK;
+}
+
+bs_status bs_stage_drift_load(const bs_stage_drift_args *a, const char *stage_dir, bs_drift *d)
+{
+    char pm[4300], pd[4300];
+    BS_TRY(bs_path_join(pm, sizeof pm, stage_dir, ckpt_files[0]));
+    BS_TRY(bs_path_join(pd, sizeof pd, stage_dir, ckpt_files[1]));
+    bs_npy_header hm, hd;
+    void *motion = NULL, *modes = NULL;
+    bs_status st = bs_npy_load_expect(pm, "drift/motion", BS_NPY_F32, 2, &hm, &motion);
+    if (st == BS_OK)
+        st = bs_npy_load_expect(pd, "drift/motion", BS_NPY_I32, 1, &hd, &modes);
+    if (st == BS_OK)
+        st = bs_drift_restore(d, &a->rec->probe, a->p, a->rec->n_samples, a->batch_samples, a->rec->fs_hz, modes,
+                              (int)hd.shape[0], motion, hm.shape[0], hm.shape[1]);
+    bs_mem_free(motion);
+    bs_mem_free(modes);
+    if (st == BS_OK && !a->quiet)
+        bs_log_info("drift: the estimate of the previous run (%s)", pm);
     return st;
 }

@@ -13,6 +13,7 @@
  *   OUT/driftmap.npy        float32 (N, 3) time_s, depth_um (uncorrected), amplitude
  *                           (noise units) of every stride-th detected peak, N <= 200000
  *   OUT/.stages/drift/drift.json  per-shank mode, blocks and fallback notes (for the manifest)
+ *   OUT/.stages/drift/motion.npy, modes.npy  the checkpoint (bs_stage_drift_store)
  * The time bins are the batches. The driftmap keeps every stride-th peak in
  * time order, the stride doubling whenever 200000 rows are full, so it is a
  * uniform subsample whatever the recording length.
@@ -48,5 +49,12 @@ typedef struct {
  * When no shank qualifies (bs_drift_any(d) == 0 after the geometry check),
  * no data is read and only drift.json is written. */
 bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d);
+
+/* The checkpoint of the stage (checkpoint.h): the motion and each shank's
+ * final mode in stage_dir/drift/ (motion.npy float32, modes.npy int32);
+ * names receives the three files to record, drift.json included. */
+bs_status bs_stage_drift_store(const char *stage_dir, const bs_drift *d, const char *names[3]);
+/* Resume: the stored estimate (bs_drift_restore) instead of a new one. */
+bs_status bs_stage_drift_load(const bs_stage_drift_args *a, const char *stage_dir, bs_drift *d);
 
 #endif

@@ -49,4 +49,38 @@ bs_status bs_npy_set_open(bs_npy_set *s, const char *dir, int n, const bs_npy_fi
  * first failure (st itself when it already is one). */
 bs_status bs_npy_set_finish(bs_npy_set *s, bs_status st);
 
+/* Items grouped by key in one file, written in any key order and read back
+ * one key's run at a time: the counts per key are known first (a counting
+ * pass), so key k's items occupy [off[k], off[k+1]) of the file; items are
+ * staged in per-key buffers (buf_bytes in all, at least 16 items per key)
+ * and flushed with pwrite. Within a key, items keep the order they were
+ * added in. RAM: O(keys + buf_bytes), whatever the number of items. */
+typedef struct {
+    int fd;
+    char path[4200];
+    int n_keys;
+    size_t item;      /* bytes per item */
+    int64_t *off;     /* [n_keys + 1] first item of each key */
+    int64_t *done;    /* [n_keys] items written to the file */
+    int64_t *fill;    /* [n_keys] items staged in buf */
+    int64_t per;      /* staging slots per key */
+    char *buf;        /* [n_keys × per × item] */
+} bs_bucket_file;
+
+/* Bytes a bucket file allocates for n_keys keys (its staging buffer is
+ * freed by bs_bucket_finish). */
+size_t bs_bucket_bytes(int n_keys, size_t item_bytes, size_t buf_bytes);
+bs_status bs_bucket_open(bs_bucket_file *b, const char *path, int n_keys, const int64_t *counts, size_t item_bytes,
+                         size_t buf_bytes);
+bs_status bs_bucket_add(bs_bucket_file *b, int key, const void *item);
+/* Flush the staging buffers (and free them); reads are allowed after it. */
+bs_status bs_bucket_finish(bs_bucket_file *b);
+/* Items [first, first + n) of key into dst. */
+bs_status bs_bucket_read(const bs_bucket_file *b, int key, int64_t first, int64_t n, void *dst);
+static inline int64_t bs_bucket_count(const bs_bucket_file *b, int key)
+{
+    return b->off[key + 1] - b->off[key];
+}
+void bs_bucket_close(bs_bucket_file *b);
+
 #endif

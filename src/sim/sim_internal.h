@@ -185,4 +185,8 @@ void bs_sim_noise_block(const bs_sim_noise *nz, double fs_hz, int64_t t0, int64_
 bs_status bs_sim_write_meta(const char *meta_path, const char *bin_name, const bs_sim_layout *layout,
                             const bs_probe *probe, double fs_hz, int64_t n_samples, uint64_t seed);
 
+/* ---- Open Ephys output (sim_openephys.c): DIR/openephys/ from DIR/recording.bin ---- */
+bs_status bs_sim_write_openephys(const char *out_dir, const bs_sim_layout *layout, const bs_probe *probe, double fs_hz,
+                                 int64_t n_samples, double uv_per_bit);
+
 #endif

@@ -576,6 +576,9 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
             BS_OK)
             goto done;
     }
+    if (p->openephys &&
+        (st = bs_sim_write_openephys(out_dir, &L, &probe, p->fs_hz, n_samples, s.uv_per_bit)) != BS_OK)
+        goto done;
 
     /* ground-truth files */
     int64_t shp[3];

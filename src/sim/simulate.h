@@ -18,7 +18,10 @@
  * byte-identical for any thread count and any block size.
  *
  * The output folder is the ground-truth folder of docs/CONVENTIONS.md; with
- * spikeglx set, DIR/spikeglx/sim_g0_t0.imec0.ap.{bin,meta} is written too.
+ * spikeglx set, DIR/spikeglx/sim_g0_t0.imec0.ap.{bin,meta} is written too;
+ * with openephys set, an Open Ephys Record Node folder DIR/openephys/Record
+ * Node 101/ (sim_openephys.c) whose sample numbers start at
+ * BS_SIM_OE_FIRST_SAMPLE.
  */
 #ifndef BS_SIMULATE_H
 #define BS_SIMULATE_H
@@ -27,6 +30,8 @@
 
 #include "../common/status.h"
 #include "../io/recording.h"
+
+#define BS_SIM_OE_FIRST_SAMPLE 1234567 /* first sample number of the Open Ephys copy (acquisition clock) */
 
 typedef enum {
     BS_SIM_PROBE_NP1 = 0,       /* Neuropixels 1.0 (NP1000): 384 ch, staggered, 20 µm rows */
@@ -54,6 +59,7 @@ typedef struct {
     uint64_t seed;
     double fs_hz;            /* sampling rate, Hz */
     int spikeglx;            /* also write a SpikeGLX .ap.bin/.meta pair (Neuropixels probes only) */
+    int openephys;           /* also write an Open Ephys Record Node folder */
     double noise_uv;         /* rms of the background noise per channel, µV (hash and LFP excluded) */
     double hash_per_100um;   /* hash units per 100 µm of shank length */
     double lfp_uv;           /* amplitude of each of the 3 LFP-like components, µV */
@@ -90,5 +96,9 @@ bs_status bs_sim_check_params(const bs_sim_params *p);
 
 /* Simulate into out_dir (created if needed). summary may be NULL. */
 bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summary *summary);
+
+/* After bs_simulate: out_dir/recording.nwb, the same samples as an NWB file
+ * (src/sim/sim_nwb.c; needs HDF5, BS_ERR_INPUT otherwise). */
+bs_status bs_sim_write_nwb(const char *out_dir, const bs_sim_params *p, const bs_sim_summary *s);
 
 #endif

@@ -1,0 +1,163 @@
+/*
+ * match_stress.c - template matching with many templates under a memory
+ * budget (issue "never out of memory": K >= 17,000 within 4 GiB).
+ *
+ * Feeds K synthetic channel-sparse templates (tests/unit/match_synth.h: a
+ * 2-column probe with 20 µm pitch, 32-channel supports, 6 temporal
+ * components) to the matching stage exactly as `sort` runs it: the pair
+ * table strategy is the fastest of full / half / on-the-fly whose bytes fit
+ * the budget next to the templates and the peeling workspace (the planner's
+ * rule, plan.c), the accountant enforces the budget, and whitened batches of
+ * Gaussian noise with spikes of every template at --rate Hz (10) are peeled. Prints,
+ * per K: overlapping pairs, strategy, the bytes of each buffer, seconds per
+ * batch, tracked peak and process peak RSS.
+ *
+ *   bench_match_stress [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ] K...
+ *
+ * Not a test: timings depend on the machine (bench/README.md).
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "../../src/common/progress.h"
+#include "../../src/match/match.h"
+#include "../../src/mem/mem.h"
+#include "../../tests/unit/match_synth.h"
+
+static double mib(double b)
+{
+    return b / 1048576.0;
+}
+
+static size_t peak_rss(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (size_t)ru.ru_maxrss * 1024;
+}
+
+static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, double rate_hz)
+{
+    const int P = 6, nt = 61, nbf = 20, n_sup = 32, halo = 2 * nt;
+    int64_t n_t = nb + 2 * halo;
+    int *centers = malloc(sizeof(int) * (size_t)K);
+    for (int k = 0; k < K; k++)
+        centers[k] = (int)((int64_t)k * C / K);
+    bs_mem_reset_peaks();
+    double t0 = bs_now_s();
+    bs_match_templates mt;
+    bs_status st = synth_templates(7, C, K, n_sup, P, nt, nbf, centers, &mt);
+    free(centers);
+    if (st != BS_OK) {
+        fprintf(stderr, "K=%d: templates: %s\n", K, bs_last_error());
+        return 1;
+    }
+    double t_tpl = bs_now_s() - t0;
+    int64_t nnz = bs_pair_count(K, n_sup, mt.support, C);
+    size_t ws_bytes = bs_peel_ws_bytes(&mt, n_t, 50, omp_get_max_threads());
+    size_t x_bytes = sizeof(float) * (size_t)C * n_t;
+    size_t fixed = bs_match_templates_bytes(C, nt, P, K, n_sup) + ws_bytes + x_bytes;
+    static const bs_pair_mode modes[3] = {BS_PAIR_FULL, BS_PAIR_HALF, BS_PAIR_ON_THE_FLY};
+    static const char *const names[3] = {"full", "half", "on the fly"};
+    int pick = -1;
+    for (int i = 0; i < 3 && pick < 0; i++)
+        if (fixed + bs_pair_table_bytes(K, nnz, nt, modes[i]) <= budget)
+            pick = i;
+    printf("K=%d: %lld overlapping pairs; pair table full %.0f MiB, half %.0f MiB (dense would be %.0f MiB); "
+           "peeling workspace %.0f MiB; templates %.1f s\n",
+           K, (long long)nnz, mib((double)bs_pair_table_bytes(K, nnz, nt, BS_PAIR_FULL)),
+           mib((double)bs_pair_table_bytes(K, nnz, nt, BS_PAIR_HALF)), mib(bs_pair_dense_bytes(K, nt)),
+           mib((double)ws_bytes), t_tpl);
+    if (pick < 0) {
+        printf("K=%d: does not fit %.0f MiB even on the fly (needs %.0f MiB): reduce --batch-seconds\n", K,
+               mib((double)budget), mib((double)fixed));
+        bs_match_templates_free(&mt);
+        return 0;
+    }
+    bs_pair_table pt = {0};
+    bs_peel_ws ws = {0};
+    t0 = bs_now_s();
+    st = bs_pair_table_build(&mt, modes[pick], &pt);
+    double t_pairs = bs_now_s() - t0;
+    if (st == BS_OK)
+        st = bs_peel_ws_alloc(&mt, n_t, 50, 0, &ws);
+    float *X = st == BS_OK ? bs_mem_alloc("bench/batch", x_bytes) : NULL;
+    bs_spike *out = X ? bs_mem_alloc("bench/spikes", sizeof(bs_spike) * (size_t)ws.max_spikes) : NULL;
+    if (!out) {
+        fprintf(stderr, "K=%d: %s\n", K, bs_last_error());
+        bs_mem_free(X);
+        bs_peel_ws_free(&ws);
+        bs_pair_table_free(&pt);
+        bs_match_templates_free(&mt);
+        return 1;
+    }
+    synth_rng r = {11};
+    bs_peel_params pp;
+    bs_peel_params_default(&pp);
+    double t_sum = 0;
+    int64_t found = 0, injected = 0;
+    for (int b = 0; b < n_batches && st == BS_OK; b++) {
+        for (size_t i = 0; i < (size_t)C * n_t; i++)
+            X[i] = (float)synth_normal(&r);
+        int64_t n_spk = (int64_t)(K * rate_hz * (double)nb / 30000.0);
+        for (int64_t s = 0; s < n_spk; s++) {
+            int k = (int)(synth_uniform(&r) * K);
+            int64_t tt = halo + (int64_t)(synth_uniform(&r) * (double)nb);
+            synth_add_spike(&mt, X, n_t, k, tt, (float)(12.0 + 8.0 * synth_uniform(&r)));
+        }
+        injected += n_spk;
+        int64_t n_out = 0;
+        int iters = 0;
+        t0 = bs_now_s();
+        st = bs_peel_batch(&mt, &pt, X, (size_t)n_t, n_t, 0, halo, halo + nb, &pp, &ws, out, &n_out, &iters);
+        t_sum += bs_now_s() - t0;
+        found += n_out;
+    }
+    printf("K=%d: strategy %s (built in %.1f s); %.2f s per batch of %lld samples (%d batches, %d threads); "
+           "%lld of %lld injected spikes found; tracked peak %.0f MiB; peak RSS %.0f MiB; budget %.0f MiB\n",
+           K, names[pick], t_pairs, t_sum / n_batches, (long long)nb, n_batches, omp_get_max_threads(),
+           (long long)found, (long long)injected, mib((double)bs_mem_peak(BS_DEV_HOST)), mib((double)peak_rss()),
+           mib((double)budget));
+    fflush(stdout);
+    bs_mem_free(X);
+    bs_mem_free(out);
+    bs_peel_ws_free(&ws);
+    bs_pair_table_free(&pt);
+    bs_match_templates_free(&mt);
+    return st == BS_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    size_t budget = (size_t)4 << 30;
+    int C = 384, n_batches = 3;
+    double batch_s = 0.5, rate_hz = 10.0;
+    int rc = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
+            if (bs_mem_parse_size(argv[++i], &budget) != BS_OK)
+                return 1;
+        } else if (strcmp(argv[i], "--channels") == 0 && i + 1 < argc) {
+            C = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--batch-seconds") == 0 && i + 1 < argc) {
+            batch_s = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) {
+            rate_hz = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
+            n_batches = atoi(argv[++i]);
+        } else {
+            int K = atoi(argv[i]);
+            if (K <= 0) {
+                fprintf(stderr, "usage: %s [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ] K...\n",
+                        argv[0]);
+                return 1;
+            }
+            bs_mem_set_budget(BS_DEV_HOST, budget);
+            rc |= run_one(K, C, (int64_t)(batch_s * 30000), n_batches, budget, rate_hz);
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,37 @@
+/*
+ * cli_sort_opts.c - the options `sort` and `plan` share: they size the run
+ * (threads, batch length, memory budget, clustering cap), so `plan` must read
+ * them exactly as `sort` does.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../mem/mem.h"
+#include "cli.h"
+
+int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, size_t len)
+{
+    long long n;
+    double d;
+    if (strcmp(a, "--threads") == 0) {
+        if (!bs_cli_parse_long(v, 1, 4096, &n))
+            return snprintf(msg, len, "--threads: expected a thread count >= 1, got '%s'", v), -1;
+        o->sp.threads = (int)n;
+    } else if (strcmp(a, "--batch-seconds") == 0) {
+        if (!bs_cli_parse_double(v, &d) || d < 0.1 || d > 600)
+            return snprintf(msg, len, "--batch-seconds: expected seconds in [0.1, 600], got '%s'", v), -1;
+        o->batch_s = d;
+    } else if (strcmp(a, "--mem") == 0) {
+        size_t b;
+        if (bs_mem_parse_size(v, &b) != BS_OK || b == 0)
+            return snprintf(msg, len, "--mem: expected a size such as 4G, 512M or 2000000000, got '%s'", v), -1;
+        o->sp.mem_budget = b;
+    } else if (strcmp(a, "--max-center-spikes") == 0) {
+        if (!bs_cli_parse_long(v, 1000, 1000000000LL, &n))
+            return snprintf(msg, len, "--max-center-spikes: expected a count >= 1000, got '%s'", v), -1;
+        o->sp.max_center_spikes = n;
+    } else {
+        return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,102 @@
+/*
+ * nwb_export.h - the sorted units of a Phy folder as an NWB Units table
+ * (`boundsort export-nwb`, `boundsort sort --nwb`), and the per-cluster
+ * table reader it uses for quality columns.
+ *
+ * Where the units go: with an NWB input, into a copy of that file (its
+ * electrodes table is reused; Units.electrodes points at the rows of the
+ * sorted series' electrodes); otherwise into a new NWB 2.x file with a
+ * device, one electrode group per shank and an electrodes table built from
+ * channel_positions.npy / channel_shanks.npy (export/nwb_write.h). The table
+ * is /units, or /processing/boundsort/units when the input already has one.
+ *
+ * The Units table (NWB core Units, a DynamicTable): id = cluster id; for
+ * every cluster with spikes, ascending:
+ *   spike_times (float64 s) + spike_times_index (VectorIndex, ends): the
+ *     unit's spike times; with an NWB input the series' timestamps, or its
+ *     starting_time + sample / rate; otherwise sample / sample_rate.
+ *   electrodes (DynamicTableRegion) + electrodes_index: the unit's
+ *     BS_NWB_UNIT_ELECTRODES channels of largest peak-to-peak mean waveform,
+ *     largest first.
+ *   waveform_mean (float32 volts, units x samples x those electrodes): the
+ *     spike-count-weighted mean of the templates of the unit's spikes
+ *     (templates.npy, whitened), unwhitened with whitening_mat_inv.npy
+ *     (µV) and scaled to volts as NWB requires.
+ *   one column per column of qc_metrics.tsv, cluster_qc_label.tsv,
+ *     cluster_KSLabel.tsv, cluster_group.tsv, cluster_Amplitude.tsv and
+ *     cluster_ContamPct.tsv that are present (numbers as float64 with NaN
+ *     for missing cells, text otherwise; a name already used is skipped).
+ *
+ * Memory: spike times are never all in RAM. A first pass counts spikes per
+ * cluster; then units are taken in consecutive groups whose spikes fit the
+ * spike buffer (spike_buffer spikes, default BS_NWB_SPIKE_BUFFER, 8 bytes
+ * each), spike_clusters / spike_times are scanned once per group in blocks
+ * and each group's times are written as one contiguous slice. A unit with
+ * more spikes than the buffer is streamed alone in buffer-sized pieces. So
+ * RAM is O(spike buffer + clusters + one template), and the passes over the
+ * spike files are about (spikes / buffer + 1).
+ */
+#ifndef BS_NWB_EXPORT_H
+#define BS_NWB_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/status.h"
+
+#define BS_NWB_SPIKE_BUFFER ((size_t)4 << 20) /* spikes (32 MiB of float64) */
+#define BS_NWB_UNIT_ELECTRODES 12             /* electrodes per unit (fewer if the probe has fewer) */
+
+typedef struct {
+    const char *phy_dir;   /* the sorting: a Phy folder */
+    const char *input_nwb; /* the NWB recording it came from, or NULL: write a new file */
+    const char *series;    /* that file's ElectricalSeries (NULL: the only one) */
+    const char *out_path;  /* NULL: <phy_dir>/units.nwb */
+    size_t spike_buffer;   /* spikes held at once (0: BS_NWB_SPIKE_BUFFER) */
+} bs_nwb_export_opts;
+
+typedef struct {
+    int64_t n_units, n_spikes;
+    int n_quality_columns;
+    int n_passes;          /* scans of the spike files to group spikes by unit */
+    char path[4200];       /* the file written */
+} bs_nwb_export_summary;
+
+/* Write the NWB file (atomically). BS_ERR_INPUT for a bad folder or input
+ * file (naming the file and what was expected); without HDF5 in the build
+ * BS_ERR_INPUT "built without HDF5". */
+bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *summary);
+
+/* ---- per-cluster TSV tables (nwb_tsv.c, no HDF5 needed) ----
+ * Header row: "cluster_id" (or "id") then column names; one row per cluster:
+ * an integer id >= 0, then cells separated by tabs. Lines end in LF or
+ * CRLF; blank lines are skipped; a row with fewer cells leaves the rest
+ * empty, a row with more is an error; ids must be distinct. A column is
+ * numeric when every non-empty cell is a number (nan / inf included);
+ * empty numeric cells are NaN. Column names keep [A-Za-z0-9_.-] and turn
+ * any other character into '_' (they become HDF5 names). */
+#define BS_TSV_MAX_COLS 256
+#define BS_TSV_MAX_ROWS 10000000
+
+typedef struct {
+    char name[64];
+    int numeric;  /* 1: num is set, 0: text is set */
+    double *num;  /* [n_rows] */
+    char **text;  /* [n_rows] pointers into the table's storage */
+} bs_tsv_col;
+
+typedef struct {
+    int64_t n_rows;
+    int32_t *ids; /* [n_rows] cluster ids, in file order */
+    int n_cols;
+    bs_tsv_col *cols;
+    char *store;  /* cell text */
+} bs_tsv_table;
+
+bs_status bs_tsv_parse(const char *text, size_t len, const char *name, bs_tsv_table *t);
+bs_status bs_tsv_read(const char *path, bs_tsv_table *t);
+void bs_tsv_free(bs_tsv_table *t);
+/* Row of a cluster id, -1 if absent (linear scan). */
+int64_t bs_tsv_find(const bs_tsv_table *t, int32_t id);
+
+#endif

@@ -1,0 +1,407 @@
+/*
+ * checkpoint.c - stage manifest and resume (see checkpoint.h).
+ */
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../include/boundsort.h"
+#include "../common/fileio.h"
+#include "../common/log.h"
+#include "../io/npy.h"
+#include "../mem/mem.h"
+
+#define FNV_OFFSET 1469598103934665603ULL
+#define FNV_PRIME 1099511628211ULL
+#define EDGE_BYTES ((size_t)1 << 20) /* bytes hashed at each end of the data file */
+
+static void fnv(uint64_t *h, const void *data, size_t n)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) {
+        *h ^= b[i];
+        *h *= FNV_PRIME;
+    }
+}
+
+static void fnv_i64(uint64_t *h, int64_t v)
+{
+    fnv(h, &v, sizeof v);
+}
+
+static void fnv_f64(uint64_t *h, double v)
+{
+    fnv(h, &v, sizeof v);
+}
+
+/* First and last EDGE_BYTES of the data file. */
+static bs_status hash_data_edges(uint64_t *h, const bs_recording *rec)
+{
+    int fd = open(rec->data_path, O_RDONLY);
+    if (fd < 0)
+        return bs_error(BS_ERR_INPUT, "%s: cannot open: %s", rec->data_path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        close(fd);
+        return bs_error(BS_ERR_INPUT, "%s: cannot stat: %s", rec->data_path, strerror(errno));
+    }
+    unsigned char *buf = malloc(EDGE_BYTES);
+    if (!buf) {
+        close(fd);
+        return bs_error(BS_ERR_MEMORY, "out of memory hashing %s", rec->data_path);
+    }
+    bs_status st = BS_OK;
+    fnv_i64(h, (int64_t)sb.st_size);
+    off_t starts[2] = {0, sb.st_size > (off_t)EDGE_BYTES ? sb.st_size - (off_t)EDGE_BYTES : 0};
+    for (int e = 0; e < 2 && st == BS_OK; e++) {
+        ssize_t got = pread(fd, buf, EDGE_BYTES, starts[e]);
+        if (got < 0)
+            st = bs_error(BS_ERR_INPUT, "%s: cannot read: %s", rec->data_path, strerror(errno));
+        else
+            fnv(h, buf, (size_t)got);
+    }
+    free(buf);
+    close(fd);
+    return st;
+}
+
+bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, uint64_t *key)
+{
+    uint64_t h = FNV_OFFSET;
+    fnv(&h, BOUNDSORT_VERSION, strlen(BOUNDSORT_VERSION));
+    fnv(&h, rec->format, strlen(rec->format));
+    fnv(&h, rec->stream, strnlen(rec->stream, sizeof rec->stream));
+    fnv_i64(&h, rec->dtype);
+    fnv_i64(&h, rec->n_cols);
+    fnv_i64(&h, (int64_t)rec->data_offset);
+    fnv_i64(&h, rec->n_samples);
+    fnv_f64(&h, rec->fs_hz);
+    fnv_f64(&h, rec->offset);
+    const bs_probe *pr = &rec->probe;
+    fnv_i64(&h, pr->n_chan);
+    for (int c = 0; c < pr->n_chan; c++) {
+        fnv_i64(&h, pr->column[c]);
+        fnv_f64(&h, pr->x_um[c]);
+        fnv_f64(&h, pr->y_um[c]);
+        fnv_i64(&h, pr->shank[c]);
+        fnv_f64(&h, rec->uv_per_bit[c]);
+    }
+    BS_TRY(hash_data_edges(&h, rec));
+    /* result-shaping parameters (threads, budget, trace and verbosity never change the output) */
+    fnv_i64(&h, p->batch_samples);
+    fnv_i64(&h, p->halo_samples);
+    fnv_f64(&h, p->highpass_hz);
+    fnv_i64(&h, p->highpass_order);
+    fnv_i64(&h, p->whiten_neighbors);
+    fnv_i64(&h, p->whiten_stride);
+    fnv_i64(&h, p->basis_stride);
+    const bs_detect_params *d = &p->detect;
+    int64_t di[] = {d->nt, d->nt_before, d->n_pcs, d->n_shapes, d->n_chans, d->n_sizes, d->n_neighbors,
+                    d->max_snippets, (int64_t)d->seed, d->exhaustive};
+    double df[] = {d->th_single_ch, d->th_universal, d->min_template_size_um, d->dmin_um, d->dminx_um,
+                   d->max_channel_distance_um};
+    for (size_t i = 0; i < sizeof di / sizeof di[0]; i++)
+        fnv_i64(&h, di[i]);
+    for (size_t i = 0; i < sizeof df / sizeof df[0]; i++)
+        fnv_f64(&h, df[i]);
+    fnv_i64(&h, p->min_template_spikes);
+    fnv_f64(&h, p->match_threshold);
+    fnv_i64(&h, p->match_max_iter);
+    fnv_i64(&h, p->n_pc_chan);
+    fnv_f64(&h, p->duplicate_ms);
+    fnv_i64(&h, p->max_center_spikes);
+    fnv_i64(&h, p->no_drift); /* drift_only never changes what a stage writes */
+    if (!p->no_drift) {
+        const bs_drift_params *q = &p->drift;
+        int64_t qi[] = {q->n_amp, q->n_blocks, q->rigid_max_shift, q->rigid_iters, q->block_max_shift,
+                        q->min_channels};
+        double qf[] = {q->th, q->nms_radius_um, q->nms_ms, q->pos_radius_um, q->bin_um, q->amp_max,
+                       q->smooth_sigma[0], q->smooth_sigma[1], q->smooth_sigma[2], q->min_height_um,
+                       q->min_block_um, q->min_spikes_per_bin, q->sig_interp_um, q->krige_radius_um, q->ridge};
+        for (size_t i = 0; i < sizeof qi / sizeof qi[0]; i++)
+            fnv_i64(&h, qi[i]);
+        for (size_t i = 0; i < sizeof qf / sizeof qf[0]; i++)
+            fnv_f64(&h, qf[i]);
+    }
+    *key = h;
+    return BS_OK;
+}
+
+static bs_status manifest_path(const bs_checkpoint *c, char *buf, size_t len)
+{
+    return bs_path_join(buf, len, c->stage_dir, "manifest.json");
+}
+
+bs_status bs_checkpoint_open(bs_checkpoint *c, const char *stage_dir, const bs_recording *rec,
+                             const bs_sort_params *p, int resume)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->stage_dir, sizeof c->stage_dir, "%s", stage_dir);
+    BS_TRY(bs_checkpoint_key(rec, p, &c->key));
+    char path[4200], hex[32];
+    BS_TRY(manifest_path(c, path, sizeof path));
+    snprintf(hex, sizeof hex, "%016" PRIx64, c->key);
+    if (!resume) {
+        if (remove(path) != 0 && errno != ENOENT)
+            return bs_error(BS_ERR_INPUT, "%s: cannot remove the old manifest: %s", path, strerror(errno));
+    } else {
+        char *text = NULL;
+        size_t len = 0;
+        cJSON *m = NULL;
+        if (bs_read_text_file(path, (size_t)1 << 24, &text, &len) == BS_OK)
+            m = cJSON_Parse(text);
+        else
+            bs_clear_error();
+        free(text);
+        const cJSON *k = m ? cJSON_GetObjectItemCaseSensitive(m, "key") : NULL;
+        if (!m)
+            bs_log_info("resume: no usable checkpoint manifest in %s; running every stage", stage_dir);
+        else if (!cJSON_IsString(k) || strcmp(k->valuestring, hex) != 0)
+            bs_log_info("resume: the recording or the parameters changed since the checkpoints were written; "
+                        "running every stage");
+        else {
+            c->resume = 1;
+            c->manifest = m;
+            m = NULL;
+        }
+        cJSON_Delete(m);
+    }
+    if (!c->manifest) {
+        cJSON *m = cJSON_CreateObject();
+        if (!m || !cJSON_AddStringToObject(m, "key", hex) || !cJSON_AddArrayToObject(m, "stages")) {
+            cJSON_Delete(m);
+            return bs_error(BS_ERR_MEMORY, "out of memory starting the checkpoint manifest");
+        }
+        c->manifest = m;
+    }
+    return BS_OK;
+}
+
+void bs_checkpoint_close(bs_checkpoint *c)
+{
+    cJSON_Delete(c->manifest);
+    c->manifest = NULL;
+}
+
+static cJSON *find_entry(const bs_checkpoint *c, const char *stage, int *index)
+{
+    cJSON *stages = cJSON_GetObjectItemCaseSensitive(c->manifest, "stages");
+    int i = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, stages)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "stage");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, stage) == 0) {
+            if (index)
+                *index = i;
+            return e;
+        }
+        i++;
+    }
+    return NULL;
+}
+
+int bs_checkpoint_done(bs_checkpoint *c, const char *stage)
+{
+    if (!c->resume || c->broken)
+        return 0;
+    cJSON *e = find_entry(c, stage, NULL);
+    const cJSON *files = e ? cJSON_GetObjectItemCaseSensitive(e, "files") : NULL;
+    int ok = cJSON_IsArray(files);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, files)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(f, "bytes");
+        char path[4200];
+        uint64_t size = 0;
+        if (!ok || !cJSON_IsString(name) || !cJSON_IsNumber(bytes) ||
+            bs_path_join(path, sizeof path, c->stage_dir, name->valuestring) != BS_OK ||
+            bs_file_size(path, &size) != BS_OK || (double)size != bytes->valuedouble) {
+            bs_clear_error();
+            ok = 0;
+            break;
+        }
+    }
+    if (!ok) {
+        c->broken = 1;
+        return 0;
+    }
+    bs_log_info("resume: stage %s is complete in %s; skipped", stage, c->stage_dir);
+    return 1;
+}
+
+bs_status bs_checkpoint_mark(bs_checkpoint *c, const char *stage, int n, const char *const *files)
+{
+    c->broken = 1; /* this stage ran: nothing after it may be skipped */
+    cJSON *stages = cJSON_GetObjectItemCaseSensitive(c->manifest, "stages");
+    int idx = -1;
+    if (find_entry(c, stage, &idx)) /* drop it and every later entry */
+        while (cJSON_GetArraySize(stages) > idx)
+            cJSON_DeleteItemFromArray(stages, idx);
+    cJSON *e = cJSON_CreateObject();
+    cJSON *arr = e ? cJSON_AddArrayToObject(e, "files") : NULL;
+    if (!arr || !cJSON_AddStringToObject(e, "stage", stage)) {
+        cJSON_Delete(e);
+        return bs_error(BS_ERR_MEMORY, "out of memory writing the checkpoint manifest");
+    }
+    cJSON_AddItemToArray(stages, e);
+    for (int i = 0; i < n; i++) {
+        char path[4200];
+        uint64_t size = 0;
+        BS_TRY(bs_path_join(path, sizeof path, c->stage_dir, files[i]));
+        BS_TRY(bs_file_size(path, &size));
+        cJSON *f = cJSON_CreateObject();
+        if (!f || !cJSON_AddStringToObject(f, "name", files[i]) || !cJSON_AddNumberToObject(f, "bytes", (double)size)) {
+            cJSON_Delete(f);
+            return bs_error(BS_ERR_MEMORY, "out of memory writing the checkpoint manifest");
+        }
+        cJSON_AddItemToArray(arr, f);
+    }
+    char *text = cJSON_Print(c->manifest);
+    if (!text)
+        return bs_error(BS_ERR_MEMORY, "out of memory writing the checkpoint manifest");
+    char path[4200];
+    bs_status st = manifest_path(c, path, sizeof path);
+    if (st == BS_OK)
+        st = bs_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+static bs_status stage_file(const char *stage_dir, const char *rel, char *buf, size_t len)
+{
+    char sub[4200];
+    BS_TRY(bs_path_join(buf, len, stage_dir, rel));
+    snprintf(sub, sizeof sub, "%s", buf);
+    char *slash = strrchr(sub, '/');
+    if (slash) {
+        *slash = '\0';
+        BS_TRY(bs_mkdir_p(sub));
+    }
+    return BS_OK;
+}
+
+bs_status bs_store_whitener(const char *stage_dir, const bs_whitener *wh, const char *names[3])
+{
+    static const char *const n[3] = {"whitening/n_nbr.npy", "whitening/nbr.npy", "whitening/w.npy"};
+    char path[4200];
+    int64_t shape1[1] = {wh->n_chan}, shape2[2] = {wh->n_chan, wh->k};
+    BS_TRY(stage_file(stage_dir, n[0], path, sizeof path));
+    BS_TRY(bs_npy_save(path, BS_NPY_I32, 1, shape1, wh->n_nbr));
+    BS_TRY(stage_file(stage_dir, n[1], path, sizeof path));
+    BS_TRY(bs_npy_save(path, BS_NPY_I32, 2, shape2, wh->nbr));
+    BS_TRY(stage_file(stage_dir, n[2], path, sizeof path));
+    BS_TRY(bs_npy_save(path, BS_NPY_F32, 2, shape2, wh->w));
+    for (int i = 0; i < 3; i++)
+        names[i] = n[i];
+    return BS_OK;
+}
+
+/* Load stage_dir/rel as dtype with ndim dims whose leading dims equal dims[]. */
+static bs_status load_exact(const char *stage_dir, const char *rel, const char *tag, bs_npy_dtype dtype, int ndim,
+                            const int64_t *dims, void **data)
+{
+    char path[4200];
+    bs_npy_header h;
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, rel));
+    BS_TRY(bs_npy_load_expect(path, tag, dtype, ndim, &h, data));
+    for (int i = 0; i < ndim; i++)
+        if (dims[i] >= 0 && h.shape[i] != dims[i]) {
+            bs_mem_free(*data);
+            *data = NULL;
+            return bs_error(BS_ERR_INPUT, "%s: checkpoint has shape[%d] = %lld, expected %lld", path, i,
+                            (long long)h.shape[i], (long long)dims[i]);
+        }
+    return BS_OK;
+}
+
+bs_status bs_load_whitener(const char *stage_dir, int n_chan, bs_whitener *wh)
+{
+    memset(wh, 0, sizeof *wh);
+    void *a = NULL, *b = NULL, *w = NULL;
+    int64_t d1[1] = {n_chan}, d2[2] = {n_chan, -1};
+    bs_status st = load_exact(stage_dir, "whitening/n_nbr.npy", "preprocess/whitener", BS_NPY_I32, 1, d1, &a);
+    if (st == BS_OK)
+        st = load_exact(stage_dir, "whitening/nbr.npy", "preprocess/whitener", BS_NPY_I32, 2, d2, &b);
+    if (st == BS_OK)
+        st = load_exact(stage_dir, "whitening/w.npy", "preprocess/whitener", BS_NPY_F32, 2, d2, &w);
+    if (st != BS_OK) {
+        bs_mem_free(a), bs_mem_free(b), bs_mem_free(w);
+        return st;
+    }
+    char path[4200];
+    bs_npy_header h;
+    st = bs_path_join(path, sizeof path, stage_dir, "whitening/w.npy");
+    if (st == BS_OK)
+        st = bs_npy_read_header(path, &h);
+    if (st != BS_OK) {
+        bs_mem_free(a), bs_mem_free(b), bs_mem_free(w);
+        return st;
+    }
+    wh->n_chan = n_chan;
+    wh->k = (int)h.shape[1];
+    wh->n_nbr = a;
+    wh->nbr = b;
+    wh->w = w;
+    return BS_OK;
+}
+
+bs_status bs_store_basis(const char *stage_dir, const bs_temporal_basis *b, const char *names[2])
+{
+    static const char *const n[2] = {"basis/wpca.npy", "basis/wtemp.npy"};
+    char path[4200];
+    int64_t s1[2] = {b->n_pcs, b->nt}, s2[2] = {b->n_shapes, b->nt};
+    BS_TRY(stage_file(stage_dir, n[0], path, sizeof path));
+    BS_TRY(bs_npy_save(path, BS_NPY_F32, 2, s1, b->wpca));
+    BS_TRY(stage_file(stage_dir, n[1], path, sizeof path));
+    BS_TRY(bs_npy_save(path, BS_NPY_F32, 2, s2, b->wtemp));
+    names[0] = n[0];
+    names[1] = n[1];
+    return BS_OK;
+}
+
+bs_status bs_load_basis(const char *stage_dir, const bs_detect_params *p, bs_temporal_basis *b)
+{
+    memset(b, 0, sizeof *b);
+    void *pc = NULL, *tp = NULL;
+    int64_t s1[2] = {p->n_pcs, p->nt}, s2[2] = {p->n_shapes, p->nt};
+    bs_status st = load_exact(stage_dir, "basis/wpca.npy", "detect/basis", BS_NPY_F32, 2, s1, &pc);
+    if (st == BS_OK)
+        st = load_exact(stage_dir, "basis/wtemp.npy", "detect/basis", BS_NPY_F32, 2, s2, &tp);
+    if (st != BS_OK) {
+        bs_mem_free(pc), bs_mem_free(tp);
+        return st;
+    }
+    b->nt = p->nt;
+    b->nt_before = p->nt_before;
+    b->n_pcs = p->n_pcs;
+    b->n_shapes = p->n_shapes;
+    b->wpca = pc;
+    b->wtemp = tp;
+    return BS_OK;
+}
+
+void bs_checkpoint_test_kill(const char *stage, int64_t i)
+{
+    const char *e = getenv("BOUNDSORT_TEST_KILL");
+    if (!e)
+        return;
+    size_t n = strlen(stage);
+    if (strncmp(e, stage, n) != 0 || e[n] != ':')
+        return;
+    const char *v = e + n + 1;
+    if ((i == BS_CKPT_END && strcmp(v, "end") == 0) || (i >= 0 && strtoll(v, NULL, 10) == i && *v != 'e')) {
+        fflush(NULL);
+        raise(SIGKILL);
+    }
+}

@@ -1,0 +1,486 @@
+/*
+ * finish.c - merges, duplicates, labels and the Phy folder in bounded memory
+ * (see finish.h).
+ */
+#include "finish.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../cluster/cluster.h"
+#include "../common/fileio.h"
+#include "../common/log.h"
+#include "../export/phy.h"
+#include "../mem/mem.h"
+#include "checkpoint.h"
+#include "stage_io.h"
+
+#define READ_BLOCK 16384               /* spikes per read of the match files */
+#define OUT_BLOCK 8192                 /* spikes per block handed to the Phy writer */
+#define TRAIN_BUF_BYTES ((size_t)8 << 20) /* all per-template write buffers together */
+
+typedef struct {
+    int64_t t, i; /* sample, spike index in the match files */
+} tpair;
+
+/* ------------------------------------------------------------ disk trains */
+
+typedef struct {
+    bs_bucket_file tr;      /* trains.bin: (time, index) grouped by template */
+    int fd_mg;              /* merged.bin: merged trains, appended */
+    char path_mg[4200];
+    int K;
+    int64_t *moff;          /* [K] entry of k's merged train in merged.bin, -1: not merged */
+    int64_t *len;           /* [K] entries of k's current train */
+    int64_t mend;           /* entries in merged.bin */
+    tpair *rd[2];           /* read buffers of the two slots */
+    int64_t *t[2], *ix[2];
+    int64_t cap[2];
+} disk_store;
+
+static bs_status store_get(void *ctx, int k, int slot, const int64_t **t, const int64_t **idx, int64_t *n)
+{
+    disk_store *d = ctx;
+    int64_t m = d->len[k];
+    if (m > d->cap[slot]) {
+        bs_mem_free(d->rd[slot]), bs_mem_free(d->t[slot]), bs_mem_free(d->ix[slot]);
+        d->rd[slot] = bs_mem_alloc("finish/train", (size_t)m * sizeof(tpair));
+        d->t[slot] = bs_mem_alloc("finish/train", (size_t)m * sizeof(int64_t));
+        d->ix[slot] = bs_mem_alloc("finish/train", (size_t)m * sizeof(int64_t));
+        d->cap[slot] = d->rd[slot] && d->t[slot] && d->ix[slot] ? m : 0;
+        if (!d->cap[slot])
+            return BS_ERR_MEMORY;
+    }
+    if (d->moff[k] < 0) {
+        BS_TRY(bs_bucket_read(&d->tr, k, 0, m, d->rd[slot]));
+    } else if (m && bs_pread_all(d->fd_mg, d->rd[slot], (size_t)m * sizeof(tpair),
+                                 (off_t)(d->moff[k] * (int64_t)sizeof(tpair))) != 0) {
+        return bs_error(BS_ERR_INPUT, "%s: cannot read a merged spike train: %s", d->path_mg,
+                        errno ? strerror(errno) : "unexpected end of file");
+    }
+    for (int64_t i = 0; i < m; i++) {
+        d->t[slot][i] = d->rd[slot][i].t;
+        d->ix[slot][i] = d->rd[slot][i].i;
+    }
+    *t = d->t[slot];
+    *idx = d->ix[slot];
+    *n = m;
+    return BS_OK;
+}
+
+static bs_status store_put(void *ctx, int k, int j, const int64_t *t, const int64_t *idx, int64_t n)
+{
+    disk_store *d = ctx;
+    enum { CHUNK = 4096 };
+    tpair buf[CHUNK];
+    for (int64_t s = 0; s < n; s += CHUNK) {
+        int64_t c = n - s < CHUNK ? n - s : CHUNK;
+        for (int64_t i = 0; i < c; i++)
+            buf[i] = (tpair){t[s + i], idx[s + i]};
+        if (bs_pwrite_all(d->fd_mg, buf, (size_t)c * sizeof(tpair), (off_t)((d->mend + s) * (int64_t)sizeof(tpair))) != 0)
+            return bs_error(BS_ERR_INPUT, "%s: cannot write a merged spike train: %s", d->path_mg, strerror(errno));
+    }
+    d->moff[k] = d->mend;
+    d->len[k] = n;
+    d->mend += n;
+    d->len[j] = 0;
+    return BS_OK;
+}
+
+static void store_close(disk_store *d)
+{
+    bs_bucket_close(&d->tr);
+    if (d->fd_mg >= 0)
+        close(d->fd_mg);
+    bs_mem_free(d->moff), bs_mem_free(d->len);
+    for (int s = 0; s < 2; s++)
+        bs_mem_free(d->rd[s]), bs_mem_free(d->t[s]), bs_mem_free(d->ix[s]);
+    memset(d, 0, sizeof *d);
+    d->tr.fd = d->fd_mg = -1;
+}
+
+/* Group the matched spikes by template into trains.bin: count, then fill. */
+static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy_rows *r_t, const bs_npy_rows *r_k)
+{
+    int64_t n = r_t->h.shape[0];
+    d->K = K;
+    d->moff = bs_mem_alloc("finish/trains", (size_t)K * sizeof(int64_t));
+    d->len = bs_mem_calloc("finish/trains", (size_t)K, sizeof(int64_t));
+    int64_t *bt = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int64_t));
+    int32_t *bk = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int32_t));
+    bs_status st = d->moff && d->len && bt && bk ? BS_OK : BS_ERR_MEMORY;
+    char path[4200];
+    if (st == BS_OK)
+        st = bs_path_join(d->path_mg, sizeof d->path_mg, dir, "merged.bin");
+    if (st == BS_OK)
+        st = bs_path_join(path, sizeof path, dir, "trains.bin");
+    if (st == BS_OK) {
+        d->fd_mg = open(d->path_mg, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (d->fd_mg < 0)
+            st = bs_error(BS_ERR_INPUT, "%s: cannot create: %s", d->path_mg, strerror(errno));
+    }
+    for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += READ_BLOCK) { /* counts */
+        int64_t c = n - s0 < READ_BLOCK ? n - s0 : READ_BLOCK;
+        st = bs_npy_rows_read(r_k, s0, c, bk);
+        for (int64_t i = 0; i < c && st == BS_OK; i++) {
+            if (bk[i] < 0 || bk[i] >= K)
+                st = bs_error(BS_ERR_INTERNAL, "%s: spike %lld has template %d, expected 0..%d", r_k->path,
+                              (long long)(s0 + i), bk[i], K - 1);
+            else
+                d->len[bk[i]]++;
+        }
+    }
+    if (st == BS_OK)
+        st = bs_bucket_open(&d->tr, path, K, d->len, sizeof(tpair), TRAIN_BUF_BYTES);
+    for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += READ_BLOCK) { /* fill */
+        int64_t c = n - s0 < READ_BLOCK ? n - s0 : READ_BLOCK;
+        st = bs_npy_rows_read(r_k, s0, c, bk);
+        if (st == BS_OK)
+            st = bs_npy_rows_read(r_t, s0, c, bt);
+        for (int64_t i = 0; i < c && st == BS_OK; i++) {
+            tpair e = {bt[i], s0 + i};
+            st = bs_bucket_add(&d->tr, bk[i], &e);
+        }
+    }
+    if (st == BS_OK)
+        st = bs_bucket_finish(&d->tr);
+    for (int k = 0; k < K && d->moff; k++)
+        d->moff[k] = -1;
+    bs_mem_free(bt), bs_mem_free(bk);
+    return st;
+}
+
+/* ------------------------------------------------------------ ordered stream */
+
+typedef struct {
+    int64_t ta, i; /* final time (time + template shift), spike index */
+    int32_t k;     /* matching template */
+} rec_t;
+
+static int rec_cmp(const void *x, const void *y)
+{
+    const rec_t *a = x, *b = y;
+    if (a->ta != b->ta)
+        return a->ta < b->ta ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+/* Each spike's position (x, y in µm): the centre of mass of its pc_features
+ * energy (sum of squares over the temporal components) over its template's
+ * pc channels. A spike with no energy gets its template's first pc channel. */
+static void spike_positions(const bs_probe *probe, const int32_t *tmpl, const float *feat, int64_t n, int P, int npc,
+                            const int32_t *pc_chan, float *xy)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float *f = feat + (size_t)i * P * npc;
+        const int32_t *ch = pc_chan + (size_t)tmpl[i] * npc;
+        double sw = 0, sx = 0, sy = 0;
+        for (int j = 0; j < npc; j++) {
+            double e = 0;
+            for (int q = 0; q < P; q++)
+                e += (double)f[q * npc + j] * f[q * npc + j];
+            sw += e;
+            sx += e * probe->x_um[ch[j]];
+            sy += e * probe->y_um[ch[j]];
+        }
+        xy[2 * i] = (float)(sw > 0 ? sx / sw : probe->x_um[ch[0]]);
+        xy[2 * i + 1] = (float)(sw > 0 ? sy / sw : probe->y_um[ch[0]]);
+    }
+}
+
+/* State of the export pass. */
+typedef struct {
+    const bs_finish_input *in;
+    bs_phy_writer *pw;
+    const bs_npy_rows *r_a, *r_f;
+    int K, K2, P, npc;
+    /* per template (K) and per unit (K2) */
+    double *amp_sum; /* [K + K2] */
+    int64_t *amp_n;  /* [K + K2] */
+    bs_acg_stream *acg; /* [K2] */
+    int64_t *last;   /* [K2] last kept sample, -1: none */
+    /* the block being filled */
+    int64_t n_blk, *ts, *ix;
+    int32_t *bk, *cs;
+    float *ba, *bf, *bxy;
+    int64_t n_out, n_dup, n_blocks;
+} export_state;
+
+static bs_status flush_block(export_state *e)
+{
+    int64_t c = e->n_blk;
+    if (!c)
+        return BS_OK;
+    BS_TRY(bs_npy_rows_gather(e->r_a, e->ix, c, e->ba));
+    BS_TRY(bs_npy_rows_gather(e->r_f, e->ix, c, e->bf));
+    for (int64_t i = 0; i < c; i++) {
+        e->amp_sum[e->bk[i]] += e->ba[i];
+        e->amp_n[e->bk[i]]++;
+        e->amp_sum[e->K + e->cs[i]] += e->ba[i];
+        e->amp_n[e->K + e->cs[i]]++;
+        BS_TRY(bs_acg_stream_add(&e->acg[e->cs[i]], e->ts[i], e->in->rec->fs_hz));
+    }
+    BS_TRY(bs_phy_writer_append_spikes(e->pw, c, e->ts, e->bk, e->cs, e->ba, e->bf));
+    spike_positions(&e->in->rec->probe, e->bk, e->bf, c, e->P, e->npc, e->in->pc_chan, e->bxy);
+    BS_TRY(bs_phy_writer_append_positions(e->pw, c, e->bxy));
+    e->n_out += c;
+    e->n_blk = 0;
+    bs_checkpoint_test_kill("finish", ++e->n_blocks);
+    return BS_OK;
+}
+
+/* One spike in final order: drop it outside the recording or as a same-unit
+ * duplicate, else add it to the block. */
+static bs_status emit(export_state *e, const rec_t *r, const int32_t *final_id, int64_t dup_samples)
+{
+    if (r->ta < 0 || r->ta >= e->in->rec->n_samples)
+        return BS_OK;
+    int u = final_id[r->k];
+    if (e->last[u] >= 0 && r->ta < e->last[u] + dup_samples) {
+        e->n_dup++;
+        return BS_OK;
+    }
+    e->last[u] = r->ta;
+    int64_t b = e->n_blk++;
+    e->ts[b] = r->ta;
+    e->ix[b] = r->i;
+    e->bk[b] = r->k;
+    e->cs[b] = u;
+    return e->n_blk == OUT_BLOCK ? flush_block(e) : BS_OK;
+}
+
+/* Stream the matched spikes in (final time, index) order through emit(). */
+static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs_npy_rows *r_k, const int64_t *shift,
+                               const int32_t *final_id)
+{
+    int64_t n = r_t->h.shape[0], smax = 0;
+    for (int k = 0; k < e->K; k++)
+        smax = llabs(shift[k]) > smax ? llabs(shift[k]) : smax;
+    int64_t dup = (int64_t)llround(e->in->duplicate_ms * e->in->rec->fs_hz / 1000.0);
+    int64_t cap = 2 * READ_BLOCK, len = 0;
+    rec_t *buf = bs_mem_alloc("finish/reorder", (size_t)cap * sizeof *buf);
+    int64_t *bt = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int64_t));
+    int32_t *bk = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int32_t));
+    bs_status st = buf && bt && bk ? BS_OK : BS_ERR_MEMORY;
+    int64_t prev_t = INT64_MIN;
+    for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += READ_BLOCK) {
+        int64_t c = n - s0 < READ_BLOCK ? n - s0 : READ_BLOCK;
+        st = bs_npy_rows_read(r_t, s0, c, bt);
+        if (st == BS_OK)
+            st = bs_npy_rows_read(r_k, s0, c, bk);
+        if (st == BS_OK && len + c > cap) {
+            while (len + c > cap)
+                cap *= 2;
+            rec_t *nb = bs_mem_realloc(buf, "finish/reorder", (size_t)cap * sizeof *nb);
+            if (!nb)
+                st = BS_ERR_MEMORY;
+            else
+                buf = nb;
+        }
+        for (int64_t i = 0; i < c && st == BS_OK; i++) {
+            if (bt[i] < prev_t)
+                st = bs_error(BS_ERR_INTERNAL, "%s: matched spike %lld goes back in time", r_t->path,
+                              (long long)(s0 + i));
+            prev_t = bt[i];
+            buf[len++] = (rec_t){bt[i] + shift[bk[i]], s0 + i, bk[i]};
+        }
+        if (st != BS_OK)
+            break;
+        qsort(buf, (size_t)len, sizeof *buf, rec_cmp);
+        /* every later spike has time >= prev_t, so final time >= prev_t - smax */
+        int64_t frontier = s0 + c < n ? prev_t - smax : INT64_MAX, m = 0;
+        while (m < len && buf[m].ta < frontier && st == BS_OK)
+            st = emit(e, &buf[m++], final_id, dup);
+        memmove(buf, buf + m, (size_t)(len - m) * sizeof *buf);
+        len -= m;
+    }
+    if (st == BS_OK)
+        st = flush_block(e);
+    bs_mem_free(buf), bs_mem_free(bt), bs_mem_free(bk);
+    return st;
+}
+
+/* ------------------------------------------------------------ the stage */
+
+size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan)
+{
+    size_t k = (size_t)K, C = (size_t)n_chan;
+    size_t b = 0;
+    b += k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3;  /* sparse waveforms + merged copies */
+    b += k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 64); /* offsets, shifts, ids, merge state */
+    b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
+    b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
+    b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
+    b += (size_t)OUT_BLOCK * (2 * sizeof(int64_t) + 2 * sizeof(int32_t) + 3 * sizeof(float) +
+                              (size_t)n_pc * n_pc_chan * sizeof(float));
+    b += C * C * 2 * sizeof(float) + bs_whitener_inverse_bytes(n_chan); /* export whitening */
+    b += (size_t)nt * C * sizeof(float) + (size_t)n_sup * nt * sizeof(float); /* one dense template */
+    b += bs_phy_writer_bytes(K, nt, n_chan) + ((size_t)1 << 20);
+    return b;
+}
+
+bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes)
+{
+    const bs_recording *rec = in->rec;
+    const bs_match_templates *mt = in->mt;
+    const bs_probe *probe = &rec->probe;
+    int K = mt->K, C = probe->n_chan, nt = mt->nt, P = mt->n_pc, npc = in->n_pc_chan;
+    char mdir[4200], fdir[4200];
+    BS_TRY(bs_path_join(mdir, sizeof mdir, in->stage_dir, "match"));
+    BS_TRY(bs_path_join(fdir, sizeof fdir, in->stage_dir, "finish"));
+    BS_TRY(bs_mkdir_p(fdir));
+    bs_npy_rows r_t, r_k, r_a, r_f;
+    memset(&r_t, 0, sizeof r_t), memset(&r_k, 0, sizeof r_k), memset(&r_a, 0, sizeof r_a), memset(&r_f, 0, sizeof r_f);
+    r_t.fd = r_k.fd = r_a.fd = r_f.fd = -1;
+    disk_store ds;
+    memset(&ds, 0, sizeof ds);
+    ds.tr.fd = ds.fd_mg = -1;
+    bs_status st = bs_npy_rows_open(&r_t, mdir, "spike_times.npy", BS_NPY_I64);
+    if (st == BS_OK)
+        st = bs_npy_rows_open(&r_k, mdir, "spike_templates.npy", BS_NPY_I32);
+    if (st == BS_OK)
+        st = bs_npy_rows_open(&r_a, mdir, "amplitudes.npy", BS_NPY_F32);
+    if (st == BS_OK)
+        st = bs_npy_rows_open(&r_f, mdir, "pc_features.npy", BS_NPY_F32);
+    if (st == BS_OK)
+        st = store_build(&ds, fdir, K, &r_t, &r_k);
+
+    /* merges over the disk trains, on the matching templates' waveforms */
+    bs_sparse_templates T = {0};
+    int64_t *shift = bs_mem_calloc("finish/merge-result", (size_t)K, sizeof *shift);
+    int32_t *final_id = bs_mem_alloc("finish/merge-result", (size_t)K * sizeof *final_id);
+    int *nsup = malloc((size_t)K * sizeof *nsup);
+    if (st == BS_OK && !(shift && final_id && nsup))
+        st = BS_ERR_MEMORY;
+    for (int k = 0; k < K && nsup; k++)
+        nsup[k] = mt->n_sup;
+    if (st == BS_OK)
+        st = bs_sparse_templates_alloc(&T, K, nt, nsup);
+    free(nsup);
+    for (int k = 0; k < K && st == BS_OK; k++) {
+        for (int i = 0; i < mt->n_sup; i++)
+            T.chans[T.off[k] + i] = mt->support[(size_t)k * mt->n_sup + i];
+        bs_match_template_waveform(mt, k, T.wave + T.off[k] * nt);
+    }
+    int n_merges = 0, K2 = K;
+    if (st == BS_OK) {
+        bs_merge_params mp;
+        bs_merge_default_params(&mp, rec->fs_hz);
+        bs_train_store ts = {store_get, store_put, &ds};
+        st = bs_merge_ccg_store(&mp, &ts, &T, shift, final_id, &n_merges);
+        K2 = T.K;
+    }
+    bs_sparse_templates_free(&T);
+    store_close(&ds);
+
+    /* the Phy folder */
+    export_state e;
+    memset(&e, 0, sizeof e);
+    e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc;
+    if (st == BS_OK) {
+        e.amp_sum = bs_mem_calloc("finish/units", (size_t)K + K2 + 1, sizeof *e.amp_sum);
+        e.amp_n = bs_mem_calloc("finish/units", (size_t)K + K2 + 1, sizeof *e.amp_n);
+        e.acg = bs_mem_calloc("finish/units", (size_t)K2 + 1, sizeof *e.acg);
+        e.last = bs_mem_alloc("finish/units", ((size_t)K2 + 1) * sizeof *e.last);
+        e.ts = bs_mem_alloc("finish/block", OUT_BLOCK * sizeof *e.ts);
+        e.ix = bs_mem_alloc("finish/block", OUT_BLOCK * sizeof *e.ix);
+        e.bk = bs_mem_alloc("finish/block", OUT_BLOCK * sizeof *e.bk);
+        e.cs = bs_mem_alloc("finish/block", OUT_BLOCK * sizeof *e.cs);
+        e.ba = bs_mem_alloc("finish/block", OUT_BLOCK * sizeof *e.ba);
+        e.bf = bs_mem_alloc("finish/block", (size_t)OUT_BLOCK * P * npc * sizeof *e.bf);
+        e.bxy = bs_mem_alloc("finish/block", (size_t)OUT_BLOCK * 2 * sizeof *e.bxy);
+        if (!(e.amp_sum && e.amp_n && e.acg && e.last && e.ts && e.ix && e.bk && e.cs && e.ba && e.bf && e.bxy))
+            st = BS_ERR_MEMORY;
+        for (int u = 0; u <= K2 && e.last; u++)
+            e.last[u] = -1;
+    }
+    char dat[4096];
+    dat[0] = '\0'; /* a recording that is not a plain binary (NWB) gets dat_path = [] */
+    if (st == BS_OK && !rec->read_rows)
+        st = bs_phy_resolve_dat_path(rec->data_path, dat, sizeof dat);
+    static const char *dtype_names[] = {"int16", "uint16", "int32", "float32"};
+    bs_phy_header h = {.dat_path = dat,
+                       .n_channels_dat = rec->n_cols,
+                       .dtype = dtype_names[rec->dtype],
+                       .offset_bytes = rec->data_offset,
+                       .sample_rate_hz = rec->fs_hz,
+                       .hp_filtered = 0,
+                       .n_samples = rec->n_samples,
+                       .n_chan = C,
+                       .nt = nt,
+                       .n_templates = K,
+                       .n_pc = P,
+                       .n_pc_chan = npc};
+    if (st == BS_OK)
+        st = bs_phy_writer_open(&e.pw, in->out_dir, &h);
+    if (st == BS_OK)
+        st = bs_phy_writer_set_probe(e.pw, probe);
+    float *W = NULL, *Winv = NULL;
+    if (st == BS_OK) {
+        W = bs_mem_alloc("finish/export-whitening", (size_t)C * C * sizeof *W);
+        Winv = bs_mem_alloc("finish/export-whitening", (size_t)C * C * sizeof *Winv);
+        st = W && Winv ? BS_OK : BS_ERR_MEMORY;
+    }
+    if (st == BS_OK) {
+        bs_whitener_dense(in->wh, W);
+        st = bs_whitener_inverse(in->wh, 1e-5, Winv);
+    }
+    if (st == BS_OK)
+        st = bs_phy_writer_set_whitening(e.pw, W, Winv);
+    bs_mem_free(W), bs_mem_free(Winv);
+    if (st == BS_OK)
+        st = stream_spikes(&e, &r_t, &r_k, shift, final_id);
+
+    /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
+    float *dense = bs_mem_alloc("finish/export-template", (size_t)nt * C * sizeof *dense);
+    float *wave = bs_mem_alloc("finish/export-template", (size_t)mt->n_sup * nt * sizeof *wave);
+    if (st == BS_OK && !(dense && wave))
+        st = BS_ERR_MEMORY;
+    for (int k = 0; k < K && st == BS_OK; k++) {
+        double a = e.amp_n[k] ? e.amp_sum[k] / (double)e.amp_n[k] : 1.0;
+        memset(dense, 0, (size_t)nt * C * sizeof *dense);
+        bs_match_template_waveform(mt, k, wave);
+        for (int i = 0; i < mt->n_sup; i++) {
+            int c = mt->support[(size_t)k * mt->n_sup + i];
+            for (int u = 0; u < nt; u++)
+                dense[(size_t)u * C + c] = (float)(a * wave[(size_t)i * nt + u]);
+        }
+        st = bs_phy_writer_append_templates(e.pw, 1, dense, in->pc_chan + (size_t)k * npc);
+    }
+    bs_mem_free(dense), bs_mem_free(wave);
+    /* units: good/mua from the streamed autocorrelograms */
+    bs_phy_cluster *rows = st == BS_OK ? calloc((size_t)K2 + 1, sizeof *rows) : NULL;
+    int n_rows = 0;
+    for (int u = 0; u < K2 && rows; u++) {
+        if (!e.amp_n[K + u])
+            continue;
+        bs_ccg_metrics m;
+        int good = bs_acg_stream_is_good(&e.acg[u], rec->fs_hz, 0.2, &m);
+        rows[n_rows++] = (bs_phy_cluster){u, good ? "good" : "mua", good ? "good" : "mua",
+                                          e.amp_sum[K + u] / (double)e.amp_n[K + u], 100.0 * m.R12};
+    }
+    if (st == BS_OK && !rows)
+        st = BS_ERR_MEMORY;
+    if (st == BS_OK)
+        st = bs_phy_writer_set_clusters(e.pw, n_rows, rows);
+    free(rows);
+    if (e.pw)
+        st = st == BS_OK ? bs_phy_writer_close(e.pw) : (bs_phy_writer_abort(e.pw), st);
+    *n_units = n_rows;
+    *n_spikes = e.n_out;
+    if (st == BS_OK && !in->quiet)
+        bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed)", K, n_merges, n_rows,
+                    (long long)e.n_out, (long long)e.n_dup);
+    for (int u = 0; u <= K2 && e.acg; u++)
+        bs_acg_stream_free(&e.acg[u]);
+    bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
+    bs_mem_free(e.ts), bs_mem_free(e.ix), bs_mem_free(e.bk), bs_mem_free(e.cs), bs_mem_free(e.ba),
+        bs_mem_free(e.bf), bs_mem_free(e.bxy);
+    bs_mem_free(shift), bs_mem_free(final_id);
+    bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
+    return st;
+}

@@ -1,0 +1,60 @@
+/*
+ * finish.h - stages 6 and 7 of `boundsort sort`: CCG-guided merges,
+ * duplicate removal, good/mua labels and the Phy folder, in memory that does
+ * not grow with the recording.
+ *
+ * Mechanism (the matched spikes are in .stages/match/, in time order):
+ *   1. Trains: one pass counts each template's spikes, a second writes every
+ *      spike's (time, index) into .stages/finish/trains.bin grouped by
+ *      template (per-template write buffers of bounded total size).
+ *   2. Merges: bs_merge_ccg_store over a disk-backed train store: a train is
+ *      read when a test needs it; a merged train is appended to
+ *      .stages/finish/merged.bin. The result is, per template, its final unit
+ *      and its total time shift.
+ *   3. One streaming pass in time order: every spike's final time is its
+ *      time plus its template's shift, so a small reorder buffer (spikes
+ *      within the largest |shift| of the read frontier) restores the order by
+ *      (final time, spike index) exactly; spikes outside the recording and
+ *      same-unit duplicates are dropped on the fly; the rest go to the Phy
+ *      writer in blocks, with their amplitudes and PC features read back by
+ *      index, their positions, per-template and per-unit amplitude sums, and
+ *      each unit's autocorrelogram accumulated as a stream (bs_acg_stream).
+ *   4. Labels from the streamed autocorrelograms; templates and unit tables.
+ *
+ * RAM: O(K) per-template state (K units × 8 KiB of autocorrelogram counts),
+ * the two largest trains the merge compares, and fixed blocks; never
+ * O(spikes). The result is identical to merging, ordering and labelling the
+ * whole spike list in RAM (bs_merge_ccg, bs_spike_order,
+ * bs_remove_duplicates, bs_cluster_labels; a test compares them).
+ */
+#ifndef BS_FINISH_H
+#define BS_FINISH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/status.h"
+#include "../io/recording.h"
+#include "../match/match.h"
+#include "../preprocess/preprocess.h"
+
+typedef struct {
+    const bs_recording *rec;
+    const char *stage_dir;        /* OUT/.stages: reads match/, writes finish/ */
+    const char *out_dir;          /* the Phy folder */
+    const bs_whitener *wh;        /* for whitening_mat(_inv).npy */
+    const bs_match_templates *mt; /* the matching templates */
+    const int32_t *pc_chan;       /* K × n_pc_chan channels of each template's pc features */
+    int n_pc_chan;
+    double duplicate_ms;          /* same-unit spikes closer than this are duplicates, ms */
+    int quiet;
+} bs_finish_input;
+
+/* Bytes the stage allocates for K templates of n_sup channels, besides the
+ * trains the merge holds (2 × 32 bytes per spike of the two largest units
+ * compared). */
+size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan);
+
+bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes);
+
+#endif

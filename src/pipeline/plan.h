@@ -1,0 +1,127 @@
+/*
+ * plan.h - the memory planner of `boundsort sort` / `boundsort plan`
+ * (ARCHITECTURE.md section 3).
+ *
+ * For each stage the planner lists its large host buffers, sized by the same
+ * functions the stages use to allocate them (bs_batch_reader_bytes,
+ * bs_preprocess_scratch_bytes, bs_whitener_bytes, bs_detect_scratch_bytes,
+ * bs_cluster_center_bytes, bs_match_templates_bytes, bs_pair_table_bytes,
+ * bs_peel_ws_bytes, ...), plus an allowance for small tracked buffers
+ * (grids, per-center templates, file writers), and the strategy chosen. The
+ * stage peak is the sum of what is live at once; the run's peak is the
+ * largest stage peak.
+ *
+ * Strategies change how, never what: today the template-pair table of the
+ * matching stage is stored full, half (by its symmetry) or computed on the
+ * fly; all three give the same bits. The planner picks the fastest that
+ * fits the budget. Batch length is a parameter (it shapes the result), so it
+ * is never changed to fit; the refusal names it instead.
+ *
+ * Some sizes depend on the data: the number of templates K, the spikes per
+ * batch and in total. Before sorting they are assumptions, printed with the
+ * plan (K defaults to 1.5 per channel, `--templates K` sets it; spikes at
+ * 10 Hz per template). `sort` re-plans the later stages with the real K and
+ * spike counts when it knows them, and stops with BS_ERR_MEMORY (exit 3),
+ * naming the stage, when even the smallest strategy no longer fits.
+ * Per-center clustering is bounded by max_center_spikes whatever the data.
+ */
+#ifndef BS_PLAN_H
+#define BS_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../cluster/cluster.h"
+#include "../common/status.h"
+#include "../io/recording.h"
+#include "../match/match.h"
+#include "sort.h"
+
+#define BS_PLAN_MAX_BUFFERS 12
+
+typedef enum {
+    BS_STAGE_WHITENING = 0,
+    BS_STAGE_DRIFT,
+    BS_STAGE_BASIS,
+    BS_STAGE_DETECT,
+    BS_STAGE_CLUSTER,
+    BS_STAGE_MATCH,
+    BS_STAGE_FINISH,
+    BS_STAGE_COUNT
+} bs_stage_id;
+
+typedef struct {
+    const char *what;   /* buffer description, e.g. "batch reader" */
+    size_t bytes;
+} bs_plan_buffer;
+
+typedef struct {
+    const char *name;       /* "whitening", "basis", ... */
+    char strategy[64];
+    bs_plan_buffer buf[BS_PLAN_MAX_BUFFERS];
+    int n_buf;
+    size_t peak;            /* bytes with the chosen strategy */
+    size_t min_peak;        /* bytes with the smallest strategy */
+    size_t sure_min;        /* the part of min_peak that no data-dependent assumption enters */
+    const char *reduce;     /* the parameter that would reduce min_peak */
+} bs_plan_stage;
+
+typedef struct {
+    /* shapes */
+    int n_chan, n_threads, K, n_sup, nt, n_pc;
+    int64_t n_samples, batch_samples, width, n_batches;
+    int64_t n_spikes;        /* total spikes (assumed or measured) */
+    int64_t pair_nnz;        /* overlapping template pairs (estimated or exact) */
+    int k_assumed, spikes_assumed, nnz_assumed; /* 1 where the value is an assumption */
+    int max_iter, n_pc_chan; /* matching parameters that size buffers */
+    int64_t n_detected;      /* detected spikes (assumed until detection ran) */
+    int64_t center_spikes;   /* spikes of the largest center, after the cap (assumed until known) */
+    int64_t max_center_spikes;
+    int center_chans, feat_len; /* union channels of the widest center; floats per detected spike */
+    int n_centers;
+    double fs_hz;
+    size_t cluster_fixed;    /* bytes of the clustering stage besides the index and one center */
+    bs_cluster_params cp;
+    size_t resident;         /* bytes live through every batch loop: reader, scratch, whitener */
+    size_t budget;           /* bytes of tracked host memory (0: none) */
+    bs_pair_mode pair_mode;
+    bs_plan_stage stage[BS_STAGE_COUNT];
+    size_t peak;             /* max over stages */
+    int fits;                /* every stage's sure_min <= budget: the run can start */
+    int failing;             /* first stage whose sure_min does not fit, or -1 */
+    int may_not_fit;         /* some stage's min_peak (with assumptions) exceeds the budget */
+} bs_sort_plan;
+
+/* Default memory budget: 3/4 of the machine's physical memory, bytes. */
+size_t bs_plan_default_budget(void);
+
+/* Fixed untracked overhead of a run (code, libraries, thread stacks, BLAS
+ * buffers, stdio), bytes: peak RSS stays under the budget plus this. */
+size_t bs_plan_overhead_bytes(int n_threads);
+
+/* Plan a sort of `rec` with parameters `p` on n_threads under `budget` bytes
+ * (0: unlimited). K <= 0 assumes 1.5 templates per channel. Builds the
+ * detection grid and the clustering centers (cheap, no data read). */
+bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, int n_threads, size_t budget,
+                            int K, bs_sort_plan *plan);
+
+/* Re-plan the clustering stage once detection has run: n_detected spikes,
+ * the largest center holding `largest_center` of them (before the cap). */
+void bs_sort_plan_detected(bs_sort_plan *plan, int64_t n_detected, int64_t largest_center);
+
+/* Re-plan the matching and finishing stages once K, the pair count and the
+ * spike count are known (n_spikes < 0 keeps the current value). */
+void bs_sort_plan_update(bs_sort_plan *plan, int K, int64_t pair_nnz, int64_t n_spikes);
+
+/* The refusal (BS_ERR_MEMORY, exit 3, naming the stage, its bytes and the
+ * parameter that would reduce them). stage < 0: before the run, the first
+ * stage whose sure part does not fit (assumptions never refuse a run);
+ * stage >= 0: that stage's min_peak, once re-planned with real counts. */
+bs_status bs_sort_plan_check(const bs_sort_plan *plan, int stage);
+
+void bs_sort_plan_print(const bs_sort_plan *plan, FILE *out);
+/* JSON text (caller frees with free()); NULL when out of memory. */
+char *bs_sort_plan_json(const bs_sort_plan *plan);
+
+#endif

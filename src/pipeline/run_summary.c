@@ -1,0 +1,170 @@
+/*
+ * run_summary.c - per-stage resource report (see run_summary.h).
+ */
+#include "run_summary.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "../../include/boundsort.h"
+#include "../common/fileio.h"
+#include "../common/progress.h"
+#include "../mem/mem.h"
+
+size_t bs_process_peak_rss(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+/* VmHWM from /proc/self/status, bytes (0 if unavailable). */
+static size_t current_hwm(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %zu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
+}
+
+static void reset_hwm(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return;
+    fputs("5", f);
+    fclose(f);
+}
+
+void bs_run_summary_init(bs_run_summary *r, size_t budget)
+{
+    memset(r, 0, sizeof *r);
+    r->budget = budget;
+    r->t0_s = bs_now_s();
+}
+
+void bs_run_stage_begin(bs_run_summary *r, const char *name, size_t planned_peak, const char *strategy)
+{
+    if (r->n >= BS_RUN_MAX_STAGES)
+        return;
+    bs_run_stage *s = &r->stage[r->n];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->strategy, sizeof s->strategy, "%s", strategy ? strategy : "");
+    s->planned_peak = planned_peak;
+    size_t hwm = current_hwm();
+    if (hwm > r->peak_rss)
+        r->peak_rss = hwm;
+    reset_hwm();
+    bs_mem_reset_peaks();
+    r->t_stage_s = bs_now_s();
+}
+
+void bs_run_stage_resumed(bs_run_summary *r)
+{
+    if (r->n < BS_RUN_MAX_STAGES)
+        snprintf(r->stage[r->n].strategy, sizeof r->stage[r->n].strategy, "resumed from checkpoint");
+}
+
+void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak)
+{
+    if (r->n < BS_RUN_MAX_STAGES)
+        r->stage[r->n].planned_peak = planned_peak;
+}
+
+void bs_run_stage_end(bs_run_summary *r)
+{
+    if (r->n >= BS_RUN_MAX_STAGES)
+        return;
+    bs_run_stage *s = &r->stage[r->n++];
+    double now = bs_now_s();
+    s->wall_s = now - r->t_stage_s;
+    s->tracked_peak = bs_mem_peak(BS_DEV_HOST);
+    s->rss_peak = current_hwm();
+    if (!s->rss_peak)
+        s->rss_peak = bs_process_peak_rss();
+    if (s->rss_peak > r->peak_rss)
+        r->peak_rss = s->rss_peak;
+    r->total_wall_s = now - r->t0_s;
+}
+
+static double mib(size_t b)
+{
+    return (double)b / (1024.0 * 1024.0);
+}
+
+void bs_run_summary_print(const bs_run_summary *r, FILE *out)
+{
+    fprintf(out, "%-10s %9s %12s %12s %12s  %s\n", "stage", "wall s", "planned MiB", "tracked MiB", "RSS MiB",
+            "strategy");
+    for (int i = 0; i < r->n; i++) {
+        const bs_run_stage *s = &r->stage[i];
+        char planned[32] = "-";
+        if (s->planned_peak)
+            snprintf(planned, sizeof planned, "%.1f", mib(s->planned_peak));
+        fprintf(out, "%-10s %9.2f %12s %12.1f %12.1f  %s\n", s->name, s->wall_s, planned, mib(s->tracked_peak),
+                mib(s->rss_peak), s->strategy);
+    }
+    fprintf(out, "%-10s %9.2f %12s %12s %12.1f\n", "total", r->total_wall_s, "", "", mib(r->peak_rss));
+    if (r->budget)
+        fprintf(out, "budget: %.1f MiB of tracked host memory\n", mib(r->budget));
+}
+
+bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *stages = cJSON_CreateArray();
+    bs_status st = root && stages ? BS_OK : BS_ERR_MEMORY;
+    if (st == BS_OK) {
+        cJSON_AddStringToObject(root, "boundsort_version", BOUNDSORT_VERSION);
+        cJSON_AddNumberToObject(root, "total_wall_s", r->total_wall_s);
+        cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)r->peak_rss);
+        cJSON_AddNumberToObject(root, "budget_bytes", (double)r->budget);
+        for (int i = 0; i < r->n; i++) {
+            const bs_run_stage *s = &r->stage[i];
+            cJSON *o = cJSON_CreateObject();
+            if (!o) {
+                st = BS_ERR_MEMORY;
+                break;
+            }
+            cJSON_AddStringToObject(o, "name", s->name);
+            cJSON_AddNumberToObject(o, "wall_s", s->wall_s);
+            cJSON_AddNumberToObject(o, "planned_peak_bytes", (double)s->planned_peak);
+            cJSON_AddNumberToObject(o, "tracked_peak_bytes", (double)s->tracked_peak);
+            cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)s->rss_peak);
+            cJSON_AddStringToObject(o, "strategy", s->strategy);
+            cJSON_AddItemToArray(stages, o);
+        }
+        cJSON_AddItemToObject(root, "stages", stages);
+        stages = NULL;
+        if (r->mem_trace[0])
+            cJSON_AddStringToObject(root, "mem_trace", r->mem_trace);
+        cJSON *plan = r->plan_json ? cJSON_Parse(r->plan_json) : NULL;
+        if (plan)
+            cJSON_AddItemToObject(root, "plan", plan);
+    }
+    char *text = st == BS_OK ? cJSON_Print(root) : NULL;
+    if (st == BS_OK && !text)
+        st = BS_ERR_MEMORY;
+    char path[4200];
+    if (st == BS_OK)
+        st = bs_path_join(path, sizeof path, out_dir, "run_summary.json");
+    if (st == BS_OK)
+        st = bs_write_file_atomic(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(stages);
+    cJSON_Delete(root);
+    if (st == BS_ERR_MEMORY)
+        return bs_error(BS_ERR_MEMORY, "out of memory writing run_summary.json");
+    return st;
+}

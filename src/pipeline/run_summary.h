@@ -1,0 +1,65 @@
+/*
+ * run_summary.h - the resource report of a run (ARCHITECTURE.md section 3):
+ * per stage its wall time, planned peak, measured peak of tracked memory and
+ * the process's peak RSS, printed at the end of `sort` and written to
+ * OUT/run_summary.json.
+ *
+ * Mechanism. bs_run_stage_begin() resets the accountant's peaks
+ * (bs_mem_reset_peaks) and the kernel's peak-RSS counter (writing "5" to
+ * /proc/self/clear_refs resets VmHWM on Linux >= 4.0; where that fails the
+ * RSS column is the process peak so far), and notes the time;
+ * bs_run_stage_end() reads the tracked peak (host), VmHWM and the time.
+ * So every stage's numbers are its own.
+ *
+ * JSON (written atomically): {"boundsort_version", "total_wall_s",
+ * "peak_rss_bytes", "budget_bytes", "stages": [{"name", "wall_s",
+ * "planned_peak_bytes", "tracked_peak_bytes", "rss_peak_bytes", "strategy"}],
+ * "mem_trace": the trace file as given (only when a trace was recorded),
+ * "plan": the plan re-made with the real counts (plan.h JSON)}.
+ */
+#ifndef BS_RUN_SUMMARY_H
+#define BS_RUN_SUMMARY_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "../common/status.h"
+
+#define BS_RUN_MAX_STAGES 16
+
+typedef struct {
+    char name[24];
+    char strategy[64];
+    double wall_s;
+    size_t planned_peak;  /* bytes, host, from the plan (0: not planned) */
+    size_t tracked_peak;  /* bytes, host, measured by the accountant */
+    size_t rss_peak;      /* bytes, process peak RSS during the stage */
+} bs_run_stage;
+
+typedef struct {
+    bs_run_stage stage[BS_RUN_MAX_STAGES];
+    int n;
+    double t0_s, t_stage_s, total_wall_s;
+    size_t budget;        /* bytes, host (0: none) */
+    size_t peak_rss;      /* bytes, whole run */
+    char mem_trace[4096]; /* trace file path as given, "" when none */
+    const char *plan_json; /* the final plan (plan.h JSON), written as "plan"; not owned; may be NULL */
+} bs_run_summary;
+
+void bs_run_summary_init(bs_run_summary *r, size_t budget);
+void bs_run_stage_begin(bs_run_summary *r, const char *name, size_t planned_peak, const char *strategy);
+void bs_run_stage_end(bs_run_summary *r);
+/* The running stage was skipped: its checkpoint was loaded (--resume). */
+void bs_run_stage_resumed(bs_run_summary *r);
+/* The running stage's plan changed (re-planned with real counts). */
+void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak);
+
+/* Process peak RSS since start (bytes), and the current VmHWM (bytes). */
+size_t bs_process_peak_rss(void);
+
+/* The table, one row per stage, to `out`. */
+void bs_run_summary_print(const bs_run_summary *r, FILE *out);
+/* OUT/run_summary.json. */
+bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir);
+
+#endif

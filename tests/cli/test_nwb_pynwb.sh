@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# test_nwb_pynwb.sh - our NWB files as the NWB tools see them. pynwb and
+# nwbinspector are installed from PyPI into a venv kept in a cache folder
+# (BS_PY_CACHE, default ~/.cache/boundsort; later runs reuse it), then:
+#   - pynwb reads the simulated recording.nwb: shape, rate, rel_x/rel_y,
+#     group_name, and get_data_in_units() equals recording.bin x µV/bit;
+#   - pynwb reads the Units table of `sort --nwb` (a copy of the input) and
+#     of `export-nwb` (a new file) with one row per cluster, the right spike
+#     count per unit and spike times = samples / rate;
+#   - nwbinspector (with pynwb's validation) reports nothing of importance
+#     CRITICAL, ERROR or PYNWB_VALIDATION on the three files, except
+#     check_subject_exists: neither a simulation nor a Phy folder says who the
+#     subject was, and a copy keeps the input file's subject.
+# Skipped (77) when the venv cannot be set up (no python3 venv module, or
+# PyPI unreachable) or the build has no HDF5.
+set -u
+BS=${BOUNDSORT:?}
+T=${BS_TMP:-/tmp/bs-nwb-pynwb}
+rm -rf "$T"; mkdir -p "$T"
+CACHE=${BS_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boundsort}
+VENV=$CACHE/nwb-venv
+PKGS="pynwb==4.2.0 nwbinspector==0.7.2"
+fail=0; pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+
+dur=12; units=16
+[ -n "${BS_SANITIZED:-}" ] && { dur=5; units=24; } # about 20x slower under the sanitizers
+if ! "$BS" simulate -o "$T/sim" --probe linear32 --duration $dur --units $units --seed 3 --nwb -q >"$T/sim.txt" 2>&1; then
+  if grep -q "built without HDF5" "$T/sim.txt"; then echo "no HDF5 in this build: skipped"; exit 77; fi
+  cat "$T/sim.txt"; echo "simulate --nwb failed"; exit 1
+fi
+mkdir -p "$CACHE"
+if [ ! -f "$VENV/.installed" ] || [ "$(cat "$VENV/.installed")" != "$PKGS" ]; then
+  rm -rf "$VENV"
+  { /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --disable-pip-version-check $PKGS; } \
+    >"$T/pip.txt" 2>&1 || { tail -5 "$T/pip.txt"; echo "cannot set up the pynwb venv: skipped"; rm -rf "$VENV"; exit 77; }
+  echo "$PKGS" >"$VENV/.installed"
+fi
+PY=$VENV/bin/python
+
+"$BS" sort "$T/sim/recording.nwb" -o "$T/out" --threads 2 -q --nwb && ok || bad "sort --nwb failed"
+"$BS" export-nwb "$T/out" -o "$T/new.nwb" >/dev/null && ok || bad "export-nwb (new file) failed"
+
+$PY -W ignore - "$T" <<'EOF' && ok || bad "pynwb checks failed"
+import json, sys
+import numpy as np
+from pynwb import NWBHDF5IO
+T = sys.argv[1]
+rec = json.load(open(f"{T}/sim/recording.json"))
+probe = json.load(open(f"{T}/sim/probe.json"))["probes"][0]
+C, fs, uv = rec["n_chan"], rec["fs_hz"], rec["uv_per_bit"]
+raw = np.fromfile(f"{T}/sim/recording.bin", dtype="<i2").reshape(-1, C)
+with NWBHDF5IO(f"{T}/sim/recording.nwb", "r") as io:
+    nwb = io.read()
+    es = nwb.acquisition["ElectricalSeries"]
+    assert es.data.shape == raw.shape, es.data.shape
+    assert es.rate == fs and es.starting_time == 0.0
+    assert es.data.compression == "gzip" and es.data.chunks is not None
+    assert abs(es.conversion * es.channel_conversion[0] * 1e6 - uv) < 1e-12
+    volts = es.get_data_in_units()[:3000]
+    assert np.allclose(volts, raw[:3000] * uv * 1e-6, rtol=1e-6, atol=1e-12)
+    el = nwb.electrodes.to_dataframe()
+    pos = np.array(probe["contact_positions"])
+    assert np.allclose(el["rel_x"], pos[:, 0]) and np.allclose(el["rel_y"], pos[:, 1])
+    assert set(el["group_name"]) == {"shank0"}
+print("recording.nwb: pynwb reads", raw.shape, "with the simulated values")
+st = np.load(f"{T}/out/spike_times.npy")
+cl = np.load(f"{T}/out/spike_clusters.npy")
+ids, counts = np.unique(cl, return_counts=True)
+for name in ("out/units.nwb", "new.nwb"):
+    with NWBHDF5IO(f"{T}/{name}", "r") as io:
+        nwb = io.read()
+        u = nwb.units
+        assert list(u.id[:]) == list(ids), (u.id[:], ids)
+        for i, (cid, n) in enumerate(zip(ids, counts)):
+            t = u.get_unit_spike_times(i)
+            assert len(t) == n, (name, cid, len(t), n)
+            assert np.allclose(t, st[cl == cid] / fs, rtol=0, atol=1e-12)
+        wm = u["waveform_mean"][0]
+        assert wm.ndim == 2 and np.isfinite(wm).all() and 1e-6 < np.ptp(wm) < 1e-2, np.ptp(wm)  # volts
+        assert len(u["electrodes"][0]) == wm.shape[1]
+        assert "KSLabel" in u.colnames, u.colnames
+        if name == "out/units.nwb":
+            assert "ElectricalSeries" in nwb.acquisition
+    print(f"{name}: {len(ids)} units, {counts.sum()} spikes, columns {list(u.colnames)}")
+EOF
+
+for f in "$T/sim/recording.nwb" "$T/out/units.nwb" "$T/new.nwb"; do
+  "$VENV/bin/nwbinspector" "$f" --json-file-path "$T/inspect.json" --overwrite >"$T/inspect.txt" 2>&1
+  $PY - "$T/inspect.json" "$f" <<'EOF' && ok || bad "nwbinspector: $f has CRITICAL/ERROR-level issues"
+import json, sys
+msgs = json.load(open(sys.argv[1]))["messages"]
+serious = [m for m in msgs if m["importance"] in ("CRITICAL", "ERROR", "PYNWB_VALIDATION")
+           and m["check_function_name"] != "check_subject_exists"]
+for m in serious:
+    print(m["importance"], m["check_function_name"], m["location"], m["message"])
+print(f"{sys.argv[2]}: {len(msgs)} inspector messages, {len(serious)} serious")
+sys.exit(1 if serious else 0)
+EOF
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

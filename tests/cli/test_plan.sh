@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# test_plan.sh - the memory planner and the resource report:
+#  - `plan` prints every stage with its buffers (text and --json);
+#  - a budget below the minimum is refused up front, with exit 3, in under a
+#    second, naming the stage, its bytes and the parameter, before the output
+#    folder is touched;
+#  - budget equivalence: the same recording sorted under three budgets that
+#    make the matching stage store its pair table full, half and on the fly
+#    gives byte-identical output files;
+#  - run_summary.json: every stage's tracked peak within its planned peak,
+#    peak RSS under the budget plus the stated overhead;
+#  - --mem-trace writes balanced JSON lines; progress lines with an ETA.
+set -u
+BS=${BOUNDSORT:?}
+T=${BS_TMP:-/tmp/bs-plan}
+PY=/usr/bin/python3
+rm -rf "$T"; mkdir -p "$T"
+fail=0; pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+
+duration=16
+[ -n "${BS_SANITIZED:-}" ] && duration=12
+"$BS" simulate -o "$T/sim" --probe linear32 --duration $duration --units 8 --seed 11 -q || { echo "simulate failed"; exit 1; }
+REC=("$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000)
+
+# plan: text and JSON
+"$BS" plan "${REC[@]}" --mem 2G >"$T/plan.txt" && ok || bad "plan failed"
+for stage in whitening drift basis detect cluster match finish; do
+  grep -q "^  $stage " "$T/plan.txt" && ok || bad "plan lacks stage $stage"
+done
+grep -q "pair table full" "$T/plan.txt" && ok || bad "plan lacks the pair-table strategy"
+"$BS" plan "${REC[@]}" --mem 2G --templates 300 --json >"$T/plan.json" && ok || bad "plan --json failed"
+$PY - "$T/plan.json" <<'PYEOF' && ok || bad "plan JSON wrong"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["templates"] == 300 and not d["templates_assumed"], d["templates"]
+assert [s["name"] for s in d["stages"]] == ["whitening", "drift", "basis", "detect", "cluster", "match", "finish"]
+for s in d["stages"]:
+    assert s["peak_bytes"] == sum(b["bytes"] for b in s["buffers"]), s["name"]
+    assert s["min_peak_bytes"] <= s["peak_bytes"]
+assert d["peak_bytes"] == max(s["peak_bytes"] for s in d["stages"]) and d["fits"]
+PYEOF
+
+# refusal before anything is read or written
+start=$(date +%s.%N)
+"$BS" sort "${REC[@]}" -o "$T/refused" --mem 20M -q 2>"$T/refuse.err"; rc=$?
+end=$(date +%s.%N)
+[ "$rc" = 3 ] && ok || bad "sort --mem 20M exited $rc, expected 3"
+grep -q "does not fit the memory budget: stage 'basis' needs at least .* MiB .*raise --mem to at least .* or reduce --batch-seconds" \
+  "$T/refuse.err" && ok || bad "refusal message: $(cat "$T/refuse.err")"
+[ ! -e "$T/refused" ] && ok || bad "a refused sort created its output folder"
+$PY -c "import sys; sys.exit(0 if $end - $start < 1.0 else 1)" && ok || bad "refusal took $(echo "$end - $start" | bc) s"
+"$BS" plan "${REC[@]}" --mem 20M >/dev/null 2>&1; [ $? = 3 ] && ok || bad "plan --mem 20M should exit 3"
+
+# generous budget first; the summary's final plan gives the matching stage's sizes
+"$BS" sort "${REC[@]}" -o "$T/o_gen" --mem 4G --mem-trace "$T/trace.jsonl" 2>"$T/sort.err" && ok || bad "sort --mem 4G failed"
+grep -q "detect .*%.*ETA" "$T/sort.err" && ok || bad "no progress line with an ETA"
+grep -q "^stage .*planned MiB.*tracked MiB" "$T/sort.err" && ok || bad "no resource table at the end"
+read -r half_budget fly_budget < <($PY - "$T/o_gen/run_summary.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = [s for s in d["plan"]["stages"] if s["name"] == "match"][0]
+assert m["strategy"] == "pair table full", m["strategy"]
+print(m["peak_bytes"] - 1, m["min_peak_bytes"])
+PYEOF
+)
+[ -n "${fly_budget:-}" ] && ok || bad "could not read the matching stage's plan"
+"$BS" sort "${REC[@]}" -o "$T/o_half" --mem "${half_budget:-1}" -q && ok || bad "sort at the medium budget failed"
+"$BS" sort "${REC[@]}" -o "$T/o_fly" --mem "${fly_budget:-1}" -q && ok || bad "sort at the minimum budget failed"
+for o in o_gen:full o_half:half o_fly:"on the fly"; do
+  grep -q "\"strategy\":.*\"pair table ${o#*:}" "$T/${o%%:*}/run_summary.json" && ok || bad "${o%%:*} did not use pair table ${o#*:}"
+done
+for f in "$T"/o_gen/*.npy "$T"/o_gen/*.tsv; do
+  n=$(basename "$f")
+  cmp -s "$f" "$T/o_half/$n" && cmp -s "$f" "$T/o_fly/$n" && ok || bad "$n differs between budgets"
+done
+( cd "$T/o_gen" && sha256sum spike_times.npy spike_clusters.npy templates.npy ) | sed 's/^/budget-equivalence hash: /'
+
+# the resource report
+$PY - "$T" <<'PYEOF' && ok || bad "run_summary.json wrong"
+import json, sys
+T = sys.argv[1]
+for o, budget in (("o_gen", 4 << 30), ("o_fly", None)):
+    d = json.load(open(f"{T}/{o}/run_summary.json"))
+    names = [s["name"] for s in d["stages"]]
+    assert names == ["whitening", "drift", "basis", "detect", "cluster", "match", "finish"], names
+    for s in d["stages"]:
+        assert 0 < s["tracked_peak_bytes"] <= s["planned_peak_bytes"], (o, s)
+        assert s["wall_s"] >= 0 and s["rss_peak_bytes"] > 0
+    b = d["budget_bytes"]
+    overhead = d["plan"]["overhead_bytes"]
+    assert d["peak_rss_bytes"] <= b + overhead, (d["peak_rss_bytes"], b, overhead)
+    print(o, "peak RSS", d["peak_rss_bytes"] >> 20, "MiB, budget", b >> 20, "MiB + overhead", overhead >> 20, "MiB")
+PYEOF
+
+# the memory trace: JSON lines, every allocation freed, tags of every stage
+$PY - "$T/trace.jsonl" <<'PYEOF' && ok || bad "memory trace wrong"
+import json, sys
+live, tags, n = {}, set(), 0
+for line in open(sys.argv[1]):
+    e = json.loads(line); n += 1
+    assert e["op"] in ("alloc", "free") and e["device"] == "host" and e["bytes"] >= 0 and e["t_s"] >= 0
+    tags.add(e["tag"].split("/")[0])
+    live[e["tag"]] = live.get(e["tag"], 0) + (e["bytes"] if e["op"] == "alloc" else -e["bytes"])
+left = {t: b for t, b in live.items() if b and not t.startswith("io/")}
+assert not left, left
+assert {"sort", "detect", "match", "cluster", "preprocess"} <= tags, tags
+print(n, "trace lines")
+PYEOF
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
