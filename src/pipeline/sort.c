@@ -775,6 +775,8 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
         if (st == BS_OK)
             st = stage_drift(&ctx, &ck, &run);
         bs_run_stage_end(&run);
+    } else if (st == BS_OK) {
+        st = bs_stage_drift_remove(p->out_dir);
     }
     if (st != BS_OK || p->drift_only) {
         bs_checkpoint_close(&ck);

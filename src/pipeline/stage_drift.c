@@ -6,9 +6,11 @@
 #include "stage_drift.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/fileio.h"
 #include "../common/log.h"
@@ -101,6 +103,20 @@ static bs_status write_json(const bs_stage_drift_args *a, const bs_drift *d, int
     return st;
 }
 
+static const char *const out_files[5] = {"drift.npy", "drift_times_s.npy", "drift_depths_um.npy",
+                                         "drift_shanks.npy", "driftmap.npy"};
+
+bs_status bs_stage_drift_remove(const char *out_dir)
+{
+    for (int i = 0; i < 5; i++) {
+        char path[4300];
+        BS_TRY(bs_path_join(path, sizeof path, out_dir, out_files[i]));
+        if (unlink(path) != 0 && errno != ENOENT)
+            return bs_error(BS_ERR_INPUT, "%s: cannot remove an earlier run's drift file: %s", path, strerror(errno));
+    }
+    return BS_OK;
+}
+
 bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
 {
     const bs_recording *rec = a->rec;
@@ -110,6 +126,8 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
     if (!bs_drift_any(d)) {
         if (!a->quiet)
             bs_log_info("drift: no shank qualifies for an estimate; drift is not corrected");
+        if (a->out_dir)
+            BS_TRY(bs_stage_drift_remove(a->out_dir));
         return a->out_dir ? write_json(a, d, 0, 1) : BS_OK;
     }
     bs_drift_detector det;
@@ -142,15 +160,15 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
     if (st == BS_OK && a->out_dir) {
         int64_t sh2[2] = {d->n_bins, d->n_blocks}, sb[1] = {d->n_blocks}, st1[1] = {d->n_bins},
                 sm[2] = {ss.n, 3};
-        st = save_npy(a->out_dir, "drift.npy", BS_NPY_F32, 2, sh2, d->motion_um);
+        st = save_npy(a->out_dir, out_files[0], BS_NPY_F32, 2, sh2, d->motion_um);
         if (st == BS_OK)
-            st = save_npy(a->out_dir, "drift_times_s.npy", BS_NPY_F32, 1, st1, d->times_s);
+            st = save_npy(a->out_dir, out_files[1], BS_NPY_F32, 1, st1, d->times_s);
         if (st == BS_OK)
-            st = save_npy(a->out_dir, "drift_depths_um.npy", BS_NPY_F32, 1, sb, d->depths_um);
+            st = save_npy(a->out_dir, out_files[2], BS_NPY_F32, 1, sb, d->depths_um);
         if (st == BS_OK)
-            st = save_npy(a->out_dir, "drift_shanks.npy", BS_NPY_I32, 1, sb, d->block_shank);
+            st = save_npy(a->out_dir, out_files[3], BS_NPY_I32, 1, sb, d->block_shank);
         if (st == BS_OK)
-            st = save_npy(a->out_dir, "driftmap.npy", BS_NPY_F32, 2, sm, ss.rows);
+            st = save_npy(a->out_dir, out_files[4], BS_NPY_F32, 2, sm, ss.rows);
         if (st == BS_OK)
             st = write_json(a, d, n_peaks, ss.stride);
     }

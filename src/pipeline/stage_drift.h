@@ -50,6 +50,10 @@ typedef struct {
  * no data is read and only drift.json is written. */
 bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d);
 
+/* Remove the OUT/drift*.npy and driftmap.npy of an earlier run (a sort
+ * with --no-drift, or without an estimate, into the same folder). */
+bs_status bs_stage_drift_remove(const char *out_dir);
+
 /* The checkpoint of the stage (checkpoint.h): the motion and each shank's
  * final mode in stage_dir/drift/ (motion.npy float32, modes.npy int32);
  * names receives the three files to record, drift.json included. */
