@@ -56,7 +56,8 @@
  *    (mode NONE); otherwise the block count is reduced so each block spans at
  *    least min_block_um, and a single block is RIGID. After the histograms:
  *    a median below min_spikes_per_bin spikes per time bin -> NONE. Each
- *    fallback leaves a note (shank_note) and is logged as a warning.
+ *    fallback leaves a note (bs_drift_shank.note; the stage also writes it to
+ *    .stages/drift/drift.json) and is logged as a warning.
  *
  * 5. CORRECTION (correct.c). For time bin b each channel's shift d_c is the
  *    shank's block motion interpolated linearly in depth between block
@@ -124,7 +125,7 @@ const char *bs_drift_mode_name(bs_drift_mode m); /* "none", "rigid", "nonrigid" 
 
 typedef struct {
     int64_t t;     /* sample, absolute */
-    float y_um;    /* centre-of-mass depth, µm (uncorrected) */
+    float y_um;    /* depth (log-quadratic fit), µm (uncorrected) */
     float amp;     /* -x / σ at the peak, noise units */
     int32_t chan;  /* peak channel */
     int32_t shank; /* its shank */
