@@ -91,7 +91,7 @@ int main(void)
 {
     const char *tmp = test_tmpdir();
     int san = dsim_sanitized();
-    double dur = san ? 6.0 : 20.0;
+    double dur = san ? 4.0 : 20.0;
     char a[4200], b[4200], rec[4200], probe[4200], out1[4200], out2[4200];
     snprintf(a, sizeof a, "%s/shank_a", tmp);
     snprintf(b, sizeof b, "%s/shank_b", tmp);
