@@ -57,6 +57,12 @@ CASES = {
     "np1-300s-100u-nonrigid": dict(gen="si-drift", probe="Neuropixel-384", duration=300.0, units=100,
                                    drift="nonrigid", seed=15),
     "np2-4shank-300s-100u": dict(gen="si", probe="np2-4shank", duration=300.0, units=100, seed=16),
+    # reduced drifting cases (SpikeInterface's 128-channel toy probe, 1260 µm): what a 2-core machine can sort
+    # with and without drift correction in minutes
+    "np128-90s-40u-rigid": dict(gen="si-drift", probe="Neuropixel-128", duration=90.0, units=40, drift="rigid",
+                                seed=17),
+    "np128-90s-40u-nonrigid": dict(gen="si-drift", probe="Neuropixel-128", duration=90.0, units=40,
+                                   drift="nonrigid", seed=18),
     # the same families from boundsort's own simulator
     "bs-linear32-60s-20u": dict(gen="boundsort", probe="linear32", duration=60.0, units=20, drift="none", seed=21),
     "bs-np1-300s-100u-rigid": dict(gen="boundsort", probe="np1", duration=300.0, units=100, drift="rigid", seed=22),

@@ -14,10 +14,11 @@
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort plan REC [--probe P --fs HZ ...] [--mem SIZE] [--templates K] [--json]\n"
+    "boundsort plan REC [--probe P --fs HZ ...] [--mem SIZE] [--templates K] [--no-drift] [--json]\n"
     "\n"
     "  REC               the recording, as for `boundsort sort` (only its header is read)\n" BS_CLI_SORT_OPTIONS_HELP
     "  --templates K     number of templates to plan for (default: 1.5 per channel)\n"
+    "  --no-drift        plan a sort without drift correction\n"
     "  --json            print the plan as one JSON object\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -41,6 +42,10 @@ int bs_cmd_plan(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
             json = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-drift") == 0) {
+            so.sp.no_drift = 1;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {

@@ -19,7 +19,8 @@
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb] [--no-qc] [-q]\n"
+    "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
+    "                          [--no-qc] [--no-drift | --drift-only] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -31,6 +32,9 @@ static const char *USAGE_HEAD =
     "  --nwb             also write the units as NWB: OUT/units.nwb (a copy of an NWB input with a\n"
     "                    Units table, else a new file; see boundsort export-nwb)\n"
     "  --no-qc           skip the quality metrics (boundsort qc) at the end\n"
+    "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
+    "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
+    "  --drift-only      estimate the drift (OUT/drift*.npy, driftmap.npy) and stop\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -66,6 +70,10 @@ int bs_cmd_sort(int argc, char **argv)
         }
         if (strcmp(a, "--no-qc") == 0) {
             run_qc = 0;
+            continue;
+        }
+        if (strcmp(a, "--no-drift") == 0 || strcmp(a, "--drift-only") == 0) {
+            *(a[2] == 'n' ? &so.sp.no_drift : &so.sp.drift_only) = 1;
             continue;
         }
         if (a[0] != '-' || a[1] == '\0') {
@@ -105,6 +113,10 @@ int bs_cmd_sort(int argc, char **argv)
         return usage_error("%s", "missing the recording REC");
     if (!so.sp.out_dir)
         return usage_error("%s", "missing the output folder (-o OUT)");
+    if (so.sp.no_drift && so.sp.drift_only)
+        return usage_error("%s", "--no-drift and --drift-only exclude each other");
+    if (so.sp.drift_only && nwb)
+        return usage_error("%s", "--drift-only writes no units for --nwb");
     bs_recording rec;
     bs_status st = bs_recording_open(rec_path, &opt, &rec);
     if (st != BS_OK)
@@ -136,7 +148,7 @@ int bs_cmd_sort(int argc, char **argv)
     /* how to reopen the recording (qc, report), then the quality metrics */
     if (st == BS_OK)
         st = bs_source_write(so.sp.out_dir, rec_path, &opt, &rec);
-    if (st == BS_OK && run_qc) {
+    if (st == BS_OK && run_qc && !so.sp.drift_only) {
         bs_qc_params qp;
         bs_qc_default_params(&qp);
         qp.quiet = so.sp.quiet;
@@ -147,6 +159,8 @@ int bs_cmd_sort(int argc, char **argv)
         if (st != BS_OK)
             bs_error_context(st, "the Phy folder is complete, but qc failed (rerun with boundsort qc %s)",
                              so.sp.out_dir);
+    } else if (st == BS_OK && !so.sp.drift_only) {
+        st = bs_qc_remove_outputs(so.sp.out_dir);
     }
     bs_recording_close(&rec);
     if (st == BS_OK && nwb) {

@@ -119,6 +119,19 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
     fnv_i64(&h, p->n_pc_chan);
     fnv_f64(&h, p->duplicate_ms);
     fnv_i64(&h, p->max_center_spikes);
+    fnv_i64(&h, p->no_drift); /* drift_only never changes what a stage writes */
+    if (!p->no_drift) {
+        const bs_drift_params *q = &p->drift;
+        int64_t qi[] = {q->n_amp, q->n_blocks, q->rigid_max_shift, q->rigid_iters, q->block_max_shift,
+                        q->min_channels};
+        double qf[] = {q->th, q->nms_radius_um, q->nms_ms, q->pos_radius_um, q->bin_um, q->amp_max,
+                       q->smooth_sigma[0], q->smooth_sigma[1], q->smooth_sigma[2], q->min_height_um,
+                       q->min_block_um, q->min_spikes_per_bin, q->sig_interp_um, q->krige_radius_um, q->ridge};
+        for (size_t i = 0; i < sizeof qi / sizeof qi[0]; i++)
+            fnv_i64(&h, qi[i]);
+        for (size_t i = 0; i < sizeof qf / sizeof qf[0]; i++)
+            fnv_f64(&h, qf[i]);
+    }
     *key = h;
     return BS_OK;
 }

@@ -15,13 +15,14 @@
 #include "../io/batch.h"
 #include "../preprocess/preprocess.h"
 #include "finish.h"
+#include "stage_drift.h"
 #include "stage_io.h"
 
 #define MIB ((size_t)1 << 20)
 #define ASSUMED_RATE_HZ 10.0   /* spikes per second per template, before the data says */
 
-static const char *const stage_names[BS_STAGE_COUNT] = {"whitening", "basis", "detect", "cluster", "match",
-                                                        "finish"};
+static const char *const stage_names[BS_STAGE_COUNT] = {"whitening", "drift", "basis", "detect", "cluster",
+                                                        "match", "finish"};
 
 size_t bs_plan_default_budget(void)
 {
@@ -56,7 +57,7 @@ static size_t sum(const bs_plan_stage *s)
 
 /* Everything that stays allocated through the batch loops. */
 typedef struct {
-    size_t reader, scratch, whitener, grid, centers, basis;
+    size_t reader, scratch, whitener, grid, centers, basis, drift;
     int whiten_k, center_chans;
 } resident;
 
@@ -221,7 +222,15 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     r.scratch = bs_preprocess_scratch_bytes(&pp, C, pl->width, pl->n_threads);
     r.whitener = bs_whitener_bytes(C, r.whiten_k);
     r.basis = ((size_t)p->detect.n_pcs + p->detect.n_shapes) * p->detect.nt * sizeof(float);
-    pl->resident = r.reader + r.scratch + r.whitener + r.basis;
+    /* drift: the estimate and, when some shank is corrected, the per-batch whitener */
+    size_t drift_hist = 0;
+    if (!p->no_drift) {
+        r.drift = bs_drift_motion_bytes(probe, &p->drift, pl->n_batches);
+        drift_hist = bs_drift_hist_bytes(probe, &p->drift, pl->n_batches);
+        if (drift_hist) /* some shank qualifies before the data is seen */
+            r.drift += bs_drift_corrector_bytes(probe);
+    }
+    pl->resident = r.reader + r.scratch + r.whitener + r.basis + r.drift;
     pl->max_iter = p->match_max_iter;
     pl->n_pc_chan = p->n_pc_chan;
 
@@ -259,6 +268,25 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     snprintf(s->strategy, sizeof s->strategy, "every %d-th batch", p->whiten_stride);
     s->reduce = "--batch-seconds";
 
+    /* 1b. drift: the histograms grow with the recording (uint8 counts); the
+     * peaks of one batch are data-dependent: planned at one peak per channel
+     * per 100 samples (24 B each, twice: tile lists and the batch's list) */
+    s = &pl->stage[BS_STAGE_DRIFT];
+    size_t drift_peaks = p->no_drift ? 0 : (size_t)C * (size_t)(pl->batch_samples / 100 + 1) * 24 * 2;
+    if (p->no_drift) {
+        snprintf(s->strategy, sizeof s->strategy, "off (--no-drift)");
+    } else {
+        add(s, "batch reader + preprocessing", pl->resident);
+        add(s, "depth x amplitude histograms (uint8, per batch)", drift_hist);
+        add(s, "peak detector, noise scales", bs_drift_detector_bytes(probe, &p->drift) +
+                                                  (size_t)pl->n_threads * (size_t)pl->batch_samples / 2);
+        add(s, "peaks of one batch (data-dependent)", drift_peaks);
+        add(s, "driftmap subsample", (size_t)BS_DRIFTMAP_MAX_ROWS * 3 * sizeof(float));
+        add(s, "registration", bs_drift_estimate_bytes(probe, &p->drift, pl->n_batches));
+        snprintf(s->strategy, sizeof s->strategy, drift_hist ? "threshold peaks, every batch" : "no shank qualifies");
+    }
+    s->reduce = "--no-drift (the histograms grow with the recording)";
+
     /* 2. basis */
     s = &pl->stage[BS_STAGE_BASIS];
     add(s, "batch reader + preprocessing", pl->resident);
@@ -294,12 +322,13 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     plan_cluster(pl);
 
     for (int i = BS_STAGE_WHITENING; i < BS_STAGE_CLUSTER; i++) {
-        if (i != BS_STAGE_DETECT)
+        if (i != BS_STAGE_DETECT && !(i == BS_STAGE_DRIFT && p->no_drift))
             add(&pl->stage[i], "small buffers", MIB);
         pl->stage[i].peak = pl->stage[i].min_peak = pl->stage[i].sure_min = sum(&pl->stage[i]);
     }
     /* detection's spike lists are data-dependent */
     pl->stage[BS_STAGE_DETECT].sure_min = pl->stage[BS_STAGE_DETECT].min_peak - det_data;
+    pl->stage[BS_STAGE_DRIFT].sure_min = pl->stage[BS_STAGE_DRIFT].min_peak - drift_peaks;
     for (int i = 0; i < BS_STAGE_COUNT; i++)
         pl->stage[i].name = stage_names[i];
 

@@ -42,6 +42,7 @@
 
 typedef enum {
     BS_STAGE_WHITENING = 0,
+    BS_STAGE_DRIFT,
     BS_STAGE_BASIS,
     BS_STAGE_DETECT,
     BS_STAGE_CLUSTER,

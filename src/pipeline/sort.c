@@ -23,6 +23,7 @@
 #include "finish.h"
 #include "plan.h"
 #include "run_summary.h"
+#include "stage_drift.h"
 #include "stage_io.h"
 
 void bs_sort_default_params(bs_sort_params *p)
@@ -40,6 +41,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->n_pc_chan = 10;
     p->duplicate_ms = 0.25;
     p->max_center_spikes = 200000;
+    bs_drift_default_params(&p->drift);
 }
 
 /* Everything the batch loops share. */
@@ -54,6 +56,9 @@ typedef struct {
     bs_preprocess pp;
     void *scratch; /* preprocessing scratch, allocated once */
     size_t scratch_bytes;
+    bs_drift drift;            /* the motion estimate (stage 1b) */
+    bs_drift_corrector corr;   /* per-batch drift-corrected whitening */
+    int have_corr;
     char stage_dir[4096];
 } sort_ctx;
 
@@ -61,8 +66,51 @@ typedef struct {
 static bs_status read_preprocessed(sort_ctx *ctx, int64_t b, float **x, int64_t *n_valid)
 {
     BS_TRY(bs_batch_read(&ctx->reader, b, x, n_valid));
-    return bs_preprocess_batch(&ctx->pp, *x, ctx->rec->probe.n_chan, ctx->width, ctx->scratch, ctx->scratch_bytes,
-                               NULL);
+    bs_preprocess pp = ctx->pp;
+    if (ctx->have_corr)
+        BS_TRY(bs_drift_corrector_whitener(&ctx->corr, b, &pp.wh));
+    return bs_preprocess_batch(&pp, *x, ctx->rec->probe.n_chan, ctx->width, ctx->scratch, ctx->scratch_bytes, NULL);
+}
+
+/* Batch b high-passed but not whitened (the drift peaks' input). */
+static bs_status read_unwhitened(void *vctx, int64_t b, float **x, int64_t *n_valid)
+{
+    sort_ctx *ctx = vctx;
+    BS_TRY(bs_batch_read(&ctx->reader, b, x, n_valid));
+    bs_preprocess pp = ctx->pp;
+    pp.wh = NULL;
+    return bs_preprocess_batch(&pp, *x, ctx->rec->probe.n_chan, ctx->width, ctx->scratch, ctx->scratch_bytes, NULL);
+}
+
+/* Stage 1b: motion estimate from the high-passed batches (or, on resume,
+ * the stored one), then the corrector every later read goes through. */
+static bs_status stage_drift(sort_ctx *ctx, bs_checkpoint *ck, bs_run_summary *run)
+{
+    bs_stage_drift_args a = {.rec = ctx->rec,
+                             .p = &ctx->p->drift,
+                             .batch_samples = ctx->nb,
+                             .width = ctx->width,
+                             .halo = ctx->halo,
+                             .n_batches = ctx->n_batches,
+                             .read = read_unwhitened,
+                             .read_ctx = ctx,
+                             .out_dir = ctx->p->out_dir,
+                             .quiet = ctx->p->quiet};
+    const char *names[3];
+    if (bs_checkpoint_done(ck, "drift")) {
+        BS_TRY(bs_stage_drift_load(&a, ctx->stage_dir, &ctx->drift));
+        bs_run_stage_resumed(run);
+    } else {
+        BS_TRY(bs_stage_drift(&a, &ctx->drift));
+        BS_TRY(bs_stage_drift_store(ctx->stage_dir, &ctx->drift, names));
+        BS_TRY(bs_checkpoint_mark(ck, "drift", 3, names));
+        bs_checkpoint_test_kill("drift", BS_CKPT_END);
+    }
+    if (!bs_drift_any(&ctx->drift))
+        return BS_OK;
+    BS_TRY(bs_drift_corrector_init(&ctx->corr, &ctx->drift, &ctx->rec->probe, &ctx->wh));
+    ctx->have_corr = 1;
+    return BS_OK;
 }
 
 /* Stage 1: channel covariance of high-passed data -> local whitening. */
@@ -627,6 +675,18 @@ static bs_status stage_match(sort_ctx *ctx, const bs_temporal_basis *basis, cons
     return st;
 }
 
+/* What the context owns (safe on a zeroed context). */
+static void ctx_release(sort_ctx *ctx)
+{
+    if (ctx->have_corr)
+        bs_drift_corrector_free(&ctx->corr);
+    bs_drift_free(&ctx->drift);
+    if (ctx->have_wh)
+        bs_whitener_free(&ctx->wh);
+    bs_mem_free(ctx->scratch);
+    bs_batch_reader_close(&ctx->reader);
+}
+
 bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
 {
     if (rec->n_samples <= 0)
@@ -710,6 +770,20 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
         bs_checkpoint_test_kill("whitening", BS_CKPT_END);
     }
     bs_run_stage_end(&run);
+    if (!p->no_drift) {
+        STAGE_BEGIN(BS_STAGE_DRIFT);
+        if (st == BS_OK)
+            st = stage_drift(&ctx, &ck, &run);
+        bs_run_stage_end(&run);
+    } else if (st == BS_OK) {
+        st = bs_stage_drift_remove(p->out_dir);
+    }
+    if (st != BS_OK || p->drift_only) {
+        bs_checkpoint_close(&ck);
+        bs_mem_set_budget(BS_DEV_HOST, old_budget);
+        ctx_release(&ctx);
+        return st;
+    }
     bs_temporal_basis basis = {0};
     bs_detect_grid grid = {0};
     STAGE_BEGIN(BS_STAGE_BASIS);
@@ -835,11 +909,8 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     learned_free(&lt);
     bs_grid_free(&grid);
     bs_basis_free(&basis);
-    if (ctx.have_wh)
-        bs_whitener_free(&ctx.wh);
-    bs_mem_free(ctx.scratch);
-    bs_batch_reader_close(&ctx.reader);
     bs_checkpoint_close(&ck);
     bs_mem_set_budget(BS_DEV_HOST, old_budget);
+    ctx_release(&ctx);
     return st;
 }

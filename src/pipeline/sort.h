@@ -4,6 +4,10 @@
  *
  *   1. whitening  every whiten_stride-th batch: mean removal, median
  *                 reference, high-pass; channel covariance -> local whitening
+ *   1b. drift     every batch, high-passed: threshold peaks -> per-shank motion
+ *                 (stage_drift.h); from here on each batch is whitened with
+ *                 its drift-corrected matrix (off with no_drift, or when no
+ *                 shank is tall enough)
  *   2. basis      every basis_stride-th batch, preprocessed and whitened:
  *                 isolated peaks -> temporal PCs and detection shapes
  *   3. detect     every batch: universal-template detection; spikes and
@@ -38,6 +42,7 @@
 
 #include "../common/status.h"
 #include "../detect/detect.h"
+#include "../drift/drift.h"
 #include "../io/recording.h"
 
 typedef struct {
@@ -60,6 +65,9 @@ typedef struct {
     size_t mem_budget;         /* bytes of tracked host memory (0: unlimited); never changes the result */
     const char *mem_trace;     /* path of the JSON-lines allocation trace being recorded, or NULL */
     int resume;                /* skip stages whose checkpoints match (checkpoint.h) */
+    int no_drift;              /* 1: no drift estimation or correction */
+    int drift_only;            /* 1: stop after the drift stage (its files written) */
+    bs_drift_params drift;
     int quiet;                 /* no progress lines */
 } bs_sort_params;
 

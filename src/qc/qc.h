@@ -183,6 +183,10 @@ bs_status bs_qc_check_folder(const char *dir);
  * curation.json there (atomically). summary may be NULL. */
 bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_params *p, bs_qc_summary *summary);
 
+/* Remove the files bs_qc_run writes from out_dir (absent ones are fine):
+ * `sort --no-qc` calls it so no earlier run's tables outlive its clusters. */
+bs_status bs_qc_remove_outputs(const char *out_dir);
+
 /* Allen rule: 1 (good) or 0 (fail) for one unit's metric row. */
 int bs_qc_label_pass(const double *metrics, const bs_qc_params *p);
 

@@ -13,10 +13,12 @@
  * values with 12 significant digits. The KS-style label (cluster_KSLabel.tsv)
  * and Phy's cluster_group.tsv are left as they are.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/fileio.h"
 #include "../common/log.h"
@@ -103,4 +105,20 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
         summary->n_spikes = c->S;
     }
     return st;
+}
+
+bs_status bs_qc_remove_outputs(const char *out_dir)
+{
+    char name[128], path[4300];
+    for (int i = -3; i < BS_QC_N_METRICS; i++) {
+        if (i < 0)
+            snprintf(name, sizeof name, "%s",
+                     i == -3 ? "qc_metrics.tsv" : i == -2 ? "cluster_qc_label.tsv" : "curation.json");
+        else
+            snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[i]);
+        BS_TRY(bs_path_join(path, sizeof path, out_dir, name));
+        if (unlink(path) != 0 && errno != ENOENT)
+            return bs_error(BS_ERR_INPUT, "%s: cannot remove an earlier run's qc file: %s", path, strerror(errno));
+    }
+    return BS_OK;
 }

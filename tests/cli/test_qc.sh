@@ -100,11 +100,13 @@ cut = {l.split("\t")[0]: l.split("\t")[col] for l in lines[1:]}
 lab = dict(l.split("\t") for l in open(f"{out}/cluster_qc_label.tsv").read().splitlines()[1:])
 assert all((lab[u] == "good") == (cut[u] != "nan") for u in cut), (cut, lab)
 PYEOF
-# --no-qc: a resumed copy of the sort (every stage skipped) leaves no qc files
-cp -r "$T/out" "$T/noqc"; rm -f "$T/noqc"/qc_metrics.tsv "$T/noqc"/cluster_qc_label.tsv "$T/noqc"/curation.json
+# --no-qc: a resumed copy of the sort (every stage skipped) removes the earlier run's qc files (stale
+# tables would be joined with the new clusters by Phy and SpikeInterface's read_phy)
+cp -r "$T/out" "$T/noqc"
 "$BS" sort "${REC[@]}" -o "$T/noqc" --resume --no-qc -q \
-  && [ -f "$T/noqc/source.json" ] && [ ! -e "$T/noqc/qc_metrics.tsv" ] && [ ! -e "$T/noqc/curation.json" ] && ok \
-  || bad "sort --no-qc"
+  && [ -f "$T/noqc/source.json" ] && [ ! -e "$T/noqc/qc_metrics.tsv" ] && [ ! -e "$T/noqc/curation.json" ] \
+  && [ ! -e "$T/noqc/cluster_qc_label.tsv" ] && [ ! -e "$T/noqc/cluster_snr.tsv" ] && [ -f "$T/noqc/cluster_KSLabel.tsv" ] && ok \
+  || bad "sort --no-qc left qc files: $(ls "$T/noqc")"
 
 # bad inputs
 expect 2 "No such file" "$BS" qc "$T/missing"

@@ -74,7 +74,9 @@ if os.path.exists(os.path.join(out, "run_summary.json")):
 if os.path.exists(os.path.join(out, "spike_positions.npy")):
     xy = np.load(os.path.join(out, "spike_positions.npy")).astype(np.float64)
     want(np.allclose(col["y_um"]["values"], [xy[cl == i, 1].mean() for i in uniq], atol=1e-3), "y_um = mean spike depth")
-    want(d["drift_map"]["source"].startswith("spike_positions"), "drift map from spike_positions.npy")
+# the drift map: the drift stage's driftmap.npy (detected spikes) when sort wrote one, else the spike positions
+dmap = "driftmap.npy" if os.path.exists(os.path.join(out, "driftmap.npy")) else "spike_positions"
+want(d["drift_map"]["source"].startswith(dmap), f"drift map from {dmap}, not {d['drift_map']['source']}")
 # cross-correlograms: every pair, computed independently (lag = t_b - t_a, 1 ms bins over [-50, 50) ms)
 pairs = decode(d["ccg"]["pairs"]).reshape(-1, 2)
 cc = decode(d["ccg"]["counts"]).reshape(-1, d["ccg"]["n_bins"])

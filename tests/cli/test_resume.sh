@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_resume.sh - checkpoints and `sort --resume`: a sort killed with
-# SIGKILL at several points (after whitening, in the middle of detection,
+# SIGKILL at several points (after whitening, after drift, in the middle of detection,
 # after clustering, in the middle of matching, in the middle of the export)
 # and resumed gives byte-identical final outputs to an uninterrupted run; the
 # resumed run skips the stages that were complete; a completed run resumed
@@ -29,10 +29,11 @@ same_as_ref() { # same_as_ref DIR LABEL
 }
 
 # kill point -> stages the resumed run must report as skipped (under the
-# sanitizers, ~20x slower, two of the five points: one mid-stage, one in the export)
-cases=("whitening:end|whitening" "detect:3|whitening basis" "cluster:end|whitening basis detect cluster"
-       "match:4|whitening basis detect cluster" "finish:1|whitening basis detect cluster match")
-[ -n "${BS_SANITIZED:-}" ] && cases=("${cases[1]}" "${cases[4]}")
+# sanitizers, ~20x slower, two of the six points: one mid-stage, one in the export)
+cases=("whitening:end|whitening" "drift:end|whitening drift" "detect:3|whitening drift basis"
+       "cluster:end|whitening drift basis detect cluster" "match:4|whitening drift basis detect cluster"
+       "finish:1|whitening drift basis detect cluster match")
+[ -n "${BS_SANITIZED:-}" ] && cases=("${cases[2]}" "${cases[5]}")
 for case in "${cases[@]}"; do
   kill=${case%%|*}; skipped=${case#*|}
   out="$T/k_${kill%%:*}"
@@ -50,7 +51,7 @@ done
 
 # a completed run resumed: every stage skipped, same outputs
 "$BS" sort "${REC[@]}" -o "$T/ref" --resume 2>"$T/again.log" && ok || bad "resume of a complete run failed"
-[ "$(grep -c "resume: stage .* is complete" "$T/again.log")" = 5 ] && ok || bad "a complete run did not skip its 5 stages"
+[ "$(grep -c "resume: stage .* is complete" "$T/again.log")" = 6 ] && ok || bad "a complete run did not skip its 6 stages"
 # changed parameters: nothing is skipped
 cp -r "$T/ref" "$T/chg"
 "$BS" sort "${REC[@]}" -o "$T/chg" --resume --threshold 9 2>"$T/changed.log" && ok || bad "resume with new parameters failed"

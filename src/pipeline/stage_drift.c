@@ -1,0 +1,227 @@
+/*
+ * stage_drift.c - the drift stage (see stage_drift.h): read every batch
+ * through the caller's reader, detect threshold peaks, count them into the
+ * per-shank histograms and the driftmap subsample, register, write files.
+ */
+#include "stage_drift.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/fileio.h"
+#include "../common/log.h"
+#include "../common/progress.h"
+#include "../io/npy.h"
+#include "../mem/mem.h"
+
+/* Every stride-th row of a stream, in at most cap rows. */
+typedef struct {
+    float *rows; /* [cap × 3] */
+    int64_t n, cap, stride, seen;
+} subsample;
+
+static void subsample_add(subsample *s, float t, float y, float a)
+{
+    if (s->seen++ % s->stride != 0)
+        return;
+    if (s->n == s->cap) { /* keep the even rows, double the stride */
+        int64_t m = 0;
+        for (int64_t i = 0; i < s->n; i += 2, m++)
+            memcpy(s->rows + 3 * m, s->rows + 3 * i, 3 * sizeof *s->rows);
+        s->n = m;
+        s->stride *= 2;
+        if ((s->seen - 1) % s->stride != 0)
+            return;
+    }
+    float *r = s->rows + 3 * s->n++;
+    r[0] = t, r[1] = y, r[2] = a;
+}
+
+static bs_status save_npy(const char *dir, const char *name, bs_npy_dtype dt, int ndim, const int64_t *shape,
+                          const void *data)
+{
+    char path[4200];
+    BS_TRY(bs_path_join(path, sizeof path, dir, name));
+    return bs_npy_save(path, dt, ndim, shape, data);
+}
+
+/* Smallest and largest motion of shank s (0 included), µm. */
+static void motion_range(const bs_drift *d, int s, double *lo, double *hi)
+{
+    const bs_drift_shank *sh = &d->sh[s];
+    *lo = *hi = 0;
+    for (int t = 0; t < d->n_bins && d->motion_um; t++)
+        for (int j = 0; j < sh->n_blocks; j++) {
+            double v = d->motion_um[(size_t)t * d->n_blocks + sh->block0 + j];
+            *lo = v < *lo ? v : *lo;
+            *hi = v > *hi ? v : *hi;
+        }
+}
+
+static bs_status write_json(const bs_stage_drift_args *a, const bs_drift *d, int64_t n_peaks, int64_t stride)
+{
+    char dir[4200], path[4300];
+    BS_TRY(bs_path_join(dir, sizeof dir, a->out_dir, ".stages/drift"));
+    BS_TRY(bs_mkdir_p(dir));
+    BS_TRY(bs_path_join(path, sizeof path, dir, "drift.json"));
+    cJSON *r = cJSON_CreateObject(), *sa = cJSON_AddArrayToObject(r, "shanks"), *wa = cJSON_AddArrayToObject(r, "warnings");
+    cJSON_AddBoolToObject(r, "corrected", d->estimated && bs_drift_any(d));
+    cJSON_AddNumberToObject(r, "time_bin_s", (double)a->batch_samples / a->rec->fs_hz);
+    cJSON_AddNumberToObject(r, "n_time_bins", d->n_bins);
+    cJSON_AddNumberToObject(r, "n_blocks", d->n_blocks);
+    cJSON_AddNumberToObject(r, "requested_blocks", d->p.n_blocks);
+    cJSON_AddNumberToObject(r, "n_peaks", (double)n_peaks);
+    cJSON_AddNumberToObject(r, "driftmap_stride", (double)stride);
+    for (int s = 0; s < d->n_shanks; s++) {
+        const bs_drift_shank *sh = &d->sh[s];
+        double lo, hi;
+        motion_range(d, s, &lo, &hi);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "shank", s);
+        cJSON_AddStringToObject(o, "mode", bs_drift_mode_name(sh->mode));
+        cJSON_AddNumberToObject(o, "n_blocks", sh->mode == BS_DRIFT_NONE ? 0 : sh->n_blocks);
+        cJSON_AddNumberToObject(o, "n_channels", sh->n_chan);
+        cJSON_AddNumberToObject(o, "height_um", sh->y_max_um - sh->y_min_um);
+        cJSON_AddNumberToObject(o, "n_peaks", (double)sh->n_spikes);
+        cJSON_AddNumberToObject(o, "motion_min_um", lo);
+        cJSON_AddNumberToObject(o, "motion_max_um", hi);
+        cJSON_AddStringToObject(o, "note", sh->note);
+        cJSON_AddItemToArray(sa, o);
+        if (sh->note[0])
+            cJSON_AddItemToArray(wa, cJSON_CreateString(sh->note));
+    }
+    char *text = cJSON_Print(r);
+    cJSON_Delete(r);
+    if (!text)
+        return bs_error(BS_ERR_MEMORY, "%s: out of memory", path);
+    bs_status st = bs_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+static const char *const out_files[5] = {"drift.npy", "drift_times_s.npy", "drift_depths_um.npy",
+                                         "drift_shanks.npy", "driftmap.npy"};
+
+bs_status bs_stage_drift_remove(const char *out_dir)
+{
+    for (int i = 0; i < 5; i++) {
+        char path[4300];
+        BS_TRY(bs_path_join(path, sizeof path, out_dir, out_files[i]));
+        if (unlink(path) != 0 && errno != ENOENT)
+            return bs_error(BS_ERR_INPUT, "%s: cannot remove an earlier run's drift file: %s", path, strerror(errno));
+    }
+    return BS_OK;
+}
+
+bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
+{
+    const bs_recording *rec = a->rec;
+    BS_TRY(bs_drift_init(d, &rec->probe, a->p, rec->n_samples, a->batch_samples, rec->fs_hz));
+    if (d->n_bins != a->n_batches)
+        return bs_error(BS_ERR_INTERNAL, "drift: %d time bins for %lld batches", d->n_bins, (long long)a->n_batches);
+    if (!bs_drift_any(d)) {
+        if (!a->quiet)
+            bs_log_info("drift: no shank qualifies for an estimate; drift is not corrected");
+        if (a->out_dir)
+            BS_TRY(bs_stage_drift_remove(a->out_dir));
+        return a->out_dir ? write_json(a, d, 0, 1) : BS_OK;
+    }
+    bs_drift_detector det;
+    BS_TRY(bs_drift_detector_init(&det, &rec->probe, a->p, rec->fs_hz));
+    bs_drift_spikes sp = {0};
+    subsample ss = {.cap = BS_DRIFTMAP_MAX_ROWS, .stride = 1};
+    ss.rows = bs_mem_alloc("drift/driftmap", (size_t)ss.cap * 3 * sizeof(float));
+    bs_status st = ss.rows ? BS_OK : BS_ERR_MEMORY;
+    int64_t n_peaks = 0;
+    bs_progress pb;
+    bs_progress_start(&pb, "drift", "batches", a->quiet ? 0 : a->n_batches);
+    for (int64_t b = 0; b < a->n_batches && st == BS_OK; b++) {
+        float *x;
+        int64_t n_valid;
+        st = a->read(a->read_ctx, b, &x, &n_valid);
+        if (st == BS_OK)
+            st = bs_drift_detect_batch(&det, x, a->width, a->halo, n_valid, b * a->batch_samples, &sp);
+        if (st == BS_OK)
+            st = bs_drift_add(d, b, sp.s, sp.n);
+        for (int64_t i = 0; i < sp.n && st == BS_OK; i++)
+            subsample_add(&ss, (float)((double)sp.s[i].t / rec->fs_hz), sp.s[i].y_um, sp.s[i].amp);
+        n_peaks += sp.n;
+        bs_progress_update(&pb, b + 1);
+    }
+    bs_progress_finish(&pb);
+    bs_drift_spikes_free(&sp);
+    bs_drift_detector_free(&det);
+    if (st == BS_OK)
+        st = bs_drift_estimate(d);
+    if (st == BS_OK && a->out_dir) {
+        int64_t sh2[2] = {d->n_bins, d->n_blocks}, sb[1] = {d->n_blocks}, st1[1] = {d->n_bins},
+                sm[2] = {ss.n, 3};
+        st = save_npy(a->out_dir, out_files[0], BS_NPY_F32, 2, sh2, d->motion_um);
+        if (st == BS_OK)
+            st = save_npy(a->out_dir, out_files[1], BS_NPY_F32, 1, st1, d->times_s);
+        if (st == BS_OK)
+            st = save_npy(a->out_dir, out_files[2], BS_NPY_F32, 1, sb, d->depths_um);
+        if (st == BS_OK)
+            st = save_npy(a->out_dir, out_files[3], BS_NPY_I32, 1, sb, d->block_shank);
+        if (st == BS_OK)
+            st = save_npy(a->out_dir, out_files[4], BS_NPY_F32, 2, sm, ss.rows);
+        if (st == BS_OK)
+            st = write_json(a, d, n_peaks, ss.stride);
+    }
+    if (st == BS_OK && !a->quiet) {
+        for (int s = 0; s < d->n_shanks; s++) {
+            const bs_drift_shank *sh = &d->sh[s];
+            double lo, hi;
+            motion_range(d, s, &lo, &hi);
+            bs_log_info("drift: shank %d %s (%d block%s, %lld peaks), motion %.1f .. %.1f µm", s,
+                        bs_drift_mode_name(sh->mode), sh->n_blocks, sh->n_blocks == 1 ? "" : "s",
+                        (long long)sh->n_spikes, lo, hi);
+        }
+    }
+    bs_mem_free(ss.rows);
+    return st;
+}
+
+static const char *const ckpt_files[3] = {"drift/motion.npy", "drift/modes.npy", "drift/drift.json"};
+
+bs_status bs_stage_drift_store(const char *stage_dir, const bs_drift *d, const char *names[3])
+{
+    char dir[4200];
+    BS_TRY(bs_path_join(dir, sizeof dir, stage_dir, "drift"));
+    BS_TRY(bs_mkdir_p(dir));
+    int32_t modes[256];
+    if (d->n_shanks > 256)
+        return bs_error(BS_ERR_INPUT, "drift: %d shanks: at most 256 are supported", d->n_shanks);
+    for (int s = 0; s < d->n_shanks; s++)
+        modes[s] = (int32_t)d->sh[s].mode;
+    int64_t sm[2] = {d->n_bins, d->n_blocks}, ss[1] = {d->n_shanks};
+    BS_TRY(save_npy(dir, "motion.npy", BS_NPY_F32, 2, sm, d->motion_um));
+    BS_TRY(save_npy(dir, "modes.npy", BS_NPY_I32, 1, ss, modes));
+    for (int i = 0; i < 3; i++)
+        names[i] = ckpt_files[i];
+    return BS_OK;
+}
+
+bs_status bs_stage_drift_load(const bs_stage_drift_args *a, const char *stage_dir, bs_drift *d)
+{
+    char pm[4300], pd[4300];
+    BS_TRY(bs_path_join(pm, sizeof pm, stage_dir, ckpt_files[0]));
+    BS_TRY(bs_path_join(pd, sizeof pd, stage_dir, ckpt_files[1]));
+    bs_npy_header hm, hd;
+    void *motion = NULL, *modes = NULL;
+    bs_status st = bs_npy_load_expect(pm, "drift/motion", BS_NPY_F32, 2, &hm, &motion);
+    if (st == BS_OK)
+        st = bs_npy_load_expect(pd, "drift/motion", BS_NPY_I32, 1, &hd, &modes);
+    if (st == BS_OK)
+        st = bs_drift_restore(d, &a->rec->probe, a->p, a->rec->n_samples, a->batch_samples, a->rec->fs_hz, modes,
+                              (int)hd.shape[0], motion, hm.shape[0], hm.shape[1]);
+    bs_mem_free(motion);
+    bs_mem_free(modes);
+    if (st == BS_OK && !a->quiet)
+        bs_log_info("drift: the estimate of the previous run (%s)", pm);
+    return st;
+}
