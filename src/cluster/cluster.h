@@ -71,7 +71,9 @@ typedef struct {
     int n_init_candidates;  /* candidates drawn per greedy step (100) */
     int n_iter;             /* maximum assignment sweeps (200) */
     double lam;             /* modularity penalty (1) */
-    int64_t min_spikes;     /* centers with fewer spikes become one cluster (1000) */
+    int64_t min_spikes;     /* centers with fewer spikes become one cluster (400: 20 landmarks, twice
+                             * the neighbours; Kilosort 4 uses 1000, which lumps every unit of a
+                             * sparse center together in short recordings) */
     double modularity_split; /* tree ratio below which a split is kept (0.2) */
     double bimodality_merge; /* dip score below which the sides collapse (0.6) */
     double ridge;           /* regulariser of the discriminant (0.01) */

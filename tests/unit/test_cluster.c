@@ -221,12 +221,13 @@ int main(void)
     CHECK(L == 2 && agreement(truth, lab, n, 2, L) > 0.99);
 
     /* 5. a center below min_spikes is one cluster */
-    CHECK(bs_cluster_graph(&p, X, 999, D, t, lab, &L) == BS_OK);
+    const int n_small = (int)p.min_spikes - 1;
+    CHECK(bs_cluster_graph(&p, X, n_small, D, t, lab, &L) == BS_OK);
     int all0 = 1;
-    for (int i = 0; i < 999; i++)
+    for (int i = 0; i < n_small; i++)
         all0 &= lab[i] == 0;
     CHECK(L == 1 && all0);
-    CHECK(bs_cluster_graph_bytes(999, D, &p) == 0);
+    CHECK(bs_cluster_graph_bytes(n_small, D, &p) == 0);
 
     free(X);
     free(truth);
