@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # example.sh [DIR] - set up boundsort and run the main job on a built-in example:
 # install the dependencies, build, simulate a 32-channel recording with known
-# ground truth, sort it into a Phy folder, check the folder, and score the
-# sorting against the ground truth. Everything lands in DIR (default ./example).
+# ground truth, sort it into a Phy folder (drift estimation and quality
+# metrics included), check the folder, score the
+# sorting against the ground truth and write the HTML report. Everything lands
+# in DIR (default ./example).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/example}
@@ -21,5 +23,8 @@ echo "== validate the Phy folder"
 "$bs" validate "$out/sorted"
 echo "== accuracy against the ground truth"
 "$bs" compare "$out/sorted" "$out/sim"
+echo "== report"
+"$bs" report "$out/sorted"
 echo
 echo "Phy folder: $out/sorted   (open with: phy template-gui $out/sorted/params.py)"
+echo "Report:     $out/sorted/report.html   (quality metrics: $out/sorted/qc_metrics.tsv)"
