@@ -139,8 +139,8 @@ print(f"{len(st)} spikes; acquisition samples = spike_times + 1234567: {ok}")
 sys.exit(0 if ok else 1)
 PY
 if [ -z "${BS_SANITIZED:-}" ]; then
-  "$BS" sort "$T/np1/openephys" -o "$T/n_oe" --threads 2 -q && ok || bad "sort NP1 Open Ephys failed"
-  "$BS" sort "$T/np1/recording.bin" --probe "$T/np1/probe.json" --fs 30000 --uv-per-bit 2.34375 -o "$T/n_raw" --threads 2 -q \
+  "$BS" sort "$T/np1/openephys" -o "$T/n_oe" --threads 2 -q --no-qc && ok || bad "sort NP1 Open Ephys failed"
+  "$BS" sort "$T/np1/recording.bin" --probe "$T/np1/probe.json" --fs 30000 --uv-per-bit 2.34375 -o "$T/n_raw" --threads 2 -q --no-qc \
     && ok || bad "sort NP1 raw failed"
   same_outputs "$T/n_oe" "$T/n_raw" "NP1 Open Ephys (settings.xml geometry) vs raw"
 fi

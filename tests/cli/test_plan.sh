@@ -23,6 +23,7 @@ duration=16
 [ -n "${BS_SANITIZED:-}" ] && duration=12
 "$BS" simulate -o "$T/sim" --probe linear32 --duration $duration --units 8 --seed 11 -q || { echo "simulate failed"; exit 1; }
 REC=("$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000)
+# the sorts skip qc (--no-qc): qc checks its own budget (test_qc)
 
 # plan: text and JSON
 "$BS" plan "${REC[@]}" --mem 2G >"$T/plan.txt" && ok || bad "plan failed"
@@ -44,7 +45,7 @@ PYEOF
 
 # refusal before anything is read or written
 start=$(date +%s.%N)
-"$BS" sort "${REC[@]}" -o "$T/refused" --mem 20M -q 2>"$T/refuse.err"; rc=$?
+"$BS" sort "${REC[@]}" --no-qc -o "$T/refused" --mem 20M -q 2>"$T/refuse.err"; rc=$?
 end=$(date +%s.%N)
 [ "$rc" = 3 ] && ok || bad "sort --mem 20M exited $rc, expected 3"
 grep -q "does not fit the memory budget: stage 'basis' needs at least .* MiB .*raise --mem to at least .* or reduce --batch-seconds" \
@@ -54,7 +55,7 @@ $PY -c "import sys; sys.exit(0 if $end - $start < 1.0 else 1)" && ok || bad "ref
 "$BS" plan "${REC[@]}" --mem 20M >/dev/null 2>&1; [ $? = 3 ] && ok || bad "plan --mem 20M should exit 3"
 
 # generous budget first; the summary's final plan gives the matching stage's sizes
-"$BS" sort "${REC[@]}" -o "$T/o_gen" --mem 4G --mem-trace "$T/trace.jsonl" 2>"$T/sort.err" && ok || bad "sort --mem 4G failed"
+"$BS" sort "${REC[@]}" --no-qc -o "$T/o_gen" --mem 4G --mem-trace "$T/trace.jsonl" 2>"$T/sort.err" && ok || bad "sort --mem 4G failed"
 grep -q "detect .*%.*ETA" "$T/sort.err" && ok || bad "no progress line with an ETA"
 grep -q "^stage .*planned MiB.*tracked MiB" "$T/sort.err" && ok || bad "no resource table at the end"
 read -r half_budget fly_budget < <($PY - "$T/o_gen/run_summary.json" <<'PYEOF'
@@ -66,8 +67,8 @@ print(m["peak_bytes"] - 1, m["min_peak_bytes"])
 PYEOF
 )
 [ -n "${fly_budget:-}" ] && ok || bad "could not read the matching stage's plan"
-"$BS" sort "${REC[@]}" -o "$T/o_half" --mem "${half_budget:-1}" -q && ok || bad "sort at the medium budget failed"
-"$BS" sort "${REC[@]}" -o "$T/o_fly" --mem "${fly_budget:-1}" -q && ok || bad "sort at the minimum budget failed"
+"$BS" sort "${REC[@]}" --no-qc -o "$T/o_half" --mem "${half_budget:-1}" -q && ok || bad "sort at the medium budget failed"
+"$BS" sort "${REC[@]}" --no-qc -o "$T/o_fly" --mem "${fly_budget:-1}" -q && ok || bad "sort at the minimum budget failed"
 for o in o_gen:full o_half:half o_fly:"on the fly"; do
   grep -q "\"strategy\":.*\"pair table ${o#*:}" "$T/${o%%:*}/run_summary.json" && ok || bad "${o%%:*} did not use pair table ${o#*:}"
 done
