@@ -239,7 +239,8 @@ int bs_batch_slurm_poll(bs_batch_state *s, bs_batch_task *t)
     if (bs_batch_capture(q, out, sizeof out) == 0 && sscanf(out, "%*s %63s %255[^\n]", state, reason) >= 1) {
         if (strcmp(state, "PENDING") == 0 || strcmp(state, "CONFIGURING") == 0) {
             t->state = BS_TASK_PENDING;
-            snprintf(t->why, sizeof t->why, "%s", reason);
+            if (strcmp(reason, "None") != 0)
+                snprintf(t->why, sizeof t->why, "waiting: %s", reason);
             return 1;
         }
         if (strcmp(state, "RUNNING") == 0 || strcmp(state, "COMPLETING") == 0) {
