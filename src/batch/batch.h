@@ -162,6 +162,8 @@ typedef struct {
  * arguments) and write it. */
 bs_status bs_batch_state_from(const bs_batch *b, const bs_batch_opts *o, const char *mode, bs_batch_state *s);
 bs_status bs_batch_state_write(const bs_batch_state *s);
+/* The text of state.json (caller frees); NULL when out of memory. */
+char *bs_batch_state_json(const bs_batch_state *s);
 /* Read OUTROOT/.batch/state.json. BS_ERR_INPUT naming the file when absent or malformed. */
 bs_status bs_batch_state_read(const char *outroot, bs_batch_state *s);
 void bs_batch_state_free(bs_batch_state *s);

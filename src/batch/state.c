@@ -140,14 +140,8 @@ static void add_str(cJSON *o, const char *k, const char *v)
     cJSON_AddStringToObject(o, k, v ? v : "");
 }
 
-bs_status bs_batch_state_write(const bs_batch_state *s)
+char *bs_batch_state_json(const bs_batch_state *s)
 {
-    char path[4300];
-    BS_TRY(bs_mkdir_p(s->state_dir));
-    snprintf(path, sizeof path, "%s/tasks", s->state_dir);
-    BS_TRY(bs_mkdir_p(path));
-    snprintf(path, sizeof path, "%s/logs", s->state_dir);
-    BS_TRY(bs_mkdir_p(path));
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "format_version", 1);
     add_str(r, "root", s->root);
@@ -181,6 +175,18 @@ bs_status bs_batch_state_write(const bs_batch_state *s)
     }
     char *text = cJSON_Print(r);
     cJSON_Delete(r);
+    return text;
+}
+
+bs_status bs_batch_state_write(const bs_batch_state *s)
+{
+    char path[4300];
+    BS_TRY(bs_mkdir_p(s->state_dir));
+    snprintf(path, sizeof path, "%s/tasks", s->state_dir);
+    BS_TRY(bs_mkdir_p(path));
+    snprintf(path, sizeof path, "%s/logs", s->state_dir);
+    BS_TRY(bs_mkdir_p(path));
+    char *text = bs_batch_state_json(s);
     if (!text)
         return bs_error(BS_ERR_MEMORY, "batch: out of memory writing the state");
     snprintf(path, sizeof path, "%s/state.json", s->state_dir);

@@ -39,7 +39,8 @@ static const char *USAGE =
     "\n"
     "  -o, --out OUTROOT    outputs (default: ROOT's sibling folder <ROOT>_sorted)\n"
     "  --list               list the recordings (size, duration, channels, planned memory) and stop\n"
-    "  --json               the listing or the status as JSON\n"
+    "  --json               the listing or the status as JSON; with --dry-run, the jobs and their sort\n"
+    "                       arguments as state.json would hold them (what pipeline/Snakefile reads)\n"
     "  --dry-run            list, then print the sort commands (or with --slurm the sbatch script); run nothing\n"
     "  --status             done / failed (with the reason) / running / pending per recording\n"
     "  --retry-failed       rerun only the failed (or interrupted) jobs of the recorded batch (sort --resume)\n"
@@ -290,12 +291,12 @@ int bs_cmd_batch(int argc, char **argv)
     bs_status st = bs_batch_discover(&o, &b);
     if (st != BS_OK)
         return bs_cli_fail(st);
-    if (c.json && (c.list || c.dry_run)) {
+    if (c.json && c.list) {
         char *text = bs_batch_json(&b);
         if (text)
             printf("%s\n", text);
         free(text);
-    } else if (!c.quiet || c.list) {
+    } else if ((!c.quiet || c.list) && !(c.json && c.dry_run)) {
         bs_batch_print_table(&b, stdout);
     }
     int rc = BS_OK;
@@ -338,6 +339,13 @@ int bs_cmd_batch(int argc, char **argv)
         rc = submit_slurm(&s, which, nw, &c);
         if (rc == BS_OK && nw < s.n)
             rc = BS_ERR_INPUT; /* submitted, but some recordings cannot be sorted */
+    } else if (c.dry_run && c.json) {
+        char *text = bs_batch_state_json(&s);
+        if (text)
+            printf("%s\n", text);
+        else
+            rc = bs_cli_fail(bs_error(BS_ERR_MEMORY, "batch: out of memory"));
+        free(text);
     } else if (c.dry_run) {
         for (int k = 0; k < nw; k++) {
             const bs_batch_task *t = &s.tasks[which[k]];
