@@ -17,7 +17,7 @@ rm -rf "$T"; mkdir -p "$T"
 fail=0; pass=0
 ok() { pass=$((pass + 1)); }
 bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-dur=4; [ -n "${BS_SANITIZED:-}" ] && dur=2
+dur=4; [ -n "${BS_SANITIZED:-}" ] && dur=3   # 3 s: every seed here finds units
 
 # ---- discovery ----
 "$BS" simulate -o "$T/np1" --probe np1 --duration 1 --units 5 --seed 3 --spikeglx --openephys -q || { echo "simulate failed"; exit 1; }
@@ -33,10 +33,13 @@ cp "$T/lin/recording.bin" "$T/lin/probe.json" "$D/mouse3/broken/"
 head -c 1000 "$T/np1/spikeglx/sim_g0_t0.imec0.ap.bin" > "$D/mouse4/bad_g0_t0.imec0.ap.bin"
 "$BS" batch "$D" --list --json --threads 2 --mem 8G >"$T/list.json"; rc=$?
 [ $rc = 0 ] && ok || bad "batch --list exited $rc"
+# the budget batch plans under: --mem minus the untracked overhead of a 2-thread run
+ovh=$("$BS" plan "$T/lin/recording.bin" --probe "$T/lin/probe.json" --fs 30000 --threads 2 --json | \
+  $PY -c "import json,sys; print(json.load(sys.stdin)['overhead_bytes'] // 2**20)")
 "$BS" plan "$D/mouse3/raw/recording.bin" --probe "$D/mouse3/raw/probe.json" --fs 30000 --uv-per-bit \
   "$($PY -c "import json;print(json.load(open('$T/lin/recording.json'))['uv_per_bit'])")" --n-chan 32 --threads 2 \
-  --mem $((8 * 1024 - 144))M --json >"$T/plan_raw.json" || bad "plan of the raw folder"
-"$BS" plan "$D/mouse1/run_g0/run_g0_imec1/run_g0_t0.imec1.ap.bin" --threads 2 --mem $((8 * 1024 - 144))M --json \
+  --mem $((8 * 1024 - ovh))M --json >"$T/plan_raw.json" || bad "plan of the raw folder"
+"$BS" plan "$D/mouse1/run_g0/run_g0_imec1/run_g0_t0.imec1.ap.bin" --threads 2 --mem $((8 * 1024 - ovh))M --json \
   >"$T/plan_sglx.json" || bad "plan of the SpikeGLX probe"
 $PY - "$T/list.json" "$T" "$T/plan_raw.json" "$T/plan_sglx.json" <<'PY' && ok || bad "discovery listing"
 import json, sys, os
