@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# test_batch.sh - `boundsort batch` locally:
+#   - discovery on a tree with a SpikeGLX run of 2 probes, an Open Ephys Record Node (its neural
+#     stream only; LFP and NI-DAQ streams are not jobs), a raw + probe folder, a broken raw folder
+#     (no recording.json) and a truncated .ap.bin whose .meta disagrees: --list --json gives the kind,
+#     channels, duration and planned peak of each (equal to `boundsort plan` under the same budget),
+#     the reason of each broken one, and the mirrored output paths;
+#   - a local batch of 3 tiny recordings, 2 at once within --mem: one fails (its output path is a
+#     file), the others go on and validate; --status shows the failure and its reason; after the
+#     cause is removed --retry-failed reruns only that job; every output validates; a second plain
+#     run refuses (exit 1) without --restart; --dry-run runs nothing.
+set -u
+BS=${BOUNDSORT:?}
+T=${BS_TMP:-/tmp/bs-batch}
+PY=/usr/bin/python3
+rm -rf "$T"; mkdir -p "$T"
+fail=0; pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+dur=4; [ -n "${BS_SANITIZED:-}" ] && dur=3   # 3 s: every seed here finds units
+
+# ---- discovery ----
+"$BS" simulate -o "$T/np1" --probe np1 --duration 1 --units 5 --seed 3 --spikeglx --openephys -q || { echo "simulate failed"; exit 1; }
+"$BS" simulate -o "$T/lin" --probe linear32 --duration 1 --units 4 --seed 4 -q || { echo "simulate failed"; exit 1; }
+D="$T/tree"
+mkdir -p "$D/mouse1/run_g0/run_g0_imec0" "$D/mouse1/run_g0/run_g0_imec1" "$D/mouse2" "$D/mouse3/raw" "$D/mouse3/broken" "$D/mouse4"
+for p in 0 1; do for e in bin meta; do
+  cp "$T/np1/spikeglx/sim_g0_t0.imec0.ap.$e" "$D/mouse1/run_g0/run_g0_imec$p/run_g0_t0.imec$p.ap.$e"
+done; done
+cp -r "$T/np1/openephys/Record Node 101" "$D/mouse2/"
+cp "$T/lin/recording.bin" "$T/lin/probe.json" "$T/lin/recording.json" "$D/mouse3/raw/"
+cp "$T/lin/recording.bin" "$T/lin/probe.json" "$D/mouse3/broken/"
+head -c 1000 "$T/np1/spikeglx/sim_g0_t0.imec0.ap.bin" > "$D/mouse4/bad_g0_t0.imec0.ap.bin"
+"$BS" batch "$D" --list --json --threads 2 --mem 8G >"$T/list.json"; rc=$?
+[ $rc = 0 ] && ok || bad "batch --list exited $rc"
+# the budget batch plans under: --mem minus the untracked overhead of a 2-thread run
+ovh=$("$BS" plan "$T/lin/recording.bin" --probe "$T/lin/probe.json" --fs 30000 --threads 2 --json | \
+  $PY -c "import json,sys; print(json.load(sys.stdin)['overhead_bytes'] // 2**20)")
+"$BS" plan "$D/mouse3/raw/recording.bin" --probe "$D/mouse3/raw/probe.json" --fs 30000 --uv-per-bit \
+  "$($PY -c "import json;print(json.load(open('$T/lin/recording.json'))['uv_per_bit'])")" --n-chan 32 --threads 2 \
+  --mem $((8 * 1024 - ovh))M --json >"$T/plan_raw.json" || bad "plan of the raw folder"
+"$BS" plan "$D/mouse1/run_g0/run_g0_imec1/run_g0_t0.imec1.ap.bin" --threads 2 --mem $((8 * 1024 - ovh))M --json \
+  >"$T/plan_sglx.json" || bad "plan of the SpikeGLX probe"
+$PY - "$T/list.json" "$T" "$T/plan_raw.json" "$T/plan_sglx.json" <<'PY' && ok || bad "discovery listing"
+import json, sys, os
+L = json.load(open(sys.argv[1])); T = sys.argv[2]
+pr = json.load(open(sys.argv[3])); ps = json.load(open(sys.argv[4]))
+def peak(p):
+    for k in ("peak_bytes", "peak"):
+        if k in p: return p[k]
+    raise KeyError("no peak in plan json: %s" % list(p))
+errs = []
+def need(c, what):
+    if not c: errs.append(what)
+recs = {r["rel"]: r for r in L["recordings"]}
+want = {
+  "mouse1/run_g0/run_g0_imec0/run_g0_t0.imec0": ("spikeglx", True),
+  "mouse1/run_g0/run_g0_imec1/run_g0_t0.imec1": ("spikeglx", True),
+  "mouse2/Record Node 101/experiment1/recording1/ProbeA-AP": ("openephys", True),
+  "mouse3/raw/recording": ("raw", True),
+  "mouse3/broken/recording": ("raw", False),
+  "mouse4/bad_g0_t0.imec0": ("spikeglx", False),
+}
+need(sorted(recs) == sorted(want), f"jobs {sorted(recs)}")
+need(L["outroot"] == os.path.realpath(T) + "/tree_sorted", f"default outroot {L['outroot']}")
+for rel, (kind, sortable) in want.items():
+    r = recs.get(rel)
+    if not r: continue
+    need(r["kind"] == kind and r["sortable"] == sortable, f"{rel}: {r['kind']} {r['sortable']}")
+    need(r["out"] == L["outroot"] + "/" + rel, f"{rel}: out {r['out']}")
+    if sortable:
+        need(r["duration_s"] == 1.0 and r["plan_peak_bytes"] > 0, f"{rel}: duration/plan")
+        need(r["job_mem_bytes"] > r["sort_mem_bytes"] >= 1.25 * r["plan_peak_bytes"] - 2**20, f"{rel}: budgets")
+        need(r["sort_mem_bytes"] % 2**20 == 0, f"{rel}: sort budget in whole MiB")
+    else:
+        need(len(r["reason"]) > 10, f"{rel}: reason")
+need(recs["mouse2/Record Node 101/experiment1/recording1/ProbeA-AP"]["stream"] == "ProbeA-AP", "OE stream")
+need(recs["mouse2/Record Node 101/experiment1/recording1/ProbeA-AP"]["n_chan"] == 384, "OE channels")
+need(recs["mouse1/run_g0/run_g0_imec1/run_g0_t0.imec1"]["n_chan"] == 383, "SpikeGLX channels (reference excluded)")
+need(recs["mouse3/raw/recording"]["n_chan"] == 32, "raw channels")
+need(recs["mouse3/raw/recording"]["bytes"] == os.path.getsize(T + "/lin/recording.bin"), "raw bytes")
+need(recs["mouse3/raw/recording"]["plan_peak_bytes"] == peak(pr), f"raw plan {recs['mouse3/raw/recording']['plan_peak_bytes']} vs {peak(pr)}")
+need(recs["mouse1/run_g0/run_g0_imec1/run_g0_t0.imec1"]["plan_peak_bytes"] == peak(ps), "SpikeGLX plan")
+need("recording.json" in recs["mouse3/broken/recording"]["reason"], "broken raw reason names recording.json")
+if errs:
+    print("\n".join(errs)); sys.exit(1)
+PY
+"$BS" batch "$D" --list >"$T/list.txt" && grep -q "not sortable" "$T/list.txt" && grep -q "6 recording(s), 4 sortable" "$T/list.txt" \
+  && ok || bad "table listing: $(cat "$T/list.txt")"
+"$BS" batch "$T/nope" --list 2>/dev/null; [ $? = 2 ] && ok || bad "missing ROOT should exit 2"
+"$BS" batch "$D" --jobs 0 2>/dev/null; [ $? = 1 ] && ok || bad "--jobs 0 should exit 1"
+
+# ---- local batch ----
+R="$T/root"; O="$T/out"
+for s in 1 2 3; do "$BS" simulate -o "$R/sess$s" --probe linear32 --duration $dur --units 5 --seed $s -q || exit 1; done
+"$BS" batch "$R" -o "$O" --dry-run --no-qc >"$T/dry.txt"; rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^boundsort sort ' "$T/dry.txt")" = 3 ] && [ ! -e "$O" ] && ok || bad "dry run (rc $rc): $(cat "$T/dry.txt")"
+mkdir -p "$O/sess2"; echo "in the way" > "$O/sess2/recording"     # job 1 cannot write its output
+"$BS" batch "$R" -o "$O" --jobs 2 --mem 2G --threads 1 --no-qc >"$T/run1.txt" 2>&1; rc=$?
+[ $rc = 2 ] && ok || bad "batch with one failing job exited $rc, expected 2: $(cat "$T/run1.txt")"
+for s in 1 3; do "$BS" validate "$O/sess$s/recording" >/dev/null 2>&1 && ok || bad "sess$s does not validate"; done
+"$BS" batch "$R" -o "$O" --status --json >"$T/st1.json" || bad "--status"
+$PY - "$T/st1.json" <<'PY' && ok || bad "status after the first run"
+import json, sys
+s = json.load(open(sys.argv[1]))
+st = {j["id"]: j for j in s["jobs"]}
+assert s["counts"]["done"] == 2 and s["counts"]["failed"] == 1, s["counts"]
+assert st[1]["state"] == "failed" and st[1]["exit_code"] == 2, st[1]
+assert "sess2/recording" in st[1]["reason"], st[1]["reason"]
+assert st[0]["state"] == st[2]["state"] == "done"
+PY
+"$BS" batch "$R" -o "$O" --status | grep -q "1 failed" && ok || bad "--status table"
+"$BS" batch "$R" -o "$O" --no-qc >/dev/null 2>"$T/again.txt"; rc=$?
+[ $rc = 1 ] && grep -q -- "--restart" "$T/again.txt" && ok || bad "second plain run exited $rc"
+cp "$O/.batch/tasks/0.start" "$T/start0"
+rm "$O/sess2/recording"
+sleep 1
+"$BS" batch "$R" -o "$O" --retry-failed >"$T/retry.txt" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "rerunning 1 failed" "$T/retry.txt" && ok || bad "retry exited $rc: $(cat "$T/retry.txt")"
+cmp -s "$T/start0" "$O/.batch/tasks/0.start" && ok || bad "retry reran a job that was done"
+for s in 1 2 3; do "$BS" validate "$O/sess$s/recording" >/dev/null 2>&1 && ok || bad "sess$s does not validate after retry"; done
+"$BS" batch "$R" -o "$O" --status --json | $PY -c "import json,sys; c=json.load(sys.stdin)['counts']; assert c['done']==3 and c['failed']==0, c" \
+  && ok || bad "status after retry"
+"$BS" batch "$R" -o "$O" --retry-failed | grep -q "no failed job" && ok || bad "retry with nothing to retry"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

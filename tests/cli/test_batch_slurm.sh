@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# test_batch_slurm.sh - `boundsort batch --slurm` against a real single-node SLURM (scripts/slurm-up.sh:
+# munged + slurmctld + slurmd from Debian's packages, started by this test and stopped by pid on exit
+# whatever happens). One array of 4 tasks: 3 tiny linear32 recordings and one Neuropixels recording
+# whose plan needs more than --mem-per-task. Checks: the --dry-run script (array size, --mem = largest
+# task budget + overhead, --cpus-per-task, --time/--partition-free), the submission's job id, every
+# small output validates, the big task is refused by boundsort itself (exit 3 in its status, SLURM state
+# FAILED, not OUT_OF_MEMORY) and --status shows the planner's reason; --retry-failed resubmits only it.
+# Skips (77) without root or the SLURM packages, and under the sanitizers (the normal build runs it).
+# BS_BATCH_DOCS=DIR saves the dry-run script and the status summary there (docs/batch/).
+set -u
+BS=${BOUNDSORT:?}
+SRC=${BS_SOURCE:?}
+T=${BS_TMP:-/tmp/bs-batch-slurm}
+PY=/usr/bin/python3
+[ -n "${BS_SANITIZED:-}" ] && { echo "skip: SLURM test runs in the normal build"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "skip: needs root to start SLURM"; exit 77; }
+command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || { echo "skip: slurmctld not installed"; exit 77; }
+rm -rf "$T"; mkdir -p "$T"
+chmod 755 "$T"
+fail=0; pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+trap 'bash "$SRC/scripts/slurm-down.sh"' EXIT
+bash "$SRC/scripts/slurm-up.sh"; rc=$?
+[ $rc = 77 ] && { trap - EXIT; echo "skip: SLURM could not be started here"; exit 77; }
+[ $rc = 0 ] || { echo "slurm-up failed ($rc)"; exit 1; }
+
+R="$T/root"; O="$T/out"
+for s in 1 2 3; do "$BS" simulate -o "$R/lab/sess$s" --probe linear32 --duration 3 --units 5 --seed $s -q || exit 1; done
+"$BS" simulate -o "$T/big" --probe np1 --duration 1 --units 5 --seed 9 -q || exit 1
+mkdir -p "$R/lab/big"; cp "$T/big/recording.bin" "$T/big/probe.json" "$T/big/recording.json" "$R/lab/big/"
+ARGS=(--slurm --cpus-per-task 1 --mem-per-task 100M --time 10 --no-qc)
+"$BS" batch "$R" -o "$O" "${ARGS[@]}" --dry-run >"$T/dry.txt" 2>&1; rc=$?
+# 3 sortable recordings that fit and one that will be refused: the listing warns; the script holds 4 tasks
+[ $rc = 0 ] && ok || bad "dry run exited $rc: $(cat "$T/dry.txt")"
+grep -q "boundsort will refuse it (exit 3)" "$T/dry.txt" && ok || bad "listing lacks the refusal warning"
+grep -q '^#SBATCH --array=0-3$' "$T/dry.txt" && grep -q '^#SBATCH --cpus-per-task=1$' "$T/dry.txt" \
+  && grep -q '^#SBATCH --time=10$' "$T/dry.txt" && ! grep -q -- '--partition' "$T/dry.txt" && ok || bad "script header"
+# --mem = 100 MiB sort budget + the overhead of a 1-thread run (plan --json overhead_bytes)
+ovh=$("$BS" plan "$R/lab/sess1/recording.bin" --probe "$R/lab/sess1/probe.json" --fs 30000 --threads 1 --json | \
+  $PY -c "import json,sys; print(json.load(sys.stdin)['overhead_bytes'] // 2**20)")
+grep -q "^#SBATCH --mem=$((100 + ovh))M$" "$T/dry.txt" && ok || bad "--mem is not 100M + ${ovh}M: $(grep mem= "$T/dry.txt")"
+[ ! -e "$O/.batch/state.json" ] && ok || bad "dry run wrote state"
+sed -n '/^#!\/bin\/bash/,$p' "$T/dry.txt" >"$T/dry-script.sbatch"
+
+"$BS" batch "$R" -o "$O" "${ARGS[@]}" -q >"$T/submit.txt" 2>&1; rc=$?
+[ $rc = 0 ] && ok || bad "submission exited $rc: $(cat "$T/submit.txt")"
+job=$($PY -c "import json; print(json.load(open('$O/.batch/state.json'))['jobs'][0]['slurm_id'].split('_')[0])")
+[ -n "$job" ] && squeue -h -j "$job" >/dev/null 2>&1 && ok || bad "no array job id recorded"
+"$BS" batch "$R" -o "$O" --status >"$T/status0.txt" || bad "--status while queued"
+for _ in $(seq 600); do [ -z "$(squeue -h -j "$job" -o %i 2>/dev/null)" ] && break; sleep 0.5; done
+[ -z "$(squeue -h -j "$job" -o %i)" ] && ok || bad "array still queued after 300 s"
+"$BS" batch "$R" -o "$O" --status >"$T/status.txt"; cat "$T/status.txt"
+"$BS" batch "$R" -o "$O" --status --json >"$T/status.json"
+$PY - "$T/status.json" <<'PY' && ok || bad "status after the array ended: $(cat "$T/status.txt")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+by = {j["out"].rsplit("/", 2)[-2]: j for j in s["jobs"]}
+assert s["counts"]["done"] == 3 and s["counts"]["failed"] == 1, s["counts"]
+big = by["big"]
+assert big["state"] == "failed" and big["exit_code"] == 3, big
+assert "does not fit the memory budget" in big["reason"] and "raise --mem" in big["reason"], big["reason"]
+for k in ("sess1", "sess2", "sess3"):
+    assert by[k]["state"] == "done" and by[k]["exit_code"] == 0, by[k]
+PY
+for s in 1 2 3; do "$BS" validate "$O/lab/sess$s/recording" >/dev/null 2>&1 && ok || bad "sess$s does not validate"; done
+bigtask=$($PY -c "import json; print([j['slurm_id'] for j in json.load(open('$O/.batch/state.json'))['jobs'] if '/big/' in j['out']][0])")
+sstate=$(scontrol -o show job "$bigtask" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+[ "$sstate" = FAILED ] && ok || bad "SLURM state of the refused task is '$sstate', expected FAILED (not OUT_OF_MEMORY)"
+
+"$BS" batch "$R" -o "$O" --retry-failed >"$T/retry.txt" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "resubmitting 1 failed" "$T/retry.txt" && [ -f "$O/.batch/submit-2.sbatch" ] \
+  && grep -q '^#SBATCH --array=0-0$' "$O/.batch/submit-2.sbatch" && ok || bad "retry: $(cat "$T/retry.txt")"
+job2=$($PY -c "import json; print([j['slurm_id'] for j in json.load(open('$O/.batch/state.json'))['jobs'] if '/big/' in j['out']][0].split('_')[0])")
+[ "$job2" != "$job" ] && ok || bad "retry did not record a new job id"
+for _ in $(seq 600); do [ -z "$(squeue -h -j "$job2" -o %i 2>/dev/null)" ] && break; sleep 0.5; done
+"$BS" batch "$R" -o "$O" --status --json | $PY -c "
+import json,sys; s=json.load(sys.stdin); c=s['counts']; assert c['done']==3 and c['failed']==1, c" && ok || bad "status after retry"
+
+if [ -n "${BS_BATCH_DOCS:-}" ]; then
+  mkdir -p "$BS_BATCH_DOCS"
+  sed "s#$T#/data/TMP#g" "$T/dry-script.sbatch" >"$BS_BATCH_DOCS/dry-run.sbatch"
+  sed "s#$T#/data/TMP#g" "$T/status.txt" >"$BS_BATCH_DOCS/status.txt"
+fi
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# test_batch_snakemake.sh - pipeline/Snakefile run locally by Debian's snakemake on 2 tiny recordings
+# (raw + probe folders): both Phy folders validate, each job's log exists, the memory each rule
+# instance declares (resources.mem_mb) equals what `boundsort batch --dry-run --json` planned (sort
+# budget + overhead), and a second run has nothing to do. With root, SLURM installed and not under
+# the sanitizers, the same workflow also runs through the SLURM profile (pipeline/profiles/slurm) on
+# the single-node test SLURM (scripts/slurm-up.sh, stopped by pid on exit).
+# Skips (77) when snakemake is absent (scripts/deps.sh installs it) and under the sanitizers (the
+# workflow adds no C code path that tests/cli/test_batch.sh does not run there; the normal build runs it).
+set -u
+BS=${BOUNDSORT:?}
+SRC=${BS_SOURCE:?}
+T=${BS_TMP:-/tmp/bs-batch-smk}
+PY=/usr/bin/python3
+command -v snakemake >/dev/null || { echo "skip: snakemake not installed"; exit 77; }
+[ -n "${BS_SANITIZED:-}" ] && { echo "skip: the Snakemake test runs in the normal build"; exit 77; }
+rm -rf "$T"; mkdir -p "$T"
+fail=0; pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+dur=3
+R="$T/root"
+for s in 1 2; do "$BS" simulate -o "$R/s$s" --probe linear32 --duration $dur --units 5 --seed $s -q || exit 1; done
+export USER=${USER:-$(id -un)}
+smk() { # smk OUTROOT WORKDIR [snakemake options]
+  local out=$1 wd=$2; shift 2
+  snakemake -s "$SRC/pipeline/Snakefile" -d "$wd" --config root="$R" outroot="$out" boundsort="$BS" threads=1 no_qc=1 "$@"
+}
+smk "$T/out" "$T/wd" --cores 2 --resources mem_mb=4000 >"$T/smk.txt" 2>&1; rc=$?
+[ $rc = 0 ] && ok || { bad "snakemake exited $rc"; tail -30 "$T/smk.txt" >&2; }
+for s in 1 2; do
+  "$BS" validate "$T/out/s$s/recording" >/dev/null 2>&1 && ok || bad "s$s does not validate"
+  [ -f "$T/out/.batch/snakemake/s$s/recording.log" ] && ok || bad "no log for s$s"
+done
+# the declared memory: sort budget + overhead from the batch planner, as snakemake reports it
+"$BS" batch "$R" -o "$T/out" --dry-run --json -q --threads 1 --no-qc >"$T/plan.json" || bad "batch --dry-run --json"
+smk "$T/out2" "$T/wd2" --cores 2 --dry-run >"$T/dry.txt" 2>&1
+$PY - "$T/plan.json" "$T/dry.txt" <<'PY' && ok || bad "planned memory vs rule resources: $(grep -i mem_mb "$T/dry.txt")"
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+ovh = p["slurm"]["overhead_bytes"]
+want = sorted(-(-(j["sort_mem_bytes"] + ovh) // 2**20) for j in p["jobs"] if j["sortable"])
+got = sorted(int(m) for m in re.findall(r"mem_mb=(\d+)", open(sys.argv[2]).read()))
+assert len(want) == 2 and got == want, (want, got)
+PY
+smk "$T/out" "$T/wd" --cores 2 -n >"$T/again.txt" 2>&1
+grep -q "Nothing to be done" "$T/again.txt" && ok || bad "second run is not a no-op: $(tail -5 "$T/again.txt")"
+
+# ---- the SLURM profile ----
+if [ "$(id -u)" = 0 ] && { command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]; }; then
+  trap 'bash "$SRC/scripts/slurm-down.sh"' EXIT
+  bash "$SRC/scripts/slurm-up.sh" >/dev/null; rc=$?
+  if [ $rc = 0 ]; then
+    smk "$T/sout" "$T/swd" --profile "$SRC/pipeline/profiles/slurm" >"$T/smk-slurm.txt" 2>&1; rc=$?
+    [ $rc = 0 ] && ok || { bad "snakemake with the SLURM profile exited $rc"; tail -30 "$T/smk-slurm.txt" >&2; }
+    for s in 1 2; do "$BS" validate "$T/sout/s$s/recording" >/dev/null 2>&1 && ok || bad "SLURM s$s does not validate"; done
+    grep -q "external jobid" "$T/smk-slurm.txt" && ok || bad "jobs were not submitted to SLURM"
+  else
+    echo "note: SLURM could not be started ($rc); profile not tested"
+  fi
+fi
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
