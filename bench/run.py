@@ -378,7 +378,11 @@ def main(argv=None):
     for n in notes:
         print(n)
     # one table file per run, named by the cases it holds, so runs of other cases never overwrite it
-    (RESULTS / f"{today}-{'-'.join(a.cases)}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
+    # (and by its runs when they are not the default boundsort + KS4 pair, as for the JSON files)
+    runs = [lab for lab, _ in variants] if a.only != "ks4" else []
+    runs += ["ks4"] if a.only != "boundsort" else []
+    tag = "" if runs == ["boundsort", "ks4"] and variants == [DEFAULT_VARIANT] else "-" + "-".join(runs)
+    (RESULTS / f"{today}-{'-'.join(a.cases)}{tag}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
     return 0
 
 
