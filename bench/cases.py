@@ -19,7 +19,8 @@ Generators:
   * "si"        SpikeInterface's generate_ground_truth_recording (static; a multi-column probe or a
                 custom one such as the 4-shank NP2 layout).
   * "si-drift"  SpikeInterface's generation.generate_drifting_recording (zigzag drift from t = 30 s,
-                rigid or non-rigid), on SpikeInterface's "Neuropixel-384" toy probe (NP1 layout).
+                rigid or non-rigid), on SpikeInterface's "Neuropixel-384"/"-128" toy probes (NP1
+                layout) or a probe of DRIFT_PROBES (e.g. "2col-64": 64 channels, 2 columns, 620 µm).
   * "boundsort" `boundsort simulate` (binary from $BOUNDSORT or ../build/boundsort); when that command
                 is not available the case is skipped with a clear line, never faked.
 
@@ -63,6 +64,12 @@ CASES = {
                                 seed=17),
     "np128-90s-40u-nonrigid": dict(gen="si-drift", probe="Neuropixel-128", duration=90.0, units=40,
                                    drift="nonrigid", seed=18),
+    # small drifting cases that Kilosort 4 can sort on a 2-core CPU in ~20-30 min each (the 384-channel ones
+    # above would take many hours): 64 channels in 2 columns (32 µm apart, 20 µm rows: 620 µm tall, so both
+    # sorters estimate drift), 60 s, 24 units, the same zigzag ±20 µm and noise as the np1 cases
+    "si64-60s-24u-rigid": dict(gen="si-drift", probe="2col-64", duration=60.0, units=24, drift="rigid", seed=19),
+    "si64-60s-24u-nonrigid": dict(gen="si-drift", probe="2col-64", duration=60.0, units=24, drift="nonrigid",
+                                  seed=20),
     # the same families from boundsort's own simulator
     "bs-linear32-60s-20u": dict(gen="boundsort", probe="linear32", duration=60.0, units=20, drift="none", seed=21),
     "bs-np1-300s-100u-rigid": dict(gen="boundsort", probe="np1", duration=300.0, units=100, drift="rigid", seed=22),
@@ -70,6 +77,14 @@ CASES = {
                                       drift="nonrigid", seed=23),
     "bs-np2-4shank-300s-100u": dict(gen="boundsort", probe="np2-4shank", duration=300.0, units=100,
                                     drift="none", seed=24),
+}
+
+
+# probes of the "si-drift" cases that are not among SpikeInterface's toy probes: keyword arguments of
+# probeinterface's generate_multi_columns_probe (µm)
+DRIFT_PROBES = {
+    "2col-64": dict(num_columns=2, num_contact_per_column=[32, 32], xpitch=32, ypitch=20,
+                    y_shift_per_column=[0, 0], contact_shapes="square", contact_shape_params={"width": 12}),
 }
 
 
@@ -210,6 +225,7 @@ def gen_si_drift(folder: Path, name: str, d: dict):
                                      period_s=min(200.0, d["duration"]))])
     static, drifting, sorting, info = generate_drifting_recording(
         num_units=d["units"], duration=d["duration"], sampling_frequency=FS, probe_name=d["probe"],
+        generate_probe_kwargs=DRIFT_PROBES.get(d["probe"]),
         generate_displacement_vector_kwargs=disp_kw, extra_outputs=True, seed=d["seed"])
     # probe motion along depth: displacement vectors (t, xy, motion) times each unit's factor; rigid ->
     # one block; non-rigid -> 8 depth blocks, the factor interpolated at each block's centre depth.

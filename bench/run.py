@@ -20,7 +20,12 @@ Work folders: bench/work/<case>/<sorter>/ (Phy output), <sorter>.log, <sorter>.t
 --reuse takes an existing finished run (time file with exit status 0 and the Phy folder) instead of
 sorting again: the numbers are still those of that earlier run of this script or of ks4_driver.py.
 
-Usage: python bench/run.py [--reuse] [--only boundsort|ks4] [CASE ...]    (default: smoke si-32ch-60s-20u)
+--bs-variant LABEL=ARGS (repeatable) runs boundsort once per variant with ARGS appended to `sort`, e.g.
+  --bs-variant "boundsort=--no-qc" --bs-variant "boundsort-nodrift=--no-qc --no-drift"
+Default: one variant, boundsort=--no-qc (quality metrics off, so sorting is timed against sorting).
+
+Usage: python bench/run.py [--reuse] [--only boundsort|ks4] [--bs-variant LABEL=ARGS ...] [CASE ...]
+       (default cases: smoke si-32ch-60s-20u)
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,6 +53,8 @@ WORK = HERE / "work"
 RESULTS = HERE / "results"
 WELL = 0.8
 AGREE_TOL = 0.01
+# boundsort's default bench run: sorting only (quality metrics skipped, as Kilosort 4 computes none)
+DEFAULT_VARIANT = ("boundsort", ["--no-qc"])
 PY = sys.executable
 
 
@@ -134,18 +142,23 @@ def timed(cmd, log: Path, tfile: Path, nice=True):
 
 
 # ------------------------------------------------------------------------------------------ sorters
-def run_boundsort(case: Path, meta: dict, wd: Path, bs_exe: str, reuse: bool):
-    out, log, tfile = wd / "boundsort", wd / "boundsort.log", wd / "boundsort.time"
+def run_boundsort(case: Path, meta: dict, wd: Path, bs_exe: str, reuse: bool, label="boundsort", extra=()):
+    """One `boundsort sort` run with the variant's extra arguments; work files are named by its label.
+    --reuse takes an earlier run only if it was made with the same extra arguments (label.args)."""
+    out, log, tfile, afile = wd / label, wd / f"{label}.log", wd / f"{label}.time", wd / f"{label}.args"
+    extra = list(extra)
     if reuse and tfile.exists() and (out / "spike_times.npy").exists():
         wall, rss, st = parse_time_v(tfile)
-        if st == 0:
-            return dict(status="ok", reused=True, wall_s=wall, peak_rss_mib=rss, out=str(out))
+        same = afile.exists() and json.loads(afile.read_text()) == extra
+        if st == 0 and same:
+            return dict(status="ok", reused=True, wall_s=wall, peak_rss_mib=rss, out=str(out), extra_args=extra)
     if not os.path.isfile(bs_exe):
         return dict(status="not available", note=f"no boundsort binary at {bs_exe}")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [bs_exe, "sort", str(case / "recording.bin"), "--probe", str(case / "probe.json"),
            "--fs", str(meta["fs_hz"]), "--n-chan", str(meta["n_chan"]), "--dtype", "int16",
-           "--uv-per-bit", str(meta["uv_per_bit"]), "-o", str(out)]
+           "--uv-per-bit", str(meta["uv_per_bit"]), "-o", str(out)] + extra
+    afile.unlink(missing_ok=True)
     wall, rss, st = timed(cmd, log, tfile, nice=True)
     text = log.read_text()
     if st != 0:
@@ -153,7 +166,17 @@ def run_boundsort(case: Path, meta: dict, wd: Path, bs_exe: str, reuse: bool):
             return dict(status="not available", note="boundsort sort: not available yet in this version")
         return dict(status="failed", exit=st, note=text.strip().splitlines()[-1] if text.strip() else "",
                     wall_s=wall, peak_rss_mib=rss)
-    return dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd)
+    afile.write_text(json.dumps(extra))
+    return dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd, extra_args=extra)
+
+
+def parse_variant(text: str):
+    """'LABEL=ARGS' -> (LABEL, [ARGS...]) for --bs-variant; LABEL must start with 'boundsort'."""
+    label, sep, args = text.partition("=")
+    if not sep or not re.fullmatch(r"boundsort[A-Za-z0-9_.-]*", label):
+        raise argparse.ArgumentTypeError(f"--bs-variant: expected LABEL=ARGS with LABEL like boundsort-nodrift, "
+                                         f"got '{text}'")
+    return label, shlex.split(args)
 
 
 def run_ks4(case: Path, meta: dict, wd: Path, reuse: bool):
@@ -277,8 +300,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="boundsort vs Kilosort 4 on ground-truth cases")
     ap.add_argument("cases", nargs="*", default=["smoke", "si-32ch-60s-20u"])
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs found in bench/work/")
-    ap.add_argument("--only", choices=["boundsort", "ks4"], help="run only this sorter")
+    ap.add_argument("--only", choices=["boundsort", "ks4"], help="run only this sorter (boundsort: all its variants)")
+    ap.add_argument("--bs-variant", action="append", type=parse_variant, metavar="LABEL=ARGS",
+                    help="a boundsort run with extra `sort` arguments, labelled LABEL in the table and work folder; "
+                         f"repeatable (default: {DEFAULT_VARIANT[0]}={' '.join(DEFAULT_VARIANT[1])})")
     a = ap.parse_args(argv)
+    variants = a.bs_variant or [DEFAULT_VARIANT]
 
     bs_exe = casesmod.boundsort_binary()
     mach, vers = machine_info(), versions(bs_exe)
@@ -297,12 +324,14 @@ def main(argv=None):
         wd = WORK / name
         wd.mkdir(parents=True, exist_ok=True)
         res = {}
-        for sorter in ("boundsort", "ks4"):
-            if a.only and a.only != sorter:
-                continue
+        jobs = [] if a.only == "ks4" else [(lab, ex) for lab, ex in variants]
+        if a.only != "boundsort":
+            jobs.append(("ks4", None))
+        for sorter, extra in jobs:
             t0 = time.time()
             print(f"{name}: running {sorter} ...", flush=True)
-            r = run_boundsort(case, meta, wd, bs_exe, a.reuse) if sorter == "boundsort" else run_ks4(case, meta, wd, a.reuse)
+            r = run_ks4(case, meta, wd, a.reuse) if sorter == "ks4" else \
+                run_boundsort(case, meta, wd, bs_exe, a.reuse, sorter, extra)
             print(f"{name}: {sorter}: {r['status']}{' (reused)' if r.get('reused') else ''}"
                   f" in {time.time() - t0:.1f} s {r.get('note', '')}", flush=True)
             if r["status"] == "ok":
@@ -312,9 +341,9 @@ def main(argv=None):
                 if bs_acc is not None:
                     r["agreement"] = agreement(r["si"]["per_unit_accuracy"], bs_acc)
             res[sorter] = r
-        ks, bs = res.get("ks4"), res.get("boundsort")
+        ks = res.get("ks4")
         for sorter, r in res.items():
-            row = dict(case=name, sorter="KS4" if sorter == "ks4" else "boundsort")
+            row = dict(case=name, sorter="KS4" if sorter == "ks4" else sorter)
             if r["status"] != "ok":
                 row["check"] = r["status"] + (f" (exit {r['exit']}: {r.get('note', '')})" if r["status"] == "failed" else "")
                 if r["status"] == "failed":
@@ -329,16 +358,19 @@ def main(argv=None):
                     if ag else r["boundsort_compare"].replace("skipped: ", "no check: ")
                 if r.get("reused"):
                     row["check"] += " [reused run]"
-            if sorter == "boundsort" and r["status"] == "ok" and ks and ks["status"] == "ok":
+            if sorter != "ks4" and r["status"] == "ok" and ks and ks["status"] == "ok":
                 row["time_ratio"] = r["wall_s"] / ks["wall_s"]
                 row["mem_ratio"] = r["peak_rss_mib"] / ks["peak_rss_mib"]
             rows.append(row)
         out = dict(case=name, case_dir=str(case), recording=meta, date=today, machine=mach, versions=vers,
                    settings=dict(well_detected_accuracy=WELL, agree_tolerance=AGREE_TOL, ks4_threads=os.cpu_count(),
                                  ks4_device="cpu", nice=10, match="SpikeInterface defaults: delta_time 0.4 ms, "
-                                 "match_score 0.5, exhaustive_gt True; all KS4 clusters (not only 'good')"),
+                                 "match_score 0.5, exhaustive_gt True; all KS4 clusters (not only 'good')",
+                                 boundsort_variants={lab: ex for lab, ex in variants}),
                    results=res)
-        (RESULTS / f"{today}-{name}.json").write_text(json.dumps(out, indent=2, default=str))
+        # the file is named by the runs it holds when that is not the default boundsort + KS4 pair
+        tag = "" if sorted(res) == ["boundsort", "ks4"] else "-" + "-".join(res)
+        (RESULTS / f"{today}-{name}{tag}.json").write_text(json.dumps(out, indent=2, default=str))
     t = table(rows)
     head = (f"boundsort vs Kilosort {vers.get('kilosort')} (torch {vers.get('torch')}, CPU, {mach['cores']} threads) "
             f"on {mach['cpu_model']}, {mach['ram_gib']} GiB; SpikeInterface {vers.get('spikeinterface')}; {today}")
@@ -346,7 +378,11 @@ def main(argv=None):
     for n in notes:
         print(n)
     # one table file per run, named by the cases it holds, so runs of other cases never overwrite it
-    (RESULTS / f"{today}-{'-'.join(a.cases)}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
+    # (and by its runs when they are not the default boundsort + KS4 pair, as for the JSON files)
+    runs = [lab for lab, _ in variants] if a.only != "ks4" else []
+    runs += ["ks4"] if a.only != "boundsort" else []
+    tag = "" if runs == ["boundsort", "ks4"] and variants == [DEFAULT_VARIANT] else "-" + "-".join(runs)
+    (RESULTS / f"{today}-{'-'.join(a.cases)}{tag}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
     return 0
 
 
