@@ -67,14 +67,17 @@ print(m["peak_bytes"] - 1, m["min_peak_bytes"])
 PYEOF
 )
 [ -n "${fly_budget:-}" ] && ok || bad "could not read the matching stage's plan"
-"$BS" sort "${REC[@]}" --no-qc -o "$T/o_half" --mem "${half_budget:-1}" -q && ok || bad "sort at the medium budget failed"
+# (under the sanitizers, ~20x slower, the medium budget is left out: the half table's code is in test_pair_table)
+runs=(o_gen:full o_half:half o_fly:"on the fly")
+[ -n "${BS_SANITIZED:-}" ] && runs=(o_gen:full o_fly:"on the fly")
+[ -z "${BS_SANITIZED:-}" ] && { "$BS" sort "${REC[@]}" --no-qc -o "$T/o_half" --mem "${half_budget:-1}" -q && ok || bad "sort at the medium budget failed"; }
 "$BS" sort "${REC[@]}" --no-qc -o "$T/o_fly" --mem "${fly_budget:-1}" -q && ok || bad "sort at the minimum budget failed"
-for o in o_gen:full o_half:half o_fly:"on the fly"; do
+for o in "${runs[@]}"; do
   grep -q "\"strategy\":.*\"pair table ${o#*:}" "$T/${o%%:*}/run_summary.json" && ok || bad "${o%%:*} did not use pair table ${o#*:}"
 done
 for f in "$T"/o_gen/*.npy "$T"/o_gen/*.tsv; do
   n=$(basename "$f")
-  cmp -s "$f" "$T/o_half/$n" && cmp -s "$f" "$T/o_fly/$n" && ok || bad "$n differs between budgets"
+  { [ -n "${BS_SANITIZED:-}" ] || cmp -s "$f" "$T/o_half/$n"; } && cmp -s "$f" "$T/o_fly/$n" && ok || bad "$n differs between budgets"
 done
 ( cd "$T/o_gen" && sha256sum spike_times.npy spike_clusters.npy templates.npy ) | sed 's/^/budget-equivalence hash: /'
 
