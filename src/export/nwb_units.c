@@ -48,6 +48,7 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *summ
 #include "../mem/mem.h"
 #include "../pipeline/stage_io.h"
 #include "nwb_write.h"
+#include "phy.h"
 
 #define BLOCK 65536          /* spikes per read */
 #define MAX_CLUSTER (1 << 24) /* cluster ids must be below this */
@@ -81,44 +82,6 @@ typedef struct {
 } exporter;
 
 /* ------------------------------------------------------------ inputs */
-
-static bs_status read_sample_rate(exporter *x)
-{
-    char path[4200], *text = NULL;
-    size_t len;
-    BS_TRY(bs_path_join(path, sizeof path, x->dir, "params.py"));
-    BS_TRY(bs_read_text_file(path, (size_t)1 << 20, &text, &len));
-    bs_status st = bs_error(BS_ERR_INPUT, "%s: sample_rate: expected a line 'sample_rate = HZ' with HZ > 0", path);
-    for (char *line = text; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        while (*line == ' ' || *line == '\t')
-            line++;
-        if (strncmp(line, "sample_rate", 11) == 0) {
-            char *p = line + 11;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            if (*p == '=') {
-                char *end;
-                errno = 0;
-                double v = strtod(p + 1, &end);
-                while (*end == ' ' || *end == '\t' || *end == '\r')
-                    end++;
-                if (end != p + 1 && (*end == '\0' || *end == '#') && errno == 0 && isfinite(v) && v > 0) {
-                    x->fs = v;
-                    st = BS_OK;
-                }
-            }
-            break;
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    free(text);
-    if (st == BS_OK)
-        bs_clear_error();
-    return st;
-}
 
 /* Open dir/name as a 1-D array of one of two dtypes; *which = 0 or 1. */
 static bs_status open_vector(exporter *x, bs_npy_rows *r, const char *name, bs_npy_dtype a, bs_npy_dtype b,
@@ -834,7 +797,7 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *sum)
     x->rt.fd = x->rc.fd = x->rk.fd = x->rtm.fd = -1;
     snprintf(x->dir, sizeof x->dir, "%s", o->phy_dir);
     bs_h5_quiet();
-    bs_status st = read_sample_rate(x);
+    bs_status st = bs_phy_read_sample_rate(x->dir, &x->fs);
     if (st == BS_OK && o->input_nwb) {
         st = bs_nwb_open(o->input_nwb, o->series, &x->rec);
         x->have_rec = st == BS_OK;

@@ -879,3 +879,41 @@ void bs_phy_writer_abort(bs_phy_writer *w)
     if (w)
         free_all(w);
 }
+
+bs_status bs_phy_read_sample_rate(const char *dir, double *fs_hz)
+{
+    char path[4200];
+    BS_TRY(bs_path_join(path, sizeof path, dir, "params.py"));
+    char *text = NULL;
+    size_t len = 0;
+    BS_TRY(bs_read_text_file(path, (size_t)1 << 20, &text, &len));
+    bs_status st = bs_error(BS_ERR_INPUT, "%s: sample_rate: expected a line 'sample_rate = HZ' with HZ > 0", path);
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (strncmp(line, "sample_rate", 11) == 0) {
+            char *p = line + 11;
+            while (*p == ' ' || *p == '\t')
+                p++;
+            if (*p == '=') {
+                char *end;
+                errno = 0;
+                double v = strtod(p + 1, &end);
+                while (*end == ' ' || *end == '\t' || *end == '\r')
+                    end++;
+                if (end != p + 1 && (*end == '\0' || *end == '#') && errno == 0 && isfinite(v) && v > 0) {
+                    *fs_hz = v;
+                    st = BS_OK;
+                    bs_clear_error();
+                }
+                break;
+            }
+        }
+        line = next;
+    }
+    free(text);
+    return st;
+}

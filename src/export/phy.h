@@ -138,6 +138,12 @@ void bs_phy_writer_abort(bs_phy_writer *w);
  * from elsewhere. BS_ERR_INPUT if the file does not exist. */
 bs_status bs_phy_resolve_dat_path(const char *rec_path, char *out, size_t out_len);
 
+/* The sampling rate (Hz) from dir/params.py: the first line
+ * "sample_rate = HZ" (spaces around '=' allowed, a trailing # comment
+ * allowed) with HZ a finite number > 0. BS_ERR_INPUT naming the file when
+ * there is none. Used by the readers of a Phy folder (qc, NWB export). */
+bs_status bs_phy_read_sample_rate(const char *dir, double *fs_hz);
+
 /* Zero-lag cosine similarity of n templates of `len` floats each: out[i*n+j]
  * = <a_i, a_j> / (|a_i| |a_j|), 0 when either norm is 0; 1 on the diagonal
  * of non-zero templates. */

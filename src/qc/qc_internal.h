@@ -55,9 +55,6 @@ bs_status qc_col_read_i64(qc_col *c, int64_t r0, int64_t n, int64_t *out);
 /* All values of rows [r0, r0 + n) (n * n_cols floats). */
 bs_status qc_col_read_f32(qc_col *c, int64_t r0, int64_t n, float *out);
 
-/* params.py's sample_rate, Hz. */
-bs_status qc_read_sample_rate(const char *dir, double *fs_hz);
-
 /* cluster_group.tsv rows (absent file: n = 0). */
 typedef struct {
     int n;

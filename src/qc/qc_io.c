@@ -111,42 +111,6 @@ bs_status qc_col_read_f32(qc_col *c, int64_t r0, int64_t n, float *out)
     return BS_OK;
 }
 
-bs_status qc_read_sample_rate(const char *dir, double *fs_hz)
-{
-    char path[4200];
-    BS_TRY(bs_path_join(path, sizeof path, dir, "params.py"));
-    char *text = NULL;
-    size_t len = 0;
-    BS_TRY(bs_read_text_file(path, 1 << 20, &text, &len));
-    bs_status st = bs_error(BS_ERR_INPUT, "%s: field 'sample_rate': expected a line 'sample_rate = <Hz>'", path);
-    for (char *line = text; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        while (*line == ' ' || *line == '\t')
-            line++;
-        if (strncmp(line, "sample_rate", 11) == 0) {
-            char *p = line + 11;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            if (*p == '=') {
-                char *end;
-                double v = strtod(p + 1, &end);
-                while (*end == ' ' || *end == '\t' || *end == '\r')
-                    end++;
-                if (end != p + 1 && (*end == '\0' || *end == '#') && isfinite(v) && v > 0) {
-                    *fs_hz = v;
-                    st = BS_OK;
-                    bs_clear_error();
-                }
-                break;
-            }
-        }
-        line = next;
-    }
-    free(text);
-    return st;
-}
 
 void qc_groups_free(qc_groups *g)
 {

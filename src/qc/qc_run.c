@@ -37,6 +37,7 @@
 #include "../common/log.h"
 #include "../common/progress.h"
 #include "../common/rng.h"
+#include "../export/phy.h"
 #include "../io/batch.h"
 #include "../mem/mem.h"
 #include "../preprocess/preprocess.h"
@@ -616,7 +617,7 @@ static bs_status check_folder(qc_ctx *c)
     BS_TRY(bs_qc_check_folder(c->dir));
     BS_TRY(bs_path_join(path, sizeof path, c->dir, "params.py"));
     double fs;
-    BS_TRY(qc_read_sample_rate(c->dir, &fs));
+    BS_TRY(bs_phy_read_sample_rate(c->dir, &fs));
     if (fabs(fs - c->rec->fs_hz) > 1e-9 * fs)
         return bs_error(BS_ERR_INPUT, "%s: sample_rate %.6g Hz, but the recording %s is sampled at %.6g Hz", path,
                         fs, c->rec->data_path, c->rec->fs_hz);
