@@ -112,6 +112,14 @@ int bs_ccg_cross_refractory(const int64_t *t1, int64_t n1, const int64_t *t2, in
     return mm.R12 < ccg_threshold && mm.Q12 < 0.05;
 }
 
+int bs_ccg_underpowered(const bs_ccg_metrics *m)
+{
+    double l = m->Q00 * 10.0; /* the widest central window, i = 10 */
+    if (!(l > 0))
+        return 1;
+    return 0.5 * (1.0 + erf(-l / sqrt(2.0 * l))) >= 0.05;
+}
+
 /* widest lag (samples) that can still round into ±500 ms, plus a margin */
 static int64_t window_samples(double fs_hz)
 {

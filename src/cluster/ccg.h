@@ -82,4 +82,11 @@ void bs_acg_stream_free(bs_acg_stream *a);
 int bs_ccg_cross_refractory(const int64_t *t1, int64_t n1, const int64_t *t2, int64_t n2, double fs_hz,
                             double ccg_threshold, bs_ccg_metrics *m);
 
+/* Whether the CCG test above could not pass whatever the trains hold: even an
+ * empty central window gives p_10 >= 0.05, i.e. Q00·10/2 <= 1.645², a
+ * baseline under about 0.54 pairs per 1-ms bin (a train of a few dozen
+ * spikes, or two trains that barely overlap in time, as the two halves of a
+ * unit split by drift do). */
+int bs_ccg_underpowered(const bs_ccg_metrics *m);
+
 #endif

@@ -188,6 +188,8 @@ typedef struct {
     double r_thresh;      /* similarity needed to test a pair (0.5) */
     double acg_threshold; /* 0.2 */
     double ccg_threshold; /* 0.25 */
+    double r_thresh_underpowered; /* similarity that merges without CCG evidence when the CCG cannot give any (0.8) */
+    const double *amp;    /* [K] mean spike amplitude per template (any unit, e.g. whitened); NULL: that rule off */
     int max_lag;          /* lags searched, samples (nt/2 when 0) */
     double fs_hz;
 } bs_merge_params;

@@ -13,7 +13,18 @@
  * CCG-guided merge. Clusters are visited by decreasing spike count (smaller
  * id on ties). A cluster k whose own train passes the ACG test may absorb
  * any other live cluster j with s ≥ r_thresh, tried by decreasing s, whose
- * train is cross-refractory with k's. On a merge j's spikes are shifted by
+ * train is cross-refractory with k's. Where the CCG cannot show cross-
+ * refractoriness for lack of spikes (bs_ccg_underpowered: a fragment of a few
+ * dozen spikes, or two pieces of one unit that drift made fire in different
+ * periods), a pair with s ≥ r_thresh_underpowered (0.8) merges when the
+ * central window holds no more violations than the rate test allows
+ * (R12 < ccg_threshold) and the two mean spike amplitudes agree within 20 %
+ * (|2(a_k − a_j)/(a_k + a_j)| < 0.2, Kilosort's template-norm rule; a
+ * cluster of noise crossings beside a unit has a similar shape but about
+ * half its amplitude). Kilosort 4 keeps such fragments as separate units,
+ * which the ground truth scores as false positives. The rule needs the
+ * amplitudes (p->amp) and is off without them; a merge makes a_k the
+ * spike-count-weighted mean. On a merge j's spikes are shifted by
  * +τ samples (onto k's alignment: a spike that j's template catches at t_j
  * is k's template at t_j + τ), relabelled k, and k's template becomes the
  * spike-count-weighted mean of k and j shifted by τ (samples shifted in from
@@ -66,6 +77,8 @@ void bs_merge_default_params(bs_merge_params *p, double fs_hz)
     p->r_thresh = 0.5;
     p->acg_threshold = 0.2;
     p->ccg_threshold = 0.25;
+    p->r_thresh_underpowered = 0.8;
+    p->amp = NULL;
     p->max_lag = 0;
     p->fs_hz = fs_hz;
 }
@@ -270,13 +283,16 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
     int *order = bs_mem_alloc("cluster/merge", kb * sizeof(int));
     uint8_t *alive = bs_mem_alloc("cluster/merge", kb);
     uint8_t *isref = bs_mem_alloc("cluster/merge", kb);
-    if (!s.tv || !s.owned || !len || !parent || !tau_of || !cd || !order || !alive || !isref) {
+    double *amp = p->amp ? bs_mem_alloc("cluster/merge", kb * sizeof(double)) : NULL; /* current mean amplitudes */
+    if (!s.tv || !s.owned || !len || !parent || !tau_of || !cd || !order || !alive || !isref || (p->amp && !amp)) {
         st = BS_ERR_MEMORY;
         goto done;
     }
     for (int k = 0; k < K && st == BS_OK; k++) {
         const int64_t *tk, *ik;
         s.tv[k] = view_of(T, k);
+        if (amp)
+            amp[k] = p->amp[k];
         alive[k] = 1;
         order[k] = k;
         parent[k] = -1;
@@ -314,8 +330,13 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
                     st = ts->get(ts->ctx, j, 1, &tj, &ij, &nj);
                 if (st != BS_OK)
                     goto done;
-                if (!bs_ccg_cross_refractory(tk, nk, tj, nj, p->fs_hz, p->ccg_threshold, NULL))
+                bs_ccg_metrics m;
+                if (!bs_ccg_cross_refractory(tk, nk, tj, nj, p->fs_hz, p->ccg_threshold, &m) &&
+                    !(amp && cd[c].s >= p->r_thresh_underpowered && bs_ccg_underpowered(&m) &&
+                      m.R12 < p->ccg_threshold && fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j])))
                     continue;
+                if (amp && nk + nj > 0)
+                    amp[k] = ((double)nk * amp[k] + (double)nj * amp[j]) / (double)(nk + nj);
                 /* merge j into k: j's spikes move by +tau, the lists merge by (time, index) */
                 st = merge_templates(&s, k, j, tau, nk, nj);
                 if (st != BS_OK)
@@ -404,6 +425,7 @@ done:
     bs_mem_free(order);
     bs_mem_free(alive);
     bs_mem_free(isref);
+    bs_mem_free(amp);
     return st;
 }
 

@@ -103,8 +103,10 @@ static void store_close(disk_store *d)
     d->tr.fd = d->fd_mg = -1;
 }
 
-/* Group the matched spikes by template into trains.bin: count, then fill. */
-static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy_rows *r_t, const bs_npy_rows *r_k)
+/* Group the matched spikes by template into trains.bin: count (and sum each
+ * template's amplitudes, in file order, into amp[K] as means), then fill. */
+static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy_rows *r_t, const bs_npy_rows *r_k,
+                             const bs_npy_rows *r_a, double *amp)
 {
     int64_t n = r_t->h.shape[0];
     d->K = K;
@@ -112,7 +114,10 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
     d->len = bs_mem_calloc("finish/trains", (size_t)K, sizeof(int64_t));
     int64_t *bt = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int64_t));
     int32_t *bk = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int32_t));
-    bs_status st = d->moff && d->len && bt && bk ? BS_OK : BS_ERR_MEMORY;
+    float *ba = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(float));
+    bs_status st = d->moff && d->len && bt && bk && ba ? BS_OK : BS_ERR_MEMORY;
+    for (int k = 0; k < K; k++)
+        amp[k] = 0;
     char path[4200];
     if (st == BS_OK)
         st = bs_path_join(d->path_mg, sizeof d->path_mg, dir, "merged.bin");
@@ -126,14 +131,21 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
     for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += READ_BLOCK) { /* counts */
         int64_t c = n - s0 < READ_BLOCK ? n - s0 : READ_BLOCK;
         st = bs_npy_rows_read(r_k, s0, c, bk);
+        if (st == BS_OK)
+            st = bs_npy_rows_read(r_a, s0, c, ba);
         for (int64_t i = 0; i < c && st == BS_OK; i++) {
-            if (bk[i] < 0 || bk[i] >= K)
+            if (bk[i] < 0 || bk[i] >= K) {
                 st = bs_error(BS_ERR_INTERNAL, "%s: spike %lld has template %d, expected 0..%d", r_k->path,
                               (long long)(s0 + i), bk[i], K - 1);
-            else
+            } else {
                 d->len[bk[i]]++;
+                amp[bk[i]] += ba[i];
+            }
         }
     }
+    for (int k = 0; k < K && st == BS_OK; k++)
+        if (d->len[k])
+            amp[k] /= (double)d->len[k];
     if (st == BS_OK)
         st = bs_bucket_open(&d->tr, path, K, d->len, sizeof(tpair), TRAIN_BUF_BYTES);
     for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += READ_BLOCK) { /* fill */
@@ -150,7 +162,7 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
         st = bs_bucket_finish(&d->tr);
     for (int k = 0; k < K && d->moff; k++)
         d->moff[k] = -1;
-    bs_mem_free(bt), bs_mem_free(bk);
+    bs_mem_free(bt), bs_mem_free(bk), bs_mem_free(ba);
     return st;
 }
 
@@ -311,7 +323,8 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
     size_t k = (size_t)K, C = (size_t)n_chan;
     size_t b = 0;
     b += k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3;  /* sparse waveforms + merged copies */
-    b += k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 64); /* offsets, shifts, ids, merge state */
+    b += k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
+                                                                                   amplitudes, merge state */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
@@ -346,8 +359,11 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_npy_rows_open(&r_a, mdir, "amplitudes.npy", BS_NPY_F32);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_f, mdir, "pc_features.npy", BS_NPY_F32);
+    double *amp_mean = bs_mem_alloc("finish/merge-result", (size_t)(K > 0 ? K : 1) * sizeof *amp_mean); /* per template */
+    if (st == BS_OK && !amp_mean)
+        st = BS_ERR_MEMORY;
     if (st == BS_OK)
-        st = store_build(&ds, fdir, K, &r_t, &r_k);
+        st = store_build(&ds, fdir, K, &r_t, &r_k, &r_a, amp_mean);
 
     /* merges over the disk trains, on the matching templates' waveforms */
     bs_sparse_templates T = {0};
@@ -370,6 +386,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     if (st == BS_OK) {
         bs_merge_params mp;
         bs_merge_default_params(&mp, rec->fs_hz);
+        mp.amp = amp_mean;
         bs_train_store ts = {store_get, store_put, &ds};
         st = bs_merge_ccg_store(&mp, &ts, &T, shift, final_id, &n_merges);
         K2 = T.K;
@@ -480,7 +497,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
     bs_mem_free(e.ts), bs_mem_free(e.ix), bs_mem_free(e.bk), bs_mem_free(e.cs), bs_mem_free(e.ba),
         bs_mem_free(e.bf), bs_mem_free(e.bxy);
-    bs_mem_free(shift), bs_mem_free(final_id);
+    bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }

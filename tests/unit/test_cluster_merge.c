@@ -3,8 +3,12 @@
  * lag on channel-sparse waveforms, the CCG-guided merge of two halves of one
  * refractory unit (one half caught 3 samples early by a delayed template)
  * with the times realigned exactly, no merge for an independent unit with a
- * similar template nor for a dissimilar one, duplicate removal on a
- * hand-built case, and good/mua labels.
+ * similar template nor for a dissimilar one; a 30-spike fragment of a unit
+ * (too few spikes for the CCG to show anything) merged through the
+ * underpowered rule, and not merged without amplitudes, with a 50 % smaller
+ * amplitude, with a refractory violation or with a template below 0.8
+ * similarity; duplicate removal on a hand-built case, and
+ * good/mua labels.
  */
 #include "test.h"
 
@@ -52,6 +56,60 @@ static int spike_cmp(const void *a, const void *b)
 {
     const spike *x = a, *y = b;
     return (x->t > y->t) - (x->t < y->t);
+}
+
+/* One refractory unit at 10 Hz for 300 s whose spikes in [100 s, 103 s) went
+ * to cluster 1 (template: the unit's, or with its channel profile reversed
+ * when `reversed`), the rest to cluster 0; `violations` spikes of cluster 1
+ * are added 1 ms after spikes of cluster 0. Mean amplitudes 10 and amp1
+ * (amp1 <= 0: none given). Returns the merges bs_merge_ccg made and the
+ * similarity of the two templates in *sim. */
+static int fragment_merges(int reversed, int violations, double amp1, double *sim, int *underpowered)
+{
+    int nsup[2] = {3, 3};
+    bs_sparse_templates T;
+    CHECK(bs_sparse_templates_alloc(&T, 2, NT, nsup) == BS_OK);
+    fill(&T, 0, 10, 0.0, 10.0);
+    fill(&T, 1, 10, 0.0, 9.0);
+    if (reversed)
+        for (int u = 0; u < NT; u++) {
+            float w0 = T.wave[(T.off[1] + 0) * NT + u];
+            T.wave[(T.off[1] + 0) * NT + u] = T.wave[(T.off[1] + 2) * NT + u];
+            T.wave[(T.off[1] + 2) * NT + u] = w0;
+        }
+    int lag;
+    *sim = bs_template_similarity(&T, 0, 1, 30, &lag);
+    bs_rng r;
+    bs_rng_seed(&r, 9);
+    static int64_t tu[6000], t[6100];
+    static int32_t clu[6100];
+    int64_t nu = train(&r, tu, 10, 300, 2.0), n = 0, n0 = 0, n1 = 0;
+    static int64_t t0[6100], t1[6100];
+    for (int64_t i = 0; i < nu; i++) {
+        t[n] = tu[i];
+        clu[n++] = tu[i] >= 100 * 30000 && tu[i] < 103 * 30000;
+        if (violations > 0 && tu[i] > 200 * 30000) { /* the next spike is >= 2 ms later: order kept */
+            t[n] = tu[i] + 30;
+            clu[n++] = 1;
+            violations--;
+        }
+    }
+    for (int64_t i = 0; i < n; i++) /* trains as bs_merge_ccg sees them, for the power check */
+        if (clu[i])
+            t1[n1++] = t[i];
+        else
+            t0[n0++] = t[i];
+    bs_ccg_metrics m;
+    bs_ccg_cross_refractory(t0, n0, t1, n1, 30000.0, 0.25, &m);
+    *underpowered = bs_ccg_underpowered(&m);
+    bs_merge_params mp;
+    bs_merge_default_params(&mp, 30000.0);
+    double amp[2] = {10.0, amp1};
+    mp.amp = amp1 > 0 ? amp : NULL;
+    int merges = 0;
+    CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
+    bs_sparse_templates_free(&T);
+    return merges;
 }
 
 int main(void)
@@ -125,6 +183,19 @@ int main(void)
     clu[0] = 7;
     CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_ERR_INPUT);
     clu[0] = 0;
+
+    /* a fragment too small for the CCG test: merged by the underpowered rule only when clean and similar */
+    double fsim;
+    int weak;
+    CHECK(fragment_merges(0, 0, 9.5, &fsim, &weak) == 1);
+    CHECK(weak && fsim > 0.99);
+    CHECK(fragment_merges(0, 0, 0.0, &fsim, &weak) == 0); /* no amplitudes: rule off */
+    CHECK(fragment_merges(0, 0, 6.0, &fsim, &weak) == 0); /* 50 % smaller: noise beside a unit */
+    CHECK(fragment_merges(0, 3, 9.5, &fsim, &weak) == 0);
+    CHECK(weak);
+    CHECK(fragment_merges(1, 0, 9.5, &fsim, &weak) == 0);
+    printf("fragment: reversed-profile similarity %.3f\n", fsim);
+    CHECK(weak && fsim > 0.5 && fsim < 0.8);
 
     /* order: stable by time */
     int64_t tt[5] = {5, 3, 5, 1, 3}, perm[5];
