@@ -114,6 +114,7 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
     for (size_t i = 0; i < sizeof df / sizeof df[0]; i++)
         fnv_f64(&h, df[i]);
     fnv_i64(&h, p->min_template_spikes);
+    fnv_f64(&h, p->min_template_norm);
     fnv_f64(&h, p->match_threshold);
     fnv_i64(&h, p->match_max_iter);
     fnv_i64(&h, p->n_pc_chan);

@@ -36,6 +36,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->basis_stride = 5;
     bs_detect_default_params(&p->detect);
     p->min_template_spikes = 20;
+    p->min_template_norm = 0.75;
     p->match_threshold = 8.0f;
     p->match_max_iter = 50;
     p->n_pc_chan = 10;
@@ -287,6 +288,18 @@ static int int_asc(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Norm of cluster j's mean waveform, whitened units: its mean features over
+ * the center's channels (the PC basis is orthonormal, so this is the norm of
+ * the waveform itself). */
+static double centroid_norm(const bs_center_templates *ct, int j, int P)
+{
+    const float *f = ct->feat + (size_t)j * ct->n_chans * P;
+    double e = 0;
+    for (int i = 0; i < ct->n_chans * P; i++)
+        e += (double)f[i] * f[i];
+    return sqrt(e);
+}
+
 /* Append cluster j of a center as a template: its n_sup channels with the
  * largest mean-feature norm, padded with the channels nearest its peak
  * channel (zero weight) when the center has fewer, in ascending order. */
@@ -526,8 +539,11 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
             }
             st = bs_cluster_center(&cp, &centers, k, grid, basis, spk, feat, m, labels, &ct);
         }
+        /* a cluster too small, or whose mean waveform is well under the matching threshold (its matched
+           spikes would be mostly noise crossings that the template happens to fit), makes no template */
         for (int j = 0; j < ct.n_clusters && st == BS_OK; j++)
-            if (ct.n_spikes[j] >= ctx->p->min_template_spikes)
+            if (ct.n_spikes[j] >= ctx->p->min_template_spikes &&
+                centroid_norm(&ct, j, lt->P) >= ctx->p->min_template_norm * ctx->p->match_threshold)
                 st = append_template(lt, probe, &ct, j);
         bs_center_templates_free(&ct);
         bs_mem_free(spk);
@@ -542,8 +558,11 @@ static bs_status stage_cluster(sort_ctx *ctx, const bs_temporal_basis *basis, co
     }
     bs_progress_finish(&pb);
     if (st == BS_OK && lt->K == 0)
-        st = bs_error(BS_ERR_INPUT, "%s: no unit with at least %d spikes was found (%lld spikes detected)",
-                      ctx->rec->data_path, ctx->p->min_template_spikes, (long long)n);
+        st = bs_error(BS_ERR_INPUT,
+                      "%s: no unit with at least %d spikes and a mean waveform of norm >= %g was found "
+                      "(%lld spikes detected)",
+                      ctx->rec->data_path, ctx->p->min_template_spikes,
+                      ctx->p->min_template_norm * ctx->p->match_threshold, (long long)n);
     bs_mem_free(sel);
     bs_mem_free(count);
     bs_mem_free(spos);

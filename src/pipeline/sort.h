@@ -57,6 +57,8 @@ typedef struct {
     int basis_stride;          /* every n-th batch feeds the temporal bases */
     bs_detect_params detect;
     int min_template_spikes;   /* clusters with fewer spikes make no template */
+    double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of
+                                  match_threshold make no template (0.75) */
     float match_threshold;     /* peeling threshold, whitened units */
     int match_max_iter;        /* peeling iterations per batch */
     int n_pc_chan;             /* channels per spike in pc_features.npy */

@@ -36,8 +36,9 @@ import json, sys
 d = json.loads(open(sys.argv[1]).readline())
 wd, acc = d["n_well_detected"], d["mean_accuracy"]
 print(f"well detected {wd} of {d['n_gt_units']}, mean accuracy {acc:.3f}, {d['n_false_positive']} false positive units")
-# measured on this case (seed 11): 1 well detected, mean accuracy 0.425
-sys.exit(0 if wd >= 1 and acc >= 0.38 else 1)
+# measured on this case (seed 11): 1 well detected, mean accuracy 0.424, 1 false positive unit (11 before
+# clusters whose mean waveform is under 3/4 of the matching threshold stopped making templates)
+sys.exit(0 if wd >= 1 and acc >= 0.38 and d["n_false_positive"] <= 3 else 1)
 PYEOF
 fi
 
