@@ -24,8 +24,8 @@ sorting again: the numbers are still those of that earlier run of this script or
   --bs-variant "boundsort=--no-qc" --bs-variant "boundsort-nodrift=--no-qc --no-drift"
 Default: one variant, boundsort=--no-qc (quality metrics off, so sorting is timed against sorting).
 
-Usage: python bench/run.py [--reuse] [--only boundsort|ks4] [--bs-variant LABEL=ARGS ...] [CASE ...]
-       (default cases: smoke si-32ch-60s-20u)
+Usage: python bench/run.py [--reuse] [--only boundsort|ks4] [--bs-variant LABEL=ARGS ...] [CASE ... | all]
+       (default cases: smoke si-32ch-60s-20u; `all`: every case of cases.py, in its order)
 """
 from __future__ import annotations
 
@@ -306,6 +306,8 @@ def main(argv=None):
                          f"repeatable (default: {DEFAULT_VARIANT[0]}={' '.join(DEFAULT_VARIANT[1])})")
     a = ap.parse_args(argv)
     variants = a.bs_variant or [DEFAULT_VARIANT]
+    if a.cases == ["all"]:
+        a.cases = list(casesmod.CASES)
 
     bs_exe = casesmod.boundsort_binary()
     mach, vers = machine_info(), versions(bs_exe)
