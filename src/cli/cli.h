@@ -34,6 +34,16 @@ int bs_cli_fail(bs_status st);
  * available yet; exit code 1 (usage) whether or not --help was given. */
 int bs_cli_not_available(const char *name, const char *usage);
 
+/* One step of a command's argument loop, after the caller's flags (options
+ * without a value): argv[*i] is either the command's one positional argument
+ * (stored in *pos; returns BS_CLI_POSITIONAL, or -1 when *pos was already set:
+ * "one <what> expected, got a second one ...") or an option that takes a
+ * value (*value = argv[*i + 1] and *i moves past it; returns BS_CLI_OPTION,
+ * or -1 when the value is missing). The reason of a -1 is written to msg. */
+enum { BS_CLI_POSITIONAL = 1, BS_CLI_OPTION = 2 };
+int bs_cli_next_arg(int argc, char **argv, int *i, const char *what, const char **pos, const char **value, char *msg,
+                    size_t msglen);
+
 /* Strict number parsing: the whole string, finite, within [lo, hi]. */
 int bs_cli_parse_double(const char *s, double *v);
 int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v);

@@ -38,6 +38,22 @@ int bs_cli_parse_double(const char *s, double *v)
     return end != s && *end == '\0' && errno == 0 && isfinite(*v);
 }
 
+int bs_cli_next_arg(int argc, char **argv, int *i, const char *what, const char **pos, const char **value, char *msg,
+                    size_t msglen)
+{
+    const char *a = argv[*i];
+    if (a[0] != '-' || a[1] == '\0') {
+        if (*pos)
+            return snprintf(msg, msglen, "one %s expected, got a second one '%s'", what, a), -1;
+        *pos = a;
+        return BS_CLI_POSITIONAL;
+    }
+    if (*i + 1 >= argc)
+        return snprintf(msg, msglen, "option %s needs a value", a), -1;
+    *value = argv[++*i];
+    return BS_CLI_OPTION;
+}
+
 int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v)
 {
     char *end;

@@ -198,22 +198,19 @@ int bs_cmd_batch(int argc, char **argv)
             o.n_extra = argc - i - 1;
             break;
         }
-        if (a[0] != '-' || a[1] == '\0') {
-            if (c.root)
-                return usage_error("one ROOT folder expected, got a second one '%s'", a);
-            c.root = a;
+        const char *v = NULL;
+        char msg[256];
+        int r = bs_cli_next_arg(argc, argv, &i, "ROOT folder", &c.root, &v, msg, sizeof msg);
+        if (r < 0)
+            return usage_error("%s", msg);
+        if (r == BS_CLI_POSITIONAL)
             continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error("option %s needs a value", a);
-        const char *v = argv[++i];
         if (strcmp(a, "--mem") == 0) {
             if (bs_mem_parse_size(v, &o.total_mem) != BS_OK || o.total_mem == 0)
                 return usage_error("--mem: expected a size such as 16G, got '%s'", v);
             continue;
         }
-        char msg[256];
-        int r = bs_cli_sort_option(a, v, &so, msg, sizeof msg);
+        r = bs_cli_sort_option(a, v, &so, msg, sizeof msg);
         if (r < 0)
             return usage_error("%s", msg);
         if (r > 0)

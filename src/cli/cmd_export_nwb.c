@@ -74,15 +74,13 @@ int bs_cmd_export_nwb(int argc, char **argv)
     bs_nwb_export_opts o = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (a[0] != '-' || a[1] == '\0') {
-            if (o.phy_dir)
-                return usage_error("one sorting folder expected, got a second one '%s'", a);
-            o.phy_dir = a;
+        const char *v = NULL;
+        char msg[256];
+        int r = bs_cli_next_arg(argc, argv, &i, "sorting folder", &o.phy_dir, &v, msg, sizeof msg);
+        if (r < 0)
+            return usage_error("%s", msg);
+        if (r == BS_CLI_POSITIONAL)
             continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error("option %s needs a value", a);
-        const char *v = argv[++i];
         long long n;
         if (strcmp(a, "--input-nwb") == 0)
             o.input_nwb = v;

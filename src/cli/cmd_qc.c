@@ -113,17 +113,14 @@ int bs_cmd_qc(int argc, char **argv)
             qp.quiet = 1;
             continue;
         }
-        if (a[0] != '-' || a[1] == '\0') {
-            if (out)
-                return usage_error("one output folder expected, got a second one '%s'", a);
-            out = a;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error("option %s needs a value", a);
-        const char *v = argv[++i];
+        const char *v = NULL;
         char msg[256];
-        int r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg);
+        int r = bs_cli_next_arg(argc, argv, &i, "output folder", &out, &v, msg, sizeof msg);
+        if (r < 0)
+            return usage_error("%s", msg);
+        if (r == BS_CLI_POSITIONAL)
+            continue;
+        r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg);
         if (r == 0)
             r = qc_option(a, v, &qp, msg, sizeof msg);
         else if (r > 0)

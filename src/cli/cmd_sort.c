@@ -76,17 +76,14 @@ int bs_cmd_sort(int argc, char **argv)
             *(a[2] == 'n' ? &so.sp.no_drift : &so.sp.drift_only) = 1;
             continue;
         }
-        if (a[0] != '-' || a[1] == '\0') {
-            if (rec_path)
-                return usage_error("one recording expected, got a second one '%s'", a);
-            rec_path = a;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error("option %s needs a value", a);
-        const char *v = argv[++i];
+        const char *v = NULL;
         char msg[256];
-        int r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg);
+        int r = bs_cli_next_arg(argc, argv, &i, "recording", &rec_path, &v, msg, sizeof msg);
+        if (r < 0)
+            return usage_error("%s", msg);
+        if (r == BS_CLI_POSITIONAL)
+            continue;
+        r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg);
         if (r < 0)
             return usage_error("%s", msg);
         if (r > 0)
