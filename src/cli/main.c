@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../include/boundsort.h"
+#include "../common/blas_threads.h"
 #include "cli.h"
 
 typedef struct {
@@ -50,6 +51,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return BS_OK;
     }
+    bs_blas_single_thread();
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);

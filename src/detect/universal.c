@@ -13,6 +13,13 @@
 
 #define CHUNK_SAMPLES 1024 /* owned samples per work item */
 #define OUTPUT_MIN_CAP 64  /* first capacity of a spike list, rows */
+#define VL 8               /* lanes of the per-candidate vectors, floats */
+#define MAX_SCORE_VECTORS 64 /* sizes x shape vectors one score holds */
+#define SCORE_BLOCK 64       /* columns scored together over all positions */
+
+typedef float vfloat __attribute__((vector_size(VL * sizeof(float))));
+
+static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 
 typedef struct {
     int64_t t; /* window column */
@@ -88,94 +95,118 @@ size_t bs_detect_output_bytes(int64_t n_valid, int feat_len, int64_t n_spikes)
 size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads)
 {
     size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
-    size_t per_thread = 2 * (size_t)n_chan * (size_t)p->n_shapes * L * sizeof(float) /* filtered, 2 layouts */
-                        + 2 * (size_t)n_chan * L * sizeof(float);                    /* max over shapes², 2 layouts */
+    size_t per_thread = (size_t)n_chan * (size_t)(p->n_shapes + padded_shapes(p->n_shapes)) * L *
+                            sizeof(float)                                        /* filtered, 2 layouts */
+                        + (size_t)n_chan * L * sizeof(float)                         /* max over shapes² */
+                        + SCORE_BLOCK * sizeof(float);                               /* one position's bound */
     return per_thread * (size_t)n_threads;
 }
 
-/* Inverse map channel -> positions that use it. Built per call (cheap). */
-typedef struct {
-    int *start;   /* [n_chan + 1] */
-    int *pos;     /* [n_pos * n_chans] */
-} grid_index;
+/* The time-major copy of the filter outputs holds each channel's shapes in
+ * KP = n_shapes rounded up to a multiple of VL lanes (the pad lanes are 0),
+ * so the per-candidate sums below run on whole vectors. Each lane sums its
+ * own shape in channel order, as a scalar loop would: the results do not
+ * depend on the vector width. */
+/* an unaligned load of VL floats */
+#define VLOAD(v, ptr) memcpy(&(v), (ptr), sizeof(vfloat))
 
-static bs_status index_build(const bs_detect_grid *g, int n_chan, grid_index *ix)
+/*
+ * Score of position f at column i of the filtered data, laid out
+ * fs[(c * L + i) * KP + k]: best |projection| over sizes and shapes, ties to
+ * the smaller (size, shape). The Cauchy–Schwarz bound max_k Σ_j B[j,k]² on
+ * its square comes from the same loads: when it does not exceed bound2 the
+ * position cannot pass the threshold and score 0 is returned. Inlined with
+ * constant S and nv so that the sums stay in registers.
+ */
+static inline __attribute__((always_inline)) candidate score_at(const bs_detect_grid *g, int K, int S, int nv,
+                                                                const float *fs, size_t L, size_t i, int f,
+                                                                float bound2)
 {
-    int F = g->n_pos, nC = g->n_chans;
-    ix->start = bs_mem_calloc("detect/index", (size_t)n_chan + 1, sizeof(int));
-    ix->pos = bs_mem_alloc("detect/index", (size_t)F * nC * sizeof(int));
-    if (!ix->start || !ix->pos)
-        return BS_ERR_MEMORY;
-    for (int f = 0; f < F; f++)
-        for (int j = 0; j < nC; j++)
-            ix->start[g->ichan[(size_t)f * nC + j] + 1]++;
-    for (int c = 0; c < n_chan; c++)
-        ix->start[c + 1] += ix->start[c];
-    int *fill = calloc((size_t)n_chan, sizeof(int));
-    if (!fill)
-        return BS_ERR_MEMORY;
-    for (int f = 0; f < F; f++)
-        for (int j = 0; j < nC; j++) {
-            int c = g->ichan[(size_t)f * nC + j];
-            ix->pos[ix->start[c] + fill[c]++] = f;
-        }
-    free(fill);
-    return BS_OK;
-}
-
-static void index_free(grid_index *ix)
-{
-    bs_mem_free(ix->start);
-    bs_mem_free(ix->pos);
-}
-
-/* Score of position f from one time column of the filtered data, laid out
- * fi[c * n_shapes + k]: best |projection| over sizes and shapes. */
-static candidate score_position(const bs_detect_params *p, const bs_detect_grid *g, const float *fi, int f)
-{
-    enum { MAXQ = 256 };
-    int nC = g->n_chans, K = p->n_shapes, S = g->n_sizes;
-    float acc[MAXQ];
-    for (int q = 0; q < S * K; q++)
-        acc[q] = 0;
+    int nC = g->n_chans, KP = nv * VL;
+    const int *ich = g->ichan + (size_t)f * nC;
+    const float *w = g->weights + (size_t)f * S * nC;
+    vfloat acc[MAX_SCORE_VECTORS], sq[MAX_SCORE_VECTORS];
+    for (int q = 0; q < S * nv; q++)
+        acc[q] = (vfloat){0};
+    for (int v = 0; v < nv; v++)
+        sq[v] = (vfloat){0};
     for (int j = 0; j < nC; j++) {
-        const float *fc = fi + (size_t)g->ichan[(size_t)f * nC + j] * K;
-        for (int s = 0; s < S; s++) {
-            float w = g->weights[((size_t)f * S + s) * nC + j];
-            for (int k = 0; k < K; k++)
-                acc[s * K + k] += w * fc[k];
+        const float *fc = fs + ((size_t)ich[j] * L + i) * KP;
+        for (int v = 0; v < nv; v++) {
+            vfloat x;
+            VLOAD(x, fc + v * VL);
+            sq[v] += x * x;
+            for (int s = 0; s < S; s++)
+                acc[s * nv + v] += w[(size_t)s * nC + j] * x;
         }
     }
     candidate best = {0, f, 0, 1, 0.0f};
-    for (int q = 0; q < S * K; q++) {
-        float a = fabsf(acc[q]);
-        if (a > best.score) {
-            best.score = a;
-            best.q = (int16_t)q;
-            best.sign = acc[q] < 0 ? -1 : 1;
+    float m = 0;
+    for (int v = 0; v < nv; v++)
+        for (int l = 0; l < VL; l++)
+            m = sq[v][l] > m ? sq[v][l] : m;
+    if (m <= bound2)
+        return best;
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < K; k++) {
+            float a = acc[s * nv + k / VL][k % VL];
+            if (fabsf(a) > best.score) {
+                best.score = fabsf(a);
+                best.q = (int16_t)(s * K + k);
+                best.sign = a < 0 ? -1 : 1;
+            }
         }
-    }
     return best;
 }
 
-/* Cauchy–Schwarz bound on the squared score of position f: max over shapes
- * of the sum over its channels of the squared filter outputs. */
-static float score_bound(const bs_detect_grid *g, int K, const float *fi, int f)
+/* score_at, specialised for one vector of shapes and up to 6 sizes */
+BS_VECTORIZED static candidate score_position(const bs_detect_grid *g, int K, const float *fs, size_t L, size_t i,
+                                              int f, float bound2)
 {
-    enum { MAXK = 64 };
-    float sum[MAXK];
-    int nC = g->n_chans;
-    for (int k = 0; k < K; k++)
-        sum[k] = 0;
-    for (int j = 0; j < nC; j++) {
-        const float *fc = fi + (size_t)g->ichan[(size_t)f * nC + j] * K;
-        for (int k = 0; k < K; k++)
-            sum[k] += fc[k] * fc[k];
+    int S = g->n_sizes, nv = padded_shapes(K) / VL;
+    if (nv == 1)
+        switch (S) {
+        case 1: return score_at(g, K, 1, 1, fs, L, i, f, bound2);
+        case 2: return score_at(g, K, 2, 1, fs, L, i, f, bound2);
+        case 3: return score_at(g, K, 3, 1, fs, L, i, f, bound2);
+        case 4: return score_at(g, K, 4, 1, fs, L, i, f, bound2);
+        case 5: return score_at(g, K, 5, 1, fs, L, i, f, bound2);
+        case 6: return score_at(g, K, 6, 1, fs, L, i, f, bound2);
+        default: break;
+        }
+    return score_at(g, K, S, nv, fs, L, i, f, bound2);
+}
+
+/* dst[(c * L + i) * KP + k] = src[(c * K + k) * L + i]: per channel, the
+ * shapes of one column side by side (pad lanes 0), so that a position's
+ * scores along time read each of its channels in order. */
+static void interleave_shapes(const float *src, int C, int K, size_t L, float *dst)
+{
+    int KP = padded_shapes(K);
+    for (int c = 0; c < C; c++) {
+        const float *r = src + (size_t)c * K * L;
+        float *d = dst + (size_t)c * L * KP;
+        for (size_t i = 0; i < L; i++) {
+            for (int k = 0; k < K; k++)
+                d[i * KP + k] = r[(size_t)k * L + i];
+            for (int k = K; k < KP; k++)
+                d[i * KP + k] = 0;
+        }
     }
-    float m = 0;
-    for (int k = 0; k < K; k++)
-        m = sum[k] > m ? sum[k] : m;
-    return m;
+}
+
+/* lb[i] = Σ_j m[ich[j] * stride + i] for i < n, summed in j order. */
+BS_VECTORIZED static void loose_bound(const float *restrict m, size_t stride, const int *ich, int nC, size_t n,
+                                      float *restrict lb)
+{
+    const float *r0 = m + (size_t)ich[0] * stride;
+    for (size_t i = 0; i < n; i++)
+        lb[i] = r0[i];
+    for (int j = 1; j < nC; j++) {
+        const float *r = m + (size_t)ich[j] * stride;
+        for (size_t i = 0; i < n; i++)
+            lb[i] += r[i];
+    }
 }
 
 /* o[i] = Σ_u w[u]·x[i + u] for i < L, and m[i] = max(m[i], o[i]²). */
@@ -313,14 +344,14 @@ static bs_status select_maxima(const cand_list *cl, const bs_detect_grid *g, int
 
 /* One chunk: owned columns [ta, tb) of the window. */
 static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
-                              const grid_index *ix, const bs_probe *probe, const float *x, int64_t n_t, int64_t ta,
-                              int64_t tb, int64_t t_abs0, float *filt, float *mx, float *ft, float *mxt, int *stamp,
+                              const bs_probe *probe, const float *x, int64_t n_t, int64_t ta,
+                              int64_t tb, int64_t t_abs0, float *filt, float *mx, float *fs, float *lb, int *pos_scratch,
                               bs_detect_output *out)
 {
     int C = probe->n_chan, K = p->n_shapes, nt = p->nt, nb = p->nt_before, nC = g->n_chans;
     int64_t ca = ta - nb, cb = tb + nb; /* candidate columns */
     size_t L = (size_t)(cb - ca);
-    float th2 = p->th_universal * p->th_universal, hot = th2 / (float)nC;
+    float th2 = p->th_universal * p->th_universal;
     /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u] */
     for (int c = 0; c < C; c++) {
         const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb);
@@ -330,47 +361,51 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
         for (int k = 0; k < K; k++)
             filter_shape(xc, b->wtemp + (size_t)k * nt, nt, filt + ((size_t)c * K + k) * L, m, L);
     }
-    /* time-major copies for the per-sample work below */
-    for (int c = 0; c < C; c++)
-        for (size_t i = 0; i < L; i++) {
-            mxt[i * (size_t)C + c] = mx[(size_t)c * L + i];
-            for (int k = 0; k < K; k++)
-                ft[(i * (size_t)C + c) * K + k] = filt[((size_t)c * K + k) * L + i];
-        }
-    cand_list cands = {0};
+    /* the filter outputs with shapes interleaved, for the per-candidate work below */
+    interleave_shapes(filt, C, K, L, fs);
+    cand_list found = {0};
     bs_status st = BS_OK;
-    for (size_t i = 0; i < L && st == BS_OK; i++) {
-        int stamp_id = (int)i + 1;
-        const float *fi = ft + i * (size_t)C * K, *mi = mxt + i * (size_t)C;
-        for (int c = 0; c < C && st == BS_OK; c++) {
-            if (!p->exhaustive && mi[c] <= hot)
-                continue;
-            for (int e = ix->start[c]; e < ix->start[c + 1] && st == BS_OK; e++) {
-                int f = ix->pos[e];
-                if (stamp[f] == stamp_id)
+    /* blocks of SCORE_BLOCK columns, so that the interleaved outputs they read
+     * stay in cache across all positions */
+    for (size_t i0 = 0; i0 < L && st == BS_OK; i0 += SCORE_BLOCK) {
+        size_t n = L - i0 < SCORE_BLOCK ? L - i0 : SCORE_BLOCK;
+        for (int f = 0; f < g->n_pos && st == BS_OK; f++) {
+            /* loose bound for the block's columns at once: lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]² */
+            if (!p->exhaustive)
+                loose_bound(mx + i0, L, g->ichan + (size_t)f * nC, nC, n, lb);
+            for (size_t i = i0; i < i0 + n && st == BS_OK; i++) {
+                /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A² */
+                if (!p->exhaustive && lb[i - i0] <= th2)
                     continue;
-                stamp[f] = stamp_id;
-                if (!p->exhaustive) {
-                    /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A² */
-                    const int *ich = g->ichan + (size_t)f * nC;
-                    float loose = 0;
-                    for (int j = 0; j < nC; j++)
-                        loose += mi[ich[j]];
-                    if (loose <= th2 || score_bound(g, K, fi, f) <= th2)
-                        continue;
-                }
-                candidate cd = score_position(p, g, fi, f);
+                candidate cd = score_position(g, K, fs, L, i, f, p->exhaustive ? -1.0f : th2);
                 if (cd.score > p->th_universal) {
                     cd.t = ca + (int64_t)i;
-                    st = cand_push(&cands, cd);
+                    st = cand_push(&found, cd);
                 }
             }
         }
     }
+    /* to time order (position order inside a column): counting sort on the column */
+    cand_list cands = {0};
+    if (st == BS_OK && found.n) {
+        cands.c = bs_mem_alloc("detect/candidates", (size_t)found.n * sizeof *cands.c);
+        int64_t *col_start = bs_mem_calloc("detect/candidates", L + 1, sizeof(int64_t));
+        if (!cands.c || !col_start)
+            st = BS_ERR_MEMORY;
+        for (int64_t e = 0; e < found.n && st == BS_OK; e++)
+            col_start[found.c[e].t - ca + 1]++;
+        for (size_t i = 0; i < L && st == BS_OK; i++)
+            col_start[i + 1] += col_start[i];
+        for (int64_t e = 0; e < found.n && st == BS_OK; e++)
+            cands.c[col_start[found.c[e].t - ca]++] = found.c[e];
+        cands.n = cands.cap = found.n;
+        bs_mem_free(col_start);
+    }
+    bs_mem_free(found.c);
     /* candidates are in time order; keep the local maxima of (±nb samples × neighbouring positions) */
     uint8_t *keep = NULL;
     if (st == BS_OK && cands.n)
-        st = select_maxima(&cands, g, nb, ta, tb, stamp, &keep);
+        st = select_maxima(&cands, g, nb, ta, tb, pos_scratch, &keep);
     for (int64_t e = 0; e < cands.n && st == BS_OK; e++) {
         if (!keep[e])
             continue;
@@ -423,6 +458,9 @@ bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b,
     if (halo < p->nt || n_t < 2 * halo + n_valid)
         return bs_error(BS_ERR_INTERNAL, "detect: window of %lld samples with halo %lld cannot hold %lld samples",
                         (long long)n_t, (long long)halo, (long long)n_valid);
+    if (g->n_sizes * (padded_shapes(p->n_shapes) / VL) > MAX_SCORE_VECTORS)
+        return bs_error(BS_ERR_INTERNAL, "detect: %d sizes x %d shapes is more than the scorer holds", g->n_sizes,
+                        p->n_shapes);
     if (n_valid <= 0)
         return BS_OK;
     int n_chunks = (int)((n_valid + CHUNK_SAMPLES - 1) / CHUNK_SAMPLES);
@@ -431,29 +469,26 @@ bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b,
         n_threads = n_chunks;
     size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
     size_t filt_floats = (size_t)probe->n_chan * p->n_shapes * L, mx_floats = (size_t)probe->n_chan * L;
+    size_t fs_floats = (size_t)probe->n_chan * padded_shapes(p->n_shapes) * L;
     float *scratch = bs_mem_alloc("detect/scratch", bs_detect_scratch_bytes(probe->n_chan, p, n_threads));
-    int *stamps = bs_mem_calloc("detect/stamps", (size_t)n_threads * g->n_pos, sizeof(int));
+    int *pos_scratch = bs_mem_alloc("detect/nms", (size_t)n_threads * g->n_pos * sizeof(int));
     bs_detect_output *parts = calloc((size_t)n_chunks, sizeof *parts);
-    grid_index ix = {0};
-    bs_status st = (scratch && stamps && parts) ? index_build(g, probe->n_chan, &ix) : BS_ERR_MEMORY;
+    bs_status st = (scratch && pos_scratch && parts) ? BS_OK : BS_ERR_MEMORY;
     if (st == BS_OK) {
         bs_status thread_st = BS_OK;
 #pragma omp parallel num_threads(n_threads)
         {
             int tid = omp_get_thread_num();
-            float *filt = scratch + (size_t)tid * 2 * (filt_floats + mx_floats);
+            float *filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK);
             float *mx = filt + filt_floats;
-            float *ft = mx + mx_floats, *mxt = ft + filt_floats;
-            int *stamp = stamps + (size_t)tid * g->n_pos;
+            float *fs = mx + mx_floats, *lb = fs + fs_floats;
+            int *pos_f = pos_scratch + (size_t)tid * g->n_pos;
 #pragma omp for schedule(dynamic, 1)
             for (int ch = 0; ch < n_chunks; ch++) {
                 int64_t ta = halo + (int64_t)ch * CHUNK_SAMPLES;
                 int64_t tb = ta + CHUNK_SAMPLES < halo + n_valid ? ta + CHUNK_SAMPLES : halo + n_valid;
-                for (int f = 0; f < g->n_pos; f++)
-                    stamp[f] = 0;
                 bs_detect_output_init(&parts[ch], g->n_chans, b->n_pcs);
-                bs_status s = detect_chunk(p, b, g, &ix, probe, x, n_t, ta, tb, t0 - halo, filt, mx, ft, mxt, stamp,
-                                          &parts[ch]);
+                bs_status s = detect_chunk(p, b, g, probe, x, n_t, ta, tb, t0 - halo, filt, mx, fs, lb, pos_f, &parts[ch]);
                 if (s != BS_OK) {
 #pragma omp critical
                     thread_st = s;
@@ -475,8 +510,7 @@ bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b,
         bs_detect_output_free(&parts[ch]);
     }
     free(parts);
-    index_free(&ix);
     bs_mem_free(scratch);
-    bs_mem_free(stamps);
+    bs_mem_free(pos_scratch);
     return st;
 }

@@ -105,16 +105,17 @@ void bs_match_template_waveform(const bs_match_templates *t, int k, float *w);
 
 /* Bytes of a full score buffer: K x n_t floats. */
 size_t bs_match_scores_bytes(int K, int64_t n_t);
-/* Bytes of the score workspace (projection tile, gather and block buffers). */
-size_t bs_match_scores_ws_bytes(const bs_match_templates *t);
+/* Bytes of the score workspace (projection tile; gather and block buffers per thread). */
+size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads);
 
 typedef struct {
+    int n_threads;  /* threads over the score blocks */
     float *proj;    /* C x P x (BS_MATCH_TILE) projection of one tile */
-    float *gather;  /* n_sup*P x BS_MATCH_TILE rows of one support */
-    float *blk;     /* BS_MATCH_BLOCK x BS_MATCH_TILE block GEMM output */
+    float *gather;  /* per thread: n_sup*P x BS_MATCH_TILE rows of one support */
+    float *blk;     /* per thread: BS_MATCH_BLOCK x BS_MATCH_TILE block GEMM output */
 } bs_match_scores_ws;
 
-bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_ws *ws);
+bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws);
 void bs_match_scores_ws_free(bs_match_scores_ws *ws);
 
 /* Scores of templates k0..k1-1 for every t in [0, n_t): row k of the

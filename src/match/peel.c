@@ -76,7 +76,7 @@ size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, 
     b += sizeof(bs_spike) * (size_t)max_iter * (size_t)mc;              /* spk */
     b += (size_t)n_t;                                                   /* mark */
     b += sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1); /* rowbuf */
-    b += bs_match_scores_ws_bytes(t);
+    b += bs_match_scores_ws_bytes(t, n_threads);
     return b;
 }
 
@@ -125,7 +125,7 @@ bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_ite
         bs_peel_ws_free(ws);
         return BS_ERR_MEMORY;
     }
-    bs_status st = bs_match_scores_ws_alloc(t, &ws->sws);
+    bs_status st = bs_match_scores_ws_alloc(t, n_threads, &ws->sws);
     if (st != BS_OK) {
         bs_peel_ws_free(ws);
         return st;

@@ -29,6 +29,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,19 +312,20 @@ size_t bs_match_scores_bytes(int K, int64_t n_t)
     return sizeof(float) * (size_t)K * (size_t)n_t;
 }
 
-size_t bs_match_scores_ws_bytes(const bs_match_templates *t)
+size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 {
     size_t L = BS_MATCH_TILE;
     return sizeof(float) * L *
-           ((size_t)t->n_chan * t->n_pc + (size_t)t->n_sup * t->n_pc + (size_t)BS_MATCH_BLOCK);
+           ((size_t)t->n_chan * t->n_pc + (size_t)n_threads * ((size_t)t->n_sup * t->n_pc + BS_MATCH_BLOCK));
 }
 
-bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, bs_match_scores_ws *ws)
+bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws)
 {
     size_t L = BS_MATCH_TILE;
+    ws->n_threads = n_threads;
     ws->proj = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_chan * t->n_pc);
-    ws->gather = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_sup * t->n_pc);
-    ws->blk = bs_mem_alloc("match/score_ws", sizeof(float) * L * BS_MATCH_BLOCK);
+    ws->gather = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_sup * t->n_pc * n_threads);
+    ws->blk = bs_mem_alloc("match/score_ws", sizeof(float) * L * BS_MATCH_BLOCK * n_threads);
     if (!ws->proj || !ws->gather || !ws->blk) {
         bs_match_scores_ws_free(ws);
         return BS_ERR_MEMORY;
@@ -503,6 +505,9 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
     for (int64_t t0 = 0; t0 < n_t; t0 += BS_MATCH_TILE) {
         int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
         project_tile(t, X, ldx, n_t, t0, L, ws->proj);
+        /* blocks write disjoint rows of B: one thread per block, each with its
+         * own gather and GEMM buffers (BLAS itself runs on one thread) */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
         for (int b = 0; b < t->n_blocks; b++) {
             int m0 = t->block_start[b], m1 = t->block_start[b + 1];
             int need = 0;
@@ -511,6 +516,9 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
                     need = 1;
             if (!need)
                 continue;
+            int tid = omp_get_thread_num();
+            float *gather = ws->gather + (size_t)tid * ns * P * BS_MATCH_TILE;
+            float *blk = ws->blk + (size_t)tid * BS_MATCH_BLOCK * BS_MATCH_TILE;
             const int nbk = m1 - m0, c0 = t->block_c0[b];
             const float *A = t->bw + t->block_woff[b], *Bm;
             int kd;
@@ -521,19 +529,18 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
                 const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
                 for (int i = 0; i < ns; i++)
                     for (int p = 0; p < P; p++)
-                        memcpy(ws->gather + ((size_t)i * P + p) * BS_MATCH_TILE,
+                        memcpy(gather + ((size_t)i * P + p) * BS_MATCH_TILE,
                                ws->proj + ((size_t)sup[i] * P + p) * BS_MATCH_TILE, sizeof(float) * (size_t)L);
                 kd = ns * P;
-                Bm = ws->gather;
+                Bm = gather;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nbk, L, kd, 1.0f, A, kd, Bm, BS_MATCH_TILE, 0.0f,
-                        ws->blk, BS_MATCH_TILE);
+                        blk, BS_MATCH_TILE);
             for (int m = 0; m < nbk; m++) {
                 int k = t->block_members[m0 + m];
                 if (k < k0 || k >= k1)
                     continue;
-                memcpy(B + (size_t)(k - k0) * ldb + t0, ws->blk + (size_t)m * BS_MATCH_TILE,
-                       sizeof(float) * (size_t)L);
+                memcpy(B + (size_t)(k - k0) * ldb + t0, blk + (size_t)m * BS_MATCH_TILE, sizeof(float) * (size_t)L);
             }
         }
     }

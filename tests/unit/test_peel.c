@@ -88,8 +88,8 @@ static void test_scores(const bs_match_templates *t, int expect_shared)
     float *B = malloc(sizeof(float) * (size_t)t->K * n_t), *B2 = malloc(sizeof(float) * (size_t)t->K * n_t);
     bs_match_scores_ws ws;
     bs_mem_reset_peaks();
-    CHECK(bs_match_scores_ws_alloc(t, &ws) == BS_OK);
-    CHECK(bs_mem_tag_peak("match/score_ws", BS_DEV_HOST) == bs_match_scores_ws_bytes(t));
+    CHECK(bs_match_scores_ws_alloc(t, 2, &ws) == BS_OK);
+    CHECK(bs_mem_tag_peak("match/score_ws", BS_DEV_HOST) == bs_match_scores_ws_bytes(t, 2));
     CHECK(bs_match_scores(t, X, (size_t)n_t, n_t, 0, t->K, B, (size_t)n_t, &ws) == BS_OK);
     float w[BS_MATCH_MAX_SUP * NT];
     const int ns = t->n_sup;
