@@ -351,7 +351,10 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
     int C = probe->n_chan, K = p->n_shapes, nt = p->nt, nb = p->nt_before, nC = g->n_chans;
     int64_t ca = ta - nb, cb = tb + nb; /* candidate columns */
     size_t L = (size_t)(cb - ca);
-    float th2 = p->th_universal * p->th_universal;
+    /* the bounds hold exactly in real arithmetic; pruning at a threshold a
+     * few float roundings lower keeps a position whose float bound rounds
+     * just under its float score */
+    float th2 = p->th_universal * p->th_universal * (1.0f - 1e-5f);
     /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u] */
     for (int c = 0; c < C; c++) {
         const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb);
