@@ -31,12 +31,15 @@
  *    (ties go to the smaller (t, f)).
  *
  *    Exact pruning: since each envelope has unit norm, Cauchy–Schwarz gives
- *    A[f,t]² ≤ Σ_j max_k B[ichan[j,f],k,t]². A position whose bound does not
- *    exceed th_universal² cannot be detected nor suppress a detection, so it
- *    is skipped; a time whose n_chans largest per-channel maxima cannot
- *    exceed the threshold is skipped as a whole. The result is identical to
- *    the exhaustive evaluation (a test checks this), at a small fraction of
- *    the cost, because spikes are sparse.
+ *    A[f,t]² ≤ max_k Σ_j B[ichan[j,f],k,t]² ≤ Σ_j max_k B[ichan[j,f],k,t]².
+ *    A position whose bound does not exceed th_universal² (less 1e-5 of it,
+ *    for float rounding) cannot be detected nor suppress a detection, so it
+ *    is skipped. The looser bound is computed for 64 columns at a time over
+ *    every position (vectorised over time, from the per-channel maxima);
+ *    the tighter one comes with the exact score, from the same loads of the
+ *    filter outputs (kept with the shapes of a column side by side). The
+ *    result is identical to the exhaustive evaluation (a test checks this),
+ *    at a small fraction of the cost, because spikes are sparse.
  *
  * Per detected spike: its trough sample, position index, the winning
  * (size, shape) and sign, score, a centre-of-mass (x, y) in µm, and features
