@@ -48,6 +48,20 @@
  *    of channel-sparse waveforms), CCG-guided merges with time alignment,
  *    same-cluster duplicate removal, good/mua labels.
  *
+ * 4. Shadows (shadow.c). Peeling subtracts a unit's template, not its exact
+ *    waveform; the residual of a large unit's spike can pass the matching
+ *    threshold for a smaller, overlapping template a fixed fraction of a
+ *    millisecond later or earlier, on a large share of the large unit's
+ *    spikes. Those spikes are copies, not firings: no neuron fires at one
+ *    exact lag after another on a tenth of its spikes. bs_shadow_test takes
+ *    the lag from each spike of B to the nearest spike of A (|lag| <=
+ *    max_lag), finds the window of 2·half_width + 1 lags that holds the most,
+ *    and calls B a shadow of A at that lag when the window holds at least
+ *    min_count spikes, min_fraction of B's spikes and min_ratio times what
+ *    two independent trains would put there (na·nb·width / n_samples). The
+ *    caller then drops the spikes of B that lie in that window of an A spike
+ *    (finish.c), and keeps B's other spikes.
+ *
  * Determinism: fixed seeds, integer counts or fixed-order double sums for
  * every reduction; OpenMP loops only over independent items. The output is
  * identical for any thread count.
@@ -237,5 +251,23 @@ bs_status bs_remove_duplicates(const int64_t *t, const int32_t *clu, int64_t n, 
  * ≤ 10 spikes, which are mua). t sorted ascending. */
 bs_status bs_cluster_labels(const int64_t *t, const int32_t *clu, int64_t n, int K, double fs_hz,
                             double acg_threshold, uint8_t *good, double *contam);
+
+/* ------------------------------------------------------------- shadows */
+
+typedef struct {
+    int max_lag;         /* lags examined, samples (0.5 ms) */
+    int half_width;      /* the lag window is 2·half_width + 1 samples (2) */
+    int64_t min_count;   /* spikes in the window (20) */
+    double min_fraction; /* of B's spikes in the window (0.1) */
+    double min_ratio;    /* window count over chance (10) */
+} bs_shadow_params;
+
+void bs_shadow_default_params(bs_shadow_params *p, double fs_hz);
+
+/* 1 when train B (tb, ascending) is a shadow of train A (ta, ascending) in a
+ * recording of n_samples: *lag is the centre of the window (B time minus A
+ * time, samples), *count the B spikes in it (both set either way). */
+int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
+                   int64_t n_samples, int *lag, int64_t *count);
 
 #endif

@@ -215,11 +215,14 @@ typedef struct {
     int64_t *amp_n;  /* [K + K2] */
     bs_acg_stream *acg; /* [K2] */
     int64_t *last;   /* [K2] last kept sample, -1: none */
+    const int32_t *shadow_of; /* [K2] unit whose shadow the unit is, -1: none */
+    const int32_t *shadow_lag; /* [K2] its lag, samples (unit time minus the other's) */
+    int half_width;  /* shadow lag window half-width, samples */
     /* the block being filled */
     int64_t n_blk, *ts, *ix;
     int32_t *bk, *cs;
     float *ba, *bf, *bxy;
-    int64_t n_out, n_dup, n_blocks;
+    int64_t n_out, n_dup, n_shadow, n_blocks;
 } export_state;
 
 static bs_status flush_block(export_state *e)
@@ -245,9 +248,26 @@ static bs_status flush_block(export_state *e)
     return BS_OK;
 }
 
-/* One spike in final order: drop it outside the recording or as a same-unit
- * duplicate, else add it to the block. */
-static bs_status emit(export_state *e, const rec_t *r, const int32_t *final_id, int64_t dup_samples)
+/* 1 if a spike of unit a lies in [lo, hi]: the last kept one (a unit does
+ * not fire twice within a lag window) or one among the next spikes,
+ * next[0..n_next) in final order, inside the recording. */
+static int unit_spike_in(const export_state *e, int a, int64_t lo, int64_t hi, const rec_t *next, int64_t n_next,
+                         const int32_t *final_id)
+{
+    if (e->last[a] >= lo && e->last[a] <= hi)
+        return 1;
+    for (int64_t j = 0; j < n_next && next[j].ta <= hi; j++)
+        if (next[j].ta >= lo && next[j].ta >= 0 && next[j].ta < e->in->rec->n_samples && final_id[next[j].k] == a)
+            return 1;
+    return 0;
+}
+
+/* One spike in final order: drop it outside the recording, as a same-unit
+ * duplicate or as a shadow of another unit's spike (next: the spikes after
+ * it, every one up to its time + the largest shadow lag + half-width), else
+ * add it to the block. */
+static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_t n_next, const int32_t *final_id,
+                      int64_t dup_samples)
 {
     if (r->ta < 0 || r->ta >= e->in->rec->n_samples)
         return BS_OK;
@@ -255,6 +275,14 @@ static bs_status emit(export_state *e, const rec_t *r, const int32_t *final_id, 
     if (e->last[u] >= 0 && r->ta < e->last[u] + dup_samples) {
         e->n_dup++;
         return BS_OK;
+    }
+    int a = e->shadow_of[u];
+    if (a >= 0) {
+        int64_t c = r->ta - e->shadow_lag[u];
+        if (unit_spike_in(e, a, c - e->half_width, c + e->half_width, next, n_next, final_id)) {
+            e->n_shadow++;
+            return BS_OK;
+        }
     }
     e->last[u] = r->ta;
     int64_t b = e->n_blk++;
@@ -269,9 +297,12 @@ static bs_status emit(export_state *e, const rec_t *r, const int32_t *final_id, 
 static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs_npy_rows *r_k, const int64_t *shift,
                                const int32_t *final_id)
 {
-    int64_t n = r_t->h.shape[0], smax = 0;
+    int64_t n = r_t->h.shape[0], smax = 0, ahead = 0;
     for (int k = 0; k < e->K; k++)
         smax = llabs(shift[k]) > smax ? llabs(shift[k]) : smax;
+    for (int u = 0; u < e->K2; u++)
+        if (e->shadow_of[u] >= 0 && -e->shadow_lag[u] + e->half_width > ahead)
+            ahead = -e->shadow_lag[u] + e->half_width;
     int64_t dup = (int64_t)llround(e->in->duplicate_ms * e->in->rec->fs_hz / 1000.0);
     int64_t cap = 2 * READ_BLOCK, len = 0;
     rec_t *buf = bs_mem_alloc("finish/reorder", (size_t)cap * sizeof *buf);
@@ -303,16 +334,94 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
         if (st != BS_OK)
             break;
         qsort(buf, (size_t)len, sizeof *buf, rec_cmp);
-        /* every later spike has time >= prev_t, so final time >= prev_t - smax */
-        int64_t frontier = s0 + c < n ? prev_t - smax : INT64_MAX, m = 0;
-        while (m < len && buf[m].ta < frontier && st == BS_OK)
-            st = emit(e, &buf[m++], final_id, dup);
+        /* every later spike has time >= prev_t, so final time >= prev_t - smax;
+         * a spike is emitted once every spike up to `ahead` after it is here */
+        int64_t frontier = s0 + c < n ? prev_t - smax - ahead : INT64_MAX, m = 0;
+        while (m < len && buf[m].ta < frontier && st == BS_OK) {
+            st = emit(e, &buf[m], buf + m + 1, len - m - 1, final_id, dup);
+            m++;
+        }
         memmove(buf, buf + m, (size_t)(len - m) * sizeof *buf);
         len -= m;
     }
     if (st == BS_OK)
         st = flush_block(e);
     bs_mem_free(buf), bs_mem_free(bt), bs_mem_free(bk);
+    return st;
+}
+
+/* ------------------------------------------------------------ shadows */
+
+/* For every unit B (0..K2-1, templates T after the merges, trains in the
+ * store under their root template), the unit A with a larger mean amplitude
+ * and its peak channel on B's support whose train B shadows
+ * (bs_shadow_test), the one with the most shadow spikes: shadow_of[B] = A
+ * and shadow_lag[B], or -1. */
+static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, int K, const int32_t *final_id,
+                              const double *amp, int n_chan, int64_t n_samples, const bs_shadow_params *sp,
+                              int32_t *shadow_of, int32_t *shadow_lag, int *n_shadowed)
+{
+    int K2 = T->K, nt = T->nt;
+    int32_t *root = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *root);
+    int32_t *peak = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *peak);
+    int32_t *by_peak = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *by_peak); /* units by peak channel */
+    int32_t *first = bs_mem_calloc("finish/shadows", (size_t)n_chan + 1, sizeof *first);
+    bs_status st = root && peak && by_peak && first ? BS_OK : BS_ERR_MEMORY;
+    *n_shadowed = 0;
+    for (int u = 0; u < K2 && st == BS_OK; u++) {
+        root[u] = -1;
+        shadow_of[u] = -1;
+        shadow_lag[u] = 0;
+    }
+    for (int k = 0; k < K && st == BS_OK; k++) /* a unit's spikes are all in its root's train */
+        if (d->len[k] > 0)
+            root[final_id[k]] = k;
+    for (int u = 0; u < K2 && st == BS_OK; u++) { /* peak: largest waveform energy, smaller channel on ties */
+        double best = -1;
+        for (int64_t i = T->off[u]; i < T->off[u + 1]; i++) {
+            double e = 0;
+            for (int q = 0; q < nt; q++)
+                e += (double)T->wave[i * nt + q] * T->wave[i * nt + q];
+            if (e > best) {
+                best = e;
+                peak[u] = T->chans[i];
+            }
+        }
+        first[peak[u] + 1]++;
+    }
+    for (int c = 0; c < n_chan && st == BS_OK; c++)
+        first[c + 1] += first[c];
+    for (int u = 0; u < K2 && st == BS_OK; u++) /* first[c] advances to c's end ... */
+        by_peak[first[peak[u]]++] = u;
+    for (int c = n_chan; c > 0 && st == BS_OK; c--) /* ... so shift back by one channel */
+        first[c] = first[c - 1];
+    if (st == BS_OK)
+        first[0] = 0;
+    for (int b = 0; b < K2 && st == BS_OK; b++) {
+        if (root[b] < 0)
+            continue;
+        const int64_t *tb = NULL, *ib = NULL, *ta = NULL, *ia = NULL;
+        int64_t nb = 0, na = 0, best = 0;
+        st = store_get(d, root[b], 0, &tb, &ib, &nb);
+        for (int64_t i = T->off[b]; i < T->off[b + 1] && st == BS_OK; i++) {
+            int c = T->chans[i];
+            for (int32_t q = first[c]; q < first[c + 1] && st == BS_OK; q++) {
+                int a = by_peak[q];
+                if (a == b || root[a] < 0 || !(amp[root[a]] > amp[root[b]]))
+                    continue;
+                st = store_get(d, root[a], 1, &ta, &ia, &na);
+                int lag;
+                int64_t cnt;
+                if (st == BS_OK && bs_shadow_test(sp, ta, na, tb, nb, n_samples, &lag, &cnt) && cnt > best) {
+                    best = cnt;
+                    shadow_of[b] = a;
+                    shadow_lag[b] = lag;
+                }
+            }
+        }
+        *n_shadowed += shadow_of[b] >= 0;
+    }
+    bs_mem_free(root), bs_mem_free(peak), bs_mem_free(by_peak), bs_mem_free(first);
     return st;
 }
 
@@ -325,6 +434,7 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
     b += k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3;  /* sparse waveforms + merged copies */
     b += k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
+    b += (k + 1) * 5 * sizeof(int32_t) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, root, peak, index */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
@@ -391,6 +501,16 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_merge_ccg_store(&mp, &ts, &T, shift, final_id, &n_merges);
         K2 = T.K;
     }
+    int32_t *shadow_of = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_of);
+    int32_t *shadow_lag = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_lag);
+    bs_shadow_params sp;
+    bs_shadow_default_params(&sp, rec->fs_hz);
+    int n_shadowed = 0;
+    if (st == BS_OK && !(shadow_of && shadow_lag))
+        st = BS_ERR_MEMORY;
+    if (st == BS_OK)
+        st = find_shadows(&ds, &T, K, final_id, amp_mean, C, rec->n_samples, &sp, shadow_of, shadow_lag,
+                          &n_shadowed);
     bs_sparse_templates_free(&T);
     store_close(&ds);
 
@@ -398,6 +518,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     export_state e;
     memset(&e, 0, sizeof e);
     e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc;
+    e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.half_width = sp.half_width;
     if (st == BS_OK) {
         e.amp_sum = bs_mem_calloc("finish/units", (size_t)K + K2 + 1, sizeof *e.amp_sum);
         e.amp_n = bs_mem_calloc("finish/units", (size_t)K + K2 + 1, sizeof *e.amp_n);
@@ -490,14 +611,15 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     *n_units = n_rows;
     *n_spikes = e.n_out;
     if (st == BS_OK && !in->quiet)
-        bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed)", K, n_merges, n_rows,
-                    (long long)e.n_out, (long long)e.n_dup);
+        bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed; %lld shadow spikes "
+                    "of %d units removed)",
+                    K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow, n_shadowed);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
     bs_mem_free(e.ts), bs_mem_free(e.ix), bs_mem_free(e.bk), bs_mem_free(e.cs), bs_mem_free(e.ba),
         bs_mem_free(e.bf), bs_mem_free(e.bxy);
-    bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean);
+    bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }

@@ -2,13 +2,15 @@
  * test_finish.c - the streamed finishing stage (src/pipeline/finish.h) gives
  * exactly what the in-RAM composition gives: bs_merge_ccg on the whole spike
  * list, bs_spike_order, dropping spikes outside the recording,
- * bs_remove_duplicates and bs_cluster_labels.
+ * bs_remove_duplicates, shadow removal (bs_shadow_test) and bs_cluster_labels.
  *
  * Matched spikes are written as the matching stage writes them: 4 templates
  * on a 16-channel toy probe; templates 0 and 1 are the same waveform and
  * share one refractory unit's spikes (they must merge); template 3 has 2's
  * waveform but an independent, non-refractory train (no merge); duplicates
- * within 0.25 ms are planted; and a second run streams through many read
+ * within 0.25 ms are planted; template 4, smaller, has its own train plus
+ * shadows of template 2's spikes 5 samples (±1) before them on 40 % of them,
+ * which must go (the look-ahead path); and a second run streams through many read
  * blocks (more spikes than one block) to exercise the reorder buffer. The
  * per-spike files, cluster tables and templates are compared with the
  * reference built in RAM. Also: the streamed autocorrelogram equals
@@ -28,7 +30,7 @@
 #include "match_synth.h"
 #include "test.h"
 
-enum { C = 16, K = 4, P = 4, NT = 31, NB = 12, NSUP = 8, NPC = 4 };
+enum { C = 16, K = 5, P = 4, NT = 31, NB = 12, NSUP = 8, NPC = 4 };
 static const double FS = 30000.0;
 
 /* A refractory train at rate_hz (2 ms dead time) over [0, n) samples. */
@@ -84,8 +86,8 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     if (f)
         fclose(f);
 
-    /* templates: 0 == 1, 2 == 3 (same weights) */
-    int centers[K] = {4, 4, 11, 11};
+    /* templates: 0 == 1, 2 == 3 (same weights), 4 beside 2 */
+    int centers[K] = {4, 4, 11, 11, 12};
     synth_rng r = {seed};
     float basis[P * NT];
     int32_t sup[K * NSUP];
@@ -107,8 +109,10 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     int64_t na = make_train(&r, rate_hz, n_samp, 60, ta, cap);
     int64_t nb = make_train(&r, rate_hz, n_samp, 60, tb, cap);
     int64_t nc = make_train(&r, 3 * rate_hz, n_samp, 0, tc, cap);
+    int64_t *td = malloc(sizeof(int64_t) * cap);
+    int64_t nd = make_train(&r, rate_hz / 2, n_samp, 60, td, cap);
     int64_t n = 0;
-    mspike *sp = malloc(sizeof(mspike) * (size_t)(na + nb + nc + 64));
+    mspike *sp = malloc(sizeof(mspike) * (size_t)(na + nb + nc + nd + nb + 64));
     for (int64_t i = 0; i < na; i++)
         sp[n++] = (mspike){ta[i], synth_uniform(&r) < 0.5 ? 0 : 1};
     for (int64_t i = 0; i < nb; i++)
@@ -118,6 +122,11 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     for (int i = 0; i < 20; i++) /* duplicates 3 samples after a spike of template 2 */
         if (tb[i * 7] + 3 < n_samp)
             sp[n++] = (mspike){tb[i * 7] + 3, 2};
+    for (int64_t i = 0; i < nd; i++)
+        sp[n++] = (mspike){td[i], 4};
+    for (int64_t i = 0; i < nb; i++) /* shadows of template 2, 5 samples early (±1) */
+        if (i % 5 < 2 && tb[i] >= 6)
+            sp[n++] = (mspike){tb[i] - 5 + (i % 3 - 1), 4};
     qsort(sp, (size_t)n, sizeof *sp, mspike_cmp);
     int64_t *t = malloc(sizeof(int64_t) * n);
     int32_t *k0 = malloc(sizeof(int32_t) * n);
@@ -125,7 +134,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     for (int64_t i = 0; i < n; i++) {
         t[i] = sp[i].t;
         k0[i] = sp[i].k;
-        amp[i] = (float)(10 + 5 * synth_uniform(&r));
+        amp[i] = (float)((sp[i].k == 4 ? 4 : 10) + 5 * synth_uniform(&r));
         for (int q = 0; q < P * NPC; q++)
             feat[i * P * NPC + q] = (float)synth_normal(&r);
     }
@@ -177,7 +186,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
 
     /* the reference, in RAM */
     bs_sparse_templates T;
-    int nsup[K] = {NSUP, NSUP, NSUP, NSUP};
+    int nsup[K] = {NSUP, NSUP, NSUP, NSUP, NSUP};
     CHECK(bs_sparse_templates_alloc(&T, K, NT, nsup) == BS_OK);
     for (int k = 0; k < K; k++) {
         for (int i = 0; i < NSUP; i++)
@@ -192,7 +201,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     bs_merge_default_params(&mp, FS);
     int merges = 0;
     CHECK(bs_merge_ccg(&mp, tt, clu, n, &T, &merges) == BS_OK);
-    CHECK_MSG(merges == 1 && T.K == 3, "expected templates 0 and 1 to merge: %d merges, %d units", merges, T.K);
+    CHECK_MSG(merges == 1 && T.K == 4, "expected templates 0 and 1 to merge: %d merges, %d units", merges, T.K);
     CHECK(bs_spike_order(tt, n, order) == BS_OK);
     int64_t *ts = malloc(sizeof(int64_t) * n);
     int32_t *cs = malloc(sizeof(int32_t) * n), *ks = malloc(sizeof(int32_t) * n);
@@ -206,14 +215,61 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     uint8_t *keep = malloc((size_t)m);
     int64_t kept = 0;
     CHECK(bs_remove_duplicates(ts, cs, m, T.K, 8, keep, &kept) == BS_OK);
-    int64_t q = 0;
-    for (int64_t i = 0; i < m; i++)
-        if (keep[i])
+    CHECK(kept < m); /* the planted duplicates were removed */
+    /* shadows: unit of template 4 (sh) against unit of template 2 (src), in
+     * final order; a source spike before one counts if it is the last kept
+     * one, after it any (in range) */
+    int32_t src = -1, sh = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (k0[i] == 2)
+            src = clu[i];
+        if (k0[i] == 4)
+            sh = clu[i];
+    }
+    int64_t *t_src = malloc(sizeof(int64_t) * m), *t_sh = malloc(sizeof(int64_t) * m), n_src = 0, n_sh = 0;
+    for (int64_t i = 0; i < m; i++) { /* the trains as merged, before duplicate removal */
+        if (cs[i] == src)
+            t_src[n_src++] = ts[i];
+        if (cs[i] == sh)
+            t_sh[n_sh++] = ts[i];
+    }
+    bs_shadow_params spar;
+    bs_shadow_default_params(&spar, FS);
+    int lag = 0;
+    int64_t cnt = 0, q = 0, n_shadow = 0;
+    CHECK(bs_shadow_test(&spar, t_src, n_src, t_sh, n_sh, n_samp, &lag, &cnt) == 1);
+    CHECK_MSG(lag >= -6 && lag <= -4, "shadow lag %d, expected a window holding -6..-4", lag);
+    /* one pass: a spike is a duplicate of the last kept spike of its unit;
+     * a dropped shadow does not count as kept */
+    int64_t last[K];
+    for (int u = 0; u < K; u++)
+        last[u] = -1;
+    int same_dups = 1;
+    for (int64_t i = 0; i < m; i++) {
+        int dup = last[cs[i]] >= 0 && ts[i] < last[cs[i]] + 8;
+        if (cs[i] != sh && dup != !keep[i])
+            same_dups = 0;
+        if (dup)
+            continue;
+        int drop = 0;
+        if (cs[i] == sh) {
+            int64_t lo = ts[i] - lag - spar.half_width, hi = ts[i] - lag + spar.half_width;
+            drop = last[src] >= lo && last[src] <= hi;
+            for (int64_t x = i + 1; x < m && ts[x] <= hi && !drop; x++)
+                drop = cs[x] == src && ts[x] >= lo;
+        }
+        n_shadow += drop;
+        if (!drop) {
+            last[cs[i]] = ts[i];
             ts[q] = ts[i], cs[q] = cs[i], ks[q++] = ks[i];
+        }
+    }
+    CHECK_MSG(same_dups, "the duplicates of the units without shadows differ from bs_remove_duplicates");
+    CHECK_MSG(n_shadow > n_sh / 4, "%lld shadow spikes removed of %lld", (long long)n_shadow, (long long)n_sh);
+    free(t_src), free(t_sh);
     uint8_t good[K];
     double contam[K];
     CHECK(bs_cluster_labels(ts, cs, q, T.K, FS, 0.2, good, contam) == BS_OK);
-    CHECK(q < m); /* the planted duplicates were removed */
 
     /* compare */
     int64_t n1 = 0, n2 = 0, n3 = 0;
@@ -235,11 +291,12 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
         snprintf(expect + strlen(expect), sizeof expect - strlen(expect), "%d\t%s\n", u, good[u] ? "good" : "mua");
     CHECK_MSG(tsv && strcmp(tsv, expect) == 0, "labels: got\n%s\nexpected\n%s", tsv ? tsv : "(none)", expect);
     CHECK(n_units == T.K);
-    printf("rate %g Hz: %lld matched spikes -> %lld kept, %d units\n", rate_hz, (long long)n, (long long)q, n_units);
+    printf("rate %g Hz: %lld matched spikes -> %lld kept (%lld shadows), %d units\n", rate_hz, (long long)n,
+           (long long)q, (long long)n_shadow, n_units);
 
     free(tsv);
     bs_mem_free(ot), bs_mem_free(oc), bs_mem_free(ok);
-    free(ta), free(tb), free(tc), free(sp), free(t), free(k0), free(amp), free(feat);
+    free(ta), free(tb), free(tc), free(td), free(sp), free(t), free(k0), free(amp), free(feat);
     free(tt), free(order), free(clu), free(ts), free(cs), free(ks), free(keep);
     bs_sparse_templates_free(&T);
     bs_match_templates_free(&mt);

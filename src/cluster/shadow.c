@@ -1,0 +1,58 @@
+/*
+ * shadow.c - spikes that another unit's spikes cast at a fixed lag (see
+ * cluster.h, "shadows").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+
+void bs_shadow_default_params(bs_shadow_params *p, double fs_hz)
+{
+    p->max_lag = (int)(0.5e-3 * fs_hz + 0.5); /* 0.5 ms */
+    p->half_width = 2;
+    p->min_count = 20;
+    p->min_fraction = 0.1;
+    p->min_ratio = 10.0;
+}
+
+int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
+                   int64_t n_samples, int *lag, int64_t *count)
+{
+    enum { MAX_BINS = 1024 };
+    int W = p->max_lag, hw = p->half_width;
+    *lag = 0;
+    *count = 0;
+    if (na == 0 || nb == 0 || n_samples <= 0 || W < 0 || 2 * W + 1 > MAX_BINS)
+        return 0;
+    int64_t hist[MAX_BINS];
+    memset(hist, 0, sizeof(int64_t) * (size_t)(2 * W + 1));
+    /* each B spike's lag to its nearest A spike (the earlier one on a tie) */
+    int64_t a = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        while (a + 1 < na && ta[a + 1] <= tb[i])
+            a++;
+        int64_t d = tb[i] - ta[a];
+        if (a + 1 < na && llabs(ta[a + 1] - tb[i]) < llabs(d))
+            d = tb[i] - ta[a + 1];
+        if (d >= -W && d <= W)
+            hist[d + W]++;
+    }
+    /* the window of 2·hw + 1 lags holding the most B spikes (the smallest |lag| on a tie) */
+    int best_lag = 0;
+    int64_t best = -1;
+    for (int L = -W; L <= W; L++) {
+        int64_t s = 0;
+        for (int d = L - hw; d <= L + hw; d++)
+            if (d >= -W && d <= W)
+                s += hist[d + W];
+        if (s > best || (s == best && abs(L) < abs(best_lag))) {
+            best = s;
+            best_lag = L;
+        }
+    }
+    double chance = (double)na * (double)nb * (2.0 * hw + 1.0) / (double)n_samples;
+    *lag = best_lag;
+    *count = best;
+    return best >= p->min_count && (double)best >= p->min_fraction * (double)nb && (double)best >= p->min_ratio * chance;
+}
