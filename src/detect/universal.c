@@ -102,12 +102,12 @@ size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_thre
     return per_thread * (size_t)n_threads;
 }
 
-/* The time-major copy of the filter outputs holds each channel's shapes in
- * KP = n_shapes rounded up to a multiple of VL lanes (the pad lanes are 0),
- * so the per-candidate sums below run on whole vectors. Each lane sums its
- * own shape in channel order, as a scalar loop would: the results do not
- * depend on the vector width. */
-/* an unaligned load of VL floats */
+/* The interleaved copy of the filter outputs (interleave_shapes) holds each
+ * channel's shapes of one column in KP = n_shapes rounded up to a multiple
+ * of VL lanes (the pad lanes are 0), so the per-candidate sums below run on
+ * whole vectors. Each lane sums its own shape in channel order, as a scalar
+ * loop would: the results do not depend on the vector width. VLOAD is an
+ * unaligned load of VL floats. */
 #define VLOAD(v, ptr) memcpy(&(v), (ptr), sizeof(vfloat))
 
 /*
