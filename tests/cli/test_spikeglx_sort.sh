@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# test_spikeglx_sort.sh - `boundsort sort` on a SpikeGLX .ap.bin (simulated NP1,
+# 385 saved channels: 384 probe channels + sync): the run succeeds with the
+# probe taken from the .meta alone, the Phy folder validates, params.py
+# points at the .ap.bin with its 385 columns, channel_map.npy holds the 383
+# sorted channels (reference channel 191 excluded, as SpikeGLX marks it),
+# and spikes are found in the recording's range.
+set -u
+BS=${BOUNDSORT:?}
+T=${BS_TMP:-/tmp/bs-spikeglx-sort}
+PY=/usr/bin/python3
+rm -rf "$T"; mkdir -p "$T"
+fail=0; pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+
+"$BS" simulate -o "$T/sim" --probe np1 --duration 3 --units 10 --seed 3 --spikeglx -q >/dev/null 2>&1 \
+  || { echo "simulate --spikeglx failed"; exit 1; }
+AP="$T/sim/spikeglx/sim_g0_t0.imec0.ap.bin"
+"$BS" sort "$AP" -o "$T/out" --no-qc --threads 2 -q 2>"$T/err.txt" && ok || bad "sort failed: $(cat "$T/err.txt")"
+"$BS" validate "$T/out" >"$T/val.txt" 2>&1 && ok || bad "validate: $(cat "$T/val.txt")"
+$PY - "$T/out" "$AP" <<'PYEOF' && ok || bad "Phy folder of the SpikeGLX sort"
+import ast, array, os, sys
+out, ap = sys.argv[1], sys.argv[2]
+def npy(name, code):
+    with open(os.path.join(out, name), "rb") as f:
+        assert f.read(6) == b"\x93NUMPY", name
+        major = f.read(2)[0]
+        hlen = int.from_bytes(f.read(2 if major == 1 else 4), "little")
+        hdr = ast.literal_eval(f.read(hlen).decode("latin1"))
+        a = array.array(code)
+        a.frombytes(f.read())
+        return hdr, a
+params = {}
+exec(open(os.path.join(out, "params.py")).read(), {}, params)
+assert params["n_channels_dat"] == 385, params
+assert params["dtype"] == "int16", params
+dat = params["dat_path"]
+assert os.path.realpath(dat if isinstance(dat, str) else dat[0]) == os.path.realpath(ap), params
+hdr, cmap = npy("channel_map.npy", "i")
+assert len(cmap) == 383 and 191 not in cmap and list(cmap) == [c for c in range(384) if c != 191], list(cmap)[:5]
+hdr, st = npy("spike_times.npy", "q")
+assert len(st) > 20, len(st)
+assert all(0 <= t < 90000 for t in st)
+PYEOF
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
