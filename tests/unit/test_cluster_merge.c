@@ -14,6 +14,7 @@
 
 #include "cluster/cluster.h"
 #include "common/rng.h"
+#include "spike_trains.h"
 #include "mem/mem.h"
 
 #define NT 61
@@ -35,17 +36,6 @@ static void fill(bs_sparse_templates *T, int k, int c0, double delay, double amp
     }
 }
 
-static int64_t train(bs_rng *r, int64_t *t, double rate, double dur, double ref_ms)
-{
-    int64_t n = 0;
-    double time = 0.01;
-    for (;;) {
-        time += ref_ms / 1000.0 - log(1.0 - bs_rng_uniform(r)) / rate;
-        if (time >= dur)
-            return n;
-        t[n++] = (int64_t)(time * 30000.0);
-    }
-}
 
 typedef struct {
     int64_t t, truth_t;
@@ -83,7 +73,7 @@ static int fragment_merges(int reversed, int violations, double amp1, double *si
     bs_rng_seed(&r, 9);
     static int64_t tu[6000], t[6100];
     static int32_t clu[6100];
-    int64_t nu = train(&r, tu, 10, 300, 2.0), n = 0, n0 = 0, n1 = 0;
+    int64_t nu = refractory_train(&r, 10, 300, 2.0, tu), n = 0, n0 = 0, n1 = 0;
     static int64_t t0[6100], t1[6100];
     for (int64_t i = 0; i < nu; i++) {
         t[n] = tu[i];
@@ -135,7 +125,8 @@ int main(void)
     bs_rng r;
     bs_rng_seed(&r, 5);
     static int64_t ta[20000], tb[20000], tc[20000];
-    int64_t na = train(&r, ta, 12, 300, 2.0), nb = train(&r, tb, 10, 300, 2.0), nc = train(&r, tc, 8, 300, 2.0);
+    int64_t na = refractory_train(&r, 12, 300, 2.0, ta), nb = refractory_train(&r, 10, 300, 2.0, tb),
+            nc = refractory_train(&r, 8, 300, 2.0, tc);
     int64_t n = na + nb + nc;
     spike *sp = malloc((size_t)n * sizeof *sp);
     int64_t q = 0;
@@ -214,7 +205,7 @@ int main(void)
     /* labels: refractory units good; a Poisson unit mua; a 5-spike unit mua with contamination 0 */
     static int64_t lt[40000];
     static int32_t lc[40000];
-    int64_t m1 = train(&r, ta, 10, 300, 2.0), m2 = train(&r, tb, 10, 300, 0.0);
+    int64_t m1 = refractory_train(&r, 10, 300, 2.0, ta), m2 = refractory_train(&r, 10, 300, 0.0, tb);
     spike *ls = malloc((size_t)(m1 + m2 + 5) * sizeof *ls);
     q = 0;
     for (int64_t i = 0; i < m1; i++)

@@ -11,21 +11,10 @@
 
 #include "cluster/cluster.h"
 #include "common/rng.h"
+#include "spike_trains.h"
 #include "test.h"
 
 #define FS 30000.0
-
-static int64_t refractory_train(bs_rng *r, double rate_hz, double seconds, double dead_ms, int64_t *t)
-{
-    int64_t n = 0;
-    double time = 0.01;
-    for (;;) {
-        time += dead_ms / 1000.0 - log(1.0 - bs_rng_uniform(r)) / rate_hz;
-        if (time >= seconds)
-            return n;
-        t[n++] = (int64_t)(time * FS);
-    }
-}
 
 static int cmp64(const void *a, const void *b)
 {
