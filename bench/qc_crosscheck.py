@@ -21,7 +21,7 @@ SIM_DIR is a `boundsort simulate` folder (recording.bin, probe.json, recording.j
      diff, tolerance, pass). max_drift / cumulative_drift (Allen; not in SpikeInterface) are
      compared with a numpy transcription of Allen's ecephys code.
 
-Run it with a SpikeInterface >= 0.104 environment (the definitions boundsort follows, FORMATS.md 7):
+Run it with a SpikeInterface >= 0.104 environment (the definitions boundsort follows, docs/FORMATS.md §7):
     python3 -m venv bench/.venv-si
     bench/.venv-si/bin/pip install spikeinterface==0.105.3 scikit-learn pandas numba
 With SpikeInterface 0.102 (bench/.venv) the script also runs, but several metrics were defined

@@ -4,7 +4,7 @@
     python3 tests/data/qc/gen_qc_fixtures.py   # rewrites tests/data/qc/qc_fixtures.json
 
 An independent transcription of the quality-metric definitions boundsort follows (SpikeInterface
-0.105 metrics/quality, FORMATS.md section 7; Allen ecephys_spike_sorting for max/cumulative drift)
+0.105 metrics/quality, docs/FORMATS.md §7; Allen ecephys_spike_sorting for max/cumulative drift)
 in numpy / scipy, with scikit-learn for the parts SpikeInterface delegates to it (IncrementalPCA,
 LinearDiscriminantAnalysis, NearestNeighbors). Inputs are drawn from fixed seeds and include the
 boundary cases (ISIs on the threshold, spikes on the last histogram edge, too few spikes, singular
