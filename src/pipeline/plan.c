@@ -14,8 +14,8 @@
 #include "../detect/detect.h"
 #include "../io/batch.h"
 #include "../preprocess/preprocess.h"
-#include "finish.h"
-#include "stage_drift.h"
+#include "../cluster/stage_finish.h"
+#include "../drift/stage_drift.h"
 #include "stage_io.h"
 
 #define MIB ((size_t)1 << 20)
@@ -111,7 +111,7 @@ static void plan_match(bs_sort_plan *pl)
     s->reduce = "--batch-seconds (the K x batch score buffer)";
 }
 
-/* Bounded by K (finish.h), plus the two spike trains the merge compares:
+/* Bounded by K (src/cluster/stage_finish.h), plus the two spike trains the merge compares:
  * 96 bytes per spike of the largest unit (read buffers of both slots and the
  * merged list), assumed to fire at most 100 Hz until the spikes are known. */
 static void plan_finish(bs_sort_plan *pl)

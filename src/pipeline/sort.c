@@ -20,10 +20,10 @@
 #include "../match/match.h"
 #include "../common/progress.h"
 #include "checkpoint.h"
-#include "finish.h"
+#include "../cluster/stage_finish.h"
 #include "plan.h"
 #include "run_summary.h"
-#include "stage_drift.h"
+#include "../drift/stage_drift.h"
 #include "stage_io.h"
 
 void bs_sort_default_params(bs_sort_params *p)

@@ -1,5 +1,5 @@
 /*
- * test_finish.c - the streamed finishing stage (src/pipeline/finish.h) gives
+ * test_finish.c - the streamed finishing stage (src/cluster/stage_finish.h) gives
  * exactly what the in-RAM composition gives: bs_merge_ccg on the whole spike
  * list, bs_spike_order, dropping spikes outside the recording,
  * bs_remove_duplicates, shadow removal (bs_shadow_test) and bs_cluster_labels.
@@ -25,7 +25,7 @@
 #include "../../src/common/fileio.h"
 #include "../../src/io/npy.h"
 #include "../../src/mem/mem.h"
-#include "../../src/pipeline/finish.h"
+#include "../../src/cluster/stage_finish.h"
 #include "lsan_openblas.h"
 #include "match_synth.h"
 #include "test.h"

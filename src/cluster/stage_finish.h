@@ -1,7 +1,13 @@
 /*
- * finish.h - stages 6 and 7 of `boundsort sort`: CCG-guided merges,
+ * stage_finish.h - stages 6 and 7 of `boundsort sort`: CCG-guided merges,
  * duplicate removal, good/mua labels and the Phy folder, in memory that does
  * not grow with the recording.
+ *
+ * Why in src/cluster: the decisions this stage makes (which units merge, which
+ * are shadows of another, which spikes are duplicates, good or mua) are the
+ * last steps of clustering and use only src/cluster (merge.c, shadow.c,
+ * ccg.c); the Phy folder itself is written by src/export/phy.h, so this file
+ * only orders the spikes for it.
  *
  * Mechanism (the matched spikes are in .stages/match/, in time order):
  *   1. Trains: one pass counts each template's spikes, a second writes every
@@ -27,8 +33,8 @@
  * whole spike list in RAM (bs_merge_ccg, bs_spike_order,
  * bs_remove_duplicates, bs_cluster_labels; a test compares them).
  */
-#ifndef BS_FINISH_H
-#define BS_FINISH_H
+#ifndef BS_STAGE_FINISH_H
+#define BS_STAGE_FINISH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "../common/status.h"
-#include "../drift/drift.h"
+#include "drift.h"
 #include "../io/recording.h"
 
 #define BS_DRIFTMAP_MAX_ROWS 200000

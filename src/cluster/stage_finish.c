@@ -1,8 +1,8 @@
 /*
- * finish.c - merges, duplicates, labels and the Phy folder in bounded memory
- * (see finish.h).
+ * stage_finish.c - merges, duplicates, labels and the Phy folder in bounded memory
+ * (see stage_finish.h).
  */
-#include "finish.h"
+#include "stage_finish.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,13 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cluster/cluster.h"
+#include "cluster.h"
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../export/phy.h"
 #include "../mem/mem.h"
-#include "checkpoint.h"
-#include "stage_io.h"
+#include "../pipeline/checkpoint.h"
+#include "../pipeline/stage_io.h"
 
 #define READ_BLOCK 16384               /* spikes per read of the match files */
 #define OUT_BLOCK 8192                 /* spikes per block handed to the Phy writer */
