@@ -1,8 +1,8 @@
 /*
  * test_openephys.c - the Open Ephys reader on good inputs:
- *   - real structure.oebin + settings.xml files ($BS_SHARED/data/real-
- *     metadata/openephys: Neuropix-PXI NP1/NP2 four-shank/NP2 multishank and
- *     a OneBox with reordered channels): the positions of every column agree
+ *   - real structure.oebin + settings.xml files (tests/data/openephys/real,
+ *     probeinterface's test data: Neuropix-PXI NP1/NP2 four-shank/NP2
+ *     multishank and a OneBox with reordered channels): the positions of every column agree
  *     with probeinterface's read_openephys (tests/data/openephys/
  *     expected_probeinterface.txt, made by make_expected.py) up to one shift
  *     of origin, and the shanks group the same channels;
@@ -65,12 +65,12 @@ static int find_file(const char *dir, const char *name, char *out, size_t n)
     return 0;
 }
 
-static void check_real(const char *shared, const char *data)
+static void check_real(const char *data)
 {
     char exp_path[4200];
     snprintf(exp_path, sizeof exp_path, "%s/openephys/expected_probeinterface.txt", data);
     FILE *f = fopen(exp_path, "r");
-    CHECK(f != NULL);
+    CHECK_MSG(f != NULL, "cannot read fixture %s", exp_path);
     if (!f)
         return;
     static char line[1 << 16];
@@ -83,9 +83,9 @@ static void check_real(const char *shared, const char *data)
         if (!ds || !stream || !count || !pos)
             continue;
         char dir[4400], oebin[4400], settings[4400];
-        snprintf(dir, sizeof dir, "%s/data/real-metadata/openephys/%s", shared, ds);
-        CHECK(find_file(dir, "structure.oebin", oebin, sizeof oebin) == 0);
-        CHECK(find_file(dir, "settings.xml", settings, sizeof settings) == 0);
+        snprintf(dir, sizeof dir, "%s/openephys/real/%s", data, ds);
+        CHECK_MSG(find_file(dir, "structure.oebin", oebin, sizeof oebin) == 0, "no fixture %s/*/structure.oebin", dir);
+        CHECK_MSG(find_file(dir, "settings.xml", settings, sizeof settings) == 0, "no fixture %s/*/settings.xml", dir);
         size_t lo = 0, ls = 0;
         char *to = read_file(oebin, &lo), *ts = read_file(settings, &ls);
         CHECK(to && ts);
@@ -444,11 +444,10 @@ static void check_files(const char *tmp)
 int main(void)
 {
     size_t live = bs_mem_live_blocks();
-    const char *shared = test_env("BS_SHARED", "../shared");
     const char *data = test_env("BS_TEST_DATA", "tests/data");
     char corpus[4200];
     snprintf(corpus, sizeof corpus, "%s/fuzz/corpus", test_env("BS_SOURCE", "."));
-    check_real(shared, data);
+    check_real(data);
     check_oebin();
     check_settings(corpus);
     check_files(test_tmpdir());

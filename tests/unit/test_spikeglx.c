@@ -2,9 +2,9 @@
  * test_spikeglx.c - the SpikeGLX reader against real metadata and
  * probeinterface.
  *
- * For every real .meta in $BS_SHARED/data/real-metadata/spikeglx/ the test
- * writes a copy and a 100-sample int16 binary of nSavedChans columns into
- * $BS_TMP, opens it with bs_spikeglx_open and compares the sorted channels
+ * For every real .meta in tests/data/spikeglx/meta/ (probeinterface's test
+ * data, see tests/data/README.md) the test writes a copy and a 100-sample
+ * int16 binary of nSavedChans columns into $BS_TMP, opens it with bs_spikeglx_open and compares the sorted channels
  * with tests/data/spikeglx/expected_probeinterface.txt (made by
  * make_expected.py from probeinterface's read_spikeglx): probeinterface's
  * contact k is file column k; our channels must be exactly those columns minus
@@ -113,7 +113,7 @@ static void check_real_file(const char *meta_dir, const char *tmp, expected *e, 
     }
     size_t len;
     char *text = read_all(src, &len);
-    CHECK_MSG(text != NULL, "%s", src);
+    CHECK_MSG(text != NULL, "cannot read fixture %s", src);
     if (!text)
         return;
     snprintf(meta, sizeof meta, "%s/%s", tmp, e->name);
@@ -211,18 +211,23 @@ static void check_real_file(const char *meta_dir, const char *tmp, expected *e, 
     free(text);
 }
 
-/* Open a real meta by name from the shared folder and return its info. */
-static bs_status info_of(const char *meta_dir, const char *name, bs_sglx_info *info)
+/* Open a real meta by name from the fixture folder and fill its info: 1 on
+ * success; otherwise a failed check that names the file and the reason (a
+ * missing fixture fails loudly) and 0, and the caller skips the checks on
+ * the info's fields. */
+static int info_of(const char *meta_dir, const char *name, bs_sglx_info *info)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", meta_dir, name);
+    memset(info, 0, sizeof *info);
     bs_sglx_meta m;
     bs_status st = bs_sglx_meta_read(path, &m);
-    if (st != BS_OK)
-        return st;
-    st = bs_sglx_info_from_meta(&m, 0, info);
-    bs_sglx_meta_free(&m);
-    return st;
+    if (st == BS_OK) {
+        st = bs_sglx_info_from_meta(&m, 0, info);
+        bs_sglx_meta_free(&m);
+    }
+    CHECK_MSG(st == BS_OK, "%s: %s", path, bs_last_error());
+    return st == BS_OK;
 }
 
 static int find_col(const bs_sglx_info *info, int col)
@@ -237,77 +242,87 @@ static void check_gains_and_layouts(const char *meta_dir)
 {
     bs_sglx_info in;
     /* NP1.0, no imMaxInt (10-bit part: 512), gain 500: 0.6 / 512 / 500 = 2.34375 µV */
-    CHECK(info_of(meta_dir, "Noise_g0_t0.imec0.ap.meta", &in) == BS_OK);
-    CHECK(in.probe.n_chan == 383 && in.n_saved_chans == 385 && in.sync_column == 384);
-    CHECK(in.n_ap == 384 && in.n_lf == 0 && in.n_sy == 1);
-    CHECK(find_col(&in, 191) < 0 && find_col(&in, 190) == 190 && find_col(&in, 192) == 191);
-    CHECK(in.uv_per_bit[0] == 2.34375f && in.uv_per_bit[382] == 2.34375f);
-    CHECK(strcmp(in.probe.model, "PRB_1_4_0480_1") == 0);
-    /* staggered: electrode 0 at x 27, electrode 1 at 59, electrode 2 (row 1) at 11, 20 µm rows */
-    CHECK_NEAR(in.probe.x_um[0], 27, 1e-12);
-    CHECK_NEAR(in.probe.x_um[1], 59, 1e-12);
-    CHECK_NEAR(in.probe.x_um[2], 11, 1e-12);
-    CHECK_NEAR(in.probe.y_um[2], 20, 1e-12);
-    CHECK(in.first_sample == 177385 && in.meta_file_bytes == 121625350);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "Noise_g0_t0.imec0.ap.meta", &in)) {
+        CHECK(in.probe.n_chan == 383 && in.n_saved_chans == 385 && in.sync_column == 384);
+        CHECK(in.n_ap == 384 && in.n_lf == 0 && in.n_sy == 1);
+        CHECK(find_col(&in, 191) < 0 && find_col(&in, 190) == 190 && find_col(&in, 192) == 191);
+        CHECK(in.uv_per_bit[0] == 2.34375f && in.uv_per_bit[382] == 2.34375f);
+        CHECK(strcmp(in.probe.model, "PRB_1_4_0480_1") == 0);
+        /* staggered: electrode 0 at x 27, electrode 1 at 59, electrode 2 (row 1) at 11, 20 µm rows */
+        CHECK_NEAR(in.probe.x_um[0], 27, 1e-12);
+        CHECK_NEAR(in.probe.x_um[1], 59, 1e-12);
+        CHECK_NEAR(in.probe.x_um[2], 11, 1e-12);
+        CHECK_NEAR(in.probe.y_um[2], 20, 1e-12);
+        CHECK(in.first_sample == 177385 && in.meta_file_bytes == 121625350);
+        bs_sglx_info_free(&in);
+    }
 
     /* NP2.0 single shank type 21: 0.5 / 8192 / 80 */
-    CHECK(info_of(meta_dir, "p2_g0_t0.imec0.ap.meta", &in) == BS_OK);
-    CHECK(in.probe.n_chan == 383 && find_col(&in, 127) < 0);
-    CHECK_NEAR(in.uv_per_bit[0], 0.5 / 8192 / 80 * 1e6, 1e-7);
-    CHECK_NEAR(in.probe.x_um[0], 27, 1e-12);
-    CHECK_NEAR(in.probe.y_um[2], 15, 1e-12);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "p2_g0_t0.imec0.ap.meta", &in)) {
+        CHECK(in.probe.n_chan == 383 && find_col(&in, 127) < 0);
+        CHECK_NEAR(in.uv_per_bit[0], 0.5 / 8192 / 80 * 1e6, 1e-7);
+        CHECK_NEAR(in.probe.x_um[0], 27, 1e-12);
+        CHECK_NEAR(in.probe.y_um[2], 15, 1e-12);
+        bs_sglx_info_free(&in);
+    }
 
     /* NP2013 four shanks from snsGeomMap: 0.62 / 2048 / 100 = 3.02734375; subset of 120 AP channels */
-    CHECK(info_of(meta_dir, "NP2_2013_subset_channels.imec0.ap.meta", &in) == BS_OK);
-    CHECK(in.probe.n_chan == 120 && in.n_saved_chans == 121 && in.sync_column == 120);
-    CHECK(in.uv_per_bit[5] == 3.02734375f);
-    CHECK(in.geometry_from_geommap == 1);
-    CHECK(in.acq_chan[36] == 72 && in.acq_chan[119] == 287);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "NP2_2013_subset_channels.imec0.ap.meta", &in)) {
+        CHECK(in.probe.n_chan == 120 && in.n_saved_chans == 121 && in.sync_column == 120);
+        CHECK(in.uv_per_bit[5] == 3.02734375f);
+        CHECK(in.geometry_from_geommap == 1);
+        CHECK(in.acq_chan[36] == 72 && in.acq_chan[119] == 287);
+        bs_sglx_info_free(&in);
+    }
 
     /* four shanks, electrodes on shank 3: x = 3 * 250 + 27 */
-    CHECK(info_of(meta_dir, "NP2_4_shanks_save_different_electrodes.imec0.ap.meta", &in) == BS_OK);
-    CHECK(in.probe.shank[0] == 3 && in.probe.n_shanks == 4);
-    CHECK_NEAR(in.probe.x_um[0], 777, 1e-12);
-    CHECK_NEAR(in.uv_per_bit[0], 0.5 / 8192 / 80 * 1e6, 1e-7);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "NP2_4_shanks_save_different_electrodes.imec0.ap.meta", &in)) {
+        CHECK(in.probe.shank[0] == 3 && in.probe.n_shanks == 4);
+        CHECK_NEAR(in.probe.x_um[0], 777, 1e-12);
+        CHECK_NEAR(in.uv_per_bit[0], 0.5 / 8192 / 80 * 1e6, 1e-7);
+        bs_sglx_info_free(&in);
+    }
 
     /* NP1.0 subset 0:150,768: 151 AP channels, 191 not saved so nothing excluded */
-    CHECK(info_of(meta_dir, "NP1_saved_only_subset_of_channels.meta", &in) == BS_OK);
-    CHECK(in.probe.n_chan == 151 && in.n_saved_chans == 152 && in.sync_column == 151);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "NP1_saved_only_subset_of_channels.meta", &in)) {
+        CHECK(in.probe.n_chan == 151 && in.n_saved_chans == 152 && in.sync_column == 151);
+        bs_sglx_info_free(&in);
+    }
 
     /* NP2020: part number in the imro header, 4 SY columns */
-    CHECK(info_of(meta_dir, "NP2020_sample_g0_t0.imec0.ap.meta", &in) == BS_OK);
-    CHECK(in.probe.n_chan == 1536 && in.n_sy == 4 && in.sync_column == 1536 && in.probe.n_shanks == 4);
-    CHECK(strcmp(in.part_number, "NP2020") == 0);
-    CHECK(in.uv_per_bit[0] == 3.02734375f);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "NP2020_sample_g0_t0.imec0.ap.meta", &in)) {
+        CHECK(in.probe.n_chan == 1536 && in.n_sy == 4 && in.sync_column == 1536 && in.probe.n_shanks == 4);
+        CHECK(strcmp(in.part_number, "NP2020") == 0);
+        CHECK(in.uv_per_bit[0] == 3.02734375f);
+        bs_sglx_info_free(&in);
+    }
 
     /* phase 3A: ten reference channels out */
-    CHECK(info_of(meta_dir, "phase3a.imec.ap.meta", &in) == BS_OK);
-    CHECK(in.probe.n_chan == 374 && find_col(&in, 36) < 0 && find_col(&in, 379) < 0);
-    CHECK(strcmp(in.part_number, "phase3A") == 0);
-    CHECK(in.uv_per_bit[0] == 2.34375f);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "phase3a.imec.ap.meta", &in)) {
+        CHECK(in.probe.n_chan == 374 && find_col(&in, 36) < 0 && find_col(&in, 379) < 0);
+        CHECK(strcmp(in.part_number, "phase3A") == 0);
+        CHECK(in.uv_per_bit[0] == 2.34375f);
+        bs_sglx_info_free(&in);
+    }
 
     /* NP1110 (UHD2): gain from the imro header, 6 µm grid */
-    CHECK(info_of(meta_dir, "NP1110_bank0_g0_t0.imec0.ap.meta", &in) == BS_OK);
-    CHECK(in.probe.n_chan == 384 && in.uv_per_bit[100] == 2.34375f);
-    CHECK_NEAR(in.probe.x_um[0], 15.5, 1e-12);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "NP1110_bank0_g0_t0.imec0.ap.meta", &in)) {
+        CHECK(in.probe.n_chan == 384 && in.uv_per_bit[100] == 2.34375f);
+        CHECK_NEAR(in.probe.x_um[0], 15.5, 1e-12);
+        bs_sglx_info_free(&in);
+    }
 
     /* NHP long (NP1030): 87 µm column pitch */
-    CHECK(info_of(meta_dir, "non_human_primate_long_staggered.imec0.ap.meta", &in) == BS_OK);
-    CHECK_NEAR(in.probe.x_um[1] - in.probe.x_um[0], 87, 1e-12);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "non_human_primate_long_staggered.imec0.ap.meta", &in)) {
+        CHECK_NEAR(in.probe.x_um[1] - in.probe.x_um[0], 87, 1e-12);
+        bs_sglx_info_free(&in);
+    }
 
     /* CatGT output, calibrated rate */
-    CHECK(info_of(meta_dir, "catgt.meta", &in) == BS_OK);
-    CHECK(in.fs_hz == 30000.149579831934);
-    bs_sglx_info_free(&in);
+    if (info_of(meta_dir, "catgt.meta", &in)) {
+        CHECK(in.fs_hz == 30000.149579831934);
+        bs_sglx_info_free(&in);
+    }
 }
 
 /* A small NP1.0 meta written by hand. */
@@ -445,7 +460,7 @@ static void check_paths(const char *meta_dir, const char *tmp)
     char src[4300];
     snprintf(src, sizeof src, "%s/p2_g0_t0.imec0.ap.meta", meta_dir);
     char *text = read_all(src, &len);
-    CHECK(text != NULL);
+    CHECK_MSG(text != NULL, "cannot read fixture %s", src);
     if (!text)
         return;
     bs_recording rec;
@@ -498,10 +513,9 @@ static void check_paths(const char *meta_dir, const char *tmp)
 int main(void)
 {
     const char *tmp = test_tmpdir();
-    const char *shared = test_env("BS_SHARED", "../shared");
     const char *data = test_env("BS_TEST_DATA", "tests/data");
     char meta_dir[4200], fixture[4200];
-    snprintf(meta_dir, sizeof meta_dir, "%s/data/real-metadata/spikeglx", shared);
+    snprintf(meta_dir, sizeof meta_dir, "%s/spikeglx/meta", data);
     snprintf(fixture, sizeof fixture, "%s/spikeglx/expected_probeinterface.txt", data);
 
     size_t len;

@@ -1,6 +1,6 @@
 /*
  * test_spikeglx_malformed.c - bad SpikeGLX inputs: each case is a real .meta
- * (from $BS_SHARED/data/real-metadata/spikeglx) with one field edited, or a
+ * (from tests/data/spikeglx/meta) with one field edited, or a
  * binary of the wrong size, and must give BS_ERR_INPUT with a message naming
  * the field and what was expected (checked by a key phrase), never a crash,
  * and leave no allocation behind.
@@ -116,16 +116,18 @@ static int good(const char *text)
 int main(void)
 {
     const char *tmp = test_tmpdir();
-    const char *shared = test_env("BS_SHARED", "../shared");
+    const char *data = test_env("BS_TEST_DATA", "tests/data");
     char path[4200];
     size_t len;
-    snprintf(path, sizeof path, "%s/data/real-metadata/spikeglx/Noise_g0_t0.imec0.ap.meta", shared);
+    snprintf(path, sizeof path, "%s/spikeglx/meta/Noise_g0_t0.imec0.ap.meta", data);
     char *np1 = read_all(path, &len);
-    snprintf(path, sizeof path, "%s/data/real-metadata/spikeglx/p2_g0_t0.imec0.ap.meta", shared);
+    CHECK_MSG(np1 != NULL, "cannot read fixture %s", path);
+    snprintf(path, sizeof path, "%s/spikeglx/meta/p2_g0_t0.imec0.ap.meta", data);
     char *np2 = read_all(path, &len);
-    snprintf(path, sizeof path, "%s/data/real-metadata/spikeglx/NP2_2013_all_channels.imec0.ap.meta", shared);
+    CHECK_MSG(np2 != NULL, "cannot read fixture %s", path);
+    snprintf(path, sizeof path, "%s/spikeglx/meta/NP2_2013_all_channels.imec0.ap.meta", data);
     char *geo = read_all(path, &len);
-    CHECK(np1 && np2 && geo);
+    CHECK_MSG(geo != NULL, "cannot read fixture %s", path);
     if (!np1 || !np2 || !geo)
         TEST_MAIN_END();
     /* the unedited files are good */

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Write expected_probeinterface.txt: for every real Open Ephys recording in
-../shared/data/real-metadata/openephys/ (settings.xml + structure.oebin), the
+real/ (probeinterface's test data, see ../README.md; settings.xml + structure.oebin), the
 contact positions probeinterface's read_openephys() gives for each stream
 that has a Neuropixels probe, listed by data column (contact k is wired to
 device_channel_indices[k]; the line lists column 0, 1, ... in order).
@@ -21,7 +21,7 @@ import probeinterface
 
 warnings.simplefilter("ignore")
 here = os.path.dirname(os.path.abspath(__file__))
-oe_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "../../../../shared/data/real-metadata/openephys")
+oe_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "real")
 out = open(os.path.join(here, "expected_probeinterface.txt"), "w")
 out.write(f"# probeinterface {probeinterface.__version__}: read_openephys(settings.xml, stream_name=STREAM)\n")
 for oebin in sorted(glob.glob(os.path.join(oe_dir, "*", "*", "*", "*", "structure.oebin"))):

@@ -52,10 +52,10 @@ with open("ks_probe.json", "w") as f:
     json.dump(ks, f, indent=4)
 
 # A real layout: the probe probeinterface reads from a SpikeGLX .meta of a four-shank NP 2.0
-# recording that saved different electrodes per shank (../shared/data/real-metadata), written
+# recording that saved different electrodes per shank (tests/data/spikeglx/meta), written
 # compactly, and the expected result of reading it: one line per connected contact in file
 # order with column, x (um), y (um), shank id.
-meta = "../../../../shared/data/real-metadata/spikeglx/NP2_4_shanks_save_different_electrodes.imec0.ap.meta"
+meta = "../spikeglx/meta/NP2_4_shanks_save_different_electrodes.imec0.ap.meta"
 p = pi.read_spikeglx(meta)
 g = pi.ProbeGroup()
 g.add_probe(p)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Write expected_probeinterface.txt: for every real SpikeGLX .meta in
-../shared/data/real-metadata/spikeglx/, the contacts probeinterface's
+meta/ (probeinterface's test data, see ../README.md), the contacts probeinterface's
 read_spikeglx() gives (it reads only the .meta), and the file columns that are
 not sorted (reference channels).
 
@@ -25,7 +25,7 @@ from probeinterface.neuropixels_tools import (get_saved_channel_indices_from_spi
                                               read_spikeglx)
 
 here = os.path.dirname(os.path.abspath(__file__))
-meta_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "../../../../shared/data/real-metadata/spikeglx")
+meta_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "meta")
 feat = json.load(open(os.path.join(os.path.dirname(probeinterface.__file__), "resources",
                                    "neuropixels_probe_features.json")))["neuropixels_probes"]
 PHASE3A_REFS = [36, 75, 112, 151, 188, 227, 264, 303, 340, 379]
