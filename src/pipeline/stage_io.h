@@ -12,21 +12,9 @@
 
 #include "../common/status.h"
 #include "../io/npy.h"
+#include "../io/npy_rows.h"
 
-typedef struct {
-    int fd;
-    bs_npy_header h;
-    size_t row_bytes; /* bytes of one row (first dimension) */
-    char path[4200];
-} bs_npy_rows;
-
-/* Open dir/name and check its dtype (and that it has rows). */
-bs_status bs_npy_rows_open(bs_npy_rows *r, const char *dir, const char *name, bs_npy_dtype dtype);
-/* Rows [r0, r0 + n) into dst. */
-bs_status bs_npy_rows_read(const bs_npy_rows *r, int64_t r0, int64_t n, void *dst);
-/* Rows idx[0..n) (ascending gives sequential reads) into dst. */
-bs_status bs_npy_rows_gather(const bs_npy_rows *r, const int64_t *idx, int64_t n, void *dst);
-void bs_npy_rows_close(bs_npy_rows *r);
+/* bs_npy_rows (random access to rows of an .npy file) lives in src/io/npy_rows.h. */
 
 /* A stage's set of streamed per-spike .npy files, opened and committed (or
  * all removed) together. */
