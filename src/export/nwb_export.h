@@ -1,7 +1,7 @@
 /*
  * nwb_export.h - the sorted units of a Phy folder as an NWB Units table
- * (`boundsort export-nwb`, `boundsort sort --nwb`), and the per-cluster
- * table reader it uses for quality columns.
+ * (`boundsort export-nwb`, `boundsort sort --nwb`). The folder is read
+ * through phy_read.h (its per-cluster tables give the quality columns).
  *
  * Where the units go: with an NWB input, into a copy of that file (its
  * electrodes table is reused; Units.electrodes points at the rows of the
@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "../common/status.h"
+#include "phy_read.h"
 
 #define BS_NWB_SPIKE_BUFFER ((size_t)4 << 20) /* spikes (32 MiB of float64) */
 #define BS_NWB_UNIT_ELECTRODES 12             /* electrodes per unit (fewer if the probe has fewer) */
@@ -67,36 +68,6 @@ typedef struct {
  * BS_ERR_INPUT "built without HDF5". */
 bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *summary);
 
-/* ---- per-cluster TSV tables (nwb_tsv.c, no HDF5 needed) ----
- * Header row: "cluster_id" (or "id") then column names; one row per cluster:
- * an integer id >= 0, then cells separated by tabs. Lines end in LF or
- * CRLF; blank lines are skipped; a row with fewer cells leaves the rest
- * empty, a row with more is an error; ids must be distinct. A column is
- * numeric when every non-empty cell is a number (nan / inf included);
- * empty numeric cells are NaN. Column names keep [A-Za-z0-9_.-] and turn
- * any other character into '_' (they become HDF5 names). */
-#define BS_TSV_MAX_COLS 256
-#define BS_TSV_MAX_ROWS 10000000
-
-typedef struct {
-    char name[64];
-    int numeric;  /* 1: num is set, 0: text is set */
-    double *num;  /* [n_rows] */
-    char **text;  /* [n_rows] pointers into the table's storage */
-} bs_tsv_col;
-
-typedef struct {
-    int64_t n_rows;
-    int32_t *ids; /* [n_rows] cluster ids, in file order */
-    int n_cols;
-    bs_tsv_col *cols;
-    char *store;  /* cell text */
-} bs_tsv_table;
-
-bs_status bs_tsv_parse(const char *text, size_t len, const char *name, bs_tsv_table *t);
-bs_status bs_tsv_read(const char *path, bs_tsv_table *t);
-void bs_tsv_free(bs_tsv_table *t);
-/* Row of a cluster id, -1 if absent (linear scan). */
-int64_t bs_tsv_find(const bs_tsv_table *t, int32_t id);
+/* The per-cluster tables are read with bs_tsv_read (phy_read.h). */
 
 #endif

@@ -45,10 +45,10 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *summ
 #include "../io/npy.h"
 #include "../io/nwb.h"
 #include "../io/nwb_h5.h"
+#include "../io/npy_rows.h"
 #include "../mem/mem.h"
-#include "../pipeline/stage_io.h"
 #include "nwb_write.h"
-#include "phy.h"
+#include "phy_read.h"
 
 #define BLOCK 65536          /* spikes per read */
 #define MAX_CLUSTER (1 << 24) /* cluster ids must be below this */
@@ -98,13 +98,6 @@ static bs_status open_vector(exporter *x, bs_npy_rows *r, const char *name, bs_n
     if (which)
         *which = h.dtype == b && a != b;
     return bs_npy_rows_open(r, x->dir, name, h.dtype);
-}
-
-static int file_in(const char *dir, const char *name)
-{
-    char path[4200];
-    struct stat st;
-    return bs_path_join(path, sizeof path, dir, name) == BS_OK && stat(path, &st) == 0;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -275,7 +268,7 @@ static bs_status load_channels(exporter *x)
     char path[4200];
     bs_npy_header h;
     void *data = NULL;
-    BS_TRY(bs_path_join(path, sizeof path, x->dir, "channel_map.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, x->dir, BS_PHY_CHANNEL_MAP));
     BS_TRY(bs_npy_load(path, "export/nwb-channels", &h, &data));
     int64_t n = h.ndim >= 1 ? h.shape[0] : 0;
     if (h.ndim < 1 || h.ndim > 2 || (h.ndim == 2 && h.shape[1] != 1) || n < 1 || n > 1000000 ||
@@ -304,19 +297,19 @@ static bs_status load_channels(exporter *x)
     }
     bs_mem_free(data);
     /* templates */
-    BS_TRY(bs_path_join(path, sizeof path, x->dir, "templates.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, x->dir, BS_PHY_TEMPLATES));
     BS_TRY(bs_npy_read_header(path, &h));
     if (h.ndim != 3 || h.dtype != BS_NPY_F32 || h.shape[2] != x->C || h.shape[1] < 1 || h.shape[1] > 100000)
         return bs_error(BS_ERR_INPUT, "%s: expected float32 (templates, samples, %d channels), got %s with %d dimensions",
                         path, x->C, bs_npy_dtype_descr(h.dtype), h.ndim);
     x->K = (int)h.shape[0];
     x->nt = (int)h.shape[1];
-    BS_TRY(bs_npy_rows_open(&x->rtm, x->dir, "templates.npy", BS_NPY_F32));
+    BS_TRY(bs_npy_rows_open(&x->rtm, x->dir, BS_PHY_TEMPLATES, BS_NPY_F32));
     x->have_templates = 1;
     x->E = x->C < BS_NWB_UNIT_ELECTRODES ? x->C : BS_NWB_UNIT_ELECTRODES;
     /* whitening inverse */
-    BS_TRY(bs_path_join(path, sizeof path, x->dir, "whitening_mat_inv.npy"));
-    if (!file_in(x->dir, "whitening_mat_inv.npy")) {
+    BS_TRY(bs_path_join(path, sizeof path, x->dir, BS_PHY_WHITENING_MAT_INV));
+    if (!bs_phy_has(x->dir, BS_PHY_WHITENING_MAT_INV)) {
         bs_log_warn("%s: absent: mean waveforms are the templates as they are (whitened units, not µV)", path);
         return BS_OK;
     }
@@ -566,14 +559,14 @@ static bs_status write_spike_times(exporter *x, hid_t g, int *passes)
 /* Quality columns from the per-cluster tables; names appended to cols. */
 static bs_status write_quality(exporter *x, hid_t g, const char **cols, int *n_cols, char (*store)[64], int *n_q)
 {
-    static const char *files[] = {"qc_metrics.tsv",   "cluster_qc_label.tsv",  "cluster_KSLabel.tsv",
-                                  "cluster_group.tsv", "cluster_Amplitude.tsv", "cluster_ContamPct.tsv"};
+    static const char *files[] = {BS_PHY_QC_METRICS,   BS_PHY_CLUSTER_QC_LABEL,  BS_PHY_CLUSTER_KSLABEL,
+                                  BS_PHY_CLUSTER_GROUP, BS_PHY_CLUSTER_AMPLITUDE, BS_PHY_CLUSTER_CONTAMPCT};
     static const char *reserved[] = {"id", "spike_times", "spike_times_index", "electrodes", "electrodes_index",
                                      "waveform_mean"};
     hsize_t nu = (hsize_t)x->U;
     *n_q = 0;
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-        if (!file_in(x->dir, files[f]))
+        if (!bs_phy_has(x->dir, files[f]))
             continue;
         char path[4200];
         bs_tsv_table tab;
@@ -652,7 +645,7 @@ static bs_status new_file(exporter *x, hid_t file)
 {
     char path[4200], id[37], desc[4400], start[32], now[32];
     struct stat sb;
-    BS_TRY(bs_path_join(path, sizeof path, x->dir, "spike_times.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, x->dir, BS_PHY_SPIKE_TIMES));
     bs_nwb_iso_time(stat(path, &sb) == 0 ? (long long)sb.st_mtime : 0, start);
     bs_nwb_iso_time((long long)time(NULL), now);
     bs_nwb_uuid(x->hash, "identifier", id);
@@ -665,7 +658,7 @@ static bs_status new_file(exporter *x, hid_t file)
     /* positions and shanks */
     bs_npy_header h;
     void *pos = NULL, *sh = NULL;
-    BS_TRY(bs_path_join(path, sizeof path, x->dir, "channel_positions.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, x->dir, BS_PHY_CHANNEL_POSITIONS));
     BS_TRY(bs_npy_load(path, "export/nwb-channels", &h, &pos));
     if (h.ndim != 2 || h.shape[0] != x->C || h.shape[1] != 2 || (h.dtype != BS_NPY_F32 && h.dtype != BS_NPY_F64)) {
         bs_mem_free(pos);
@@ -682,8 +675,8 @@ static bs_status new_file(exporter *x, hid_t file)
         xy[x->C + c] = is64 ? ((double *)pos)[2 * c + 1] : ((float *)pos)[2 * c + 1];
         shank_id[c] = 0;
     }
-    if (st == BS_OK && file_in(x->dir, "channel_shanks.npy")) {
-        st = bs_path_join(path, sizeof path, x->dir, "channel_shanks.npy");
+    if (st == BS_OK && bs_phy_has(x->dir, BS_PHY_CHANNEL_SHANKS)) {
+        st = bs_path_join(path, sizeof path, x->dir, BS_PHY_CHANNEL_SHANKS);
         if (st == BS_OK)
             st = bs_npy_load(path, "export/nwb-channels", &h, &sh);
         if (st == BS_OK && (h.ndim != 1 || h.shape[0] != x->C || (h.dtype != BS_NPY_I32 && h.dtype != BS_NPY_I64)))
@@ -811,12 +804,12 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *sum)
         }
     }
     if (st == BS_OK)
-        st = open_vector(x, &x->rt, "spike_times.npy", BS_NPY_I64, BS_NPY_U64, NULL);
-    const char *clu = file_in(x->dir, "spike_clusters.npy") ? "spike_clusters.npy" : "spike_templates.npy";
+        st = open_vector(x, &x->rt, BS_PHY_SPIKE_TIMES, BS_NPY_I64, BS_NPY_U64, NULL);
+    const char *clu = bs_phy_spike_ids_name(x->dir);
     if (st == BS_OK)
         st = open_vector(x, &x->rc, clu, BS_NPY_I32, BS_NPY_I32, NULL);
-    if (st == BS_OK && strcmp(clu, "spike_clusters.npy") == 0 && file_in(x->dir, "spike_templates.npy")) {
-        st = open_vector(x, &x->rk, "spike_templates.npy", BS_NPY_I32, BS_NPY_I32, NULL);
+    if (st == BS_OK && strcmp(clu, BS_PHY_SPIKE_CLUSTERS) == 0 && bs_phy_has(x->dir, BS_PHY_SPIKE_TEMPLATES)) {
+        st = open_vector(x, &x->rk, BS_PHY_SPIKE_TEMPLATES, BS_NPY_I32, BS_NPY_I32, NULL);
         x->have_k = st == BS_OK;
     }
     if (st == BS_OK) {
@@ -825,7 +818,7 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *sum)
             st = bs_error(BS_ERR_INPUT, "%s: %lld spikes in spike_times.npy but %lld in %s: expected one row per spike",
                           x->dir, (long long)x->S,
                           (long long)(x->rc.h.shape[0] != x->S ? x->rc.h.shape[0] : x->rk.h.shape[0]),
-                          x->rc.h.shape[0] != x->S ? clu : "spike_templates.npy");
+                          x->rc.h.shape[0] != x->S ? clu : BS_PHY_SPIKE_TEMPLATES);
     }
     if (st == BS_OK)
         st = count_spikes(x);

@@ -33,8 +33,8 @@
 
 enum { S_TIMES, S_TEMPLATES, S_CLUSTERS, S_AMPS, S_PCF, S_TPL, S_PCIND, S_SIM, S_POS, S_COUNT };
 static const char *const stream_names[S_COUNT] = {
-    "spike_times.npy", "spike_templates.npy", "spike_clusters.npy",    "amplitudes.npy",     "pc_features.npy",
-    "templates.npy",   "pc_feature_ind.npy",  "similar_templates.npy", "spike_positions.npy"};
+    BS_PHY_SPIKE_TIMES, BS_PHY_SPIKE_TEMPLATES,   BS_PHY_SPIKE_CLUSTERS, BS_PHY_AMPLITUDES,     BS_PHY_PC_FEATURES,
+    BS_PHY_TEMPLATES,   BS_PHY_PC_FEATURE_IND,    BS_PHY_SIMILAR_TEMPLATES, BS_PHY_SPIKE_POSITIONS};
 
 #define MAX_COMMITTED 32
 
@@ -128,7 +128,7 @@ bs_status bs_phy_writer_open(bs_phy_writer **out, const char *dir, const bs_phy_
 
     /* A stale params.py would make a half-rewritten folder look complete. */
     char path[4200];
-    bs_status st = join(w, "params.py", path, sizeof path);
+    bs_status st = join(w, BS_PHY_PARAMS, path, sizeof path);
     if (st == BS_OK && remove(path) != 0 && errno != ENOENT)
         st = bs_error(BS_ERR_INPUT, "%s: cannot remove the previous params.py: %s", path, strerror(errno));
 
@@ -632,7 +632,7 @@ static void py_string(FILE *fp, const char *s)
 static bs_status write_params(bs_phy_writer *w)
 {
     char path[4200];
-    BS_TRY(join(w, "params.py", path, sizeof path));
+    BS_TRY(join(w, BS_PHY_PARAMS, path, sizeof path));
     bs_atomic_file f;
     BS_TRY(bs_atomic_open(&f, path));
     /* phylib resolves a relative dat_path against the folder: say so when it is not there */
@@ -681,8 +681,8 @@ static int64_t next_cluster(const bs_phy_writer *w, int64_t *pi, int *ci)
 
 static bs_status write_tsvs(bs_phy_writer *w)
 {
-    static const char *const files[4] = {"cluster_group.tsv", "cluster_KSLabel.tsv", "cluster_Amplitude.tsv",
-                                         "cluster_ContamPct.tsv"};
+    static const char *const files[4] = {BS_PHY_CLUSTER_GROUP, BS_PHY_CLUSTER_KSLABEL, BS_PHY_CLUSTER_AMPLITUDE,
+                                         BS_PHY_CLUSTER_CONTAMPCT};
     static const char *const fields[4] = {"group", "KSLabel", "Amplitude", "ContamPct"};
     int64_t n_rows = 0, n_unknown = 0;
     for (int f = 0; f < 4; f++) {
@@ -742,13 +742,13 @@ static bs_status remove_stale(bs_phy_writer *w, int wrote_positions)
 {
     static const char *const stale[] = {
         "template_ind.npy", "cluster_info.tsv", "pc_feature_spike_ids.npy", "template_features.npy",
-        "template_feature_ind.npy", "spike_positions.npy", "spike_detection_templates.npy",
+        "template_feature_ind.npy", BS_PHY_SPIKE_POSITIONS, "spike_detection_templates.npy",
         "_phy_spikes_subset.waveforms.npy", "_phy_spikes_subset.channels.npy", "_phy_spikes_subset.spikes.npy",
-        "pc_features.npy", "pc_feature_ind.npy"};
+        BS_PHY_PC_FEATURES, BS_PHY_PC_FEATURE_IND};
     size_t n = sizeof stale / sizeof stale[0] - (w->h.n_pc > 0 ? 2 : 0);
     char path[4200];
     for (size_t k = 0; k < n; k++) {
-        if (wrote_positions && strcmp(stale[k], "spike_positions.npy") == 0)
+        if (wrote_positions && strcmp(stale[k], BS_PHY_SPIKE_POSITIONS) == 0)
             continue;
         BS_TRY(join(w, stale[k], path, sizeof path));
         if (remove(path) == 0)
@@ -801,7 +801,7 @@ static bs_status close_body(bs_phy_writer *w)
         char path[4200];
         bs_npy_writer tw;
         int64_t row[1] = {C};
-        BS_TRY(join(w, "templates_ind.npy", path, sizeof path));
+        BS_TRY(join(w, BS_PHY_TEMPLATES_IND, path, sizeof path));
         int32_t *r = bs_mem_alloc("export/templates_ind", (size_t)C * sizeof(int32_t));
         if (!r)
             return BS_ERR_MEMORY;
@@ -820,21 +820,21 @@ static bs_status close_body(bs_phy_writer *w)
     }
 
     int64_t s1[1] = {C}, s2[2] = {C, 2}, scc[2] = {C, C};
-    BS_TRY(save_npy(w, "channel_map.npy", BS_NPY_I32, 1, s1, w->chan_map));
-    BS_TRY(save_npy(w, "channel_positions.npy", BS_NPY_F32, 2, s2, w->positions));
-    BS_TRY(save_npy(w, "channel_shanks.npy", BS_NPY_I32, 1, s1, w->shanks));
+    BS_TRY(save_npy(w, BS_PHY_CHANNEL_MAP, BS_NPY_I32, 1, s1, w->chan_map));
+    BS_TRY(save_npy(w, BS_PHY_CHANNEL_POSITIONS, BS_NPY_F32, 2, s2, w->positions));
+    BS_TRY(save_npy(w, BS_PHY_CHANNEL_SHANKS, BS_NPY_I32, 1, s1, w->shanks));
     if (w->wmat) {
-        BS_TRY(save_npy(w, "whitening_mat.npy", BS_NPY_F32, 2, scc, w->wmat));
-        BS_TRY(save_npy(w, "whitening_mat_inv.npy", BS_NPY_F32, 2, scc, w->wmat_inv));
+        BS_TRY(save_npy(w, BS_PHY_WHITENING_MAT, BS_NPY_F32, 2, scc, w->wmat));
+        BS_TRY(save_npy(w, BS_PHY_WHITENING_MAT_INV, BS_NPY_F32, 2, scc, w->wmat_inv));
     } else {
         float *eye = bs_mem_calloc("export/whitening", (size_t)C * (size_t)C, sizeof(float));
         if (!eye)
             return BS_ERR_MEMORY;
         for (int c = 0; c < C; c++)
             eye[(size_t)c * (size_t)C + (size_t)c] = 1.0f;
-        bs_status st = save_npy(w, "whitening_mat.npy", BS_NPY_F32, 2, scc, eye);
+        bs_status st = save_npy(w, BS_PHY_WHITENING_MAT, BS_NPY_F32, 2, scc, eye);
         if (st == BS_OK)
-            st = save_npy(w, "whitening_mat_inv.npy", BS_NPY_F32, 2, scc, eye);
+            st = save_npy(w, BS_PHY_WHITENING_MAT_INV, BS_NPY_F32, 2, scc, eye);
         bs_mem_free(eye);
         BS_TRY(st);
     }
@@ -878,42 +878,4 @@ void bs_phy_writer_abort(bs_phy_writer *w)
 {
     if (w)
         free_all(w);
-}
-
-bs_status bs_phy_read_sample_rate(const char *dir, double *fs_hz)
-{
-    char path[4200];
-    BS_TRY(bs_path_join(path, sizeof path, dir, "params.py"));
-    char *text = NULL;
-    size_t len = 0;
-    BS_TRY(bs_read_text_file(path, (size_t)1 << 20, &text, &len));
-    bs_status st = bs_error(BS_ERR_INPUT, "%s: sample_rate: expected a line 'sample_rate = HZ' with HZ > 0", path);
-    for (char *line = text; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        while (*line == ' ' || *line == '\t')
-            line++;
-        if (strncmp(line, "sample_rate", 11) == 0) {
-            char *p = line + 11;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            if (*p == '=') {
-                char *end;
-                errno = 0;
-                double v = strtod(p + 1, &end);
-                while (*end == ' ' || *end == '\t' || *end == '\r')
-                    end++;
-                if (end != p + 1 && (*end == '\0' || *end == '#') && errno == 0 && isfinite(v) && v > 0) {
-                    *fs_hz = v;
-                    st = BS_OK;
-                    bs_clear_error();
-                }
-                break;
-            }
-        }
-        line = next;
-    }
-    free(text);
-    return st;
 }

@@ -50,6 +50,30 @@
 #include "../common/status.h"
 #include "../io/recording.h"
 
+/* The folder's file names, for the writer and every reader (phy_read.h). */
+#define BS_PHY_PARAMS "params.py"
+#define BS_PHY_SPIKE_TIMES "spike_times.npy"             /* int64 (S,), samples */
+#define BS_PHY_SPIKE_TEMPLATES "spike_templates.npy"     /* int32 (S,) */
+#define BS_PHY_SPIKE_CLUSTERS "spike_clusters.npy"       /* int32 (S,) */
+#define BS_PHY_AMPLITUDES "amplitudes.npy"               /* float32 (S,) */
+#define BS_PHY_SPIKE_POSITIONS "spike_positions.npy"     /* float32 (S, 2), µm */
+#define BS_PHY_PC_FEATURES "pc_features.npy"             /* float32 (S, P, n_pc_chan) */
+#define BS_PHY_PC_FEATURE_IND "pc_feature_ind.npy"       /* int32 (T, n_pc_chan) */
+#define BS_PHY_TEMPLATES "templates.npy"                 /* float32 (T, nt, C), whitened */
+#define BS_PHY_TEMPLATES_IND "templates_ind.npy"         /* int32 (T, C) */
+#define BS_PHY_SIMILAR_TEMPLATES "similar_templates.npy" /* float32 (T, T) */
+#define BS_PHY_CHANNEL_MAP "channel_map.npy"             /* int32 (C,) */
+#define BS_PHY_CHANNEL_POSITIONS "channel_positions.npy" /* float32 (C, 2), µm */
+#define BS_PHY_CHANNEL_SHANKS "channel_shanks.npy"       /* int32 (C,) */
+#define BS_PHY_WHITENING_MAT "whitening_mat.npy"         /* float32 (C, C) */
+#define BS_PHY_WHITENING_MAT_INV "whitening_mat_inv.npy" /* float32 (C, C) */
+#define BS_PHY_CLUSTER_GROUP "cluster_group.tsv"
+#define BS_PHY_CLUSTER_KSLABEL "cluster_KSLabel.tsv"
+#define BS_PHY_CLUSTER_AMPLITUDE "cluster_Amplitude.tsv"
+#define BS_PHY_CLUSTER_CONTAMPCT "cluster_ContamPct.tsv"
+#define BS_PHY_CLUSTER_QC_LABEL "cluster_qc_label.tsv"  /* written by qc */
+#define BS_PHY_QC_METRICS "qc_metrics.tsv"              /* written by qc */
+
 typedef struct {
     /* params.py */
     const char *dat_path;    /* raw binary, written as given; a relative path is relative to the Phy
@@ -137,12 +161,6 @@ void bs_phy_writer_abort(bs_phy_writer *w);
  * path, like KS4 writes, so the folder keeps working when Phy is started
  * from elsewhere. BS_ERR_INPUT if the file does not exist. */
 bs_status bs_phy_resolve_dat_path(const char *rec_path, char *out, size_t out_len);
-
-/* The sampling rate (Hz) from dir/params.py: the first line
- * "sample_rate = HZ" (spaces around '=' allowed, a trailing # comment
- * allowed) with HZ a finite number > 0. BS_ERR_INPUT naming the file when
- * there is none. Used by the readers of a Phy folder (qc, NWB export). */
-bs_status bs_phy_read_sample_rate(const char *dir, double *fs_hz);
 
 /* Zero-lag cosine similarity of n templates of `len` floats each: out[i*n+j]
  * = <a_i, a_j> / (|a_i| |a_j|), 0 when either norm is 0; 1 on the diagonal

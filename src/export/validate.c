@@ -1,14 +1,18 @@
 /*
  * validate.c - the Phy folder checker (see validate.h).
  *
- * Order: params.py (parsed as the small subset of Python that sorters write:
- * NAME = string | number | True/False/None | list of strings, '#' comments),
- * the recording length from dat_path's file sizes, then channel_map and
- * channel_positions (C), templates (T), the per-spike arrays (S, read in
- * chunks of CHUNK elements and converted to int64), the per-template arrays,
- * pc_features, any other spike_*.npy (one row per spike), and finally every cluster_*.tsv / cluster_*.csv against the
- * set of cluster ids found in spike_clusters.npy (or spike_templates.npy
- * when there is no spike_clusters.npy, as phylib and SpikeInterface do).
+ * The folder is read with phy_read.h: params.py parsed as the small subset
+ * of Python that sorters write (every line it cannot parse is a violation),
+ * the tables one line at a time with its line tools, so that every bad row
+ * is reported, not only the first.
+ *
+ * Order: params.py, the recording length from dat_path's file sizes, then
+ * channel_map and channel_positions (C), templates (T), the per-spike arrays
+ * (S, read in chunks of CHUNK elements and converted to int64), the
+ * per-template arrays, pc_features, any other spike_*.npy (one row per
+ * spike), and finally every cluster_*.tsv / cluster_*.csv against the set of
+ * cluster ids found in spike_clusters.npy (or spike_templates.npy when there
+ * is no spike_clusters.npy, as phylib and SpikeInterface do).
  *
  * The cluster id set is kept as a sorted array of distinct ids, merged chunk
  * by chunk: memory grows with the number of clusters, not of spikes.
@@ -28,30 +32,16 @@
 #include "../common/fileio.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
+#include "phy_read.h"
 
 #define CHUNK 65536
-#define MAX_PARAMS 64
 #define MAX_DAT_FILES 64
-
-typedef enum { PV_STR, PV_NUM, PV_BOOL, PV_NONE, PV_LIST } pv_type;
-
-typedef struct {
-    char key[64];           /* lower-cased */
-    pv_type type;
-    char *str;              /* PV_STR (malloc'ed) */
-    double num;             /* PV_NUM, PV_BOOL */
-    int is_int;             /* PV_NUM written without '.', 'e' */
-    char **items;           /* PV_LIST of strings (malloc'ed) */
-    int n_items;
-    int line;
-} param;
 
 typedef struct {
     const char *dir;
     FILE *report;
     int n_viol;
-    param params[MAX_PARAMS];
-    int n_params;
+    bs_phy_params params;   /* params.py */
     /* facts established so far; -1 = unknown */
     int64_t n_channels_dat, n_samples, C, T, S, nt, tpl_chan;
     int64_t *ids;           /* sorted distinct cluster ids */
@@ -87,317 +77,85 @@ static void note(vctx *v, const char *fmt, ...)
 
 /* ---- params.py ---------------------------------------------------------- */
 
-typedef struct {
-    const char *p;
-    int line;
-} pcur;
-
-static void skip_blank(pcur *c, int newlines)
-{
-    for (;;) {
-        if (*c->p == '#') {
-            while (*c->p && *c->p != '\n')
-                c->p++;
-        } else if (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || (*c->p == '\\' && c->p[1] == '\n')) {
-            c->p += *c->p == '\\' ? 2 : 1;
-        } else if (newlines && *c->p == '\n') {
-            c->line++;
-            c->p++;
-        } else {
-            return;
-        }
-    }
-}
-
-/* A Python string literal (optional r/R prefix, ' or " quotes) into a malloc'ed buffer. */
-static char *parse_pystr(pcur *c)
-{
-    int raw = 0;
-    const char *p = c->p;
-    if (*p == 'r' || *p == 'R') {
-        raw = 1;
-        p++;
-    }
-    char q = *p;
-    if (q != '\'' && q != '"')
-        return NULL;
-    p++;
-    size_t cap = 64, n = 0;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    for (; *p && *p != q && *p != '\n'; p++) {
-        char ch = *p;
-        if (ch == '\\' && p[1] && p[1] != '\n') {
-            if (raw) {
-                if (p[1] == q || p[1] == '\\') {
-                    if (n + 2 >= cap) {
-                        char *nb = realloc(out, cap *= 2);
-                        if (!nb) {
-                            free(out);
-                            return NULL;
-                        }
-                        out = nb;
-                    }
-                    out[n++] = ch;
-                    ch = *++p;
-                }
-            } else {
-                p++;
-                switch (*p) {
-                case 'n': ch = '\n'; break;
-                case 't': ch = '\t'; break;
-                default: ch = *p; break; /* \\ \' \" and others taken literally */
-                }
-            }
-        }
-        if (n + 2 >= cap) {
-            char *nb = realloc(out, cap *= 2);
-            if (!nb) {
-                free(out);
-                return NULL;
-            }
-            out = nb;
-        }
-        out[n++] = ch;
-    }
-    if (*p != q) {
-        free(out);
-        return NULL;
-    }
-    out[n] = '\0';
-    c->p = p + 1;
-    return out;
-}
-
-static int parse_value(pcur *c, param *pr)
-{
-    const char *p = c->p;
-    if (*p == '[' || *p == '(') {
-        char close = *p == '[' ? ']' : ')';
-        c->p++;
-        pr->type = PV_LIST;
-        for (;;) {
-            skip_blank(c, 1);
-            if (*c->p == close) {
-                c->p++;
-                return 1;
-            }
-            char *s = parse_pystr(c);
-            if (!s)
-                return 0;
-            char **ni = realloc(pr->items, (size_t)(pr->n_items + 1) * sizeof *ni);
-            if (!ni) {
-                free(s);
-                return 0;
-            }
-            pr->items = ni;
-            pr->items[pr->n_items++] = s;
-            skip_blank(c, 1);
-            if (*c->p == ',')
-                c->p++;
-            else if (*c->p != close)
-                return 0;
-        }
-    }
-    if (*p == '\'' || *p == '"' || ((*p == 'r' || *p == 'R') && (p[1] == '\'' || p[1] == '"'))) {
-        pr->type = PV_STR;
-        pr->str = parse_pystr(c);
-        return pr->str != NULL;
-    }
-    static const struct { const char *word; pv_type t; double v; } words[] = {
-        {"True", PV_BOOL, 1}, {"False", PV_BOOL, 0}, {"None", PV_NONE, 0}};
-    for (size_t i = 0; i < 3; i++) {
-        size_t L = strlen(words[i].word);
-        if (strncmp(p, words[i].word, L) == 0 && !isalnum((unsigned char)p[L]) && p[L] != '_') {
-            pr->type = words[i].t;
-            pr->num = words[i].v;
-            c->p += L;
-            return 1;
-        }
-    }
-    char *end = NULL;
-    errno = 0;
-    double d = strtod(p, &end);
-    if (end == p || errno == ERANGE || !isfinite(d) || (*p != '-' && *p != '+' && *p != '.' && !isdigit((unsigned char)*p)))
-        return 0;
-    pr->type = PV_NUM;
-    pr->num = d;
-    pr->is_int = 1;
-    for (const char *q = p; q < end; q++)
-        if (*q == '.' || *q == 'e' || *q == 'E')
-            pr->is_int = 0;
-    c->p = end;
-    return 1;
-}
-
-static void free_params(vctx *v)
-{
-    for (int i = 0; i < v->n_params; i++) {
-        free(v->params[i].str);
-        for (int k = 0; k < v->params[i].n_items; k++)
-            free(v->params[i].items[k]);
-        free(v->params[i].items);
-    }
-    v->n_params = 0;
-}
-
-static const param *get_param(const vctx *v, const char *key)
-{
-    for (int i = v->n_params - 1; i >= 0; i--) /* the last assignment wins, as in Python */
-        if (strcmp(v->params[i].key, key) == 0)
-            return &v->params[i];
-    return NULL;
-}
-
-static void parse_params(vctx *v, const char *text)
-{
-    pcur c = {text, 1};
-    for (;;) {
-        skip_blank(&c, 1);
-        if (!*c.p)
-            return;
-        if (*c.p == ';') {
-            c.p++;
-            continue;
-        }
-        const char *start = c.p;
-        int line = c.line;
-        param pr;
-        memset(&pr, 0, sizeof pr);
-        size_t k = 0;
-        while (isalnum((unsigned char)*c.p) || *c.p == '_') {
-            if (k + 1 < sizeof pr.key)
-                pr.key[k++] = (char)tolower((unsigned char)*c.p);
-            c.p++;
-        }
-        pr.key[k] = '\0';
-        int ok = k > 0 && !isdigit((unsigned char)pr.key[0]);
-        if (ok) {
-            skip_blank(&c, 0);
-            ok = *c.p == '=' && c.p[1] != '=';
-        }
-        if (ok) {
-            c.p++;
-            skip_blank(&c, 0);
-            ok = parse_value(&c, &pr);
-        }
-        if (ok) {
-            skip_blank(&c, 0);
-            ok = *c.p == '\n' || *c.p == ';' || *c.p == '\0';
-        }
-        pr.line = line;
-        if (!ok) {
-            const char *eol = strchr(start, '\n');
-            int len = eol ? (int)(eol - start) : (int)strlen(start);
-            viol(v, "params.py",
-                 "line %d: cannot parse '%.*s', expected NAME = a string, a number, True/False/None or a list of "
-                 "strings",
-                 line, len > 80 ? 80 : len, start);
-            free(pr.str);
-            for (int i = 0; i < pr.n_items; i++)
-                free(pr.items[i]);
-            free(pr.items);
-            while (*c.p && *c.p != '\n')
-                c.p++;
-            continue;
-        }
-        if (v->n_params == MAX_PARAMS) {
-            viol(v, "params.py", "line %d: more than %d assignments, expected a short parameter file", line,
-                 MAX_PARAMS);
-            free(pr.str);
-            for (int i = 0; i < pr.n_items; i++)
-                free(pr.items[i]);
-            free(pr.items);
-            return;
-        }
-        v->params[v->n_params++] = pr;
-    }
-}
-
-/* numpy dtype name or descr -> item size in bytes; 0 if not understood. */
-static size_t dtype_size(const char *s)
-{
-    static const struct { const char *name; size_t size; } t[] = {
-        {"int8", 1},   {"uint8", 1},  {"int16", 2},  {"uint16", 2}, {"int32", 4},  {"uint32", 4},
-        {"int64", 8},  {"uint64", 8}, {"float32", 4}, {"float64", 8}, {"i1", 1},    {"u1", 1},
-        {"i2", 2},     {"u2", 2},     {"i4", 4},     {"u4", 4},     {"i8", 8},     {"u8", 8},
-        {"f4", 4},     {"f8", 8},     {"float", 8},  {"int", 8},    {"short", 2},  {"single", 4},
-        {"double", 8}};
-    if (s[0] == '<' || s[0] == '|' || s[0] == '=')
-        s++;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(s, t[i].name) == 0)
-            return t[i].size;
-    return 0;
-}
+static const bs_py_value *get_param(const vctx *v, const char *key) { return bs_phy_params_get(&v->params, key); }
 
 static void check_params(vctx *v)
 {
     char path[4200];
-    if (bs_path_join(path, sizeof path, v->dir, "params.py") != BS_OK) {
-        viol(v, "params.py", "path too long");
+    if (bs_path_join(path, sizeof path, v->dir, BS_PHY_PARAMS) != BS_OK) {
+        viol(v, BS_PHY_PARAMS, "path too long");
         return;
     }
     char *text = NULL;
     struct stat st;
     if (stat(path, &st) != 0) {
-        viol(v, "params.py", "missing, expected the parameter file Phy opens (phy template-gui params.py)");
+        viol(v, BS_PHY_PARAMS, "missing, expected the parameter file Phy opens (phy template-gui params.py)");
         return;
     }
     if (bs_read_text_file(path, 1u << 20, &text, NULL) != BS_OK) {
-        viol(v, "params.py", "%s", bs_last_error());
+        viol(v, BS_PHY_PARAMS, "%s", bs_last_error());
         return;
     }
-    parse_params(v, text);
+    bs_status pst = bs_phy_params_parse(text, &v->params);
     free(text);
+    if (pst != BS_OK) {
+        viol(v, BS_PHY_PARAMS, "%s", bs_last_error());
+        return;
+    }
+    for (int i = 0; i < v->params.n_bad; i++)
+        viol(v, BS_PHY_PARAMS,
+             "line %d: cannot parse '%s', expected NAME = a string, a number, True/False/None or a list of strings",
+             v->params.bad[i].line, v->params.bad[i].text);
+    if (v->params.too_many_line)
+        viol(v, BS_PHY_PARAMS, "line %d: more than %d assignments, expected a short parameter file",
+             v->params.too_many_line, BS_PHY_PARAMS_MAX);
 
     static const char *const required[] = {"dat_path", "n_channels_dat", "dtype", "sample_rate"};
     for (size_t i = 0; i < 4; i++)
         if (!get_param(v, required[i]))
-            viol(v, "params.py", "missing key '%s', expected %s", required[i],
+            viol(v, BS_PHY_PARAMS, "missing key '%s', expected %s", required[i],
                  i == 0   ? "the raw binary's path, a list of paths or []"
                  : i == 1 ? "the number of interleaved channels in the binary"
                  : i == 2 ? "the numpy dtype of the binary, e.g. 'int16'"
                           : "the sampling rate in Hz (spike_times.npy holds sample indices)");
-    const param *p;
+    const bs_py_value *p;
     if ((p = get_param(v, "n_channels_dat"))) {
-        if (p->type != PV_NUM || !p->is_int || p->num < 1 || p->num > 1e7)
-            viol(v, "params.py", "line %d: n_channels_dat must be a positive integer", p->line);
+        if (p->type != BS_PY_NUM || !p->is_int || p->num < 1 || p->num > 1e7)
+            viol(v, BS_PHY_PARAMS, "line %d: n_channels_dat must be a positive integer", p->line);
         else
             v->n_channels_dat = (int64_t)p->num;
     }
     size_t item = 0;
     if ((p = get_param(v, "dtype"))) {
-        if (p->type != PV_STR || !(item = dtype_size(p->str)))
-            viol(v, "params.py", "line %d: dtype must be a numpy dtype string such as 'int16', found %s", p->line,
-                 p->type == PV_STR ? p->str : "a value that is not a string");
+        if (p->type != BS_PY_STR || !(item = bs_phy_dtype_bytes(p->str)))
+            viol(v, BS_PHY_PARAMS, "line %d: dtype must be a numpy dtype string such as 'int16', found %s", p->line,
+                 p->type == BS_PY_STR ? p->str : "a value that is not a string");
     }
-    if ((p = get_param(v, "sample_rate")) && (p->type != PV_NUM || !(p->num > 0)))
-        viol(v, "params.py", "line %d: sample_rate must be a positive number (Hz)", p->line);
+    if ((p = get_param(v, "sample_rate")) && (p->type != BS_PY_NUM || !(p->num > 0)))
+        viol(v, BS_PHY_PARAMS, "line %d: sample_rate must be a positive number (Hz)", p->line);
     double offset = 0;
     if ((p = get_param(v, "offset"))) {
-        if (p->type != PV_NUM || !p->is_int || p->num < 0)
-            viol(v, "params.py", "line %d: offset must be a non-negative integer (bytes)", p->line);
+        if (p->type != BS_PY_NUM || !p->is_int || p->num < 0)
+            viol(v, BS_PHY_PARAMS, "line %d: offset must be a non-negative integer (bytes)", p->line);
         else
             offset = p->num;
     }
-    if ((p = get_param(v, "hp_filtered")) && p->type != PV_BOOL)
-        viol(v, "params.py", "line %d: hp_filtered must be True or False", p->line);
+    if ((p = get_param(v, "hp_filtered")) && p->type != BS_PY_BOOL)
+        viol(v, BS_PHY_PARAMS, "line %d: hp_filtered must be True or False", p->line);
 
     /* recording length from the raw file sizes */
-    const param *dp = get_param(v, "dat_path");
+    const bs_py_value *dp = get_param(v, "dat_path");
     if (!dp)
         return;
     const char *files[MAX_DAT_FILES];
     int nf = 0;
-    if (dp->type == PV_STR)
+    if (dp->type == BS_PY_STR)
         files[nf++] = dp->str;
-    else if (dp->type == PV_LIST)
+    else if (dp->type == BS_PY_LIST)
         for (int i = 0; i < dp->n_items && nf < MAX_DAT_FILES; i++)
             files[nf++] = dp->items[i];
     else {
-        viol(v, "params.py", "line %d: dat_path must be a string or a list of strings", dp->line);
+        viol(v, BS_PHY_PARAMS, "line %d: dat_path must be a string or a list of strings", dp->line);
         return;
     }
     if (nf == 0) {
@@ -422,7 +180,7 @@ static void check_params(vctx *v)
         }
         uint64_t frame = (uint64_t)v->n_channels_dat * item;
         if ((double)size < offset) {
-            viol(v, "params.py", "dat_path file %s is %" PRIu64 " bytes, shorter than offset = %.0f", fpath, size,
+            viol(v, BS_PHY_PARAMS, "dat_path file %s is %" PRIu64 " bytes, shorter than offset = %.0f", fpath, size,
                  offset);
             return;
         }
@@ -618,7 +376,7 @@ static int merge_ids(vctx *v, int64_t *vals, int64_t n)
 
 static void check_spike_times(vctx *v)
 {
-    const char *name = "spike_times.npy";
+    const char *name = BS_PHY_SPIKE_TIMES;
     char path[4200];
     bs_npy_header h;
     if (!open_arr(v, name, 1, "the sample index of every spike (required by Phy)", &h, path, sizeof path))
@@ -795,7 +553,7 @@ static void check_channels(vctx *v)
 {
     char path[4200], s[256];
     bs_npy_header h;
-    const char *name = "channel_map.npy";
+    const char *name = BS_PHY_CHANNEL_MAP;
     if (open_arr(v, name, 1, "the raw-file row of every kept channel (required by Phy)", &h, path, sizeof path)) {
         if (h.dtype != BS_NPY_U32 && h.dtype != BS_NPY_I32 && h.dtype != BS_NPY_I64)
             viol(v, name, "dtype %s, expected <i4 (phylib accepts uint32, int32 or int64)",
@@ -807,7 +565,7 @@ static void check_channels(vctx *v)
                 check_int_range(v, name, path, &h, 0, v->n_channels_dat - 1, "rows of the raw file (n_channels_dat)");
         }
     }
-    name = "channel_positions.npy";
+    name = BS_PHY_CHANNEL_POSITIONS;
     if (open_arr(v, name, 1, "x, y in µm of every channel (required by Phy)", &h, path, sizeof path)) {
         if (h.dtype == BS_NPY_BOOL)
             viol(v, name, "dtype %s, expected <f4 or <f8", bs_npy_dtype_descr(h.dtype));
@@ -844,13 +602,13 @@ static void check_channels(vctx *v)
             }
         }
     }
-    name = "channel_shanks.npy";
+    name = BS_PHY_CHANNEL_SHANKS;
     if (open_arr(v, name, 0, "", &h, path, sizeof path)) {
         int64_t n = vec_len(v, name, &h);
         if (n >= 0 && v->C >= 0 && n != v->C)
             viol(v, name, "length %" PRId64 ", expected %" PRId64 " (the channels of channel_map.npy)", n, v->C);
     }
-    const char *wm[2] = {"whitening_mat.npy", "whitening_mat_inv.npy"};
+    const char *wm[2] = {BS_PHY_WHITENING_MAT, BS_PHY_WHITENING_MAT_INV};
     for (int k = 0; k < 2; k++)
         check_matrix(v, wm[k], 1, v->C, v->C, "channels x channels of channel_map.npy", &h, path, sizeof path);
 }
@@ -859,7 +617,7 @@ static void check_templates(vctx *v)
 {
     char path[4200], s[256];
     bs_npy_header h;
-    const char *name = "templates.npy";
+    const char *name = BS_PHY_TEMPLATES;
     int has_sparse_ind = 0;
     {
         char p2[4200];
@@ -884,20 +642,20 @@ static void check_templates(vctx *v)
              "shape %s, expected (%" PRId64 ", %" PRId64 ", %" PRId64 "): dense templates need one column per channel "
              "of channel_map.npy",
              shape_str(&h, s, sizeof s), h.shape[0], h.shape[1], v->C);
-    const char *inds[2] = {"templates_ind.npy", "template_ind.npy"};
+    const char *inds[2] = {BS_PHY_TEMPLATES_IND, "template_ind.npy"};
     for (int k = 0; k < 2; k++)
         if (check_matrix(v, inds[k], 0, v->T, v->tpl_chan, "templates x template channels of templates.npy", &h,
                          path, sizeof path) &&
             v->C >= 0)
             check_int_range(v, inds[k], path, &h, -1, v->C - 1, "channel indices (-1 = unused)");
-    check_matrix(v, "similar_templates.npy", 1, v->T, v->T, "templates x templates", &h, path, sizeof path);
+    check_matrix(v, BS_PHY_SIMILAR_TEMPLATES, 1, v->T, v->T, "templates x templates", &h, path, sizeof path);
 }
 
 static void check_pc_features(vctx *v)
 {
     char path[4200], s[256];
     bs_npy_header h;
-    const char *name = "pc_features.npy";
+    const char *name = BS_PHY_PC_FEATURES;
     if (!open_arr(v, name, 0, "", &h, path, sizeof path))
         return;
     if (!is_float_dtype(h.dtype))
@@ -919,10 +677,10 @@ static void check_pc_features(vctx *v)
              n_rows, rows_of);
     int64_t nch = h.shape[2];
     bs_npy_header hi;
-    if (check_matrix(v, "pc_feature_ind.npy", 0, v->T, nch,
+    if (check_matrix(v, BS_PHY_PC_FEATURE_IND, 0, v->T, nch,
                      "templates.npy rows x the channels of pc_features.npy", &hi, p2, sizeof p2) &&
         v->C >= 0)
-        check_int_range(v, "pc_feature_ind.npy", p2, &hi, 0, v->C - 1, "channel indices into channel_map.npy");
+        check_int_range(v, BS_PHY_PC_FEATURE_IND, p2, &hi, 0, v->C - 1, "channel indices into channel_map.npy");
 }
 
 /* ---- cluster tables --------------------------------------------------------- */
@@ -939,46 +697,37 @@ static void check_table(vctx *v, const char *name)
         viol(v, name, "unreadable: %s", bs_last_error());
         return;
     }
-    char *line = text, *next;
+    char *pos = text, *line, *cells[1];
     char delim = 0;
     int n_fields = 0, lineno = 0;
     int64_t *seen = NULL, n_seen = 0, cap = 0;
     int ok = 1;
-    for (; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        size_t L = strlen(line);
-        if (L && line[L - 1] == '\r')
-            line[--L] = '\0';
-        lineno++;
+    while ((line = bs_tsv_next_line(&pos, &lineno))) {
         if (lineno == 1) {
-            delim = strchr(line, '\t') ? '\t' : ',';
-            n_fields = 1;
-            for (char *c = line; *c; c++)
-                n_fields += *c == delim;
+            delim = bs_tsv_separator(line);
             size_t first = strcspn(line, delim == '\t' ? "\t" : ",");
-            if (first != 10 || strncmp(line, "cluster_id", 10) != 0 || n_fields < 2) {
-                viol(v, name, "no header: line 1 is '%.60s', expected 'cluster_id%s<field>'", line,
+            int head_ok = first == 10 && strncmp(line, "cluster_id", 10) == 0;
+            char shown[61];
+            snprintf(shown, sizeof shown, "%s", line);
+            n_fields = bs_tsv_split(line, delim, cells, 1);
+            if (!head_ok || n_fields < 2) {
+                viol(v, name, "no header: line 1 is '%s', expected 'cluster_id%s<field>'", shown,
                      delim == '\t' ? "<TAB>" : ",");
                 ok = 0;
                 break;
             }
             continue;
         }
-        if (L == 0)
+        if (line[0] == '\0')
             continue;
-        int nf = 1;
-        for (char *c = line; *c; c++)
-            nf += *c == delim;
+        int nf = bs_tsv_split(line, delim, cells, 1);
         if (nf != n_fields) /* reported; the row still names its cluster */
             viol(v, name, "line %d has %d fields, expected %d like the header", lineno, nf, n_fields);
         char *end = NULL;
         errno = 0;
-        long long id = strtoll(line, &end, 10);
-        if (end == line || (*end != delim && *end != '\0') || errno || id < 0) {
-            viol(v, name, "line %d: cluster_id '%.*s' is not a non-negative integer", lineno,
-                 (int)strcspn(line, delim == '\t' ? "\t" : ","), line);
+        long long id = strtoll(cells[0], &end, 10);
+        if (end == cells[0] || *end != '\0' || errno || id < 0) {
+            viol(v, name, "line %d: cluster_id '%s' is not a non-negative integer", lineno, cells[0]);
             continue;
         }
         if (n_seen == cap) {
@@ -1063,8 +812,8 @@ static void check_other_spike_arrays(vctx *v)
     while ((e = readdir(d)) && n < 256) {
         size_t L = strlen(e->d_name);
         if (L > 10 && strncmp(e->d_name, "spike_", 6) == 0 && strcmp(e->d_name + L - 4, ".npy") == 0 &&
-            strcmp(e->d_name, "spike_times.npy") != 0 && strcmp(e->d_name, "spike_templates.npy") != 0 &&
-            strcmp(e->d_name, "spike_clusters.npy") != 0)
+            strcmp(e->d_name, BS_PHY_SPIKE_TIMES) != 0 && strcmp(e->d_name, BS_PHY_SPIKE_TEMPLATES) != 0 &&
+            strcmp(e->d_name, BS_PHY_SPIKE_CLUSTERS) != 0)
             if ((names[n] = strdup(e->d_name)))
                 n++;
     }
@@ -1103,13 +852,11 @@ bs_status bs_phy_validate_summary(const char *dir, FILE *report, bs_phy_summary 
     check_channels(v);
     check_templates(v);
     check_spike_times(v);
-    char p[4200];
-    struct stat sc;
-    int has_clusters = bs_path_join(p, sizeof p, dir, "spike_clusters.npy") == BS_OK && stat(p, &sc) == 0;
-    check_spike_ids(v, "spike_templates.npy", 1, !has_clusters);
+    int has_clusters = bs_phy_has(dir, BS_PHY_SPIKE_CLUSTERS);
+    check_spike_ids(v, BS_PHY_SPIKE_TEMPLATES, 1, !has_clusters);
     if (has_clusters)
-        check_spike_ids(v, "spike_clusters.npy", 0, 1);
-    check_float_vec(v, "amplitudes.npy", v->S, "the length of spike_times.npy");
+        check_spike_ids(v, BS_PHY_SPIKE_CLUSTERS, 0, 1);
+    check_float_vec(v, BS_PHY_AMPLITUDES, v->S, "the length of spike_times.npy");
     check_pc_features(v);
     check_other_spike_arrays(v);
     check_tables(v);
@@ -1120,7 +867,7 @@ bs_status bs_phy_validate_summary(const char *dir, FILE *report, bs_phy_summary 
         sum->n_clusters = v->S >= 0 ? v->n_ids : -1;
         sum->n_templates = v->T;
     }
-    free_params(v);
+    bs_phy_params_free(&v->params);
     bs_mem_free(v->ids);
     free(v);
     return BS_OK;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../common/status.h"
+#include "../export/phy_read.h"
 #include "../io/npy.h"
 
 /* k-th smallest of a[0..n) (a is reordered). */
@@ -33,29 +34,19 @@ int gaussian_smooth_counts(const int64_t *h, int n, double sigma, int64_t *out);
 size_t qc_eigh_top_work(int n);
 void qc_eigh_top(double *a, int n, int k, double *evals, double *evecs, double *work);
 
-/* ---- reading the Phy folder (qc_io.c) ---- */
+/* ---- reading the Phy folder (src/export/phy_read.h; groups in qc_io.c) ---- */
 #define QC_BLOCK 65536 /* rows per block read */
 
-/* One per-spike .npy file read in blocks of at most QC_BLOCK rows. */
-typedef struct {
-    int fd;
-    bs_npy_header h;
-    int64_t n_rows;  /* first dimension (spikes) */
-    int64_t n_cols;  /* values per row (product of the other dimensions) */
-    size_t esize;    /* bytes per value */
-    void *raw;       /* QC_BLOCK rows, tag qc/read-block */
-    char path[4200];
-} qc_col;
+/* A per-spike column of the folder read in blocks of at most QC_BLOCK rows;
+ * want_float: float32/float64 required, else any integer; any shape (the
+ * trailing dimensions are the row). */
+static inline bs_status qc_col_open(bs_phy_col *c, const char *dir, const char *name, int want_float)
+{
+    return bs_phy_col_open(c, dir, name, want_float ? BS_PHY_COL_FLOAT : BS_PHY_COL_INT, BS_PHY_ANY_SHAPE, QC_BLOCK,
+                           "qc/read-block");
+}
 
-/* Open dir/name; want_float: float32/float64 required, else any integer. */
-bs_status qc_col_open(qc_col *c, const char *dir, const char *name, int want_float);
-void qc_col_close(qc_col *c);
-/* First value of rows [r0, r0 + n), n <= QC_BLOCK, as int64. */
-bs_status qc_col_read_i64(qc_col *c, int64_t r0, int64_t n, int64_t *out);
-/* All values of rows [r0, r0 + n) (n * n_cols floats). */
-bs_status qc_col_read_f32(qc_col *c, int64_t r0, int64_t n, float *out);
-
-/* cluster_group.tsv rows (absent file: n = 0). */
+/* cluster_group.tsv rows (absent file: n = 0); a repeated id keeps each row. */
 typedef struct {
     int n;
     int32_t *id;

@@ -37,7 +37,7 @@
 #include "../common/log.h"
 #include "../common/progress.h"
 #include "../common/rng.h"
-#include "../export/phy.h"
+#include "../common/samples.h"
 #include "../io/batch.h"
 #include "../mem/mem.h"
 #include "../preprocess/preprocess.h"
@@ -130,20 +130,20 @@ static bs_status scan_spikes(qc_ctx *c)
     int last_idx = -1;
     for (int64_t r0 = 0; r0 < c->S && st == BS_OK; r0 += QC_BLOCK) {
         int64_t n = c->S - r0 < QC_BLOCK ? c->S - r0 : QC_BLOCK;
-        st = qc_col_read_i64(&c->times, r0, n, t);
+        st = bs_phy_col_i64(&c->times, r0, n, t);
         if (st == BS_OK)
-            st = qc_col_read_i64(&c->clus, r0, n, id);
+            st = bs_phy_col_i64(&c->clus, r0, n, id);
         for (int64_t i = 0; i < n && st == BS_OK; i++) {
             if (t[i] < prev)
                 st = bs_error(BS_ERR_INPUT, "%s: spike %lld at sample %lld comes before the previous one (%lld): "
-                              "expected times sorted ascending", c->times.path, (long long)(r0 + i),
+                              "expected times sorted ascending", c->times.r.path, (long long)(r0 + i),
                               (long long)t[i], (long long)prev);
             else if (t[i] < 0 || t[i] >= c->T)
                 st = bs_error(BS_ERR_INPUT, "%s: spike %lld at sample %lld is outside the recording's %lld samples: "
-                              "is this the recording that was sorted?", c->times.path, (long long)(r0 + i),
+                              "is this the recording that was sorted?", c->times.r.path, (long long)(r0 + i),
                               (long long)t[i], (long long)c->T);
             else if (id[i] < 0 || id[i] > INT32_MAX)
-                st = bs_error(BS_ERR_INPUT, "%s: spike %lld: cluster id %lld, expected 0..%d", c->clus.path,
+                st = bs_error(BS_ERR_INPUT, "%s: spike %lld: cluster id %lld, expected 0..%d", c->clus.r.path,
                               (long long)(r0 + i), (long long)id[i], INT32_MAX);
             if (st != BS_OK)
                 break;
@@ -222,8 +222,8 @@ static bs_status cursor_peek(cursor *k, int64_t *t)
     }
     if (k->next >= k->blk0 + k->blk_n) {
         int64_t n = k->c->S - k->next < QC_BLOCK ? k->c->S - k->next : QC_BLOCK;
-        BS_TRY(qc_col_read_i64(&k->c->times, k->next, n, k->t));
-        BS_TRY(qc_col_read_i64(&k->c->clus, k->next, n, k->tmp));
+        BS_TRY(bs_phy_col_i64(&k->c->times, k->next, n, k->t));
+        BS_TRY(bs_phy_col_i64(&k->c->clus, k->next, n, k->tmp));
         for (int64_t i = 0; i < n; i++)
             k->u[i] = qc_unit_index(k->c, k->tmp[i]);
         k->blk0 = k->next;
@@ -291,7 +291,7 @@ static int cmp_i64(const void *a, const void *b)
 
 static bs_status noise_levels(qc_ctx *c)
 {
-    int64_t len = (int64_t)llround(c->p->noise_chunk_s * c->fs);
+    int64_t len = bs_seconds_to_samples(c->p->noise_chunk_s, c->fs);
     if (len < 1)
         len = 1;
     if (len > c->T)
@@ -565,7 +565,7 @@ static size_t plan_passes(const qc_ctx *c, int64_t n_sel)
     int64_t cap = c->p->group_spikes > 0 ? c->p->group_spikes : (int64_t)1 << 23;
     cap = cap < max_n ? max_n : cap;
     cap = cap > c->S ? c->S : cap;
-    int64_t chunk = (int64_t)llround(c->p->noise_chunk_s * c->fs);
+    int64_t chunk = bs_seconds_to_samples(c->p->noise_chunk_s, c->fs);
     size_t b = (size_t)c->K * (size_t)c->nt * (size_t)c->C * sizeof(float);
     b += (size_t)n_sel * 28 + (size_t)c->K * (40 + (size_t)c->C * 4);
     b += bs_batch_reader_bytes(c->C, c->rec->n_cols, c->rec->dtype, c->nb, c->halo);
@@ -601,10 +601,10 @@ bs_status bs_qc_check_folder(const char *dir)
     if (!S_ISDIR(sb.st_mode))
         return bs_error(BS_ERR_INPUT, "%s: expected a Phy output folder, got a file", dir);
     char path[4200];
-    BS_TRY(bs_path_join(path, sizeof path, dir, "params.py"));
+    BS_TRY(bs_path_join(path, sizeof path, dir, BS_PHY_PARAMS));
     if (stat(path, &sb) != 0)
         return bs_error(BS_ERR_INPUT, "%s: not a Phy folder (params.py is missing)", dir);
-    BS_TRY(bs_path_join(path, sizeof path, dir, "spike_times.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, dir, BS_PHY_SPIKE_TIMES));
     if (stat(path, &sb) != 0)
         return bs_error(BS_ERR_INPUT, "%s: not a Phy folder (spike_times.npy is missing)", dir);
     return BS_OK;
@@ -615,29 +615,25 @@ static bs_status check_folder(qc_ctx *c)
     struct stat sb;
     char path[4200];
     BS_TRY(bs_qc_check_folder(c->dir));
-    BS_TRY(bs_path_join(path, sizeof path, c->dir, "params.py"));
+    BS_TRY(bs_path_join(path, sizeof path, c->dir, BS_PHY_PARAMS));
     double fs;
     BS_TRY(bs_phy_read_sample_rate(c->dir, &fs));
     if (fabs(fs - c->rec->fs_hz) > 1e-9 * fs)
         return bs_error(BS_ERR_INPUT, "%s: sample_rate %.6g Hz, but the recording %s is sampled at %.6g Hz", path,
                         fs, c->rec->data_path, c->rec->fs_hz);
-    BS_TRY(qc_col_open(&c->times, c->dir, "spike_times.npy", 0));
-    char clu[64] = "spike_clusters.npy";
-    BS_TRY(bs_path_join(path, sizeof path, c->dir, clu));
-    if (stat(path, &sb) != 0)
-        snprintf(clu, sizeof clu, "spike_templates.npy");
-    BS_TRY(qc_col_open(&c->clus, c->dir, clu, 0));
+    BS_TRY(qc_col_open(&c->times, c->dir, BS_PHY_SPIKE_TIMES, 0));
+    BS_TRY(qc_col_open(&c->clus, c->dir, bs_phy_spike_ids_name(c->dir), 0));
     if (c->times.n_cols != 1 || c->clus.n_cols != 1)
-        return bs_error(BS_ERR_INPUT, "%s: expected one value per spike", c->times.n_cols != 1 ? c->times.path
-                                                                                              : c->clus.path);
+        return bs_error(BS_ERR_INPUT, "%s: expected one value per spike", c->times.n_cols != 1 ? c->times.r.path
+                                                                                              : c->clus.r.path);
     if (c->clus.n_rows != c->times.n_rows)
-        return bs_error(BS_ERR_INPUT, "%s: %lld spikes, but spike_times.npy has %lld", c->clus.path,
+        return bs_error(BS_ERR_INPUT, "%s: %lld spikes, but spike_times.npy has %lld", c->clus.r.path,
                         (long long)c->clus.n_rows, (long long)c->times.n_rows);
     c->S = c->times.n_rows;
     if (c->S == 0)
-        return bs_error(BS_ERR_INPUT, "%s: the sorting has no spikes: nothing to measure", c->times.path);
+        return bs_error(BS_ERR_INPUT, "%s: the sorting has no spikes: nothing to measure", c->times.r.path);
     bs_npy_header h;
-    BS_TRY(bs_path_join(path, sizeof path, c->dir, "channel_positions.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, c->dir, BS_PHY_CHANNEL_POSITIONS));
     if (stat(path, &sb) == 0) {
         BS_TRY(bs_npy_read_header(path, &h));
         if (h.ndim != 2 || h.shape[0] != c->C)
@@ -649,8 +645,8 @@ static bs_status check_folder(qc_ctx *c)
 
 static void ctx_free(qc_ctx *c)
 {
-    qc_col_close(&c->times);
-    qc_col_close(&c->clus);
+    bs_phy_col_close(&c->times);
+    bs_phy_col_close(&c->clus);
     qc_groups_free(&c->groups);
     if (c->spill_fd >= 0)
         close(c->spill_fd);
@@ -673,7 +669,7 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
     c.C = rec->probe.n_chan;
     c.T = rec->n_samples;
     c.spill_fd = -1;
-    c.times.fd = c.clus.fd = -1;
+    c.times.r.fd = c.clus.r.fd = -1;
     double t_start = bs_now_s();
     bs_status st = check_folder(&c);
     if (st == BS_OK && (p->max_spikes_per_unit < 1 || p->n_components < 1 || c.C < 1))
@@ -686,10 +682,11 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
         info(&c, "%d units, %lld spikes, %d channels, %.1f s of recording", c.K, (long long)c.S, c.C,
              (double)c.T / c.fs);
     /* shapes */
+    /* truncated, not bs_seconds_to_samples: SpikeInterface's int(ms_before * fs / 1000) */
     c.nbefore = (int)(p->ms_before * c.fs / 1000.0);
     c.nafter = (int)(p->ms_after * c.fs / 1000.0);
     c.nt = c.nbefore + c.nafter;
-    c.nb = (int64_t)llround(p->batch_s * c.fs);
+    c.nb = bs_seconds_to_samples(p->batch_s, c.fs);
     if (c.nb < 1)
         c.nb = 1;
     c.halo = (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * c.fs / 30000.0);
@@ -703,9 +700,9 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
         st = bs_highpass_design(p->highpass_order, p->highpass_hz, c.fs, &c.hp);
     if (st == BS_OK) {
         int nth = omp_get_max_threads();
-        int64_t wmax = c.width > (int64_t)llround(p->noise_chunk_s * c.fs) + 2 * c.halo
+        int64_t wmax = c.width > bs_seconds_to_samples(p->noise_chunk_s, c.fs) + 2 * c.halo
                            ? c.width
-                           : (int64_t)llround(p->noise_chunk_s * c.fs) + 2 * c.halo;
+                           : bs_seconds_to_samples(p->noise_chunk_s, c.fs) + 2 * c.halo;
         size_t a = bs_highpass_scratch_bytes(&c.hp, c.C, wmax, nth), b = bs_car_scratch_bytes(c.C, wmax, nth);
         c.scratch_bytes = a > b ? a : b;
         c.scratch = bs_mem_alloc("qc/preprocess-scratch", c.scratch_bytes ? c.scratch_bytes : 1);

@@ -23,7 +23,7 @@ typedef struct {
     int64_t T;               /* recording length, samples */
     int64_t S;               /* spikes */
     int64_t t_first, t_last; /* first and last spike, samples */
-    qc_col times, clus;      /* spike_times.npy, spike_clusters.npy (or spike_templates.npy) */
+    bs_phy_col times, clus;      /* spike_times.npy, spike_clusters.npy (or spike_templates.npy) */
     qc_groups groups;        /* cluster_group.tsv */
     /* units, ascending id */
     int K;

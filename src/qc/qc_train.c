@@ -95,7 +95,7 @@ int bs_qc_label_pass(const double *m, const bs_qc_params *p)
 double bs_qc_presence_ratio(const int64_t *t, int64_t n, int64_t total_samples, double fs_hz, double bin_s,
                             double fr_ratio)
 {
-    int64_t B = (int64_t)(bin_s * fs_hz);
+    int64_t B = (int64_t)(bin_s * fs_hz); /* truncated, as SpikeInterface's int(bin_duration_s * fs) */
     if (B <= 0 || total_samples < B || n <= 0)
         return NAN;
     int64_t nb = total_samples / B, end = nb * B;
@@ -143,6 +143,7 @@ void bs_qc_rp_violations(const int64_t *t, int64_t n, int64_t total_samples, dou
         *violations = -1;
         return;
     }
+    /* round half to even (numpy's round), not bs_seconds_to_samples: SpikeInterface's rule */
     int64_t t_c = (int64_t)nearbyint(censored_ms * fs_hz * 1e-3);
     int64_t t_r = (int64_t)nearbyint(rp_ms * fs_hz * 1e-3);
     int64_t v = 0;
@@ -163,6 +164,7 @@ double bs_qc_sliding_rp(const int64_t *t, int64_t n, int64_t total_samples, doub
     if (n <= p->srp_min_spikes || n <= 0)
         return NAN;
     double window_ms = 2.0 * p->srp_window_s * 1000.0;
+    /* round half to even (numpy's round), not bs_seconds_to_samples: SpikeInterface's rule */
     int64_t W = (int64_t)nearbyint(fs_hz * window_ms / 2 * 1e-3);
     int64_t b = (int64_t)nearbyint(fs_hz * p->srp_bin_ms * 1e-3);
     if (b <= 0)
@@ -253,7 +255,7 @@ void bs_qc_drift(const int64_t *t, const float *y, int64_t n, int64_t total_samp
                  double *std, double *mad)
 {
     *ptp = *std = *mad = NAN;
-    int64_t B = (int64_t)(interval_s * fs_hz);
+    int64_t B = (int64_t)(interval_s * fs_hz); /* truncated, as SpikeInterface's int(interval_s * fs) */
     if (n <= 0 || B <= 0)
         return;
     int64_t nb = total_samples / B;

@@ -285,7 +285,7 @@ enum { DEPTH_NONE, DEPTH_POSITIONS, DEPTH_PC };
 
 typedef struct {
     int kind;
-    qc_col pos, feat, tmpl;
+    bs_phy_col pos, feat, tmpl;
     int32_t *ind;   /* [n_tmpl * npc] pc_feature_ind */
     int64_t n_tmpl;
     int npc, P;     /* channels and PCs per spike in pc_features */
@@ -293,18 +293,11 @@ typedef struct {
     int64_t *tbuf;  /* QC_BLOCK template ids */
 } depth_src;
 
-static int file_exists(const char *dir, const char *name)
-{
-    char path[4200];
-    struct stat sb;
-    return bs_path_join(path, sizeof path, dir, name) == BS_OK && stat(path, &sb) == 0;
-}
-
 static void depth_close(depth_src *d)
 {
-    qc_col_close(&d->pos);
-    qc_col_close(&d->feat);
-    qc_col_close(&d->tmpl);
+    bs_phy_col_close(&d->pos);
+    bs_phy_col_close(&d->feat);
+    bs_phy_col_close(&d->tmpl);
     bs_mem_free(d->ind);
     bs_mem_free(d->fbuf);
     bs_mem_free(d->tbuf);
@@ -313,11 +306,11 @@ static void depth_close(depth_src *d)
 static bs_status depth_open(const qc_ctx *c, depth_src *d)
 {
     memset(d, 0, sizeof *d);
-    d->pos.fd = d->feat.fd = d->tmpl.fd = -1;
-    if (file_exists(c->dir, "spike_positions.npy")) {
-        BS_TRY(qc_col_open(&d->pos, c->dir, "spike_positions.npy", 1));
+    d->pos.r.fd = d->feat.r.fd = d->tmpl.r.fd = -1;
+    if (bs_phy_has(c->dir, BS_PHY_SPIKE_POSITIONS)) {
+        BS_TRY(qc_col_open(&d->pos, c->dir, BS_PHY_SPIKE_POSITIONS, 1));
         if (d->pos.n_rows != c->S || d->pos.n_cols < 2)
-            return bs_error(BS_ERR_INPUT, "%s: expected %lld rows of (x, y) µm, got shape (%lld, %lld)", d->pos.path,
+            return bs_error(BS_ERR_INPUT, "%s: expected %lld rows of (x, y) µm, got shape (%lld, %lld)", d->pos.r.path,
                             (long long)c->S, (long long)d->pos.n_rows, (long long)d->pos.n_cols);
         d->fbuf = bs_mem_alloc("qc/depth-block", sizeof *d->fbuf * QC_BLOCK * (size_t)d->pos.n_cols);
         if (!d->fbuf)
@@ -325,17 +318,17 @@ static bs_status depth_open(const qc_ctx *c, depth_src *d)
         d->kind = DEPTH_POSITIONS;
         return BS_OK;
     }
-    if (!file_exists(c->dir, "pc_features.npy") || !file_exists(c->dir, "pc_feature_ind.npy") ||
-        !file_exists(c->dir, "spike_templates.npy"))
+    if (!bs_phy_has(c->dir, BS_PHY_PC_FEATURES) || !bs_phy_has(c->dir, BS_PHY_PC_FEATURE_IND) ||
+        !bs_phy_has(c->dir, BS_PHY_SPIKE_TEMPLATES))
         return BS_OK;
-    BS_TRY(qc_col_open(&d->feat, c->dir, "pc_features.npy", 1));
-    BS_TRY(qc_col_open(&d->tmpl, c->dir, "spike_templates.npy", 0));
-    if (d->feat.n_rows != c->S || d->feat.h.ndim != 3 || d->tmpl.n_rows != c->S)
-        return bs_error(BS_ERR_INPUT, "%s: expected shape (%lld, n_pc, n_chan)", d->feat.path, (long long)c->S);
-    d->P = (int)d->feat.h.shape[1];
-    d->npc = (int)d->feat.h.shape[2];
+    BS_TRY(qc_col_open(&d->feat, c->dir, BS_PHY_PC_FEATURES, 1));
+    BS_TRY(qc_col_open(&d->tmpl, c->dir, BS_PHY_SPIKE_TEMPLATES, 0));
+    if (d->feat.n_rows != c->S || d->feat.r.h.ndim != 3 || d->tmpl.n_rows != c->S)
+        return bs_error(BS_ERR_INPUT, "%s: expected shape (%lld, n_pc, n_chan)", d->feat.r.path, (long long)c->S);
+    d->P = (int)d->feat.r.h.shape[1];
+    d->npc = (int)d->feat.r.h.shape[2];
     char path[4200];
-    BS_TRY(bs_path_join(path, sizeof path, c->dir, "pc_feature_ind.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, c->dir, BS_PHY_PC_FEATURE_IND));
     bs_npy_header h;
     void *raw = NULL;
     BS_TRY(bs_npy_load(path, "qc/depth-ind", &h, &raw));
@@ -378,7 +371,7 @@ static bs_status depth_open(const qc_ctx *c, depth_src *d)
 static bs_status depth_read(const qc_ctx *c, depth_src *d, int64_t r0, int64_t n, float *y)
 {
     if (d->kind == DEPTH_POSITIONS) {
-        BS_TRY(qc_col_read_f32(&d->pos, r0, n, d->fbuf));
+        BS_TRY(bs_phy_col_f32(&d->pos, r0, n, d->fbuf));
         for (int64_t i = 0; i < n; i++)
             y[i] = d->fbuf[(size_t)i * d->pos.n_cols + 1];
         return BS_OK;
@@ -388,8 +381,8 @@ static bs_status depth_read(const qc_ctx *c, depth_src *d, int64_t r0, int64_t n
             y[i] = NAN;
         return BS_OK;
     }
-    BS_TRY(qc_col_read_f32(&d->feat, r0, n, d->fbuf));
-    BS_TRY(qc_col_read_i64(&d->tmpl, r0, n, d->tbuf));
+    BS_TRY(bs_phy_col_f32(&d->feat, r0, n, d->fbuf));
+    BS_TRY(bs_phy_col_i64(&d->tmpl, r0, n, d->tbuf));
     const double *ych = c->rec->probe.y_um;
     for (int64_t i = 0; i < n; i++) {
         y[i] = NAN;
@@ -449,7 +442,7 @@ static void train_metrics(const qc_ctx *c, int u, const int64_t *t, const float 
 }
 
 /* Gather units [u0, u1) (total spikes n_tot) and compute their metrics. */
-static bs_status unit_group(qc_ctx *c, qc_col *amp, depth_src *dep, int u0, int u1, int64_t n_tot, int64_t max_n,
+static bs_status unit_group(qc_ctx *c, bs_phy_col *amp, depth_src *dep, int u0, int u1, int64_t n_tot, int64_t max_n,
                             int64_t *blk_t, int64_t *blk_id, float *blk_a, float *blk_y)
 {
     int nth = omp_get_max_threads();
@@ -469,11 +462,11 @@ static bs_status unit_group(qc_ctx *c, qc_col *amp, depth_src *dep, int u0, int 
     }
     for (int64_t r0 = 0; r0 < c->S && st == BS_OK; r0 += QC_BLOCK) {
         int64_t n = c->S - r0 < QC_BLOCK ? c->S - r0 : QC_BLOCK;
-        st = qc_col_read_i64(&c->times, r0, n, blk_t);
+        st = bs_phy_col_i64(&c->times, r0, n, blk_t);
         if (st == BS_OK)
-            st = qc_col_read_i64(&c->clus, r0, n, blk_id);
+            st = bs_phy_col_i64(&c->clus, r0, n, blk_id);
         if (st == BS_OK)
-            st = qc_col_read_f32(amp, r0, n, blk_a);
+            st = bs_phy_col_f32(amp, r0, n, blk_a);
         if (st == BS_OK)
             st = depth_read(c, dep, r0, n, blk_y);
         for (int64_t i = 0; i < n && st == BS_OK; i++) {
@@ -507,13 +500,13 @@ static bs_status unit_group(qc_ctx *c, qc_col *amp, depth_src *dep, int u0, int 
 
 bs_status qc_unit_metrics(qc_ctx *c)
 {
-    qc_col amp;
-    amp.fd = -1;
+    bs_phy_col amp;
+    amp.r.fd = -1;
     amp.raw = NULL;
     depth_src dep;
     bs_status st = qc_col_open(&amp, c->stage, QC_AMP_FILE, 1);
     if (st == BS_OK && amp.n_rows != c->S)
-        st = bs_error(BS_ERR_INTERNAL, "%s: %lld amplitudes for %lld spikes", amp.path, (long long)amp.n_rows,
+        st = bs_error(BS_ERR_INTERNAL, "%s: %lld amplitudes for %lld spikes", amp.r.path, (long long)amp.n_rows,
                       (long long)c->S);
     bs_status sd = depth_open(c, &dep);
     if (st == BS_OK)
@@ -546,7 +539,7 @@ bs_status qc_unit_metrics(qc_ctx *c)
     bs_mem_free(blk_id);
     bs_mem_free(blk_a);
     bs_mem_free(blk_y);
-    qc_col_close(&amp);
+    bs_phy_col_close(&amp);
     depth_close(&dep);
     return st;
 }

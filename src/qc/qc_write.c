@@ -70,13 +70,13 @@ static bs_status write_table(const qc_ctx *c, const char *name, int m0, int m1, 
 
 bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
 {
-    BS_TRY(write_table(c, "qc_metrics.tsv", 0, BS_QC_N_METRICS, 0));
+    BS_TRY(write_table(c, BS_PHY_QC_METRICS, 0, BS_QC_N_METRICS, 0));
     for (int m = 0; m < BS_QC_N_METRICS; m++) {
         char name[128];
         snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[m]);
         BS_TRY(write_table(c, name, m, m + 1, 0));
     }
-    BS_TRY(write_table(c, "cluster_qc_label.tsv", 0, 0, 1));
+    BS_TRY(write_table(c, BS_PHY_CLUSTER_QC_LABEL, 0, 0, 1));
 
     bs_curation_unit *cu = bs_mem_alloc("qc/curation", sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
     if (!cu)
@@ -113,7 +113,7 @@ bs_status bs_qc_remove_outputs(const char *out_dir)
     for (int i = -3; i < BS_QC_N_METRICS; i++) {
         if (i < 0)
             snprintf(name, sizeof name, "%s",
-                     i == -3 ? "qc_metrics.tsv" : i == -2 ? "cluster_qc_label.tsv" : "curation.json");
+                     i == -3 ? BS_PHY_QC_METRICS : i == -2 ? BS_PHY_CLUSTER_QC_LABEL : "curation.json");
         else
             snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[i]);
         BS_TRY(bs_path_join(path, sizeof path, out_dir, name));

@@ -24,7 +24,7 @@
  * units whatever the number of spikes. The test on 1,000 units and 1,000,000
  * spikes (tests/cli/test_report_scale.sh) checks the bound.
  *
- * Memory: per-spike files are streamed in blocks (src/pipeline/stage_io.h);
+ * Memory: per-spike files are streamed in blocks (src/io/npy_rows.h);
  * RAM is O(units x caps + templates' one row + drift grid), every bulk
  * buffer comes from the accountant under a "report/..." tag.
  */

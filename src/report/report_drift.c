@@ -40,7 +40,7 @@ bs_status rp_drift_setup(rp_data *d)
     int have_tpos = 0;
     for (int64_t u = 0; u < d->n_units && !have_tpos; u++)
         have_tpos = isfinite(d->tpos[2 * u + 1]);
-    if (rp_exists(d->dir, "driftmap.npy")) {
+    if (bs_phy_has(d->dir, "driftmap.npy")) {
         d->dmap_source = "driftmap.npy (detected spikes, uncorrected depth)";
     } else if (d->have_positions) {
         d->dmap_source = "spike_positions.npy (sorted spikes)";
@@ -87,7 +87,7 @@ void rp_drift_add(rp_data *d, double t_s, double depth_um, double amp)
 
 static bs_status load_driftmap(rp_data *d)
 {
-    rp_col c = RP_COL_INIT;
+    bs_phy_col c = BS_PHY_COL_INIT;
     double *b = NULL;
     bs_status st = rp_col_open(&c, d->dir, "driftmap.npy", 3, RP_BLOCK);
     if (st != BS_OK)
@@ -99,13 +99,13 @@ static bs_status load_driftmap(rp_data *d)
     }
     for (int64_t r0 = 0; r0 < c.n_rows; r0 += RP_BLOCK) {
         int64_t n = c.n_rows - r0 < RP_BLOCK ? c.n_rows - r0 : RP_BLOCK;
-        if ((st = rp_col_read(&c, r0, n, b)) != BS_OK)
+        if ((st = bs_phy_col_f64(&c, r0, n, b)) != BS_OK)
             goto done;
         for (int64_t i = 0; i < n; i++)
             rp_drift_add(d, b[3 * i], b[3 * i + 1], b[3 * i + 2]);
     }
 done:
-    rp_col_close(&c);
+    bs_phy_col_close(&c);
     bs_mem_free(b);
     return st;
 }
@@ -113,7 +113,7 @@ done:
 /* A whole small float vector (n values expected; 0 = any). */
 static bs_status load_vec(rp_data *d, const char *name, int64_t want, float **out, int64_t *n_out)
 {
-    rp_col c = RP_COL_INIT;
+    bs_phy_col c = BS_PHY_COL_INIT;
     BS_TRY(rp_col_open(&c, d->dir, name, 1, 1));
     bs_status st = BS_OK;
     if (want && c.n_rows != want) {
@@ -128,23 +128,23 @@ static bs_status load_vec(rp_data *d, const char *name, int64_t want, float **ou
     }
     for (int64_t i = 0; i < c.n_rows && st == BS_OK; i++) {
         double v;
-        st = rp_col_read(&c, i, 1, &v);
+        st = bs_phy_col_f64(&c, i, 1, &v);
         (*out)[i] = (float)v;
     }
     *n_out = c.n_rows;
 done:
-    rp_col_close(&c);
+    bs_phy_col_close(&c);
     return st;
 }
 
 static bs_status load_motion(rp_data *d)
 {
-    if (!rp_exists(d->dir, "drift.npy")) {
+    if (!bs_phy_has(d->dir, "drift.npy")) {
         rp_note(d, "drift.npy absent: no estimated motion (sorted without drift correction, or by a sorter that "
                    "does not write it)");
         return BS_OK;
     }
-    rp_col c = RP_COL_INIT;
+    bs_phy_col c = BS_PHY_COL_INIT;
     BS_TRY(rp_col_open(&c, d->dir, "drift.npy", 0, 1));
     bs_status st = BS_OK;
     double *row = NULL;
@@ -164,12 +164,12 @@ static bs_status load_motion(rp_data *d)
         goto done;
     }
     for (int i = 0; i < d->mot_nt; i++) {
-        if ((st = rp_col_read(&c, i * step, 1, row)) != BS_OK)
+        if ((st = bs_phy_col_f64(&c, i * step, 1, row)) != BS_OK)
             goto done;
         for (int64_t k = 0; k < B; k++)
             d->mot[(size_t)i * B + k] = (float)row[k];
     }
-    if (rp_exists(d->dir, "drift_times_s.npy")) {
+    if (bs_phy_has(d->dir, "drift_times_s.npy")) {
         if ((st = load_vec(d, "drift_times_s.npy", T, &d->mot_t, &n)) != BS_OK)
             goto done;
         for (int i = 0; i < d->mot_nt; i++)
@@ -184,7 +184,7 @@ static bs_status load_motion(rp_data *d)
         for (int i = 0; i < d->mot_nt; i++)
             d->mot_t[i] = (float)((i * step + 0.5) * d->duration_s / T);
     }
-    if (rp_exists(d->dir, "drift_depths_um.npy")) {
+    if (bs_phy_has(d->dir, "drift_depths_um.npy")) {
         if ((st = load_vec(d, "drift_depths_um.npy", B, &d->mot_depth, &n)) != BS_OK)
             goto done;
     } else {
@@ -202,7 +202,7 @@ static bs_status load_motion(rp_data *d)
         st = BS_ERR_MEMORY;
         goto done;
     }
-    if (rp_exists(d->dir, "drift_shanks.npy")) {
+    if (bs_phy_has(d->dir, "drift_shanks.npy")) {
         float *sh = NULL;
         st = load_vec(d, "drift_shanks.npy", B, &sh, &n);
         for (int64_t k = 0; st == BS_OK && k < B; k++)
@@ -210,7 +210,7 @@ static bs_status load_motion(rp_data *d)
         bs_mem_free(sh);
     }
 done:
-    rp_col_close(&c);
+    bs_phy_col_close(&c);
     bs_mem_free(row);
     return st;
 }

@@ -1,7 +1,7 @@
 /*
  * report_internal.h - what the report's files share: the data gathered from
- * the folder (rp_data), the streaming JSON writer (rp_json), and a block
- * reader that converts any numeric .npy dtype to double.
+ * the folder (rp_data) and the streaming JSON writer (rp_json); the folder
+ * is read with the Phy-folder reader (src/export/phy_read.h).
  *
  * Order of work (report.c): folder basics and units (report_units.c), tables
  * (report_tables.c), templates (report_templates.c), similar units, then one
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../pipeline/stage_io.h"
+#include "../export/phy_read.h"
 #include "report.h"
 
 /* ---- correlogram geometry (fixed; the page and the tests rely on it) ---- */
@@ -54,25 +54,13 @@ void rpj_counts(rp_json *j, const char *key, const uint32_t *c, size_t n);
 void rpj_floats(rp_json *j, const char *key, const float *v, size_t n);   /* plain number array */
 void rpj_doubles(rp_json *j, const char *key, const double *v, size_t n); /* plain number array */
 
-/* ---- reading numeric .npy files in blocks, as double ---- */
-typedef struct {
-    bs_npy_rows r;
-    int64_t n_rows;
-    int64_t n_cols; /* product of the trailing dimensions */
-    void *raw;      /* one block of raw rows (accountant) */
-    int64_t block;  /* rows per block */
-} rp_col;
-
-#define RP_COL_INIT {.r = {.fd = -1}}
-
-/* Open dir/name (any numeric dtype, ndim 1 or 2 with `want_cols` columns;
- * want_cols 0 accepts any). */
-bs_status rp_col_open(rp_col *c, const char *dir, const char *name, int64_t want_cols, int64_t block);
-/* Rows [r0, r0 + n) (n <= block) as doubles, n * n_cols values. */
-bs_status rp_col_read(rp_col *c, int64_t r0, int64_t n, double *dst);
-void rp_col_close(rp_col *c); /* idempotent; also fine on RP_COL_INIT */
-/* 1 if dir/name exists. */
-int rp_exists(const char *dir, const char *name);
+/* ---- reading numeric .npy files in blocks, as double ----
+ * bs_phy_col (src/export/phy_read.h) with any numeric dtype, 1 or 2
+ * dimensions and `want_cols` columns (0: any). */
+static inline bs_status rp_col_open(bs_phy_col *c, const char *dir, const char *name, int64_t want_cols, int64_t block)
+{
+    return bs_phy_col_open(c, dir, name, BS_PHY_COL_NUMBER, want_cols, block, "report/read_block");
+}
 
 /* ---- the gathered data ---- */
 typedef struct {
@@ -119,7 +107,7 @@ typedef struct {
     /* tables */
     rp_column cols[RP_MAX_COLUMNS];
     int n_cols;
-    char *tsv_text[RP_MAX_TSV]; /* the tables' text, split in place (text cells point into it), accountant */
+    bs_tsv_table tsv[RP_MAX_TSV]; /* the tables read (text cells point into their storage) */
     int n_tsv;
     int col_group, col_ks, col_qc; /* indices of label columns or -1 */
 

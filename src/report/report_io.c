@@ -1,5 +1,5 @@
 /*
- * report_io.c - the report's two small I/O tools.
+ * report_io.c - the report's streaming JSON writer.
  *
  * rp_json writes JSON straight to the page's file as it goes: a stack of
  * "a value was already written at this level" flags decides the commas.
@@ -8,10 +8,6 @@
  * Bulk arrays are written as {"dtype", "n", "b64"}: little-endian bytes in
  * base64 (4 characters per 3 bytes), which the page turns back into a typed
  * array; that is 2-4x smaller than decimal text and parses at memory speed.
- *
- * rp_col reads rows of a numeric .npy file of any dtype in blocks through
- * bs_npy_rows (pread) and converts them to double, so per-spike files are
- * streamed, never loaded whole.
  */
 #include <math.h>
 #include <string.h>
@@ -200,79 +196,4 @@ void rpj_doubles(rp_json *j, const char *key, const double *v, size_t n)
     for (size_t i = 0; i < n; i++)
         rpj_num(j, NULL, v[i]);
     rpj_end_arr(j);
-}
-
-/* ---- numeric .npy in blocks ---- */
-
-int rp_exists(const char *dir, const char *name)
-{
-    char path[4200];
-    struct stat sb;
-    return bs_path_join(path, sizeof path, dir, name) == BS_OK && stat(path, &sb) == 0;
-}
-
-bs_status rp_col_open(rp_col *c, const char *dir, const char *name, int64_t want_cols, int64_t block)
-{
-    memset(c, 0, sizeof *c);
-    c->r.fd = -1;
-    char path[4200];
-    bs_npy_header h;
-    BS_TRY(bs_path_join(path, sizeof path, dir, name));
-    BS_TRY(bs_npy_read_header(path, &h));
-    if (h.dtype == BS_NPY_BOOL)
-        return bs_error(BS_ERR_INPUT, "%s: dtype: expected a numeric array, got bool", path);
-    if (h.ndim < 1 || h.ndim > 2 || h.fortran_order)
-        return bs_error(BS_ERR_INPUT, "%s: shape: expected 1 or 2 dimensions in C order, got %d dimensions%s", path,
-                        h.ndim, h.fortran_order ? " in Fortran order" : "");
-    int64_t cols = h.ndim == 2 ? h.shape[1] : 1;
-    if (want_cols && cols != want_cols)
-        return bs_error(BS_ERR_INPUT, "%s: shape: expected %lld column%s, got %lld", path, (long long)want_cols,
-                        want_cols == 1 ? "" : "s", (long long)cols);
-    BS_TRY(bs_npy_rows_open(&c->r, dir, name, h.dtype));
-    c->n_rows = h.shape[0];
-    c->n_cols = cols;
-    c->block = block;
-    c->raw = bs_mem_alloc("report/read_block", (size_t)block * c->r.row_bytes);
-    if (!c->raw) {
-        bs_npy_rows_close(&c->r);
-        return BS_ERR_MEMORY;
-    }
-    return BS_OK;
-}
-
-bs_status rp_col_read(rp_col *c, int64_t r0, int64_t n, double *dst)
-{
-    if (n > c->block)
-        return bs_error(BS_ERR_INTERNAL, "%s: %lld rows asked, block is %lld", c->r.path, (long long)n,
-                        (long long)c->block);
-    BS_TRY(bs_npy_rows_read(&c->r, r0, n, c->raw));
-    int64_t m = n * c->n_cols;
-    const void *s = c->raw;
-#define CONV(T)                               \
-    for (int64_t i = 0; i < m; i++)           \
-        dst[i] = (double)((const T *)s)[i];   \
-    break;
-    switch (c->r.h.dtype) {
-    case BS_NPY_I8: CONV(int8_t)
-    case BS_NPY_U8: CONV(uint8_t)
-    case BS_NPY_I16: CONV(int16_t)
-    case BS_NPY_U16: CONV(uint16_t)
-    case BS_NPY_I32: CONV(int32_t)
-    case BS_NPY_U32: CONV(uint32_t)
-    case BS_NPY_I64: CONV(int64_t)
-    case BS_NPY_U64: CONV(uint64_t)
-    case BS_NPY_F32: CONV(float)
-    case BS_NPY_F64: CONV(double)
-    default:
-        return bs_error(BS_ERR_INPUT, "%s: dtype %s is not numeric", c->r.path, bs_npy_dtype_descr(c->r.h.dtype));
-    }
-#undef CONV
-    return BS_OK;
-}
-
-void rp_col_close(rp_col *c)
-{
-    bs_npy_rows_close(&c->r);
-    bs_mem_free(c->raw);
-    c->raw = NULL;
 }

@@ -253,7 +253,7 @@ static bs_status check_field(const char *path, const char *where, const cJSON *o
 
 bs_status rp_load_run(rp_data *d)
 {
-    if (!rp_exists(d->dir, "run_summary.json")) {
+    if (!bs_phy_has(d->dir, "run_summary.json")) {
         rp_note(d, "run_summary.json absent: no run summary (folders sorted by an older boundsort, or not by "
                    "boundsort sort)");
         return BS_OK;

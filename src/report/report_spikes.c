@@ -50,10 +50,10 @@ static void top_insert(int32_t *unit, float *score, int n, int32_t v, float s)
 static bs_status similar_from_file(rp_data *d, int *used)
 {
     *used = 0;
-    if (!rp_exists(d->dir, "similar_templates.npy"))
+    if (!bs_phy_has(d->dir, BS_PHY_SIMILAR_TEMPLATES))
         return BS_OK;
-    rp_col c = RP_COL_INIT;
-    BS_TRY(rp_col_open(&c, d->dir, "similar_templates.npy", 0, 1));
+    bs_phy_col c = BS_PHY_COL_INIT;
+    BS_TRY(rp_col_open(&c, d->dir, BS_PHY_SIMILAR_TEMPLATES, 0, 1));
     bs_status st = BS_OK;
     double *row = NULL;
     int64_t K = c.n_rows;
@@ -71,7 +71,7 @@ static bs_status similar_from_file(rp_data *d, int *used)
         int32_t t = d->tmpl[u];
         if (t < 0 || t >= K)
             continue;
-        if ((st = rp_col_read(&c, t, 1, row)) != BS_OK)
+        if ((st = bs_phy_col_f64(&c, t, 1, row)) != BS_OK)
             goto done;
         for (int64_t v = 0; v < d->n_units; v++) {
             int32_t tv = d->tmpl[v];
@@ -81,9 +81,9 @@ static bs_status similar_from_file(rp_data *d, int *used)
         }
     }
     *used = 1;
-    d->sim_source = "similar_templates.npy";
+    d->sim_source = BS_PHY_SIMILAR_TEMPLATES;
 done:
-    rp_col_close(&c);
+    bs_phy_col_close(&c);
     bs_mem_free(row);
     return st;
 }
@@ -290,17 +290,17 @@ static void correlate(rp_data *d, pass_state *s, int32_t u, int64_t ts, double a
 bs_status rp_spike_pass(rp_data *d)
 {
     pass_state s;
-    rp_col ct = RP_COL_INIT, cc = RP_COL_INIT, ca = RP_COL_INIT, cp = RP_COL_INIT;
+    bs_phy_col ct = BS_PHY_COL_INIT, cc = BS_PHY_COL_INIT, ca = BS_PHY_COL_INIT, cp = BS_PHY_COL_INIT;
     double *bt = NULL, *bc = NULL, *ba = NULL, *bp = NULL;
     bs_status st = init_state(d, &s);
     if (st != BS_OK)
         goto done;
-    const char *ids_name = d->have_clusters ? "spike_clusters.npy" : "spike_templates.npy";
-    if ((st = rp_col_open(&ct, d->dir, "spike_times.npy", 1, RP_BLOCK)) != BS_OK ||
+    const char *ids_name = d->have_clusters ? BS_PHY_SPIKE_CLUSTERS : BS_PHY_SPIKE_TEMPLATES;
+    if ((st = rp_col_open(&ct, d->dir, BS_PHY_SPIKE_TIMES, 1, RP_BLOCK)) != BS_OK ||
         (st = rp_col_open(&cc, d->dir, ids_name, 1, RP_BLOCK)) != BS_OK)
         goto done;
     if (d->have_amplitudes) {
-        if ((st = rp_col_open(&ca, d->dir, "amplitudes.npy", 1, RP_BLOCK)) != BS_OK)
+        if ((st = rp_col_open(&ca, d->dir, BS_PHY_AMPLITUDES, 1, RP_BLOCK)) != BS_OK)
             goto done;
         if (ca.n_rows != d->n_spikes) {
             st = bs_error(BS_ERR_INPUT, "%s: expected %lld rows (one per spike), got %lld", ca.r.path,
@@ -309,7 +309,7 @@ bs_status rp_spike_pass(rp_data *d)
         }
     }
     if (d->have_positions) {
-        if ((st = rp_col_open(&cp, d->dir, "spike_positions.npy", 0, RP_BLOCK)) != BS_OK)
+        if ((st = rp_col_open(&cp, d->dir, BS_PHY_SPIKE_POSITIONS, 0, RP_BLOCK)) != BS_OK)
             goto done;
         if (cp.n_rows != d->n_spikes || cp.n_cols < 2) {
             st = bs_error(BS_ERR_INPUT, "%s: expected %lld rows (one per spike) of x, y in µm, got %lld x %lld",
@@ -329,9 +329,9 @@ bs_status rp_spike_pass(rp_data *d)
     double half = RP_CCG_HALF_MS * 1e-3 * d->fs_hz;
     for (int64_t r0 = 0; r0 < d->n_spikes; r0 += RP_BLOCK) {
         int64_t n = d->n_spikes - r0 < RP_BLOCK ? d->n_spikes - r0 : RP_BLOCK;
-        if ((st = rp_col_read(&ct, r0, n, bt)) != BS_OK || (st = rp_col_read(&cc, r0, n, bc)) != BS_OK ||
-            (d->have_amplitudes && (st = rp_col_read(&ca, r0, n, ba)) != BS_OK) ||
-            (d->have_positions && (st = rp_col_read(&cp, r0, n, bp)) != BS_OK))
+        if ((st = bs_phy_col_f64(&ct, r0, n, bt)) != BS_OK || (st = bs_phy_col_f64(&cc, r0, n, bc)) != BS_OK ||
+            (d->have_amplitudes && (st = bs_phy_col_f64(&ca, r0, n, ba)) != BS_OK) ||
+            (d->have_positions && (st = bs_phy_col_f64(&cp, r0, n, bp)) != BS_OK))
             goto done;
         for (int64_t i = 0; i < n; i++) {
             int64_t id = (int64_t)bc[i];
@@ -382,10 +382,10 @@ bs_status rp_spike_pass(rp_data *d)
                 (long long)n_full, n_full == 1 ? "" : "s", RP_RING);
 done:
     free_state(&s);
-    rp_col_close(&ct);
-    rp_col_close(&cc);
-    rp_col_close(&ca);
-    rp_col_close(&cp);
+    bs_phy_col_close(&ct);
+    bs_phy_col_close(&cc);
+    bs_phy_col_close(&ca);
+    bs_phy_col_close(&cp);
     bs_mem_free(bt);
     bs_mem_free(bc);
     bs_mem_free(ba);

@@ -4,15 +4,14 @@
  * cluster_KSLabel.tsv, cluster_qc_label.tsv, cluster_Amplitude.tsv,
  * cluster_ContamPct.tsv and qc_metrics.tsv (every column), each when present.
  *
- * Each file is read whole into one accountant buffer, split in place, and the
- * text cells point into it (no copy per cell).
- *
- * Format (phylib's): a header line `cluster_id<TAB>name...`, tab-separated
- * (comma-separated when the header has no tab), one row per cluster, empty
- * cells skipped, CRLF accepted. A column whose non-empty cells all parse as
- * numbers (nan / inf included) is numeric, otherwise text. Rows of cluster ids
- * that have no spikes are ignored (counted in a note); a row that is not
- * `<id>` followed by at most as many cells as the header is bad input.
+ * Each file is read with the Phy-folder reader (src/export/phy_read.h,
+ * bs_tsv_read_rows: phylib's format, tab- or comma-separated, CRLF
+ * accepted) and kept until rp_free; the text cells point into its storage
+ * (no copy per cell). Empty cells are skipped; a later row of the same id
+ * wins. A column whose non-empty cells of the units all parse as numbers
+ * (nan / inf included) is numeric, otherwise text. Rows of cluster ids that
+ * have no spikes are ignored (counted in a note); a row that is not `<id>`
+ * followed by at most as many cells as the header is bad input.
  *
  * Then the columns computed here from the spikes: spike count, firing rate,
  * mean amplitude, position (mean spike position, else the template's centre
@@ -26,15 +25,6 @@
 #include "../mem/mem.h"
 #include "report_internal.h"
 
-#define MAX_TSV_BYTES ((size_t)256 << 20)
-
-static int parse_number(const char *s, double *v)
-{
-    char *end;
-    *v = strtod(s, &end);
-    return end != s && *end == '\0';
-}
-
 static void free_column(rp_column *c)
 {
     bs_mem_free(c->text);
@@ -43,177 +33,100 @@ static void free_column(rp_column *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The whole file, NUL-terminated, in an accountant buffer kept until rp_free (text cells point into it). */
-static bs_status read_whole(rp_data *d, const char *path, char **text)
+/* Columns of table t (file `name`) not shown yet; map[c] = column index or -1. */
+static bs_status add_columns(rp_data *d, const char *name, const char *path, const bs_tsv_table *t, int *map)
 {
-    uint64_t bytes;
-    BS_TRY(bs_file_size(path, &bytes));
-    if (bytes > MAX_TSV_BYTES)
-        return bs_error(BS_ERR_INPUT, "%s: %llu bytes, expected at most %zu for a cluster table", path,
-                        (unsigned long long)bytes, MAX_TSV_BYTES);
-    if (d->n_tsv == RP_MAX_TSV)
-        return bs_error(BS_ERR_INTERNAL, "%s: more than %d tables", path, RP_MAX_TSV);
-    *text = bs_mem_alloc("report/tables", (size_t)bytes + 1);
-    if (!*text)
-        return BS_ERR_MEMORY;
-    d->tsv_text[d->n_tsv++] = *text;
-    FILE *fp = fopen(path, "rb");
-    size_t got = fp ? fread(*text, 1, (size_t)bytes, fp) : 0;
-    if (fp)
-        fclose(fp);
-    if (got != bytes)
-        return bs_error(BS_ERR_INPUT, "%s: cannot read", path);
-    (*text)[bytes] = '\0';
-    if (strlen(*text) != bytes)
-        return bs_error(BS_ERR_INPUT, "%s: expected text, found a NUL byte", path);
-    return BS_OK;
-}
-
-/* Split `line` (NUL-terminated, no newline) at `sep` into at most max cells. */
-static int split(char *line, char sep, char **cells, int max)
-{
-    int n = 0;
-    char *s = line;
-    for (;;) {
-        char *e = strchr(s, sep);
-        if (e)
-            *e = '\0';
-        if (n < max)
-            cells[n] = s;
-        n++;
-        if (!e)
+    if (t->n_cols > RP_MAX_COLUMNS)
+        return bs_error(BS_ERR_INPUT, "%s: line 1: expected at most %d columns, got %d", path, RP_MAX_COLUMNS,
+                        t->n_cols + 1);
+    for (int k = 0; k < t->n_cols; k++) {
+        map[k] = -1;
+        const char *head = t->cols[k].raw;
+        int dup = 0;
+        for (int c = 0; c < d->n_cols; c++)
+            dup |= strcmp(d->cols[c].name, head) == 0;
+        if (dup || head[0] == '\0')
+            continue;
+        if (d->n_cols == RP_MAX_COLUMNS) {
+            rp_note(d, "%s: column '%s' and later ones not shown (more than %d columns)", name, head, RP_MAX_COLUMNS);
             break;
-        s = e + 1;
+        }
+        rp_column *c = &d->cols[d->n_cols];
+        c->name = strdup(head);
+        c->text = bs_mem_calloc("report/tables", (size_t)d->n_units + 1, sizeof(char *));
+        c->source = name;
+        if (!c->name || !c->text) {
+            free_column(c);
+            return bs_error(BS_ERR_MEMORY, "%s: out of memory for column '%s'", path, head);
+        }
+        map[k] = d->n_cols++;
     }
-    return n;
+    return BS_OK;
 }
 
 static bs_status read_tsv(rp_data *d, const char *name)
 {
     char path[4200];
     BS_TRY(bs_path_join(path, sizeof path, d->dir, name));
-    char *text = NULL;
-    BS_TRY(read_whole(d, path, &text));
-    bs_status st = BS_OK;
-    char *line = text, *next;
-    char *cells[RP_MAX_COLUMNS + 1];
-    int first_col = d->n_cols, n_head = 0, line_no = 0;
-    int map[RP_MAX_COLUMNS + 1]; /* header cell -> column index or -1 */
+    if (d->n_tsv == RP_MAX_TSV)
+        return bs_error(BS_ERR_INTERNAL, "%s: more than %d tables", path, RP_MAX_TSV);
+    bs_tsv_table *t = &d->tsv[d->n_tsv];
+    BS_TRY(bs_tsv_read_rows(d->dir, name, t));
+    d->n_tsv++;
+    int first_col = d->n_cols;
+    int map[RP_MAX_COLUMNS];
+    BS_TRY(add_columns(d, name, path, t, map));
     int64_t unknown = 0;
-    char sep = '\t';
-    for (; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r')
-            line[--l] = '\0';
-        line_no++;
-        if (line_no == 1) {
-            sep = strchr(line, '\t') ? '\t' : ',';
-            n_head = split(line, sep, cells, RP_MAX_COLUMNS + 1);
-            for (int k = 0; k <= RP_MAX_COLUMNS; k++)
-                map[k] = -1;
-            if (n_head > RP_MAX_COLUMNS + 1 || strcmp(cells[0], "cluster_id") != 0) {
-                st = n_head > RP_MAX_COLUMNS + 1
-                         ? bs_error(BS_ERR_INPUT, "%s: line 1: expected at most %d columns, got %d", path,
-                                    RP_MAX_COLUMNS, n_head)
-                         : bs_error(BS_ERR_INPUT, "%s: line 1: expected a header starting with 'cluster_id', got '%s'",
-                                    path, cells[0]);
-                goto done;
-            }
-            for (int k = 1; k < n_head; k++) {
-                map[k] = -1;
-                int dup = 0;
-                for (int c = 0; c < d->n_cols; c++)
-                    dup |= strcmp(d->cols[c].name, cells[k]) == 0;
-                if (dup || cells[k][0] == '\0')
-                    continue;
-                if (d->n_cols == RP_MAX_COLUMNS) {
-                    rp_note(d, "%s: column '%s' and later ones not shown (more than %d columns)", name, cells[k],
-                            RP_MAX_COLUMNS);
-                    break;
-                }
-                rp_column *c = &d->cols[d->n_cols];
-                c->name = strdup(cells[k]);
-                c->text = bs_mem_calloc("report/tables", (size_t)d->n_units + 1, sizeof(char *));
-                c->source = name;
-                if (!c->name || !c->text) {
-                    free_column(c);
-                    st = bs_error(BS_ERR_MEMORY, "%s: out of memory for column '%s'", path, cells[k]);
-                    goto done;
-                }
-                map[k] = d->n_cols++;
-            }
-            continue;
-        }
-        if (l == 0)
-            continue;
-        int n = split(line, sep, cells, RP_MAX_COLUMNS + 1);
-        double idv;
-        if (!parse_number(cells[0], &idv) || idv < 0 || idv != floor(idv) || idv > RP_MAX_CLUSTER_ID) {
-            st = bs_error(BS_ERR_INPUT, "%s: line %d: field 'cluster_id': expected an integer id >= 0, got '%s'",
-                          path, line_no, cells[0]);
-            goto done;
-        }
-        if (n > n_head) {
-            st = bs_error(BS_ERR_INPUT, "%s: line %d: expected at most %d cells (as the header), got %d", path,
-                          line_no, n_head, n);
-            goto done;
-        }
-        int64_t id = (int64_t)idv;
+    for (int64_t r = 0; r < t->n_rows; r++) {
+        int32_t id = t->ids[r];
+        if (id > RP_MAX_CLUSTER_ID)
+            return bs_error(BS_ERR_INPUT, "%s: line %d: field 'cluster_id': expected an integer id >= 0 and <= %d, got %d",
+                            path, t->line[r], RP_MAX_CLUSTER_ID, id);
         int32_t u = id <= d->max_id ? d->id_to_unit[id] : -1;
         if (u < 0) {
             unknown++;
             continue;
         }
-        for (int k = 1; k < n; k++) {
-            if (map[k] < 0 || cells[k][0] == '\0')
-                continue;
-            d->cols[map[k]].text[u] = cells[k]; /* a later row of the same id wins */
-        }
+        for (int k = 0; k < t->n_cols; k++)
+            if (map[k] >= 0 && t->cols[k].text[r][0] != '\0')
+                d->cols[map[k]].text[u] = t->cols[k].text[r]; /* a later row of the same id wins */
     }
-    if (line_no == 0)
-        st = bs_error(BS_ERR_INPUT, "%s: expected a header line 'cluster_id<TAB>...', the file is empty", path);
     if (unknown)
         rp_note(d, "%s: %lld row%s of cluster ids without spikes ignored", name, (long long)unknown,
                 unknown == 1 ? "" : "s");
-    /* numeric columns */
-    for (int c = first_col; st == BS_OK && c < d->n_cols; c++) {
+    /* numeric columns: every non-empty cell of a unit is a number */
+    for (int c = first_col; c < d->n_cols; c++) {
         rp_column *col = &d->cols[c];
         int numeric = 1;
         double v;
         for (int64_t u = 0; u < d->n_units && numeric; u++)
-            numeric = !col->text[u] || parse_number(col->text[u], &v);
+            numeric = !col->text[u] || bs_tsv_number(col->text[u], &v);
         if (!numeric)
             continue;
         col->num = bs_mem_alloc("report/tables", ((size_t)d->n_units + 1) * sizeof(double));
-        if (!col->num) {
-            st = BS_ERR_MEMORY;
-            break;
-        }
+        if (!col->num)
+            return BS_ERR_MEMORY;
         for (int64_t u = 0; u < d->n_units; u++) {
             col->num[u] = NAN;
             if (col->text[u])
-                parse_number(col->text[u], &col->num[u]);
+                bs_tsv_number(col->text[u], &col->num[u]);
         }
         bs_mem_free(col->text);
         col->text = NULL;
     }
-done:
-    return st;
+    return BS_OK;
 }
 
 bs_status rp_load_tables(rp_data *d)
 {
-    static const char *const files[] = {"cluster_group.tsv", "cluster_KSLabel.tsv", "cluster_qc_label.tsv",
-                                        "cluster_Amplitude.tsv", "cluster_ContamPct.tsv", "qc_metrics.tsv"};
+    static const char *const files[] = {BS_PHY_CLUSTER_GROUP, BS_PHY_CLUSTER_KSLABEL, BS_PHY_CLUSTER_QC_LABEL,
+                                        BS_PHY_CLUSTER_AMPLITUDE, BS_PHY_CLUSTER_CONTAMPCT, BS_PHY_QC_METRICS};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        if (rp_exists(d->dir, files[i]))
+        if (bs_phy_has(d->dir, files[i]))
             BS_TRY(read_tsv(d, files[i]));
-        else if (strcmp(files[i], "qc_metrics.tsv") == 0)
+        else if (strcmp(files[i], BS_PHY_QC_METRICS) == 0)
             rp_note(d, "qc_metrics.tsv absent: no quality metrics (boundsort qc OUT writes them)");
-        else if (strcmp(files[i], "cluster_qc_label.tsv") == 0)
+        else if (strcmp(files[i], BS_PHY_CLUSTER_QC_LABEL) == 0)
             rp_note(d, "cluster_qc_label.tsv absent: no automatic qc labels");
     }
     d->col_group = d->col_ks = d->col_qc = -1;
@@ -286,14 +199,14 @@ void rp_emit_tables(rp_json *j, const rp_data *d)
     for (int c = 0; c < d->n_cols; c++)
         if (c == d->col_group || c == d->col_ks || c == d->col_qc)
             emit_column(j, &d->cols[c], d->n_units);
-    emit_computed(j, d, "n_spikes", "spike_clusters.npy", 0, v_count);
+    emit_computed(j, d, "n_spikes", BS_PHY_SPIKE_CLUSTERS, 0, v_count);
     emit_computed(j, d, "fr_hz", "spikes / recording length", 3, v_rate);
-    emit_computed(j, d, "amp_mean", "amplitudes.npy", 3, v_amp);
+    emit_computed(j, d, "amp_mean", BS_PHY_AMPLITUDES, 3, v_amp);
     const char *pos = d->have_positions ? "mean of spike_positions.npy" : "template centre of mass";
     emit_computed(j, d, "x_um", pos, 1, v_x);
     emit_computed(j, d, "y_um", pos, 1, v_y);
-    emit_computed(j, d, "peak_ch", "templates.npy", 0, v_ch);
-    emit_computed(j, d, "shank", "channel_shanks.npy", 0, v_sh);
+    emit_computed(j, d, "peak_ch", BS_PHY_TEMPLATES, 0, v_ch);
+    emit_computed(j, d, "shank", BS_PHY_CHANNEL_SHANKS, 0, v_sh);
     for (int c = 0; c < d->n_cols; c++)
         if (c != d->col_group && c != d->col_ks && c != d->col_qc)
             emit_column(j, &d->cols[c], d->n_units);
@@ -306,6 +219,6 @@ void rp_free_tables(rp_data *d)
         free_column(&d->cols[c]);
     d->n_cols = 0;
     for (int i = 0; i < d->n_tsv; i++)
-        bs_mem_free(d->tsv_text[i]);
+        bs_tsv_free(&d->tsv[i]);
     d->n_tsv = 0;
 }

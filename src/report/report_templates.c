@@ -46,10 +46,10 @@ static void no_templates(rp_data *d)
 static bs_status load_winv(rp_data *d, float **winv)
 {
     *winv = NULL;
-    if (!rp_exists(d->dir, "whitening_mat_inv.npy"))
+    if (!bs_phy_has(d->dir, BS_PHY_WHITENING_MAT_INV))
         return BS_OK;
-    rp_col c = RP_COL_INIT;
-    BS_TRY(rp_col_open(&c, d->dir, "whitening_mat_inv.npy", 0, 1));
+    bs_phy_col c = BS_PHY_COL_INIT;
+    BS_TRY(rp_col_open(&c, d->dir, BS_PHY_WHITENING_MAT_INV, 0, 1));
     bs_status st = BS_OK;
     double *row = NULL;
     if (c.n_rows != d->n_chan || c.n_cols != d->n_chan) {
@@ -64,12 +64,12 @@ static bs_status load_winv(rp_data *d, float **winv)
         goto done;
     }
     for (int i = 0; i < d->n_chan && st == BS_OK; i++) {
-        st = rp_col_read(&c, i, 1, row);
+        st = bs_phy_col_f64(&c, i, 1, row);
         for (int k = 0; k < d->n_chan; k++)
             (*winv)[(size_t)i * d->n_chan + k] = isfinite(row[k]) ? (float)row[k] : 0.f;
     }
 done:
-    rp_col_close(&c);
+    bs_phy_col_close(&c);
     bs_mem_free(row);
     if (st != BS_OK) {
         bs_mem_free(*winv);
@@ -88,13 +88,13 @@ bs_status rp_load_templates(rp_data *d)
     if (!d->peak_ch || !d->tchan || !d->tscale || !d->tpos)
         return BS_ERR_MEMORY;
     no_templates(d);
-    if (!rp_exists(d->dir, "templates.npy")) {
+    if (!bs_phy_has(d->dir, BS_PHY_TEMPLATES)) {
         rp_note(d, "templates.npy absent: no template drawings or template similarity");
         return BS_OK;
     }
     char path[4200];
     bs_npy_header h;
-    BS_TRY(bs_path_join(path, sizeof path, d->dir, "templates.npy"));
+    BS_TRY(bs_path_join(path, sizeof path, d->dir, BS_PHY_TEMPLATES));
     BS_TRY(bs_npy_read_header(path, &h));
     if (h.ndim != 3 || (h.dtype != BS_NPY_F32 && h.dtype != BS_NPY_F64) || h.fortran_order)
         return bs_error(BS_ERR_INPUT, "%s: expected float32 or float64 (templates, samples, channels) in C order, "
@@ -128,7 +128,7 @@ bs_status rp_load_templates(rp_data *d)
         st = BS_ERR_MEMORY;
         goto done;
     }
-    if ((st = bs_npy_rows_open(&rows, d->dir, "templates.npy", h.dtype)) != BS_OK)
+    if ((st = bs_npy_rows_open(&rows, d->dir, BS_PHY_TEMPLATES, h.dtype)) != BS_OK)
         goto done;
     int64_t missing = 0;
     for (int64_t u = 0; u < d->n_units; u++) {

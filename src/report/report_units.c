@@ -1,12 +1,12 @@
 /*
  * report_units.c - the folder's basics: params.py, the probe, and the units.
  *
- * params.py is read for sample_rate (required, Hz) and, to know the
- * recording's length, dat_path / n_channels_dat / dtype / offset: the length
- * is the raw files' size in samples when they are there, otherwise the last
- * spike time (the page says which). Only the `key = value` lines with a
- * number, a quoted string or a list of quoted strings are understood; other
- * lines are ignored (Phy executes the file as Python; we do not).
+ * params.py (parsed by src/export/phy_read.h) is read for sample_rate
+ * (required, Hz) and, to know the recording's length, dat_path /
+ * n_channels_dat / dtype / offset: the length is the raw files' size in
+ * samples when they are there, otherwise the last spike time (the page says
+ * which). Lines that are not `NAME = value` are ignored (Phy executes the
+ * file as Python; we do not), unless they assign sample_rate.
  *
  * Units. One streamed pass over spike_clusters.npy (else spike_templates.npy)
  * with spike_times.npy checks that the times are non-negative and sorted
@@ -31,151 +31,72 @@
 
 /* ---- params.py ---- */
 
-typedef struct {
-    double sample_rate;
-    double n_channels_dat;
-    double offset;
-    char dtype[32];
-    char dat_path[8][1024]; /* first 8 files of a list */
-    int n_dat;
-} py_params;
-
-static const char *skip_sp(const char *s)
+/* dir/params.py parsed (phy_read.h), with sample_rate checked. */
+static bs_status read_params(const char *dir, bs_phy_params *pp, double *fs_hz)
 {
-    while (*s == ' ' || *s == '\t')
-        s++;
-    return s;
-}
-
-/* A quoted string starting at s (optional r/b prefix); returns the end or NULL. */
-static const char *py_string(const char *s, char *out, size_t outlen)
-{
-    if (*s == 'r' || *s == 'R' || *s == 'b' || *s == 'B')
-        s++;
-    char q = *s;
-    if (q != '\'' && q != '"')
-        return NULL;
-    s++;
-    size_t n = 0;
-    while (*s && *s != q && *s != '\n') {
-        if (n + 1 < outlen)
-            out[n++] = *s;
-        s++;
-    }
-    out[n] = '\0';
-    return *s == q ? s + 1 : NULL;
-}
-
-static bs_status read_params(const char *dir, py_params *pp)
-{
-    memset(pp, 0, sizeof *pp);
-    pp->sample_rate = NAN;
-    pp->n_channels_dat = NAN;
     char path[4200];
-    BS_TRY(bs_path_join(path, sizeof path, dir, "params.py"));
-    struct stat sb;
-    if (stat(path, &sb) != 0)
+    memset(pp, 0, sizeof *pp);
+    BS_TRY(bs_path_join(path, sizeof path, dir, BS_PHY_PARAMS));
+    if (!bs_phy_has(dir, BS_PHY_PARAMS))
         return bs_error(BS_ERR_INPUT,
                         "%s: not a Phy folder: params.py is missing (expected the output folder of boundsort sort)",
                         dir);
-    char *text;
-    size_t len;
-    BS_TRY(bs_read_text_file(path, 1 << 20, &text, &len));
-    int line_no = 0;
-    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        line_no++;
-        const char *s = skip_sp(line);
-        char key[64];
-        size_t k = 0;
-        while ((isalnum((unsigned char)*s) || *s == '_') && k + 1 < sizeof key)
-            key[k++] = *s++;
-        key[k] = '\0';
-        s = skip_sp(s);
-        if (k == 0 || *s != '=')
-            continue;
-        s = skip_sp(s + 1);
-        char *end;
-        double v = strtod(s, &end);
-        int is_num = end != s;
-        if (strcmp(key, "sample_rate") == 0) {
-            if (!is_num || !(v > 0) || !isfinite(v)) {
-                free(text);
-                return bs_error(BS_ERR_INPUT, "%s: line %d: field 'sample_rate': expected a number > 0 (Hz)", path,
-                                line_no);
-            }
-            pp->sample_rate = v;
-        } else if (strcmp(key, "n_channels_dat") == 0 && is_num) {
-            pp->n_channels_dat = v;
-        } else if (strcmp(key, "offset") == 0 && is_num) {
-            pp->offset = v;
-        } else if (strcmp(key, "dtype") == 0) {
-            py_string(s, pp->dtype, sizeof pp->dtype);
-        } else if (strcmp(key, "dat_path") == 0) {
-            if (*s == '[') {
-                s = skip_sp(s + 1);
-                while (pp->n_dat < 8 && (s = py_string(s, pp->dat_path[pp->n_dat], sizeof pp->dat_path[0]))) {
-                    pp->n_dat++;
-                    s = skip_sp(s);
-                    if (*s != ',')
-                        break;
-                    s = skip_sp(s + 1);
-                }
-            } else if (py_string(s, pp->dat_path[0], sizeof pp->dat_path[0])) {
-                pp->n_dat = 1;
-            }
-        }
+    BS_TRY(bs_phy_params_read(dir, pp));
+    const bs_py_value *v = bs_phy_params_get(pp, "sample_rate");
+    int bad = bs_phy_params_bad_key(pp, "sample_rate");
+    if (!bad && v && !(v->type == BS_PY_NUM && v->num > 0))
+        bad = v->line;
+    if (bad) {
+        bs_phy_params_free(pp);
+        return bs_error(BS_ERR_INPUT, "%s: line %d: field 'sample_rate': expected a number > 0 (Hz)", path, bad);
     }
-    free(text);
-    if (!isfinite(pp->sample_rate))
+    if (!v) {
+        bs_phy_params_free(pp);
         return bs_error(BS_ERR_INPUT, "%s: field 'sample_rate': expected a line 'sample_rate = <Hz>', found none",
                         path);
+    }
+    *fs_hz = v->num;
     return BS_OK;
 }
 
-static int dtype_itemsize(const char *t)
+/* Samples in the raw files of dat_path (n_channels_dat columns of dtype
+ * after offset bytes), or -1 when they cannot be measured. */
+static double raw_samples(const char *dir, const bs_phy_params *pp)
 {
-    static const struct {
-        const char *name;
-        int bytes;
-    } tab[] = {{"int16", 2}, {"uint16", 2}, {"<i2", 2}, {"<u2", 2}, {"int32", 4}, {"uint32", 4}, {"<i4", 4},
-               {"float32", 4}, {"<f4", 4}, {"float64", 8}, {"<f8", 8}, {"int8", 1}, {"uint8", 1}};
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (strcmp(t, tab[i].name) == 0)
-            return tab[i].bytes;
-    return 0;
-}
-
-/* Samples in the raw files, or -1 when they cannot be measured. */
-static double raw_samples(const char *dir, const py_params *pp)
-{
-    int item = dtype_itemsize(pp->dtype);
-    if (pp->n_dat == 0 || item == 0 || !(pp->n_channels_dat >= 1))
+    const bs_py_value *dt = bs_phy_params_get(pp, "dtype"), *nc = bs_phy_params_get(pp, "n_channels_dat"),
+                      *of = bs_phy_params_get(pp, "offset"), *dp = bs_phy_params_get(pp, "dat_path");
+    size_t item = dt && dt->type == BS_PY_STR ? bs_phy_dtype_bytes(dt->str) : 0;
+    double n_chan = nc && nc->type == BS_PY_NUM ? nc->num : NAN;
+    double offset = of && of->type == BS_PY_NUM ? of->num : 0;
+    const char *const *files = dp && dp->type == BS_PY_LIST ? (const char *const *)dp->items : NULL;
+    int n_dat = !dp ? 0 : dp->type == BS_PY_LIST ? dp->n_items : dp->type == BS_PY_STR ? 1 : 0;
+    if (n_dat == 0 || item == 0 || !(n_chan >= 1))
         return -1;
     double bytes = 0;
-    for (int i = 0; i < pp->n_dat; i++) {
+    for (int i = 0; i < n_dat; i++) {
         char path[4200];
-        const char *p = pp->dat_path[i];
+        const char *p = files ? files[i] : dp->str;
         if (p[0] != '/') {
             if (bs_path_join(path, sizeof path, dir, p) != BS_OK)
                 return -1;
             p = path;
         }
         struct stat sb;
-        if (stat(p, &sb) != 0 || (double)sb.st_size < pp->offset)
+        if (stat(p, &sb) != 0 || (double)sb.st_size < offset)
             return -1;
-        bytes += (double)sb.st_size - pp->offset;
+        bytes += (double)sb.st_size - offset;
     }
-    return floor(bytes / (pp->n_channels_dat * item));
+    return floor(bytes / (n_chan * (double)item));
 }
 
 /* ---- probe ---- */
 
 static bs_status load_probe(rp_data *d)
 {
-    rp_col c = RP_COL_INIT;
-    if (!rp_exists(d->dir, "channel_positions.npy"))
+    bs_phy_col c = BS_PHY_COL_INIT;
+    if (!bs_phy_has(d->dir, BS_PHY_CHANNEL_POSITIONS))
         return bs_error(BS_ERR_INPUT, "%s: not a Phy folder: channel_positions.npy is missing", d->dir);
-    BS_TRY(rp_col_open(&c, d->dir, "channel_positions.npy", 2, 4096));
+    BS_TRY(rp_col_open(&c, d->dir, BS_PHY_CHANNEL_POSITIONS, 2, 4096));
     bs_status st = BS_OK;
     double *xy = NULL;
     if (c.n_rows < 1 || c.n_rows > 4096) {
@@ -192,7 +113,7 @@ static bs_status load_probe(rp_data *d)
         st = BS_ERR_MEMORY;
         goto done;
     }
-    if ((st = rp_col_read(&c, 0, d->n_chan, xy)) != BS_OK)
+    if ((st = bs_phy_col_f64(&c, 0, d->n_chan, xy)) != BS_OK)
         goto done;
     for (int i = 0; i < d->n_chan; i++) {
         if (!isfinite(xy[2 * i]) || !isfinite(xy[2 * i + 1])) {
@@ -202,22 +123,22 @@ static bs_status load_probe(rp_data *d)
         d->chan_x[i] = (float)xy[2 * i];
         d->chan_y[i] = (float)xy[2 * i + 1];
     }
-    rp_col_close(&c);
-    if (rp_exists(d->dir, "channel_shanks.npy")) {
-        if ((st = rp_col_open(&c, d->dir, "channel_shanks.npy", 1, 4096)) != BS_OK)
+    bs_phy_col_close(&c);
+    if (bs_phy_has(d->dir, BS_PHY_CHANNEL_SHANKS)) {
+        if ((st = rp_col_open(&c, d->dir, BS_PHY_CHANNEL_SHANKS, 1, 4096)) != BS_OK)
             goto done;
         if (c.n_rows != d->n_chan) {
             st = bs_error(BS_ERR_INPUT, "%s: shape: expected %d rows (one per channel), got %lld", c.r.path,
                           d->n_chan, (long long)c.n_rows);
             goto done;
         }
-        if ((st = rp_col_read(&c, 0, d->n_chan, xy)) != BS_OK)
+        if ((st = bs_phy_col_f64(&c, 0, d->n_chan, xy)) != BS_OK)
             goto done;
         for (int i = 0; i < d->n_chan; i++)
             d->chan_shank[i] = isfinite(xy[i]) && fabs(xy[i]) < 1e6 ? (int32_t)xy[i] : 0;
     }
 done:
-    rp_col_close(&c);
+    bs_phy_col_close(&c);
     bs_mem_free(xy);
     return st;
 }
@@ -259,7 +180,7 @@ static bs_status grow(id_tables *t, int64_t need)
     return BS_OK;
 }
 
-static bs_status check_id(const rp_col *c, int64_t row, double v)
+static bs_status check_id(const bs_phy_col *c, int64_t row, double v)
 {
     if (!(v >= 0) || v > RP_MAX_CLUSTER_ID || v != floor(v))
         return bs_error(BS_ERR_INPUT, "%s: row %lld: expected an integer id in [0, %d], got %g", c->r.path,
@@ -269,17 +190,17 @@ static bs_status check_id(const rp_col *c, int64_t row, double v)
 
 static bs_status count_units(rp_data *d, double *last_time)
 {
-    const char *ids_name = d->have_clusters ? "spike_clusters.npy" : "spike_templates.npy";
+    const char *ids_name = d->have_clusters ? BS_PHY_SPIKE_CLUSTERS : BS_PHY_SPIKE_TEMPLATES;
     int vote = d->have_clusters && d->have_templates_ids;
-    rp_col ct = RP_COL_INIT, cc = RP_COL_INIT, cm = RP_COL_INIT;
+    bs_phy_col ct = BS_PHY_COL_INIT, cc = BS_PHY_COL_INIT, cm = BS_PHY_COL_INIT;
     id_tables t = {0};
     double *bt = NULL, *bc = NULL, *bm = NULL;
-    bs_status st = rp_col_open(&ct, d->dir, "spike_times.npy", 1, RP_BLOCK);
+    bs_status st = rp_col_open(&ct, d->dir, BS_PHY_SPIKE_TIMES, 1, RP_BLOCK);
     if (st != BS_OK)
         return st;
     if ((st = rp_col_open(&cc, d->dir, ids_name, 1, RP_BLOCK)) != BS_OK)
         goto done;
-    if (vote && (st = rp_col_open(&cm, d->dir, "spike_templates.npy", 1, RP_BLOCK)) != BS_OK)
+    if (vote && (st = rp_col_open(&cm, d->dir, BS_PHY_SPIKE_TEMPLATES, 1, RP_BLOCK)) != BS_OK)
         goto done;
     d->n_spikes = ct.n_rows;
     if (cc.n_rows != ct.n_rows || (vote && cm.n_rows != ct.n_rows)) {
@@ -298,8 +219,8 @@ static bs_status count_units(rp_data *d, double *last_time)
     double prev = 0;
     for (int64_t r0 = 0; r0 < ct.n_rows; r0 += RP_BLOCK) {
         int64_t n = ct.n_rows - r0 < RP_BLOCK ? ct.n_rows - r0 : RP_BLOCK;
-        if ((st = rp_col_read(&ct, r0, n, bt)) != BS_OK || (st = rp_col_read(&cc, r0, n, bc)) != BS_OK ||
-            (vote && (st = rp_col_read(&cm, r0, n, bm)) != BS_OK))
+        if ((st = bs_phy_col_f64(&ct, r0, n, bt)) != BS_OK || (st = bs_phy_col_f64(&cc, r0, n, bc)) != BS_OK ||
+            (vote && (st = bs_phy_col_f64(&cm, r0, n, bm)) != BS_OK))
             goto done;
         for (int64_t i = 0; i < n; i++) {
             if (!(bt[i] >= prev) || !isfinite(bt[i])) {
@@ -356,9 +277,9 @@ static bs_status count_units(rp_data *d, double *last_time)
         }
     }
 done:
-    rp_col_close(&ct);
-    rp_col_close(&cc);
-    rp_col_close(&cm);
+    bs_phy_col_close(&ct);
+    bs_phy_col_close(&cc);
+    bs_phy_col_close(&cm);
     bs_mem_free(bt);
     bs_mem_free(bc);
     bs_mem_free(bm);
@@ -370,13 +291,14 @@ done:
 
 bs_status rp_load_units(rp_data *d)
 {
-    py_params pp;
-    BS_TRY(read_params(d->dir, &pp));
-    d->fs_hz = pp.sample_rate;
-    if (!rp_exists(d->dir, "spike_times.npy"))
+    bs_phy_params pp;
+    BS_TRY(read_params(d->dir, &pp, &d->fs_hz));
+    double ns = raw_samples(d->dir, &pp);
+    bs_phy_params_free(&pp);
+    if (!bs_phy_has(d->dir, BS_PHY_SPIKE_TIMES))
         return bs_error(BS_ERR_INPUT, "%s: not a Phy folder: spike_times.npy is missing", d->dir);
-    d->have_clusters = rp_exists(d->dir, "spike_clusters.npy");
-    d->have_templates_ids = rp_exists(d->dir, "spike_templates.npy");
+    d->have_clusters = bs_phy_has(d->dir, BS_PHY_SPIKE_CLUSTERS);
+    d->have_templates_ids = bs_phy_has(d->dir, BS_PHY_SPIKE_TEMPLATES);
     if (!d->have_clusters && !d->have_templates_ids)
         return bs_error(BS_ERR_INPUT, "%s: not a Phy folder: neither spike_clusters.npy nor spike_templates.npy",
                         d->dir);
@@ -385,7 +307,6 @@ bs_status rp_load_units(rp_data *d)
     BS_TRY(count_units(d, &last));
     if (d->n_spikes == 0)
         rp_note(d, "the folder has no spikes");
-    double ns = raw_samples(d->dir, &pp);
     if (ns > last) {
         d->duration_s = ns / d->fs_hz;
         d->duration_source = "raw file size (params.py dat_path)";
@@ -395,8 +316,8 @@ bs_status rp_load_units(rp_data *d)
         rp_note(d, "recording length taken from the last spike (%.1f s): the raw file named in params.py is not "
                    "readable, so firing rates may be slightly high", d->duration_s);
     }
-    d->have_amplitudes = rp_exists(d->dir, "amplitudes.npy");
-    d->have_positions = rp_exists(d->dir, "spike_positions.npy");
+    d->have_amplitudes = bs_phy_has(d->dir, BS_PHY_AMPLITUDES);
+    d->have_positions = bs_phy_has(d->dir, BS_PHY_SPIKE_POSITIONS);
     if (!d->have_amplitudes)
         rp_note(d, "amplitudes.npy absent: no amplitude plots");
     if (!d->have_positions)

@@ -14,6 +14,7 @@
 
 #include "../common/fileio.h"
 #include "../common/log.h"
+#include "../export/phy.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
 #include "hungarian.h"
@@ -230,7 +231,7 @@ static bs_status read_excluded_clusters(const char *folder, const char *const *g
     char path[4096];
     BS_TRY(bs_path_join(path, sizeof path, folder, "cluster_info.tsv"));
     if (!file_exists(path))
-        BS_TRY(bs_path_join(path, sizeof path, folder, "cluster_group.tsv"));
+        BS_TRY(bs_path_join(path, sizeof path, folder, BS_PHY_CLUSTER_GROUP));
     if (!file_exists(path)) {
         bs_log_warn("%s: no cluster_info.tsv or cluster_group.tsv; no cluster is excluded", folder);
         return BS_OK;
@@ -333,16 +334,16 @@ bs_status bs_sorting_load(const char *folder, const char *const *exclude_groups,
                 extra[k] = k;
         }
     } else {
-        BS_TRY(bs_path_join(p_times, sizeof p_times, folder, "spike_times.npy"));
+        BS_TRY(bs_path_join(p_times, sizeof p_times, folder, BS_PHY_SPIKE_TIMES));
         if (!file_exists(p_times))
             return bs_error(BS_ERR_INPUT,
                             "%s: neither gt_spike_times.npy nor spike_times.npy found (expected a ground-truth "
                             "folder or a Phy folder)",
                             folder);
-        BS_TRY(bs_path_join(p_units, sizeof p_units, folder, "spike_clusters.npy"));
+        BS_TRY(bs_path_join(p_units, sizeof p_units, folder, BS_PHY_SPIKE_CLUSTERS));
         units_field = "spike_clusters";
         if (!file_exists(p_units)) {
-            BS_TRY(bs_path_join(p_units, sizeof p_units, folder, "spike_templates.npy"));
+            BS_TRY(bs_path_join(p_units, sizeof p_units, folder, BS_PHY_SPIKE_TEMPLATES));
             units_field = "spike_templates";
             if (!file_exists(p_units))
                 return bs_error(BS_ERR_INPUT, "%s: neither spike_clusters.npy nor spike_templates.npy found", folder);
