@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/samples.h"
 #include "../mem/mem.h"
 #include "drift.h"
 
@@ -145,8 +146,8 @@ bs_status bs_drift_detector_init(bs_drift_detector *d, const bs_probe *probe, co
     d->n_chan = C;
     d->th = p->th;
     d->pos_r = p->pos_radius_um;
-    d->w = (int)lround(p->nms_ms * 1e-3 * fs_hz);
-    d->wa = (int)lround(AMP_HALF_MS * 1e-3 * fs_hz);
+    d->w = (int)bs_seconds_to_samples(p->nms_ms * 1e-3, fs_hz);
+    d->wa = (int)bs_seconds_to_samples(AMP_HALF_MS * 1e-3, fs_hz);
     if (d->wa > d->w)
         d->w = d->wa; /* the halo check covers both windows */
     int64_t n_nms = within(probe, p->nms_radius_um, 0, NULL, NULL);

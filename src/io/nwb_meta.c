@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/samples.h"
 #include "../mem/mem.h"
 #include "nwb.h"
 
@@ -232,7 +233,7 @@ bs_status bs_nwb_meta_resolve(const bs_nwb_meta *m, bs_recording *rec, double *t
     rec->n_samples = m->n_times;
     rec->fs_hz = fs;
     rec->offset = (float)off_raw;
-    rec->first_sample = (int64_t)llround(t0 * fs);
+    rec->first_sample = bs_seconds_to_samples(t0, fs);
     *t0_s = t0;
     return BS_OK;
 }

@@ -42,6 +42,7 @@
 
 #include "../common/fileio.h"
 #include "../common/log.h"
+#include "../common/samples.h"
 #include "../io/npy.h"
 #include "../io/probe.h"
 #include "../mem/mem.h"
@@ -115,7 +116,7 @@ static double drift_default_um(const bs_sim_params *p)
 static bs_status make_drift(const bs_sim_params *p, int64_t n_samples, bs_sim_world *w, int64_t *step_bin)
 {
     const bs_sim_layout *L = w->layout;
-    w->bin_samples = llround(p->drift_bin_s * p->fs_hz);
+    w->bin_samples = bs_seconds_to_samples(p->drift_bin_s, p->fs_hz);
     if (w->bin_samples < 1)
         w->bin_samples = 1;
     int64_t nb = (n_samples + w->bin_samples - 1) / w->bin_samples;
@@ -411,11 +412,11 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
     bs_sim_world w;
     memset(&w, 0, sizeof w);
     w.fs_hz = p->fs_hz;
-    w.nt = (int)llround(2.0e-3 * p->fs_hz) + 1;
+    w.nt = (int)bs_seconds_to_samples(2.0e-3, p->fs_hz) + 1;
     w.nt_before = (int)llround(p->fs_hz / 1500.0);
     w.probe = &probe;
     w.layout = &L;
-    int64_t n_samples = llround(p->duration_s * p->fs_hz);
+    int64_t n_samples = bs_seconds_to_samples(p->duration_s, p->fs_hz);
     int C = probe.n_chan;
     bs_sim_summary s;
     memset(&s, 0, sizeof s);
