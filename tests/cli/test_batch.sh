@@ -9,14 +9,7 @@
 #     file), the others go on and validate; --status shows the failure and its reason; after the
 #     cause is removed --retry-failed reruns only that job; every output validates; a second plain
 #     run refuses (exit 1) without --restart; --dry-run runs nothing.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-batch}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 dur=4; [ -n "${BS_SANITIZED:-}" ] && dur=3   # 3 s: every seed here finds units
 
 # ---- discovery ----
@@ -123,5 +116,4 @@ for s in 1 2 3; do "$BS" validate "$O/sess$s/recording" >/dev/null 2>&1 && ok ||
   && ok || bad "status after retry"
 "$BS" batch "$R" -o "$O" --retry-failed | grep -q "no failed job" && ok || bad "retry with nothing to retry"
 
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish

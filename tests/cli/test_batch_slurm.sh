@@ -8,19 +8,11 @@
 # FAILED, not OUT_OF_MEMORY) and --status shows the planner's reason; --retry-failed resubmits only it.
 # Skips (77) without root or the SLURM packages, and under the sanitizers (the normal build runs it).
 # BS_BATCH_DOCS=DIR saves the dry-run script and the status summary there (docs/batch/).
-set -u
-BS=${BOUNDSORT:?}
-SRC=${BS_SOURCE:?}
-T=${BS_TMP:-/tmp/bs-batch-slurm}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 [ -n "${BS_SANITIZED:-}" ] && { echo "skip: SLURM test runs in the normal build"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "skip: needs root to start SLURM"; exit 77; }
 command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || { echo "skip: slurmctld not installed"; exit 77; }
-rm -rf "$T"; mkdir -p "$T"
 chmod 755 "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
 trap 'bash "$SRC/scripts/slurm-down.sh"' EXIT
 bash "$SRC/scripts/slurm-up.sh"; rc=$?
 [ $rc = 77 ] && { trap - EXIT; echo "skip: SLURM could not be started here"; exit 77; }
@@ -83,5 +75,4 @@ if [ -n "${BS_BATCH_DOCS:-}" ]; then
   sed "s#$T#/data/TMP#g" "$T/dry-script.sbatch" >"$BS_BATCH_DOCS/dry-run.sbatch"
   sed "s#$T#/data/TMP#g" "$T/status.txt" >"$BS_BATCH_DOCS/status.txt"
 fi
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish

@@ -7,17 +7,9 @@
 # the single-node test SLURM (scripts/slurm-up.sh, stopped by pid on exit).
 # Skips (77) when snakemake is absent (scripts/deps.sh installs it) and under the sanitizers (the
 # workflow adds no C code path that tests/cli/test_batch.sh does not run there; the normal build runs it).
-set -u
-BS=${BOUNDSORT:?}
-SRC=${BS_SOURCE:?}
-T=${BS_TMP:-/tmp/bs-batch-smk}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 command -v snakemake >/dev/null || { echo "skip: snakemake not installed"; exit 77; }
 [ -n "${BS_SANITIZED:-}" ] && { echo "skip: the Snakemake test runs in the normal build"; exit 77; }
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
 dur=3
 R="$T/root"
 for s in 1 2; do "$BS" simulate -o "$R/s$s" --probe linear32 --duration $dur --units 5 --seed $s -q || exit 1; done
@@ -59,5 +51,4 @@ if [ "$(id -u)" = 0 ] && { command -v slurmctld >/dev/null || [ -x /usr/sbin/slu
     echo "note: SLURM could not be started ($rc); profile not tested"
   fi
 fi
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish

@@ -9,14 +9,7 @@
 # correction is what recovers the units). Also: --drift-only, the option
 # conflict, and the fallbacks on short probes (a warning in the log and in
 # .stages/drift/drift.json: rigid for a 375 µm shank, none for 6 contacts).
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-drift-sort}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 
 duration=40
 [ -n "${BS_SANITIZED:-}" ] && duration=12
@@ -102,5 +95,4 @@ ok = a['shanks'][0]['mode'] == 'rigid' and a['corrected'] and b['shanks'][0]['mo
      and 'fewer than the 8' in b['warnings'][0]
 sys.exit(0 if ok else 1)" && ok || bad "drift.json does not record the fallbacks"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -2,37 +2,8 @@
 # probe (tests/data/probes/pi_2shank.json: 11 of 12 columns, 2 shanks) and a
 # Kilosort probe: text and --json output values, and exit codes for bad input
 # (2, with the message) and bad usage (1).
-set -u
-BS=${BOUNDSORT:?BOUNDSORT not set}
+. "$(dirname "$0")/lib.sh"
 DATA=${BS_TEST_DATA:?BS_TEST_DATA not set}
-T=${BS_TMP:-/tmp/boundsort-test-info}
-PY=/usr/bin/python3
-mkdir -p "$T"
-fail=0
-pass=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); else echo "FAIL: $what" >&2; fail=$((fail + 1)); fi
-}
-# expect_rc WANT DESCRIPTION PHRASE -- COMMAND...: exit code and a phrase of stderr
-expect_rc() {
-    local want=$1 what=$2 phrase=$3
-    shift 4
-    "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        echo "FAIL: $what: exit $rc, expected $want" >&2
-        cat "$T/err" >&2
-        fail=$((fail + 1))
-    elif ! grep -qF -- "$phrase" "$T/err"; then
-        echo "FAIL: $what: stderr lacks '$phrase':" >&2
-        cat "$T/err" >&2
-        fail=$((fail + 1))
-    else
-        pass=$((pass + 1))
-    fi
-}
 
 # 3000 samples x 12 int16 columns; 2999 x 12 + 5 bytes for the bad-size case
 $PY - "$T" <<'EOF'
@@ -106,27 +77,26 @@ check "empty file exits 0" test $? -eq 0
 check "empty file: 0 samples" grep -q "^samples        0$" "$T/empty.txt"
 
 # bad input: exit 2 with the message
-expect_rc 2 "size not a multiple" "odd.bin: 71981 data bytes is not a multiple of the sample size 12 columns x 2 bytes" -- \
+expect_fixed 2 "odd.bin: 71981 data bytes is not a multiple of the sample size 12 columns x 2 bytes" -- \
     "$BS" info "$T/odd.bin" --probe "$PROBE" --fs 30000
-expect_rc 2 "missing probe file" "nope.json: cannot open" -- "$BS" info "$T/rec.bin" --probe "$T/nope.json" --fs 30000
-expect_rc 2 "broken probe" "contact_positions[1][1]: expected a number" -- \
+expect_fixed 2 "nope.json: cannot open" -- "$BS" info "$T/rec.bin" --probe "$T/nope.json" --fs 30000
+expect_fixed 2 "contact_positions[1][1]: expected a number" -- \
     "$BS" info "$T/rec.bin" --probe "$T/broken.json" --fs 30000
-expect_rc 2 "missing fs" "sampling rate (--fs)" -- "$BS" info "$T/rec.bin" --probe "$PROBE"
-expect_rc 2 "missing recording" "cannot open the recording" -- "$BS" info "$T/none.bin" --probe "$PROBE" --fs 30000
-expect_rc 2 "no probe" "unrecognised recording" -- "$BS" info "$T/rec.bin" --fs 30000
-expect_rc 2 "too few columns" "maps to data column 11, expected 0..9" -- \
+expect_fixed 2 "sampling rate (--fs)" -- "$BS" info "$T/rec.bin" --probe "$PROBE"
+expect_fixed 2 "cannot open the recording" -- "$BS" info "$T/none.bin" --probe "$PROBE" --fs 30000
+expect_fixed 2 "unrecognised recording" -- "$BS" info "$T/rec.bin" --fs 30000
+expect_fixed 2 "maps to data column 11, expected 0..9" -- \
     "$BS" info "$T/rec.bin" --probe "$PROBE" --fs 30000 --n-chan 10
 # bad usage: exit 1
-expect_rc 1 "no REC" "missing the recording" -- "$BS" info
-expect_rc 1 "unknown option" "unknown option --frobnicate" -- "$BS" info "$T/rec.bin" --frobnicate 2
-expect_rc 1 "bad dtype" "--dtype: expected int16" -- "$BS" info "$T/rec.bin" --probe "$PROBE" --fs 30000 --dtype int8
-expect_rc 1 "bad fs" "--fs: expected a sampling rate" -- "$BS" info "$T/rec.bin" --probe "$PROBE" --fs abc
-expect_rc 1 "bad n-chan" "--n-chan: expected" -- "$BS" info "$T/rec.bin" --probe "$PROBE" --fs 3e4 --n-chan -3
-expect_rc 1 "option without value" "needs a value" -- "$BS" info "$T/rec.bin" --probe
-expect_rc 1 "two recordings" "second one" -- "$BS" info "$T/rec.bin" "$T/rec.bin"
+expect_fixed 1 "missing the recording" -- "$BS" info
+expect_fixed 1 "unknown option --frobnicate" -- "$BS" info "$T/rec.bin" --frobnicate 2
+expect_fixed 1 "--dtype: expected int16" -- "$BS" info "$T/rec.bin" --probe "$PROBE" --fs 30000 --dtype int8
+expect_fixed 1 "--fs: expected a sampling rate" -- "$BS" info "$T/rec.bin" --probe "$PROBE" --fs abc
+expect_fixed 1 "--n-chan: expected" -- "$BS" info "$T/rec.bin" --probe "$PROBE" --fs 3e4 --n-chan -3
+expect_fixed 1 "needs a value" -- "$BS" info "$T/rec.bin" --probe
+expect_fixed 1 "second one" -- "$BS" info "$T/rec.bin" "$T/rec.bin"
 "$BS" info --help >"$T/out" 2>&1
 check "--help exits 0" test $? -eq 0
 check "--help prints usage" grep -q "usage: boundsort info REC" "$T/out"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -13,16 +13,10 @@
 #     subject was, and a copy keeps the input file's subject.
 # Skipped (77) when the venv cannot be set up (no python3 venv module, or
 # PyPI unreachable) or the build has no HDF5.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-nwb-pynwb}
-rm -rf "$T"; mkdir -p "$T"
+. "$(dirname "$0")/lib.sh"
 CACHE=${BS_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boundsort}
 VENV=$CACHE/nwb-venv
 PKGS="pynwb==4.2.0 nwbinspector==0.7.2"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
 
 dur=12; units=16
 [ -n "${BS_SANITIZED:-}" ] && { dur=5; units=24; } # about 20x slower under the sanitizers
@@ -100,5 +94,4 @@ sys.exit(1 if serious else 0)
 EOF
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

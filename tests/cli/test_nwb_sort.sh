@@ -7,22 +7,7 @@
 # and `export-nwb` write units.nwb; a four-shank probe gets its shanks from
 # group_name; bad invocations exit with clear messages. Skipped (77) when the
 # build has no HDF5.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-nwb-sort}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-expect() { # expect CODE MESSAGE cmd...: exit code and the exact error line (the first not a warning) on stderr
-  local code=$1 msg=$2; shift 2
-  "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
-  [ "$rc" = "$code" ] || { bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; }
-  local got; got=$(grep -v -m1 "^warning: " "$T/err.txt")
-  [ "$got" = "$msg" ] || { bad "$*: message '$got', expected '$msg'"; return; }
-  ok
-}
+. "$(dirname "$0")/lib.sh"
 
 # Under the sanitizers (BS_SANITIZED=1, about 20x slower) a shorter recording is sorted from NWB only;
 # the NWB = raw comparison runs in the normal build.
@@ -91,7 +76,7 @@ grep -q "$units units" "$T/out.txt" && ok || bad "export-nwb summary: $(cat "$T/
   || bad "export-nwb into a file with /units failed: $(cat "$T/err.txt")"
 grep -q "already has a /units table: writing the sorting to /processing/boundsort/units" "$T/err.txt" && ok \
   || bad "no warning about /units: $(cat "$T/err.txt")"
-expect 2 "boundsort: $T/twice.nwb: /units and /processing/boundsort already exist: expected room for the sorted units (write a new file: omit --input-nwb)" \
+expect_line 2 "boundsort: $T/twice.nwb: /units and /processing/boundsort already exist: expected room for the sorted units (write a new file: omit --input-nwb)" \
   "$BS" export-nwb "$T/o_nwb" --input-nwb "$T/twice.nwb" -o "$T/thrice.nwb"
 [ ! -e "$T/thrice.nwb" ] && ok || bad "a refused export left $T/thrice.nwb"
 
@@ -110,16 +95,15 @@ for ca, cb in zip(a["channels"], b["channels"]):
 EOF
 
 # bad invocations
-expect 1 "boundsort: $T/sim/recording.nwb: an NWB file carries its own geometry (electrodes table rel_x/rel_y): --probe is for raw binaries" \
+expect_line 1 "boundsort: $T/sim/recording.nwb: an NWB file carries its own geometry (electrodes table rel_x/rel_y): --probe is for raw binaries" \
   "$BS" info "$T/sim/recording.nwb" --probe "$T/sim/probe.json"
-expect 2 "boundsort: $T/sim/recording.nwb: --series 'lfp': no such ElectricalSeries; the file has: /acquisition/ElectricalSeries" \
+expect_line 2 "boundsort: $T/sim/recording.nwb: --series 'lfp': no such ElectricalSeries; the file has: /acquisition/ElectricalSeries" \
   "$BS" info "$T/sim/recording.nwb" --series lfp
 echo "not hdf5" >"$T/fake.nwb"
-expect 2 "boundsort: $T/fake.nwb: not an HDF5 file (no HDF5 signature): expected an NWB 2.x file" \
+expect_line 2 "boundsort: $T/fake.nwb: not an HDF5 file (no HDF5 signature): expected an NWB 2.x file" \
   "$BS" sort "$T/fake.nwb" -o "$T/o_fake"
-expect 2 "boundsort: $T/o_raw/params.py: sample_rate: expected a line 'sample_rate = HZ' with HZ > 0" \
+expect_line 2 "boundsort: $T/o_raw/params.py: sample_rate: expected a line 'sample_rate = HZ' with HZ > 0" \
   bash -c "sed -i 's/^sample_rate.*//' '$T/o_raw/params.py' && '$BS' export-nwb '$T/o_raw'"
-expect 1 "boundsort export-nwb: missing the sorting folder OUT" "$BS" export-nwb
+expect_line 1 "boundsort export-nwb: missing the sorting folder OUT" "$BS" export-nwb
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

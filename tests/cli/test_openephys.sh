@@ -14,22 +14,8 @@
 #   - .prb files (tests/data/prb) give the channels, positions and shank
 #     grouping that Python's own exec of the file gives, and a .prb equal to
 #     probe.json gives the same channels and (normal build) identical files.
-set -u
-BS=${BOUNDSORT:?}
+. "$(dirname "$0")/lib.sh"
 DATA=${BS_TEST_DATA:?}
-T=${BS_TMP:-/tmp/bs-openephys}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-expect() { # expect CODE PHRASE cmd...
-  local code=$1 phrase=$2; shift 2
-  "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
-  if [ "$rc" != "$code" ]; then bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; fi
-  if [ -n "$phrase" ] && ! grep -qF -- "$phrase" "$T/err.txt"; then bad "$*: message lacks '$phrase': $(cat "$T/err.txt")"; return; fi
-  ok
-}
 
 "$BS" simulate -o "$T/np1" --probe np1 --duration 1 --units 10 --seed 5 --openephys -q || { echo "simulate np1 failed"; exit 1; }
 # under the sanitizers (BS_SANITIZED=1, ~20x slower) a shorter linear32 recording
@@ -93,20 +79,20 @@ $PY -c "
 import json,sys; i=json.load(open(sys.argv[1])); r=json.load(open(sys.argv[2]))
 sys.exit(0 if i['fs_hz']==2500 and i['first_sample']==1234567//12 and i['n_samples']==r['n_samples']//12 and i['n_chan']==384 else 1)" \
   "$T/lfp.json" "$T/np1/recording.json" && ok || bad "LFP stream values"
-expect 2 "stream 'PXIe-6341' has no neural channels" "$BS" info "$REC" --stream PXIe-6341
-expect 2 "no stream named 'ProbeB-AP': expected one of 'ProbeA-AP'" "$BS" info "$REC" --stream ProbeB-AP
-expect 1 "--stream: expected a stream name" "$BS" info "$REC" --stream ""
-expect 2 "no Neuropix-PXI or OneBox processor: the probe geometry is not in this file, give it with --probe FILE" \
+expect_fixed 2 "stream 'PXIe-6341' has no neural channels" "$BS" info "$REC" --stream PXIe-6341
+expect_fixed 2 "no stream named 'ProbeB-AP': expected one of 'ProbeA-AP'" "$BS" info "$REC" --stream ProbeB-AP
+expect_fixed 1 "--stream: expected a stream name" "$BS" info "$REC" --stream ""
+expect_fixed 2 "no Neuropix-PXI or OneBox processor: the probe geometry is not in this file, give it with --probe FILE" \
   "$BS" info "$T/lin/openephys"
 echo "channel_groups = {0: {'channels': [0, 384], 'geometry': {0: (0, 0), 384: (0, 20)}}}" >"$T/sync.prb"
-expect 2 "probe channel 1 reads column 384 of stream 'ProbeA-AP', which is the sync channel 'AP_SYNC', expected a neural channel" \
+expect_fixed 2 "probe channel 1 reads column 384 of stream 'ProbeA-AP', which is the sync channel 'AP_SYNC', expected a neural channel" \
   "$BS" info "$REC" --probe "$T/sync.prb"
 # a probe file replaces settings.xml's geometry
 "$BS" info "$REC" --probe "$DATA/prb/circus32.prb" --json >"$T/p32.json" && ok || bad "info --probe circus32.prb"
 $PY -c "import json,sys; i=json.load(open(sys.argv[1])); sys.exit(0 if i['n_chan']==32 and i['channels'][31]['y_um']==775 and i['first_sample']==1234567 else 1)" \
   "$T/p32.json" && ok || bad "Open Ephys with a .prb"
 cp -r "$REC" "$NODE/experiment1/recording2"
-expect 2 "holds 2 Open Ephys recordings (experiment1/recording1, experiment1/recording2): name the one to open" \
+expect_fixed 2 "holds 2 Open Ephys recordings (experiment1/recording1, experiment1/recording2): name the one to open" \
   "$BS" info "$NODE"
 rm -rf "$NODE/experiment1/recording2"
 
@@ -187,5 +173,4 @@ if [ -z "${BS_SANITIZED:-}" ]; then
   same_outputs "$T/s_prb" "$T/s_raw" "linear32 .prb vs probe.json"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -10,14 +10,7 @@
 #  - run_summary.json: every stage's tracked peak within its planned peak,
 #    peak RSS under the budget plus the stated overhead;
 #  - --mem-trace writes balanced JSON lines; progress lines with an ETA.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-plan}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 
 duration=16
 [ -n "${BS_SANITIZED:-}" ] && duration=12
@@ -113,5 +106,4 @@ assert {"sort", "detect", "match", "cluster", "preprocess"} <= tags, tags
 print(n, "trace lines")
 PYEOF
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -9,21 +9,7 @@
 #     known 20 µm depth ramp) plus two bad units (a Poisson unit with doublets 0.6 ms apart, a
 #     unit present in the first 20 % only): every well-sampled ground-truth unit is labelled good, the
 #     bad ones fail, and the drift metrics measure the ramp.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-qc}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-expect() { # expect CODE PHRASE cmd...
-  local code=$1 phrase=$2; shift 2
-  "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
-  if [ "$rc" != "$code" ]; then bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; fi
-  if [ -n "$phrase" ] && ! grep -q -- "$phrase" "$T/err.txt"; then bad "$*: message lacks '$phrase': $(cat "$T/err.txt")"; return; fi
-  ok
-}
+. "$(dirname "$0")/lib.sh"
 $PY -c "import numpy" 2>/dev/null || { echo "skipped: python3 with numpy is needed (scripts/deps.sh installs it)"; exit 77; }
 
 # Under the sanitizers (BS_SANITIZED=1, about 20x slower) shorter recordings exercise the same code.
@@ -189,5 +175,4 @@ if not sanitized:
 print(f"{checked} well-sampled units good; bad units fail")
 PYEOF
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -11,23 +11,8 @@
 #     their files;
 #   - not a Phy folder or malformed files: exit 2 with a message naming the
 #     file, and a previous report.html is left as it was; bad usage: exit 1.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-report}
-SRC=${BS_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/lib.sh"
 FIX=$SRC/tests/browser/report_fixtures.py
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-expect() { # expect CODE PHRASE cmd...
-  local code=$1 phrase=$2; shift 2
-  "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
-  if [ "$rc" != "$code" ]; then bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; fi
-  if [ -n "$phrase" ] && ! grep -q -- "$phrase" "$T/err.txt"; then bad "$*: message lacks '$phrase': $(cat "$T/err.txt")"; return; fi
-  ok
-}
 
 duration=12
 [ -n "${BS_SANITIZED:-}" ] && duration=6  # sorting is ~20x slower under the sanitizers
@@ -251,5 +236,4 @@ expect 1 "--similar: expected 0 to 50" "$BS" report "$T/out" --similar 99
 expect 1 "needs a value" "$BS" report "$T/out" -o
 "$BS" report --help | grep -q "curation JSON" && ok || bad "--help"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

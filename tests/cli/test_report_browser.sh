@@ -10,11 +10,7 @@
 # cluster_group.tsv and checks their content, checks a reload keeps the
 # curation, draws every tab, and takes screenshots (into BS_TMP, and into
 # BS_SCREENSHOTS when set). Skipped (77) only when Chromium is not installed.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-report-browser}
-SRC=${BS_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
-rm -rf "$T"; mkdir -p "$T"
+. "$(dirname "$0")/lib.sh"
 . "$SRC/tests/browser/browser_env.sh"
 bs_browser_setup; rc=$?
 [ "$rc" = 0 ] || exit $rc

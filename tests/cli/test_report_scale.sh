@@ -8,15 +8,7 @@
 # the page is ready in headless Chromium within 15 s and stays responsive
 # (tests/browser/report_browser.py scale). The browser part is skipped (77)
 # only when Chromium is not installed; the rest has run by then.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-report-scale}
-SRC=${BS_SOURCE:-$(cd "$(dirname "$0")/../.." && pwd)}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 
 $PY "$SRC/tests/browser/report_fixtures.py" scale "$T/big" || { echo "writing the synthetic folder failed"; exit 1; }
 $PY - "$BS" "$T/big" "$SRC/tests/browser" <<'PYEOF' && ok || bad "report of 1,000 units and 1,000,000 spikes"
@@ -70,6 +62,5 @@ if [ "$rc" = 0 ]; then
   timeout 300 "$BS_VPY" "$SRC/tests/browser/report_browser.py" scale "$T/big/report.html" "$T/browser" --max-load-s 15 \
     && ok || bad "the large page in Chromium"
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ] || exit 1
+finish || exit 1
 [ "$rc" = 0 ] || exit 77

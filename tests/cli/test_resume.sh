@@ -5,13 +5,7 @@
 # and resumed gives byte-identical final outputs to an uninterrupted run; the
 # resumed run skips the stages that were complete; a completed run resumed
 # changes nothing; changed parameters invalidate the checkpoints.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-resume}
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 
 duration=16
 [ -n "${BS_SANITIZED:-}" ] && duration=12
@@ -68,5 +62,4 @@ grep -q "resume: stage basis is complete" "$T/dmg.log" && ! grep -q "resume: sta
   && ok || bad "damaged detection checkpoint was not re-run"
 same_as_ref "$T/dmg" "damaged checkpoint"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

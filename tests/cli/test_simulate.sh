@@ -2,57 +2,33 @@
 # test_simulate.sh - `boundsort simulate` from the command line: bad usage gets a
 # clear message and exit 1, an unwritable output folder exit 2, and a run with
 # --spikeglx writes the ground-truth folder plus a SpikeGLX pair of the right size.
-set -u
-BS=${BOUNDSORT:?BOUNDSORT is not set}
-TMP=${BS_TMP:-/tmp/boundsort-test/test_simulate}
-rm -rf "$TMP"
-mkdir -p "$TMP"
-fails=0
-passes=0
+. "$(dirname "$0")/lib.sh"
 
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect CODE PATTERN -- command...: exit code and a message matching PATTERN on stderr
-expect() {
-    local code=$1 pattern=$2
-    shift 3
-    "$@" >"$TMP/out.txt" 2>"$TMP/err.txt"
-    local rc=$?
-    if [ "$rc" -ne "$code" ]; then
-        bad "'$*' exited $rc, expected $code: $(head -c 300 "$TMP/err.txt")"
-    elif ! grep -q -- "$pattern" "$TMP/err.txt"; then
-        bad "'$*': stderr lacks '$pattern': $(head -c 300 "$TMP/err.txt")"
-    else
-        ok
-    fi
-}
-
-expect 1 "unknown probe 'np3'" -- "$BS" simulate -o "$TMP/x" --probe np3
-expect 1 "option --duration: expected a positive number of seconds" -- "$BS" simulate -o "$TMP/x" --duration -5
-expect 1 "option --duration" -- "$BS" simulate -o "$TMP/x" --duration abc
-expect 1 "option --units: expected a number of units" -- "$BS" simulate -o "$TMP/x" --units 0
-expect 1 "option --units: expected a number of units in 1..2000" -- "$BS" simulate -o "$TMP/x" --units 5000
-expect 1 "unknown drift 'sideways'" -- "$BS" simulate -o "$TMP/x" --drift sideways
+expect 1 "unknown probe 'np3'" -- "$BS" simulate -o "$T/x" --probe np3
+expect 1 "option --duration: expected a positive number of seconds" -- "$BS" simulate -o "$T/x" --duration -5
+expect 1 "option --duration" -- "$BS" simulate -o "$T/x" --duration abc
+expect 1 "option --units: expected a number of units" -- "$BS" simulate -o "$T/x" --units 0
+expect 1 "option --units: expected a number of units in 1..2000" -- "$BS" simulate -o "$T/x" --units 5000
+expect 1 "unknown drift 'sideways'" -- "$BS" simulate -o "$T/x" --drift sideways
 expect 1 "output folder is missing" -- "$BS" simulate --probe np1
-expect 1 "unknown option '--frobnicate'" -- "$BS" simulate -o "$TMP/x" --frobnicate 3
-expect 1 "need a Neuropixels probe" -- "$BS" simulate -o "$TMP/x" --probe linear32 --spikeglx
-expect 1 "option --seed" -- "$BS" simulate -o "$TMP/x" --seed
-[ ! -e "$TMP/x" ] && ok || bad "a refused run created its output folder"
+expect 1 "unknown option '--frobnicate'" -- "$BS" simulate -o "$T/x" --frobnicate 3
+expect 1 "need a Neuropixels probe" -- "$BS" simulate -o "$T/x" --probe linear32 --spikeglx
+expect 1 "option --seed" -- "$BS" simulate -o "$T/x" --seed
+[ ! -e "$T/x" ] && ok || bad "a refused run created its output folder"
 
 # an output folder below a regular file cannot be created: exit 2 naming it
-touch "$TMP/plainfile"
-expect 2 "plainfile" -- "$BS" simulate -o "$TMP/plainfile/out" --probe linear32 --duration 1 --units 2
+touch "$T/plainfile"
+expect 2 "plainfile" -- "$BS" simulate -o "$T/plainfile/out" --probe linear32 --duration 1 --units 2
 
 # --help
-"$BS" simulate --help >"$TMP/help.txt" 2>&1 && grep -q -- "--spikeglx" "$TMP/help.txt" && ok || bad "--help"
+"$BS" simulate --help >"$T/help.txt" 2>&1 && grep -q -- "--spikeglx" "$T/help.txt" && ok || bad "--help"
 
 # a run with a SpikeGLX pair (NP2.0 single shank, 0.5 s)
-out="$TMP/np2"
-if "$BS" simulate -o "$out" --probe np2 --duration 0.5 --units 3 --seed 4 --drift step --spikeglx -q >"$TMP/run.txt" 2>&1; then
+out="$T/np2"
+if "$BS" simulate -o "$out" --probe np2 --duration 0.5 --units 3 --seed 4 --drift step --spikeglx -q >"$T/run.txt" 2>&1; then
     ok
 else
-    bad "np2 run failed: $(cat "$TMP/run.txt")"
+    bad "np2 run failed: $(cat "$T/run.txt")"
 fi
 for f in recording.bin probe.json recording.json gt_spike_times.npy gt_spike_units.npy gt_unit_positions.npy \
     gt_templates.npy gt_drift_um.npy spikeglx/sim_g0_t0.imec0.ap.bin spikeglx/sim_g0_t0.imec0.ap.meta; do
@@ -73,22 +49,21 @@ grep -q '"uv_per_bit":[[:space:]]*3.02734375' "$out/recording.json" && ok || bad
 grep -q '"drift":[[:space:]]*"step"' "$out/recording.json" && ok || bad "drift kind in recording.json"
 
 # the same seed again gives the same bytes; another seed does not
-"$BS" simulate -o "$TMP/np2b" --probe np2 --duration 0.5 --units 3 --seed 4 --drift step --threads 1 -q >/dev/null 2>&1
-cmp -s "$out/recording.bin" "$TMP/np2b/recording.bin" && ok || bad "same seed, different recording.bin"
-"$BS" simulate -o "$TMP/np2c" --probe np2 --duration 0.5 --units 3 --seed 5 --drift step -q >/dev/null 2>&1
-cmp -s "$out/recording.bin" "$TMP/np2c/recording.bin" && bad "another seed, same recording.bin" || ok
+"$BS" simulate -o "$T/np2b" --probe np2 --duration 0.5 --units 3 --seed 4 --drift step --threads 1 -q >/dev/null 2>&1
+cmp -s "$out/recording.bin" "$T/np2b/recording.bin" && ok || bad "same seed, different recording.bin"
+"$BS" simulate -o "$T/np2c" --probe np2 --duration 0.5 --units 3 --seed 5 --drift step -q >/dev/null 2>&1
+cmp -s "$out/recording.bin" "$T/np2c/recording.bin" && bad "another seed, same recording.bin" || ok
 
 # --no-mux: every channel sampled at the nominal time, a different recording
-"$BS" simulate -o "$TMP/np2m" --probe np2 --duration 0.5 --units 3 --seed 4 --drift step --no-mux -q >/dev/null 2>&1
-grep -q '"adc_mux":[[:space:]]*false' "$TMP/np2m/recording.json" && ok || bad "--no-mux not recorded"
-cmp -s "$out/recording.bin" "$TMP/np2m/recording.bin" && bad "--no-mux gave the same recording.bin" || ok
+"$BS" simulate -o "$T/np2m" --probe np2 --duration 0.5 --units 3 --seed 4 --drift step --no-mux -q >/dev/null 2>&1
+grep -q '"adc_mux":[[:space:]]*false' "$T/np2m/recording.json" && ok || bad "--no-mux not recorded"
+cmp -s "$out/recording.bin" "$T/np2m/recording.bin" && bad "--no-mux gave the same recording.bin" || ok
 
 # four shanks: the meta has the NP2013 geometry header
-out4="$TMP/np24"
+out4="$T/np24"
 "$BS" simulate -o "$out4" --probe np2-4shank --duration 0.2 --units 4 --spikeglx -q >/dev/null 2>&1 && ok || bad "np2-4shank run"
 grep -q '^~snsGeomMap=(NP2013,4,250,70)(0:27:0:1)' "$out4/spikeglx/sim_g0_t0.imec0.ap.meta" && ok || bad "NP2013 geometry"
 grep -q '^~imroTbl=(2013,384)(0 0 0 0 0)(1 0 0 0 1)' "$out4/spikeglx/sim_g0_t0.imec0.ap.meta" && ok || bad "NP2013 imro"
 
-rm -rf "$TMP"
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+rm -rf "$T"
+finish

@@ -4,21 +4,7 @@
 # floor set a little under what the sorter achieves (so regressions fail),
 # 1 and 2 threads give byte-identical outputs, and bad recordings (empty,
 # all zeros, NaN, one channel, too short) get a clear message and exit 2.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-sort-e2e}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
-expect() { # expect CODE PHRASE cmd...
-  local code=$1 phrase=$2; shift 2
-  "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
-  if [ "$rc" != "$code" ]; then bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; fi
-  if [ -n "$phrase" ] && ! grep -q -- "$phrase" "$T/err.txt"; then bad "$*: message lacks '$phrase': $(cat "$T/err.txt")"; return; fi
-  ok
-}
+. "$(dirname "$0")/lib.sh"
 
 # Under the sanitizers (BS_SANITIZED=1, about 20x slower) a shorter recording
 # exercises the same code; the accuracy floor is checked by the normal build.
@@ -91,5 +77,4 @@ fi
 expect 1 "missing the output folder" "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000
 expect 1 "unknown option" "$BS" sort "$T/sim/recording.bin" --bogus 1 -o "$T/x"
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -3,20 +3,15 @@
 # pair is read by boundsort info: the sorted channels (the reference channel
 # excluded), rate, sample count, µV per bit and every channel's position agree
 # with the simulator's recording.json and probe.json.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-sglx-info}
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-check() { if eval "$1"; then pass=$((pass + 1)); else echo "FAIL: $1" >&2; fail=$((fail + 1)); fi; }
+. "$(dirname "$0")/lib.sh"
 
 for probe in np1 np2-4shank; do
   d="$T/$probe"
   "$BS" simulate -o "$d" --probe $probe --duration 1 --units 5 --seed 2 --spikeglx -q
-  check "[ -f '$d/spikeglx/sim_g0_t0.imec0.ap.meta' ]"
-  "$BS" info "$d/spikeglx/sim_g0_t0.imec0.ap.bin" >"$d/info.txt"; check "[ $? = 0 ]"
-  "$BS" info "$d/spikeglx" --json >"$d/info.json"; check "[ $? = 0 ]"
-  /usr/bin/python3 - "$d" <<'PY'; check "[ $? = 0 ]"
+  check "no $d/spikeglx/sim_g0_t0.imec0.ap.meta" [ -f "$d/spikeglx/sim_g0_t0.imec0.ap.meta" ]
+  "$BS" info "$d/spikeglx/sim_g0_t0.imec0.ap.bin" >"$d/info.txt"; check "info $probe exited $?" [ $? = 0 ]
+  "$BS" info "$d/spikeglx" --json >"$d/info.json"; check "info --json $probe exited $?" [ $? = 0 ]
+  /usr/bin/python3 - "$d" <<'PY'; check "info --json of $probe disagrees with the simulation" [ $? = 0 ]
 import json, sys
 d = sys.argv[1]
 info = json.load(open(f"{d}/info.json"))
@@ -48,5 +43,4 @@ sys.exit(0 if ok else 1)
 PY
 done
 head -20 "$T/np1/info.txt"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

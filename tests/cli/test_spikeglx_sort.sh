@@ -5,14 +5,7 @@
 # points at the .ap.bin with its 385 columns, channel_map.npy holds the 383
 # sorted channels (reference channel 191 excluded, as SpikeGLX marks it),
 # and spikes are found in the recording's range.
-set -u
-BS=${BOUNDSORT:?}
-T=${BS_TMP:-/tmp/bs-spikeglx-sort}
-PY=/usr/bin/python3
-rm -rf "$T"; mkdir -p "$T"
-fail=0; pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"
 
 "$BS" simulate -o "$T/sim" --probe np1 --duration 3 --units 10 --seed 3 --spikeglx -q >/dev/null 2>&1 \
   || { echo "simulate --spikeglx failed"; exit 1; }
@@ -44,5 +37,4 @@ assert len(st) > 20, len(st)
 assert all(0 <= t < 90000 for t in st)
 PYEOF
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

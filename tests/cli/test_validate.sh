@@ -3,119 +3,110 @@
 # tests/data/phy/small (made by tests/data/phy/make_fixture.py): exit 0 and the
 # OK line when clean; exit 2 and the expected violation line for copies broken
 # one rule at a time; exit 2 for a missing folder; exit 1 for bad usage.
-set -u
-BOUNDSORT=${BOUNDSORT:?}
-SRC=${BS_TEST_DATA:?}/phy/small
-TMP=${BS_TMP:-/tmp/boundsort-test-validate}
-rm -rf "$TMP"
-mkdir -p "$TMP"
-fails=0
-passes=0
+. "$(dirname "$0")/lib.sh"
+SMALL=${BS_TEST_DATA:?}/phy/small
 
-fresh() { rm -rf "$TMP/$1"; cp -r "$SRC" "$TMP/$1"; echo "$TMP/$1"; }
+fresh() { rm -rf "$T/$1"; cp -r "$SMALL" "$T/$1"; echo "$T/$1"; }
 # poke OFFSET BYTE FILE: overwrite one byte (given as 3-digit octal)
 poke() { printf "\\$2" | dd of="$3" bs=1 seek="$1" conv=notrunc status=none; }
 
-# expect CODE PHRASE DIR: run validate, check the exit code and that stdout+stderr hold PHRASE
-expect() {
+# validates CODE PHRASE DIR: `boundsort validate DIR` exits CODE and its output (stdout and stderr) holds PHRASE
+validates() {
     local code=$1 phrase=$2 dir=$3 out rc
-    out=$("$BOUNDSORT" validate "$dir" 2>&1)
+    out=$("$BS" validate "$dir" 2>&1)
     rc=$?
     if [ "$rc" != "$code" ] || ! grep -qF -- "$phrase" <<<"$out"; then
-        echo "FAIL: validate $dir: exit $rc (expected $code), output:"
-        echo "$out"
-        echo "  (expected to contain: $phrase)"
-        fails=$((fails + 1))
+        bad "validate $dir: exit $rc (expected $code), output:
+$out
+  (expected to contain: $phrase)"
     else
-        passes=$((passes + 1))
+        ok
     fi
 }
 
 # count_violations N DIR: exactly N violation lines (lines that are neither notes nor the summary)
 count_violations() {
     local n
-    n=$("$BOUNDSORT" validate "$2" 2>/dev/null | grep -vc '^note: ')
+    n=$("$BS" validate "$2" 2>/dev/null | grep -vc '^note: ')
     if [ "$n" != "$1" ]; then
-        echo "FAIL: $2: $n violation lines, expected $1"
-        fails=$((fails + 1))
+        bad "$2: $n violation lines, expected $1"
     else
-        passes=$((passes + 1))
+        ok
     fi
 }
 
 d=$(fresh clean)
-expect 0 "OK: 10 spikes, 3 clusters, 3 templates" "$d"
+validates 0 "OK: 10 spikes, 3 clusters, 3 templates" "$d"
 
 d=$(fresh unsorted)
 poke 128 226 "$d/spike_times.npy"     # spike 0: 3 -> 150
-expect 2 "spike_times.npy: not sorted: spike 1 at sample 10 comes after sample 150" "$d"
-expect 2 "1 violation in" "$d"
+validates 2 "spike_times.npy: not sorted: spike 1 at sample 10 comes after sample 150" "$d"
+validates 2 "1 violation in" "$d"
 count_violations 1 "$d"
 
 d=$(fresh tpl_id)
 poke 152 011 "$d/spike_templates.npy" # spike 6: template 2 -> 9
-expect 2 "spike_templates.npy: 1 spikes have template ids outside 0..2: first spike 6 has id 9, expected ids < 3" "$d"
+validates 2 "spike_templates.npy: 1 spikes have template ids outside 0..2: first spike 6 has id 9, expected ids < 3" "$d"
 count_violations 1 "$d"
 
 d=$(fresh f64)
 poke 22 146 "$d/spike_times.npy"      # '<i8' -> '<f8'
-expect 2 "spike_times.npy: dtype <f8, expected an integer dtype" "$d"
+validates 2 "spike_times.npy: dtype <f8, expected an integer dtype" "$d"
 count_violations 1 "$d"
 
 d=$(fresh no_rate)
-grep -v sample_rate "$SRC/params.py" > "$d/params.py"
-expect 2 "params.py: missing key 'sample_rate'" "$d"
+grep -v sample_rate "$SMALL/params.py" > "$d/params.py"
+validates 2 "params.py: missing key 'sample_rate'" "$d"
 count_violations 1 "$d"
 
 d=$(fresh no_times)
 rm "$d/spike_times.npy"
-expect 2 "spike_times.npy: missing" "$d"
+validates 2 "spike_times.npy: missing" "$d"
 count_violations 1 "$d"
 
 d=$(fresh truncated)
 truncate -s -4 "$d/pc_features.npy"
-expect 2 "truncated npy file: 160 data bytes expected, 156 present" "$d"
+validates 2 "truncated npy file: 160 data bytes expected, 156 present" "$d"
 count_violations 1 "$d"
 
 d=$(fresh beyond)
 truncate -s 1980 "$d/rec.bin"         # 198 samples: spikes at 198 and 199 are past the end
-expect 2 "spike_times.npy: 2 spikes after the end of the recording: first spike 8 at sample 198" "$d"
+validates 2 "spike_times.npy: 2 spikes after the end of the recording: first spike 8 at sample 198" "$d"
 count_violations 1 "$d"
 
 d=$(fresh no_header)
 sed -i 1d "$d/cluster_KSLabel.tsv"
-expect 2 "cluster_KSLabel.tsv: no header" "$d"
+validates 2 "cluster_KSLabel.tsv: no header" "$d"
 count_violations 1 "$d"
 
 d=$(fresh short_clusters)
 truncate -s -4 "$d/spike_clusters.npy" # now truncated: 40 bytes declared, 36 present
-expect 2 "spike_clusters.npy: unreadable" "$d"
+validates 2 "spike_clusters.npy: unreadable" "$d"
 
 d=$(fresh missing_row)
 sed -i '/^5/d' "$d/cluster_group.tsv"
-expect 2 "cluster_group.tsv: 1 cluster ids of the spikes have no row" "$d"
+validates 2 "cluster_group.tsv: 1 cluster ids of the spikes have no row" "$d"
 
 d=$(fresh tpl_shape)
-cp "$SRC/channel_map.npy" "$d/channel_map.npy"
+cp "$SMALL/channel_map.npy" "$d/channel_map.npy"
 poke 61 063 "$d/channel_map.npy"      # shape (4,) -> (3,) in the header text
 truncate -s -4 "$d/channel_map.npy"
-expect 2 "templates.npy: shape (3, 5, 4), expected (3, 5, 3)" "$d"
+validates 2 "templates.npy: shape (3, 5, 4), expected (3, 5, 3)" "$d"
 
 d=$(fresh raw_absent)
 rm "$d/rec.bin"
-expect 0 "note: spike times cannot be checked against the recording length: raw file" "$d"
-expect 0 "OK: 10 spikes" "$d"
+validates 0 "note: spike times cannot be checked against the recording length: raw file" "$d"
+validates 0 "OK: 10 spikes" "$d"
 
 # unreadable folder, usage
-expect 2 "cannot open the Phy folder" "$TMP/does-not-exist"
-expect 2 "not a folder" "$SRC/params.py"
-out=$("$BOUNDSORT" validate 2>&1); rc=$?
-[ $rc = 1 ] && grep -q "usage: boundsort validate OUT" <<<"$out" && passes=$((passes + 1)) || { echo "FAIL: no argument: exit $rc"; fails=$((fails + 1)); }
-"$BOUNDSORT" validate "$SRC" "$SRC" >/dev/null 2>&1; rc=$?
-[ $rc = 1 ] && passes=$((passes + 1)) || { echo "FAIL: two folders: exit $rc"; fails=$((fails + 1)); }
-"$BOUNDSORT" validate --frobnicate "$SRC" >/dev/null 2>&1; rc=$?
-[ $rc = 1 ] && passes=$((passes + 1)) || { echo "FAIL: unknown option: exit $rc"; fails=$((fails + 1)); }
-"$BOUNDSORT" validate --help | grep -q "usage: boundsort validate OUT" && passes=$((passes + 1)) || { echo "FAIL: --help"; fails=$((fails + 1)); }
+validates 2 "cannot open the Phy folder" "$T/does-not-exist"
+validates 2 "not a folder" "$SMALL/params.py"
+out=$("$BS" validate 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "usage: boundsort validate OUT" <<<"$out" && ok || bad "no argument: exit $rc"
+"$BS" validate "$SMALL" "$SMALL" >/dev/null 2>&1; rc=$?
+[ $rc = 1 ] && ok || bad "two folders: exit $rc"
+"$BS" validate --frobnicate "$SMALL" >/dev/null 2>&1; rc=$?
+[ $rc = 1 ] && ok || bad "unknown option: exit $rc"
+"$BS" validate --help | grep -q "usage: boundsort validate OUT" && ok || bad "--help"
 
-echo "$passes passed, $fails failed"
-[ "$fails" = 0 ]
+finish

@@ -1,0 +1,60 @@
+# tests/cli/lib.sh - what every tests/cli/test_*.sh shares. Each script starts with
+#   . "$(dirname "$0")/lib.sh"
+# and gets (ctest sets the environment: tests/CMakeLists.txt):
+#   BS    the boundsort command ($BOUNDSORT, required)
+#   SRC   the source root ($BS_SOURCE, or the folder two levels above this file)
+#   T     its scratch folder ($BS_TMP, or /tmp/boundsort-test/NAME by hand), emptied
+#   PY    the system python3 (numpy comes from scripts/deps.sh)
+# and the assertions, each counted in pass / fail:
+#   ok                          a check passed
+#   bad MESSAGE...              a check failed: "FAIL: MESSAGE" on stderr
+#   check DESCRIPTION CMD...    ok if CMD succeeds, else bad DESCRIPTION
+#   expect CODE PHRASE [--] CMD...
+#                               CMD exits CODE and, unless PHRASE is empty, its stderr matches
+#                               PHRASE (a grep regular expression); stdout goes to $T/out.txt,
+#                               stderr to $T/err.txt
+#   expect_fixed CODE PHRASE [--] CMD...   the same with PHRASE a fixed string (grep -F)
+#   expect_line CODE LINE [--] CMD...      the same, and the first stderr line that is not a
+#                               "warning: " is exactly LINE
+#   finish                      prints "N passed, N failed"; its status is 1 if a check
+#                               failed (the script's last command, so its exit code)
+# A script exits 77 to be reported as skipped.
+set -u
+BS=${BOUNDSORT:?BOUNDSORT is not set (the path of the boundsort command)}
+SRC=${BS_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+T=${BS_TMP:-/tmp/boundsort-test/$(basename "$0" .sh)}
+PY=/usr/bin/python3
+rm -rf "$T"; mkdir -p "$T"
+pass=0; fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fail=$((fail + 1)); }
+check() { # check DESCRIPTION CMD...
+  local what=$1; shift
+  if "$@"; then ok; else bad "$what"; fi
+}
+
+# _bs_expect MODE CODE PHRASE [--] CMD...: MODE re (grep), fixed (grep -F) or line (exact line)
+_bs_expect() {
+  local mode=$1 code=$2 phrase=$3; shift 3
+  [ "${1:-}" = -- ] && shift
+  "$@" >"$T/out.txt" 2>"$T/err.txt"; local rc=$?
+  if [ "$rc" != "$code" ]; then bad "$* exited $rc, expected $code: $(cat "$T/err.txt")"; return; fi
+  case $mode in
+    re) if [ -n "$phrase" ] && ! grep -q -- "$phrase" "$T/err.txt"; then
+          bad "$*: message lacks '$phrase': $(cat "$T/err.txt")"; return; fi ;;
+    fixed) if [ -n "$phrase" ] && ! grep -qF -- "$phrase" "$T/err.txt"; then
+          bad "$*: message lacks '$phrase': $(cat "$T/err.txt")"; return; fi ;;
+    line) local got; got=$(grep -v -m1 "^warning: " "$T/err.txt")
+          if [ "$got" != "$phrase" ]; then bad "$*: message '$got', expected '$phrase'"; return; fi ;;
+  esac
+  ok
+}
+expect() { _bs_expect re "$@"; }
+expect_fixed() { _bs_expect fixed "$@"; }
+expect_line() { _bs_expect line "$@"; }
+
+finish() {
+  echo "$pass passed, $fail failed"
+  [ "$fail" = 0 ]
+}
