@@ -3,9 +3,14 @@
  * pipeline (src/pipeline/sort.h), leave a Phy folder in OUT (and with --nwb
  * the units as OUT/units.nwb, src/export/nwb_export.h), write OUT/source.json
  * and run the quality metrics (src/qc/qc.h) unless --no-qc.
+ *
+ * The thread count (--threads) and the memory budget (--mem) are settings of
+ * the process, made once after the options are read and before anything
+ * runs; the sort reads them into its run context (src/pipeline/sort.h).
  */
 #include <errno.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -114,14 +119,18 @@ int bs_cmd_sort(int argc, char **argv)
         return usage_error("%s", "--no-drift and --drift-only exclude each other");
     if (so.sp.drift_only && nwb)
         return usage_error("%s", "--drift-only writes no units for --nwb");
+    /* the process's thread count and memory budget, set once before anything runs (sort, then qc) */
+    if (!so.sp.mem_budget)
+        so.sp.mem_budget = bs_plan_default_budget();
+    bs_mem_set_budget(BS_DEV_HOST, so.sp.mem_budget);
+    if (so.sp.threads > 0)
+        omp_set_num_threads(so.sp.threads);
     bs_recording rec;
     bs_status st = bs_recording_open(rec_path, &opt, &rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
     if (so.batch_s > 0)
         so.sp.batch_samples = (int64_t)(so.batch_s * rec.fs_hz + 0.5);
-    if (!so.sp.mem_budget)
-        so.sp.mem_budget = bs_plan_default_budget();
     if (so.sp.quiet)
         bs_log_set_level(BS_LOG_WARN);
     FILE *trace = NULL;
@@ -149,10 +158,7 @@ int bs_cmd_sort(int argc, char **argv)
         bs_qc_params qp;
         bs_qc_default_params(&qp);
         qp.quiet = so.sp.quiet;
-        size_t old_budget = bs_mem_budget(BS_DEV_HOST);
-        bs_mem_set_budget(BS_DEV_HOST, so.sp.mem_budget);
         st = bs_qc_run(so.sp.out_dir, &rec, &qp, NULL);
-        bs_mem_set_budget(BS_DEV_HOST, old_budget);
         if (st != BS_OK)
             bs_error_context(st, "the Phy folder is complete, but qc failed (rerun with boundsort qc %s)",
                              so.sp.out_dir);

@@ -16,7 +16,9 @@
 #include "../common/log.h"
 #include "../export/phy.h"
 #include "../mem/mem.h"
-#include "../pipeline/checkpoint.h"
+#include "../common/progress.h"
+#include "../pipeline/stage.h"
+#include "../pipeline/stages.h"
 #include "../pipeline/stage_io.h"
 
 #define READ_BLOCK 16384               /* spikes per read of the match files */
@@ -623,3 +625,63 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
+
+/* ------------------------------------------------------------ the stage */
+
+/* Bounded by K (bs_finish_bytes), plus the two spike trains the merge
+ * compares: 96 bytes per spike of the largest unit (read buffers of both
+ * slots and the merged list), assumed to fire at most 100 Hz until the
+ * spikes are known. */
+static void plan(bs_sort_plan *pl, bs_plan_stage *s)
+{
+    int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
+    double dur_s = (double)pl->n_samples / pl->fs_hz;
+    int64_t largest = (int64_t)(100.0 * dur_s);
+    if (largest > pl->n_spikes)
+        largest = pl->n_spikes;
+    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
+    bs_plan_add(s, "templates (channel-sparse, low-rank)",
+                bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup));
+    bs_plan_add(s, "merges, unit state, reorder and export blocks",
+                bs_finish_bytes(pl->K, pl->nt, pl->n_sup, pl->n_chan, pl->n_pc, npc));
+    bs_plan_add(s, "the two largest units' trains (96 B/spike, <= 100 Hz)", (size_t)largest * 96);
+    snprintf(s->strategy, sizeof s->strategy, "streamed, trains on disk");
+    s->peak = s->min_peak = bs_plan_sum(s);
+    s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (size_t)largest * 96;
+    s->reduce = "--mem";
+}
+
+/* The real spike count: re-plan, refuse if it no longer fits. */
+static bs_status replan(bs_run_ctx *c)
+{
+    bs_sort_plan_update(c->plan, c->stage, c->plan->K, c->plan->pair_nnz, c->n_matched);
+    return bs_sort_plan_check(c->plan, c->stage);
+}
+
+static bs_status run(bs_run_ctx *c)
+{
+    bs_finish_input fin = {.rec = c->rec,
+                           .stage_dir = c->stage_dir,
+                           .out_dir = c->p->out_dir,
+                           .wh = &c->wh,
+                           .mt = &c->mt,
+                           .pc_chan = c->pc_chan,
+                           .n_pc_chan = c->n_pc_chan,
+                           .duplicate_ms = c->p->duplicate_ms,
+                           .quiet = c->p->quiet};
+    return bs_finish_run(&fin, &c->n_units, &c->n_final);
+}
+
+static bs_status finish(bs_run_ctx *c)
+{
+    if (!c->p->quiet)
+        bs_log_info("sorted in %.1f s: %d units, %lld spikes, Phy folder %s", bs_now_s() - c->t0_s, c->n_units,
+                    (long long)c->n_final, c->p->out_dir);
+    return BS_OK;
+}
+
+static const char *const params[] = {"match", "merge", "shadow", "finish", NULL};
+
+/* Not checkpointed (no files): the Phy folder is written whole each run. */
+const bs_stage bs_finish_stage = {
+    .name = "finish", .plan = plan, .replan = replan, .run = run, .finish = finish, .params = params};

@@ -17,6 +17,8 @@
 #include "../common/progress.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
+#include "../pipeline/stage.h"
+#include "../pipeline/stages.h"
 
 /* Every stride-th row of a stream, in at most cap rows. */
 typedef struct {
@@ -188,7 +190,7 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
 
 static const char *const ckpt_files[3] = {"drift/motion.npy", "drift/modes.npy", "drift/drift.json"};
 
-bs_status bs_stage_drift_store(const char *stage_dir, const bs_drift *d, const char *names[3])
+static bs_status drift_store(const char *stage_dir, const bs_drift *d)
 {
     char dir[4200];
     BS_TRY(bs_path_join(dir, sizeof dir, stage_dir, "drift"));
@@ -200,13 +202,10 @@ bs_status bs_stage_drift_store(const char *stage_dir, const bs_drift *d, const c
         modes[s] = (int32_t)d->sh[s].mode;
     int64_t sm[2] = {d->n_bins, d->n_blocks}, ss[1] = {d->n_shanks};
     BS_TRY(save_npy(dir, "motion.npy", BS_NPY_F32, 2, sm, d->motion_um));
-    BS_TRY(save_npy(dir, "modes.npy", BS_NPY_I32, 1, ss, modes));
-    for (int i = 0; i < 3; i++)
-        names[i] = ckpt_files[i];
-    return BS_OK;
+    return save_npy(dir, "modes.npy", BS_NPY_I32, 1, ss, modes);
 }
 
-bs_status bs_stage_drift_load(const bs_stage_drift_args *a, const char *stage_dir, bs_drift *d)
+static bs_status drift_load(const bs_stage_drift_args *a, const char *stage_dir, bs_drift *d)
 {
     char pm[4300], pd[4300];
     BS_TRY(bs_path_join(pm, sizeof pm, stage_dir, ckpt_files[0]));
@@ -225,3 +224,90 @@ bs_status bs_stage_drift_load(const bs_stage_drift_args *a, const char *stage_di
         bs_log_info("drift: the estimate of the previous run (%s)", pm);
     return st;
 }
+
+/* ------------------------------------------------------------ the stage */
+
+/* The histograms grow with the recording (uint8 counts); the peaks of one
+ * batch are data-dependent: planned at one peak per channel per 100 samples
+ * (24 B each, twice: tile lists and the batch's list). */
+static void plan(bs_sort_plan *pl, bs_plan_stage *s)
+{
+    s->reduce = "--no-drift (the histograms grow with the recording)";
+    if (pl->p.no_drift) {
+        snprintf(s->strategy, sizeof s->strategy, "off (--no-drift)");
+        bs_plan_stage_total(s);
+        return;
+    }
+    size_t peaks = (size_t)pl->n_chan * (size_t)(pl->batch_samples / 100 + 1) * 24 * 2;
+    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
+    bs_plan_add(s, "depth x amplitude histograms (uint8, per batch)", pl->shapes.drift_hist);
+    bs_plan_add(s, "peak detector, noise scales",
+                pl->shapes.drift_detector + (size_t)pl->n_threads * (size_t)pl->batch_samples / 2);
+    bs_plan_add(s, "peaks of one batch (data-dependent)", peaks);
+    bs_plan_add(s, "driftmap subsample", (size_t)BS_DRIFTMAP_MAX_ROWS * 3 * sizeof(float));
+    bs_plan_add(s, "registration", pl->shapes.drift_estimate);
+    snprintf(s->strategy, sizeof s->strategy,
+             pl->shapes.drift_hist ? "threshold peaks, every batch" : "no shank qualifies");
+    bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
+    bs_plan_stage_total(s);
+    s->sure_min -= peaks;
+}
+
+static bs_status read_unwhitened(void *ctx, int64_t b, float **x, int64_t *n_valid)
+{
+    return bs_run_read_unwhitened(ctx, b, x, n_valid);
+}
+
+static bs_stage_drift_args args_of(bs_run_ctx *c)
+{
+    return (bs_stage_drift_args){.rec = c->rec,
+                                 .p = &c->p->drift,
+                                 .batch_samples = c->nb,
+                                 .width = c->width,
+                                 .halo = c->halo,
+                                 .n_batches = c->n_batches,
+                                 .read = read_unwhitened,
+                                 .read_ctx = c,
+                                 .out_dir = c->p->out_dir,
+                                 .quiet = c->p->quiet};
+}
+
+static int off(const bs_sort_params *p)
+{
+    return p->no_drift;
+}
+
+static bs_status when_off(bs_run_ctx *c)
+{
+    c->stop = c->p->drift_only;
+    return bs_stage_drift_remove(c->p->out_dir);
+}
+
+static bs_status run(bs_run_ctx *c)
+{
+    bs_stage_drift_args a = args_of(c);
+    BS_TRY(bs_stage_drift(&a, &c->drift));
+    return drift_store(c->stage_dir, &c->drift);
+}
+
+static bs_status load(bs_run_ctx *c)
+{
+    bs_stage_drift_args a = args_of(c);
+    return drift_load(&a, c->stage_dir, &c->drift);
+}
+
+/* Every later read of a batch goes through the corrector; --drift-only stops here. */
+static bs_status finish(bs_run_ctx *c)
+{
+    c->stop = c->p->drift_only;
+    if (!bs_drift_any(&c->drift))
+        return BS_OK;
+    BS_TRY(bs_drift_corrector_init(&c->corr, &c->drift, &c->rec->probe, &c->wh));
+    c->have_corr = 1;
+    return BS_OK;
+}
+
+static const char *const params[] = {"batch", "preprocess", "drift", NULL};
+
+const bs_stage bs_drift_stage = {.name = "drift", .plan = plan, .off = off, .when_off = when_off, .run = run,
+    .load = load, .finish = finish, .files = ckpt_files, .n_files = 3, .params = params};

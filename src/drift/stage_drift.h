@@ -13,7 +13,10 @@
  *   OUT/driftmap.npy        float32 (N, 3) time_s, depth_um (uncorrected), amplitude
  *                           (noise units) of every stride-th detected peak, N <= 200000
  *   OUT/.stages/drift/drift.json  per-shank mode, blocks and fallback notes (for the manifest)
- *   OUT/.stages/drift/motion.npy, modes.npy  the checkpoint (bs_stage_drift_store)
+ *   OUT/.stages/drift/motion.npy, modes.npy  the checkpoint: the motion and each
+ *                           shank's final mode (float32, int32), restored on --resume
+ * The stage's entry in the table of stages (src/pipeline/stages.h) is
+ * bs_drift_stage, defined at the end of stage_drift.c.
  * The time bins are the batches. The driftmap keeps every stride-th peak in
  * time order, the stride doubling whenever 200000 rows are full, so it is a
  * uniform subsample whatever the recording length.
@@ -53,12 +56,5 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d);
 /* Remove the OUT/drift*.npy and driftmap.npy of an earlier run (a sort
  * with --no-drift, or without an estimate, into the same folder). */
 bs_status bs_stage_drift_remove(const char *out_dir);
-
-/* The checkpoint of the stage (checkpoint.h): the motion and each shank's
- * final mode in stage_dir/drift/ (motion.npy float32, modes.npy int32);
- * names receives the three files to record, drift.json included. */
-bs_status bs_stage_drift_store(const char *stage_dir, const bs_drift *d, const char *names[3]);
-/* Resume: the stored estimate (bs_drift_restore) instead of a new one. */
-bs_status bs_stage_drift_load(const bs_stage_drift_args *a, const char *stage_dir, bs_drift *d);
 
 #endif

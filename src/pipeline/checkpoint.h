@@ -26,9 +26,7 @@
 #include <stdint.h>
 
 #include "../common/status.h"
-#include "../detect/detect.h"
 #include "../io/recording.h"
-#include "../preprocess/preprocess.h"
 #include "sort.h"
 
 #define BS_CKPT_MAX_STAGES 12
@@ -58,15 +56,6 @@ int bs_checkpoint_done(bs_checkpoint *c, const char *stage);
  * stage_dir, e.g. "detect/spike_times.npy"); drops every entry after it and
  * writes the manifest atomically. */
 bs_status bs_checkpoint_mark(bs_checkpoint *c, const char *stage, int n, const char *const *files);
-
-/* Outputs of the stages that are not per-spike files: saved into
- * stage_dir/<stage>/ with bs_npy_save (atomic), loaded back with the
- * accountant's tags the stages use. `names` receives the relative file
- * names for bs_checkpoint_mark. */
-bs_status bs_store_whitener(const char *stage_dir, const bs_whitener *wh, const char *names[3]);
-bs_status bs_load_whitener(const char *stage_dir, int n_chan, bs_whitener *wh);
-bs_status bs_store_basis(const char *stage_dir, const bs_temporal_basis *b, const char *names[2]);
-bs_status bs_load_basis(const char *stage_dir, const bs_detect_params *p, bs_temporal_basis *b);
 
 /* Test hook: when the environment variable BOUNDSORT_TEST_KILL is
  * "<stage>:<i>", the process kills itself with SIGKILL when stage `stage`

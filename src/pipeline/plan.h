@@ -24,6 +24,12 @@
  * spike counts when it knows them, and stops with BS_ERR_MEMORY (exit 3),
  * naming the stage, when even the smallest strategy no longer fits.
  * Per-center clustering is bounded by max_center_spikes whatever the data.
+ *
+ * The stages are those of the table (stages.h): the planner computes the
+ * shapes every stage shares (bs_plan_shapes: reader, scratch, whitener,
+ * grid, centers, drift sizes), then calls each stage's plan function, which
+ * lists that stage's buffers; re-planning with real counts calls them again
+ * from a given stage on.
  */
 #ifndef BS_PLAN_H
 #define BS_PLAN_H
@@ -40,16 +46,9 @@
 
 #define BS_PLAN_MAX_BUFFERS 12
 
-typedef enum {
-    BS_STAGE_WHITENING = 0,
-    BS_STAGE_DRIFT,
-    BS_STAGE_BASIS,
-    BS_STAGE_DETECT,
-    BS_STAGE_CLUSTER,
-    BS_STAGE_MATCH,
-    BS_STAGE_FINISH,
-    BS_STAGE_COUNT
-} bs_stage_id;
+#define BS_PLAN_MAX_STAGES 12
+#define BS_PLAN_SMALL_BYTES ((size_t)1 << 20) /* allowance for a stage's small tracked buffers, bytes */
+#define BS_PLAN_ASSUMED_RATE_HZ 10.0          /* spikes per second per template, before the data says */
 
 typedef struct {
     const char *what;   /* buffer description, e.g. "batch reader" */
@@ -67,7 +66,20 @@ typedef struct {
     const char *reduce;     /* the parameter that would reduce min_peak */
 } bs_plan_stage;
 
+/* Bytes of what stays allocated through the batch loops, and the sizes the
+ * stages' plan functions need that come from the probe (no data read). */
 typedef struct {
+    size_t reader, scratch, whitener, grid, centers, basis, drift; /* bytes */
+    size_t drift_hist;     /* drift histograms, bytes (0: no shank qualifies or --no-drift) */
+    size_t drift_detector; /* drift peak detector, bytes */
+    size_t drift_estimate; /* drift registration, bytes */
+    int whiten_k;          /* channels per whitening neighbourhood */
+    int center_chans;      /* union channels of the widest clustering center */
+} bs_plan_shapes;
+
+typedef struct {
+    bs_sort_params p;        /* the parameters planned for (a copy) */
+    bs_plan_shapes shapes;
     /* shapes */
     int n_chan, n_threads, K, n_sup, nt, n_pc;
     int64_t n_samples, batch_samples, width, n_batches;
@@ -77,7 +89,6 @@ typedef struct {
     int max_iter, n_pc_chan; /* matching parameters that size buffers */
     int64_t n_detected;      /* detected spikes (assumed until detection ran) */
     int64_t center_spikes;   /* spikes of the largest center, after the cap (assumed until known) */
-    int64_t max_center_spikes;
     int center_chans, feat_len; /* union channels of the widest center; floats per detected spike */
     int n_centers;
     double fs_hz;
@@ -86,7 +97,8 @@ typedef struct {
     size_t resident;         /* bytes live through every batch loop: reader, scratch, whitener */
     size_t budget;           /* bytes of tracked host memory (0: none) */
     bs_pair_mode pair_mode;
-    bs_plan_stage stage[BS_STAGE_COUNT];
+    bs_plan_stage stage[BS_PLAN_MAX_STAGES]; /* one per stage of the table (stages.h), in run order */
+    int n_stages;
     size_t peak;             /* max over stages */
     int fits;                /* every stage's sure_min <= budget: the run can start */
     int failing;             /* first stage whose sure_min does not fit, or -1 */
@@ -106,13 +118,22 @@ size_t bs_plan_overhead_bytes(int n_threads);
 bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, int n_threads, size_t budget,
                             int K, bs_sort_plan *plan);
 
-/* Re-plan the clustering stage once detection has run: n_detected spikes,
- * the largest center holding `largest_center` of them (before the cap). */
-void bs_sort_plan_detected(bs_sort_plan *plan, int64_t n_detected, int64_t largest_center);
+/* Re-plan stage `from` and every later one once detection has run:
+ * n_detected spikes, the largest center holding `largest_center` of them
+ * (before the cap). */
+void bs_sort_plan_detected(bs_sort_plan *plan, int from, int64_t n_detected, int64_t largest_center);
 
-/* Re-plan the matching and finishing stages once K, the pair count and the
- * spike count are known (n_spikes < 0 keeps the current value). */
-void bs_sort_plan_update(bs_sort_plan *plan, int K, int64_t pair_nnz, int64_t n_spikes);
+/* Re-plan stage `from` and every later one once K, the pair count and the
+ * spike count are known (pair_nnz < 0 estimates it; n_spikes < 0 keeps the
+ * current value). */
+void bs_sort_plan_update(bs_sort_plan *plan, int from, int K, int64_t pair_nnz, int64_t n_spikes);
+
+/* For the stages' plan functions: a buffer of the stage, the sum of its
+ * buffers, and peak = min_peak = sure_min = that sum (a stage with one
+ * strategy and nothing assumed). */
+void bs_plan_add(bs_plan_stage *s, const char *what, size_t bytes);
+size_t bs_plan_sum(const bs_plan_stage *s);
+void bs_plan_stage_total(bs_plan_stage *s);
 
 /* The refusal (BS_ERR_MEMORY, exit 3, naming the stage, its bytes and the
  * parameter that would reduce them). stage < 0: before the run, the first

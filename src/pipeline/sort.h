@@ -1,23 +1,29 @@
 /*
- * sort.h - `boundsort sort`: the stage order and the batch loops
- * (ARCHITECTURE.md section 2). Only this module knows the order of stages.
+ * sort.h - `boundsort sort`: the stages in order (docs/ARCHITECTURE.md).
+ * The stages are the table of stages.h, each defined in its own folder;
+ * this module only runs them in order (bs_sort_run is a loop over the
+ * table, stage.h says what one step of it does):
  *
  *   1. whitening  every whiten_stride-th batch: mean removal, median
  *                 reference, high-pass; channel covariance -> local whitening
+ *                 (src/preprocess/stage_whitening.c)
  *   1b. drift     every batch, high-passed: threshold peaks -> per-shank motion
- *                 (stage_drift.h); from here on each batch is whitened with
- *                 its drift-corrected matrix (off with no_drift, or when no
- *                 shank is tall enough)
+ *                 (src/drift/stage_drift.c); from here on each batch is
+ *                 whitened with its drift-corrected matrix (off with no_drift,
+ *                 or when no shank is tall enough)
  *   2. basis      every basis_stride-th batch, preprocessed and whitened:
  *                 isolated peaks -> temporal PCs and detection shapes
+ *                 (src/detect/stage_detect.c)
  *   3. detect     every batch: universal-template detection; spikes and
  *                 features stream to OUT/.stages/detect/ in batch order
+ *                 (src/detect/stage_detect.c)
  *   4. cluster    per spatial center, the detected spikes read back from
  *                 disk: graph clustering -> channel-sparse templates
+ *                 (src/cluster/stage_cluster.c)
  *   5. match      every batch: peeling with the templates; spikes stream to
- *                 disk
- *   6. finish     merges, duplicate removal, labels
- *   7. export     the Phy folder
+ *                 disk (src/match/stage_match.c)
+ *   6. finish     merges, shadows, duplicate removal, labels, the Phy folder
+ *                 (src/cluster/stage_finish.c)
  *
  * Before reading data, the planner (plan.h) sizes every stage against the
  * memory budget and refuses a run that cannot fit (BS_ERR_MEMORY); stages
@@ -27,6 +33,13 @@
  *
  * Each stage checkpoints its outputs under OUT/.stages with a manifest
  * entry; `resume` skips the stages already complete (checkpoint.h).
+ *
+ * Threads and memory budget are settings of the process, made once by the
+ * caller before any run (`boundsort sort` does it at start:
+ * omp_set_num_threads, bs_mem_set_budget); bs_sort_run never changes them:
+ * it reads them once into its run context (stage.h), from which the plan,
+ * the scratch sizes and the stages take them, and refuses to start when
+ * p->threads or p->mem_budget disagree with what the process was given.
  *
  * Batches are read with a halo of `halo_samples` on each side (enough for
  * the high-pass to equal whole-recording filtering to float precision), and
@@ -49,7 +62,7 @@ typedef struct {
     const char *out_dir;       /* output folder */
     int64_t batch_samples;     /* samples per batch (0: 2 s) */
     int64_t halo_samples;      /* samples of context each side (0: 20 ms) */
-    int threads;               /* OpenMP threads (0: all cores) */
+    int threads;               /* OpenMP threads the process was set to (0: whatever it runs with) */
     double highpass_hz;        /* high-pass cutoff, Hz */
     int highpass_order;        /* Butterworth order */
     int whiten_neighbors;      /* channels per local whitening neighbourhood */
@@ -64,7 +77,8 @@ typedef struct {
     int n_pc_chan;             /* channels per spike in pc_features.npy */
     double duplicate_ms;       /* same-cluster spikes closer than this are duplicates, ms */
     int64_t max_center_spikes; /* spikes clustered per center: more are subsampled evenly (200000) */
-    size_t mem_budget;         /* bytes of tracked host memory (0: unlimited); never changes the result */
+    size_t mem_budget;         /* bytes of tracked host memory the accountant was set to (0: unlimited);
+                                  never changes the result */
     const char *mem_trace;     /* path of the JSON-lines allocation trace being recorded, or NULL */
     int resume;                /* skip stages whose checkpoints match (checkpoint.h) */
     int no_drift;              /* 1: no drift estimation or correction */

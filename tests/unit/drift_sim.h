@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,8 @@ static inline int dsim_drift_only(const char *rec_path, const char *probe_path, 
     p.drift_only = 1;
     p.threads = threads;
     p.quiet = 1;
+    if (threads > 0) /* the process's thread count, set before the run (pipeline/sort.h) */
+        omp_set_num_threads(threads);
     if (dp)
         p.drift = *dp;
     bs_status st = bs_sort_run(&rec, &p);

@@ -1,0 +1,379 @@
+/*
+ * stage_cluster.c - stage 4 of `boundsort sort` (the table:
+ * src/pipeline/stages.h): per spatial center, its detected spikes read back
+ * from .stages/detect/, graph clustering (graph.c, centers.c), and the
+ * clusters that pass the acceptance rule become channel-sparse low-rank
+ * templates (see stage_cluster.h).
+ *
+ * Mechanism, in bounded memory:
+ *   1. Center index: one pass over spike_pos.npy counts the spikes of each
+ *      center, a second writes every spike's (index, position) into
+ *      .stages/cluster/center_index.bin grouped by center (a bucket file,
+ *      src/pipeline/stage_io.h), in time order within a center. The stage is
+ *      then re-planned with the real count of its largest center.
+ *   2. Per center, in center order: at most max_center_spikes of its spikes
+ *      (more are subsampled evenly in time: item i·m/cap for i < cap, a
+ *      parameter since it shapes the result), their times and features
+ *      gathered by index, clustered (bs_cluster_center).
+ *   3. Acceptance: a cluster makes a template when it has at least
+ *      min_template_spikes spikes and its mean waveform's norm (the norm of
+ *      its mean features: the PC basis is orthonormal) is at least
+ *      min_template_norm × match_threshold; a weaker template would mostly
+ *      catch noise crossings that it happens to fit.
+ *   4. The template's support: its n_sup channels of largest mean-feature
+ *      norm, padded with the channels nearest its peak channel (same shank
+ *      first, zero weight) when the center has fewer, ascending.
+ * Checkpoint (.stages/cluster/): support.npy int32 (K, n_sup), U.npy
+ * float32 (K, n_sup, n_pcs).
+ */
+#include "stage_cluster.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/fileio.h"
+#include "../common/progress.h"
+#include "../io/npy.h"
+#include "../mem/mem.h"
+#include "../pipeline/stage.h"
+#include "../pipeline/stage_io.h"
+#include "../pipeline/stages.h"
+#include "cluster.h"
+
+static const char *const files[2] = {"cluster/support.npy", "cluster/U.npy"};
+
+void bs_learned_templates_free(bs_learned_templates *lt)
+{
+    bs_mem_free(lt->support);
+    bs_mem_free(lt->U);
+    memset(lt, 0, sizeof *lt);
+}
+
+static int int_asc(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Norm of cluster j's mean waveform, whitened units: its mean features over
+ * the center's channels (the PC basis is orthonormal, so this is the norm of
+ * the waveform itself). */
+static double centroid_norm(const bs_center_templates *ct, int j, int P)
+{
+    const float *f = ct->feat + (size_t)j * ct->n_chans * P;
+    double e = 0;
+    for (int i = 0; i < ct->n_chans * P; i++)
+        e += (double)f[i] * f[i];
+    return sqrt(e);
+}
+
+/* Append cluster j of a center as a template: its n_sup channels with the
+ * largest mean-feature norm, padded with the channels nearest its peak
+ * channel (zero weight) when the center has fewer, in ascending order. */
+static bs_status append_template(bs_learned_templates *lt, const bs_probe *probe, const bs_center_templates *ct,
+                                 int j)
+{
+    int n_sup = lt->n_sup, P = lt->P, C = probe->n_chan;
+    bs_chan_rank *r = malloc((size_t)C * sizeof *r);
+    int *pick = malloc((size_t)n_sup * sizeof *pick);
+    uint8_t *used = calloc((size_t)C, 1);
+    if (!r || !pick || !used) {
+        free(r);
+        free(pick);
+        free(used);
+        return bs_error(BS_ERR_MEMORY, "out of memory choosing template channels");
+    }
+    int n = 0;
+    for (int i = 0; i < ct->n_chans; i++) {
+        const float *f = ct->feat + ((size_t)j * ct->n_chans + i) * P;
+        double e = 0;
+        for (int q = 0; q < P; q++)
+            e += (double)f[q] * f[q];
+        r[n++] = (bs_chan_rank){ct->chans[i], e};
+    }
+    qsort(r, (size_t)n, sizeof *r, bs_chan_rank_desc);
+    int m = 0;
+    for (int i = 0; i < n && m < n_sup; i++) {
+        pick[m++] = r[i].ch;
+        used[r[i].ch] = 1;
+    }
+    if (m < n_sup) { /* pad with the nearest channels to the peak, same shank first */
+        int pk = ct->peak_chan[j];
+        n = 0;
+        for (int c = 0; c < C; c++)
+            if (!used[c]) {
+                double dx = probe->x_um[c] - probe->x_um[pk], dy = probe->y_um[c] - probe->y_um[pk];
+                double d2 = dx * dx + dy * dy + (probe->shank[c] != probe->shank[pk] ? 1e12 : 0);
+                r[n++] = (bs_chan_rank){c, -d2};
+            }
+        qsort(r, (size_t)n, sizeof *r, bs_chan_rank_desc);
+        for (int i = 0; i < n && m < n_sup; i++)
+            pick[m++] = r[i].ch;
+    }
+    qsort(pick, (size_t)m, sizeof *pick, int_asc);
+    int K = lt->K;
+    int32_t *sup = bs_mem_realloc(lt->support, "sort/templates", (size_t)(K + 1) * n_sup * sizeof *sup);
+    if (sup)
+        lt->support = sup;
+    float *U = sup ? bs_mem_realloc(lt->U, "sort/templates", (size_t)(K + 1) * n_sup * P * sizeof *U) : NULL;
+    if (U)
+        lt->U = U;
+    bs_status st = (sup && U) ? BS_OK : BS_ERR_MEMORY;
+    if (st == BS_OK) {
+        for (int i = 0; i < n_sup; i++) {
+            lt->support[(size_t)K * n_sup + i] = pick[i];
+            float *dst = lt->U + ((size_t)K * n_sup + i) * P;
+            for (int q = 0; q < P; q++)
+                dst[q] = 0;
+            for (int u = 0; u < ct->n_chans; u++)
+                if (ct->chans[u] == pick[i])
+                    memcpy(dst, ct->feat + ((size_t)j * ct->n_chans + u) * P, (size_t)P * sizeof *dst);
+        }
+        lt->K++;
+    }
+    free(r);
+    free(pick);
+    free(used);
+    return st;
+}
+
+/* The clustering stage's checkpoint: supports (K × n_sup) and low-rank
+ * weights (K × n_sup × P) of the learned templates. */
+static bs_status store_templates(const char *stage_dir, const bs_learned_templates *lt)
+{
+    const char *const *n = files;
+    char path[4200], dir[4200];
+    int64_t s1[2] = {lt->K, lt->n_sup}, s2[3] = {lt->K, lt->n_sup, lt->P};
+    BS_TRY(bs_path_join(dir, sizeof dir, stage_dir, "cluster"));
+    BS_TRY(bs_mkdir_p(dir));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[0]));
+    BS_TRY(bs_npy_save(path, BS_NPY_I32, 2, s1, lt->support));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[1]));
+    return bs_npy_save(path, BS_NPY_F32, 3, s2, lt->U);
+}
+
+static bs_status load_templates(const char *stage_dir, int n_chan, int P, bs_learned_templates *lt)
+{
+    char path[4200];
+    bs_npy_header hs, hu;
+    void *sup = NULL, *U = NULL;
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, "cluster/support.npy"));
+    BS_TRY(bs_npy_load_expect(path, "sort/templates", BS_NPY_I32, 2, &hs, &sup));
+    bs_status st = bs_path_join(path, sizeof path, stage_dir, "cluster/U.npy");
+    if (st == BS_OK)
+        st = bs_npy_load_expect(path, "sort/templates", BS_NPY_F32, 3, &hu, &U);
+    if (st == BS_OK && (hu.shape[0] != hs.shape[0] || hu.shape[1] != hs.shape[1] || hu.shape[2] != P ||
+                        hs.shape[1] > n_chan || hs.shape[0] < 1))
+        st = bs_error(BS_ERR_INPUT, "%s: checkpoint shapes disagree", path);
+    if (st != BS_OK) {
+        bs_mem_free(sup), bs_mem_free(U);
+        return st;
+    }
+    lt->K = (int)hs.shape[0];
+    lt->n_sup = (int)hs.shape[1];
+    lt->P = P;
+    lt->support = sup;
+    lt->U = U;
+    return BS_OK;
+}
+
+/* An entry of the per-center spike index (.stages/cluster/center_index.bin). */
+typedef struct {
+    int64_t i;   /* detected spike index */
+    int32_t pos; /* its grid position */
+    int32_t pad;
+} center_item;
+#define CENTER_READ 65536 /* index entries per read */
+
+/* Per spatial center, read its detected spikes back from disk, cluster them,
+ * and keep every cluster that passes the acceptance rule as a template. */
+static bs_status cluster_templates(bs_run_ctx *ctx)
+{
+    const bs_probe *probe = &ctx->rec->probe;
+    const bs_temporal_basis *basis = &ctx->basis;
+    const bs_detect_grid *grid = &ctx->grid;
+    bs_sort_plan *plan = ctx->plan;
+    bs_learned_templates *lt = &ctx->lt;
+    const bs_cluster_params cp = plan->cp;
+    char dir[4200];
+    BS_TRY(bs_path_join(dir, sizeof dir, ctx->stage_dir, "detect"));
+    bs_cluster_centers centers = {0};
+    bs_npy_rows r_t, r_pos, r_feat;
+    memset(&r_t, 0, sizeof r_t);
+    memset(&r_pos, 0, sizeof r_pos);
+    memset(&r_feat, 0, sizeof r_feat);
+    r_t.fd = r_pos.fd = r_feat.fd = -1;
+    bs_bucket_file bk = {.fd = -1};
+    int64_t *count = NULL;
+    int64_t *sel = NULL;
+    int32_t *spos = NULL;
+    center_item *items = NULL;
+    bs_status st = bs_centers_build(probe, grid, &cp, &centers);
+    if (st == BS_OK)
+        st = bs_npy_rows_open(&r_t, dir, "spike_times.npy", BS_NPY_I64);
+    if (st == BS_OK)
+        st = bs_npy_rows_open(&r_pos, dir, "spike_pos.npy", BS_NPY_I32);
+    if (st == BS_OK)
+        st = bs_npy_rows_open(&r_feat, dir, "spike_features.npy", BS_NPY_F32);
+    int64_t n = st == BS_OK ? r_pos.h.shape[0] : 0, cap = ctx->p->max_center_spikes;
+    if (st == BS_OK) { /* spike indices grouped by center on disk (in time order within a center) */
+        count = bs_mem_calloc("sort/center-index", (size_t)centers.n_centers + 1, sizeof *count);
+        spos = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *spos);
+        items = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *items);
+        st = count && spos && items ? BS_OK : BS_ERR_MEMORY;
+        for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += CENTER_READ) {
+            int64_t c = n - s0 < CENTER_READ ? n - s0 : CENTER_READ;
+            st = bs_npy_rows_read(&r_pos, s0, c, spos);
+            for (int64_t i = 0; i < c && st == BS_OK; i++)
+                count[centers.pos_center[spos[i]]]++;
+        }
+        char path[4200], cdir[4200];
+        if (st == BS_OK)
+            st = bs_path_join(cdir, sizeof cdir, ctx->stage_dir, "cluster");
+        if (st == BS_OK)
+            st = bs_mkdir_p(cdir);
+        if (st == BS_OK)
+            st = bs_path_join(path, sizeof path, cdir, "center_index.bin");
+        if (st == BS_OK)
+            st = bs_bucket_open(&bk, path, centers.n_centers, count, sizeof(center_item), (size_t)4 << 20);
+        for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += CENTER_READ) {
+            int64_t c = n - s0 < CENTER_READ ? n - s0 : CENTER_READ;
+            st = bs_npy_rows_read(&r_pos, s0, c, spos);
+            for (int64_t i = 0; i < c && st == BS_OK; i++) {
+                center_item it = {s0 + i, spos[i], 0};
+                st = bs_bucket_add(&bk, centers.pos_center[spos[i]], &it);
+            }
+        }
+        if (st == BS_OK)
+            st = bs_bucket_finish(&bk);
+    }
+    if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
+        int64_t largest = 0;
+        for (int k = 0; k < centers.n_centers; k++)
+            if (count[k] > largest)
+                largest = count[k];
+        bs_sort_plan_detected(plan, ctx->stage, n, largest);
+        bs_run_stage_replan(ctx->summary, plan->stage[ctx->stage].peak);
+        st = bs_sort_plan_check(plan, ctx->stage);
+    }
+    lt->n_sup = probe->n_chan < 32 ? probe->n_chan : 32;
+    lt->P = basis->n_pcs;
+    bs_progress pb;
+    bs_progress_start(&pb, "cluster", "centers", ctx->p->quiet ? 0 : centers.n_centers);
+    for (int k = 0; k < centers.n_centers && st == BS_OK; k++) {
+        int64_t m_all = count[k], m = m_all;
+        if (m == 0)
+            continue;
+        /* a center with more than max_center_spikes spikes is subsampled
+         * evenly in time (a parameter: it shapes the result, like the batch):
+         * item i*m/cap for i < cap, picked while its index is read in blocks */
+        if (cap > 0 && m > cap)
+            m = cap;
+        sel = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *sel);
+        int32_t *pos_of = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *pos_of);
+        if (!sel || !pos_of) {
+            bs_mem_free(pos_of);
+            st = BS_ERR_MEMORY;
+            break;
+        }
+        int64_t want = 0;
+        for (int64_t s0 = 0; s0 < m_all && st == BS_OK && want < m; s0 += CENTER_READ) {
+            int64_t c = m_all - s0 < CENTER_READ ? m_all - s0 : CENTER_READ;
+            st = bs_bucket_read(&bk, k, s0, c, items);
+            while (st == BS_OK && want < m) {
+                int64_t j = m == m_all ? want : (int64_t)((double)want * (double)m_all / (double)m);
+                if (j >= s0 + c)
+                    break;
+                sel[want] = items[j - s0].i;
+                pos_of[want++] = items[j - s0].pos;
+            }
+        }
+        bs_detected_spike *spk = bs_mem_calloc("sort/center-spikes", (size_t)m, sizeof *spk);
+        int64_t *times = bs_mem_alloc("sort/center-spikes", (size_t)m * sizeof *times);
+        float *feat = bs_mem_alloc("sort/center-features", (size_t)m * r_feat.row_bytes);
+        int32_t *labels = bs_mem_alloc("sort/center-labels", (size_t)m * sizeof *labels);
+        bs_center_templates ct = {0};
+        st = spk && times && feat && labels ? bs_npy_rows_gather(&r_t, sel, m, times) : BS_ERR_MEMORY;
+        if (st == BS_OK)
+            st = bs_npy_rows_gather(&r_feat, sel, m, feat);
+        if (st == BS_OK) {
+            for (int64_t i = 0; i < m; i++) {
+                spk[i].t = times[i];
+                spk[i].pos = pos_of[i];
+            }
+            st = bs_cluster_center(&cp, &centers, k, grid, basis, spk, feat, m, labels, &ct);
+        }
+        /* a cluster too small, or whose mean waveform is well under the matching threshold (its matched
+           spikes would be mostly noise crossings that the template happens to fit), makes no template */
+        for (int j = 0; j < ct.n_clusters && st == BS_OK; j++)
+            if (ct.n_spikes[j] >= ctx->p->min_template_spikes &&
+                centroid_norm(&ct, j, lt->P) >= ctx->p->min_template_norm * ctx->p->match_threshold)
+                st = append_template(lt, probe, &ct, j);
+        bs_center_templates_free(&ct);
+        bs_mem_free(spk);
+        bs_mem_free(times);
+        bs_mem_free(feat);
+        bs_mem_free(labels);
+        bs_mem_free(sel);
+        bs_mem_free(pos_of);
+        sel = NULL;
+        bs_progress_update(&pb, k + 1);
+        bs_checkpoint_test_kill("cluster", k + 1);
+    }
+    bs_progress_finish(&pb);
+    if (st == BS_OK && lt->K == 0)
+        st = bs_error(BS_ERR_INPUT,
+                      "%s: no unit with at least %d spikes and a mean waveform of norm >= %g was found "
+                      "(%lld spikes detected)",
+                      ctx->rec->data_path, ctx->p->min_template_spikes,
+                      ctx->p->min_template_norm * ctx->p->match_threshold, (long long)n);
+    bs_mem_free(sel);
+    bs_mem_free(count);
+    bs_mem_free(spos);
+    bs_mem_free(items);
+    bs_bucket_close(&bk);
+    bs_npy_rows_close(&r_t);
+    bs_npy_rows_close(&r_pos);
+    bs_npy_rows_close(&r_feat);
+    bs_centers_free(&centers);
+    return st;
+}
+
+/* One center at a time: its spikes' rows and the graph clustering, for the
+ * largest center (capped), plus the index of every detected spike. */
+static void plan(bs_sort_plan *pl, bs_plan_stage *s)
+{
+    int64_t m = pl->center_spikes, cap = pl->p.max_center_spikes;
+    if (cap > 0 && m > cap)
+        m = cap;
+    bs_plan_add(s, "batch reader, grid, centers", pl->cluster_fixed);
+    size_t staging = bs_bucket_bytes(pl->n_centers, 16, (size_t)4 << 20) + (size_t)65536 * (16 + 4);
+    bs_plan_add(s, "center index staging (index on disk)", staging);
+    bs_plan_add(s, "one center: spikes and features",
+                (size_t)m * ((size_t)pl->feat_len * sizeof(float) + sizeof(bs_detected_spike) + 8 + 4 + 8 + 12));
+    bs_plan_add(s, "one center: graph clustering", bs_cluster_center_bytes(m, pl->center_chans, pl->n_pc, &pl->cp));
+    bs_plan_add(s, "templates so far", (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4) +
+                                           (size_t)pl->center_chans * pl->n_pc * 64 * 16);
+    snprintf(s->strategy, sizeof s->strategy, "one center at a time, <= %lld spikes", (long long)cap);
+    s->peak = s->min_peak = bs_plan_sum(s);
+    s->sure_min = pl->spikes_assumed ? pl->cluster_fixed + staging : s->min_peak;
+    s->reduce = "--max-center-spikes";
+}
+
+static bs_status run(bs_run_ctx *c)
+{
+    BS_TRY(cluster_templates(c));
+    return store_templates(c->stage_dir, &c->lt);
+}
+
+static bs_status load(bs_run_ctx *c)
+{
+    return load_templates(c->stage_dir, c->rec->probe.n_chan, c->p->detect.n_pcs, &c->lt);
+}
+
+static const char *const params[] = {"detect", "cluster", "match", NULL};
+
+const bs_stage bs_cluster_stage = {
+    .name = "cluster", .plan = plan, .run = run, .load = load, .files = files, .n_files = 2, .params = params};

@@ -1,0 +1,24 @@
+/*
+ * stage_cluster.h - the clustering stage of `boundsort sort`
+ * (stage_cluster.c; its entry in the table of stages is bs_cluster_stage,
+ * src/pipeline/stages.h): detected spikes, per spatial center, to the
+ * templates the matching stage peels with.
+ */
+#ifndef BS_STAGE_CLUSTER_H
+#define BS_STAGE_CLUSTER_H
+
+#include <stdint.h>
+
+/* Learned templates for matching: channel-sparse, low-rank on the temporal
+ * basis (match.h). */
+typedef struct {
+    int K;            /* templates */
+    int n_sup;        /* channels per template */
+    int P;            /* temporal PCs per channel */
+    int32_t *support; /* K × n_sup probe channels, ascending */
+    float *U;         /* K × n_sup × P weights, whitened units */
+} bs_learned_templates;
+
+void bs_learned_templates_free(bs_learned_templates *lt);
+
+#endif

@@ -1,0 +1,223 @@
+/*
+ * stage_detect.c - stages 2 (shapes, "basis") and 3 (detect) of `boundsort
+ * sort` (the table: src/pipeline/stages.h).
+ *
+ * basis: every basis_stride-th batch, preprocessed and whitened, gives its
+ *   isolated single-channel peaks (snippets, up to max_snippets); their
+ *   temporal PCs and k-means prototype shapes (basis.c) are the feature
+ *   basis and the universal templates. Checkpoint (.stages/basis/):
+ *   wpca.npy float32 (n_pcs, nt), wtemp.npy float32 (n_shapes, nt).
+ * detect: every batch, universal-template detection on the grid of
+ *   positions (universal.c, grid.c); each batch's spikes stream to
+ *   .stages/detect/ in batch order: spike_times.npy int64 (samples),
+ *   spike_pos.npy int32 (grid position), spike_xy.npy float32 (n, 2) µm,
+ *   spike_score.npy float32, spike_features.npy float32 (n, grid channels,
+ *   n_pcs). These files are the checkpoint; on --resume only their row
+ *   count is read.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/fileio.h"
+#include "../common/log.h"
+#include "../common/progress.h"
+#include "../io/npy.h"
+#include "../mem/mem.h"
+#include "../pipeline/stage.h"
+#include "../pipeline/stage_io.h"
+#include "../pipeline/stages.h"
+#include "detect.h"
+
+/* ------------------------------------------------------------ basis */
+
+static const char *const basis_files[2] = {"basis/wpca.npy", "basis/wtemp.npy"};
+
+static void basis_plan(bs_sort_plan *pl, bs_plan_stage *s)
+{
+    const bs_detect_params *d = &pl->p.detect;
+    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
+    bs_plan_add(s, "snippets", (size_t)d->max_snippets * d->nt * sizeof(float));
+    bs_plan_add(s, "k-means and PCA work",
+                (size_t)d->max_snippets * (sizeof(double) + sizeof(int)) + (size_t)d->nt * d->nt * sizeof(double) +
+                    BS_PLAN_SMALL_BYTES);
+    snprintf(s->strategy, sizeof s->strategy, "up to %d snippets", d->max_snippets);
+    s->reduce = "--batch-seconds";
+    bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
+    bs_plan_stage_total(s);
+}
+
+static bs_status basis_store(const char *stage_dir, const bs_temporal_basis *b)
+{
+    char path[4200];
+    int64_t s1[2] = {b->n_pcs, b->nt}, s2[2] = {b->n_shapes, b->nt};
+    BS_TRY(bs_stage_file(stage_dir, basis_files[0], path, sizeof path));
+    BS_TRY(bs_npy_save(path, BS_NPY_F32, 2, s1, b->wpca));
+    BS_TRY(bs_stage_file(stage_dir, basis_files[1], path, sizeof path));
+    return bs_npy_save(path, BS_NPY_F32, 2, s2, b->wtemp);
+}
+
+static bs_status basis_load(bs_run_ctx *c)
+{
+    const bs_detect_params *p = &c->p->detect;
+    bs_temporal_basis *b = &c->basis;
+    memset(b, 0, sizeof *b);
+    void *pc = NULL, *tp = NULL;
+    int64_t s1[2] = {p->n_pcs, p->nt}, s2[2] = {p->n_shapes, p->nt};
+    bs_status st = bs_stage_load_exact(c->stage_dir, basis_files[0], "detect/basis", BS_NPY_F32, 2, s1, &pc);
+    if (st == BS_OK)
+        st = bs_stage_load_exact(c->stage_dir, basis_files[1], "detect/basis", BS_NPY_F32, 2, s2, &tp);
+    if (st != BS_OK) {
+        bs_mem_free(pc), bs_mem_free(tp);
+        return st;
+    }
+    b->nt = p->nt;
+    b->nt_before = p->nt_before;
+    b->n_pcs = p->n_pcs;
+    b->n_shapes = p->n_shapes;
+    b->wpca = pc;
+    b->wtemp = tp;
+    return BS_OK;
+}
+
+/* Temporal bases from isolated peaks of the whitened data. */
+static bs_status basis_run(bs_run_ctx *c)
+{
+    bs_snippet_set snips;
+    BS_TRY(bs_snippets_init(&snips, &c->p->detect));
+    bs_status st = BS_OK;
+    bs_progress pb;
+    bs_progress_start(&pb, "shapes", "batches", c->p->quiet ? 0 : c->n_batches);
+    for (int64_t b = 0; b < c->n_batches && st == BS_OK && snips.n < snips.cap; b += c->p->basis_stride) {
+        float *x;
+        int64_t n_valid;
+        st = bs_run_read_batch(c, b, &x, &n_valid);
+        if (st == BS_OK)
+            bs_snippets_collect(&snips, &c->p->detect, x, c->rec->probe.n_chan, c->width, c->halo, n_valid);
+        bs_progress_update(&pb, b + 1);
+    }
+    bs_progress_finish(&pb);
+    if (st == BS_OK)
+        st = bs_basis_learn(&snips, &c->p->detect, &c->basis);
+    bs_snippets_free(&snips);
+    return st == BS_OK ? basis_store(c->stage_dir, &c->basis) : st;
+}
+
+static const char *const basis_params[] = {"batch", "preprocess", "drift", "detect", NULL};
+
+const bs_stage bs_basis_stage = {.name = "basis", .plan = basis_plan, .run = basis_run, .load = basis_load,
+    .files = basis_files, .n_files = 2, .params = basis_params};
+
+/* ------------------------------------------------------------ detect */
+
+/* Streamed per-spike outputs of detection, in .stages/detect/. */
+enum { DET_TIMES, DET_POS, DET_XY, DET_SCORE, DET_FEATURES, DET_N };
+static const char *const detect_files[DET_N] = {"detect/spike_times.npy", "detect/spike_pos.npy",
+                                                "detect/spike_xy.npy", "detect/spike_score.npy",
+                                                "detect/spike_features.npy"};
+
+/* Per-batch spike lists are data-dependent: planned at 4x the assumed rate
+ * over every assumed template. */
+static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
+{
+    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
+    bs_plan_add(s, "detection grid", pl->shapes.grid);
+    bs_plan_add(s, "detection scratch", bs_detect_scratch_bytes(pl->n_chan, &pl->p.detect, pl->n_threads));
+    double batch_s = (double)pl->batch_samples / pl->fs_hz;
+    size_t per_batch = (size_t)(4.0 * pl->K * BS_PLAN_ASSUMED_RATE_HZ * batch_s) + 1024;
+    size_t det_data = bs_detect_output_bytes(pl->batch_samples, pl->feat_len, (int64_t)per_batch) + per_batch * 64;
+    bs_plan_add(s, "detected spikes of one batch (data-dependent)", det_data);
+    bs_plan_add(s, "stage files", 2 * BS_PLAN_SMALL_BYTES);
+    snprintf(s->strategy, sizeof s->strategy, "features streamed to disk");
+    s->reduce = "--batch-seconds";
+    bs_plan_stage_total(s);
+    s->sure_min -= det_data;
+}
+
+static bs_status detect_files_append(bs_npy_set *f, const bs_detect_output *o)
+{
+    enum { BLOCK = 4096 };
+    int64_t t[BLOCK];
+    int32_t pos[BLOCK];
+    float xy[2 * BLOCK], score[BLOCK];
+    for (int64_t s0 = 0; s0 < o->n; s0 += BLOCK) {
+        int64_t n = o->n - s0 < BLOCK ? o->n - s0 : BLOCK;
+        for (int64_t i = 0; i < n; i++) {
+            const bs_detected_spike *sp = &o->spikes[s0 + i];
+            t[i] = sp->t;
+            pos[i] = sp->pos;
+            xy[2 * i] = sp->x_um;
+            xy[2 * i + 1] = sp->y_um;
+            score[i] = sp->score;
+        }
+        BS_TRY(bs_npy_writer_append(&f->w[DET_TIMES], t, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_POS], pos, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_XY], xy, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_SCORE], score, n));
+        BS_TRY(bs_npy_writer_append(&f->w[DET_FEATURES], o->features + (size_t)s0 * o->feat_len, n));
+    }
+    return BS_OK;
+}
+
+/* The grid is built whether the stage runs or resumes (clustering needs it). */
+static bs_status detect_prepare(bs_run_ctx *c)
+{
+    return bs_grid_build(&c->rec->probe, &c->p->detect, &c->grid);
+}
+
+/* Universal detection over every batch, streamed to disk. */
+static bs_status detect_run(bs_run_ctx *c)
+{
+    const bs_temporal_basis *basis = &c->basis;
+    const bs_detect_grid *grid = &c->grid;
+    char dir[4200];
+    BS_TRY(bs_path_join(dir, sizeof dir, c->stage_dir, "detect"));
+    BS_TRY(bs_mkdir_p(dir));
+    const bs_npy_file_spec spec[DET_N] = {
+        {"spike_times.npy", BS_NPY_I64, 1, {0}},
+        {"spike_pos.npy", BS_NPY_I32, 1, {0}},
+        {"spike_xy.npy", BS_NPY_F32, 2, {2}},
+        {"spike_score.npy", BS_NPY_F32, 1, {0}},
+        {"spike_features.npy", BS_NPY_F32, 3, {grid->n_chans, basis->n_pcs}},
+    };
+    bs_npy_set files;
+    bs_status st = bs_npy_set_open(&files, dir, DET_N, spec);
+    bs_detect_output out;
+    bs_detect_output_init(&out, grid->n_chans, basis->n_pcs);
+    bs_progress pb;
+    bs_progress_start(&pb, "detect", "batches", c->p->quiet ? 0 : c->n_batches);
+    c->n_detected = 0;
+    for (int64_t b = 0; b < c->n_batches && st == BS_OK; b++) {
+        float *x;
+        int64_t n_valid;
+        st = bs_run_read_batch(c, b, &x, &n_valid);
+        bs_detect_output_clear(&out);
+        if (st == BS_OK)
+            st = bs_detect_batch(&c->p->detect, basis, grid, &c->rec->probe, x, c->width, c->halo, n_valid,
+                                 b * c->nb, &out);
+        if (st == BS_OK)
+            st = detect_files_append(&files, &out);
+        c->n_detected += out.n;
+        bs_progress_update(&pb, b + 1);
+        bs_checkpoint_test_kill("detect", b + 1);
+    }
+    bs_progress_finish(&pb);
+    bs_detect_output_free(&out);
+    return bs_npy_set_finish(&files, st);
+}
+
+static bs_status detect_load(bs_run_ctx *c)
+{
+    return bs_stage_rows(c->stage_dir, detect_files[DET_TIMES], &c->n_detected);
+}
+
+static bs_status detect_finish(bs_run_ctx *c)
+{
+    if (!c->p->quiet)
+        bs_log_info("detected %lld spikes in %.1f s", (long long)c->n_detected, bs_now_s() - c->t0_s);
+    return BS_OK;
+}
+
+static const char *const detect_params[] = {"batch", "preprocess", "drift", "detect", NULL};
+
+const bs_stage bs_detect_stage = {.name = "detect", .plan = detect_plan, .prepare = detect_prepare, .run = detect_run,
+    .load = detect_load, .finish = detect_finish, .files = detect_files, .n_files = DET_N, .params = detect_params};

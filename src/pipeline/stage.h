@@ -1,0 +1,132 @@
+/*
+ * stage.h - what a stage of `boundsort sort` is, and the run context its
+ * state passes through (docs/ARCHITECTURE.md).
+ *
+ * A stage is one bs_stage value, defined in its own folder (the whitening
+ * stage in src/preprocess, drift in src/drift, shapes and detection in
+ * src/detect, clustering and finishing in src/cluster, matching in
+ * src/match) and listed once in the table of stages.h. The table drives
+ * everything that used to name a stage by hand:
+ *   - `plan` (plan.h): plan() sizes the stage's buffers from the plan's
+ *     shapes; the stage's row of the plan is named after it;
+ *   - `sort` (sort.c): for each stage in order, replan() (re-plan with real
+ *     counts and refuse a stage that no longer fits), then the run summary's
+ *     row opens, prepare(), then either load() (--resume: the stage's
+ *     checkpoint files are complete) or run() (which writes the checkpoint
+ *     files), the checkpoint entry is recorded with `files`, then finish();
+ *   - resume (checkpoint.h): the manifest entry of a stage is its name and
+ *     its `files`;
+ *   - OUT/params.json: each stage lists the parameter groups it reads.
+ * Hooks that a stage does not need are NULL. A stage with no files (finish)
+ * is not checkpointed: it always runs.
+ *
+ * The run context (bs_run_ctx) carries the recording, the parameters, the
+ * thread count and memory budget of the run (set once by the caller before
+ * the run: sort.h), the batch reader and preprocessing shared by every
+ * batch loop, and each stage's output for the later stages (whitener, drift
+ * estimate, temporal basis, detection grid, templates, counts). A stage
+ * reads the fields of earlier stages and fills its own; sort.c releases
+ * them all at the end.
+ */
+#ifndef BS_STAGE_H
+#define BS_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../cluster/stage_cluster.h"
+#include "../common/status.h"
+#include "../detect/detect.h"
+#include "../drift/drift.h"
+#include "../io/batch.h"
+#include "../io/npy.h"
+#include "../io/recording.h"
+#include "../match/match.h"
+#include "../preprocess/preprocess.h"
+#include "checkpoint.h"
+#include "plan.h"
+#include "run_summary.h"
+#include "sort.h"
+
+typedef struct bs_run_ctx {
+    /* the run */
+    const bs_recording *rec;
+    const bs_sort_params *p;
+    int n_threads;             /* OpenMP threads of the run (the process's setting, read once) */
+    size_t budget;             /* bytes of tracked host memory (0: unlimited) */
+    char stage_dir[4096];      /* OUT/.stages */
+    double t0_s;               /* wall clock at the first stage, s */
+    int stage;                 /* index of the running stage in the table */
+    int stop;                  /* 1: a stage asked to stop after it (--drift-only) */
+    bs_sort_plan *plan;
+    bs_run_summary *summary;
+    bs_checkpoint *ck;
+    /* batches: every batch loop reads through these */
+    int64_t nb;                /* samples per batch */
+    int64_t halo;              /* samples of context each side */
+    int64_t width;             /* window columns = nb + 2 halo, samples */
+    int64_t n_batches;
+    bs_batch_reader reader;
+    bs_highpass hp;
+    bs_preprocess pp;          /* mean removal, median reference, high-pass; whitening once built */
+    void *scratch;             /* preprocessing scratch, allocated once */
+    size_t scratch_bytes;      /* bytes */
+    /* stage outputs, in stage order */
+    bs_whitener wh;            /* whitening */
+    int have_wh;
+    bs_drift drift;            /* drift: the motion estimate */
+    bs_drift_corrector corr;   /* drift: per-batch drift-corrected whitening */
+    int have_corr;
+    bs_temporal_basis basis;   /* basis: temporal PCs and detection shapes */
+    bs_detect_grid grid;       /* detect: the grid of positions */
+    int64_t n_detected;        /* detect: spikes in .stages/detect/ */
+    bs_learned_templates lt;   /* cluster: channel-sparse low-rank templates */
+    bs_match_templates mt;     /* match: the templates as the peeler uses them */
+    int have_mt;
+    int n_pc_chan;             /* match: channels per spike in pc_features.npy (capped by the support) */
+    int32_t *pc_idx;           /* match: K × n_pc_chan indices into each template's support */
+    int32_t *pc_chan;          /* match: K × n_pc_chan probe channels (pc_feature_ind.npy) */
+    int64_t n_matched;         /* match: spikes in .stages/match/ */
+    int n_units;               /* finish: units in the Phy folder */
+    int64_t n_final;           /* finish: spikes in the Phy folder */
+} bs_run_ctx;
+
+typedef struct {
+    const char *name;                           /* plan row, summary row, checkpoint entry, .stages/<name>/ */
+    void (*plan)(bs_sort_plan *pl, bs_plan_stage *s); /* the stage's buffers from the plan's shapes */
+    int (*off)(const bs_sort_params *p);        /* 1: the stage does not run with these parameters */
+    bs_status (*when_off)(bs_run_ctx *c);       /* instead of the stage when off (remove stale outputs) */
+    bs_status (*replan)(bs_run_ctx *c);         /* before the summary row opens: re-plan, refuse */
+    bs_status (*prepare)(bs_run_ctx *c);        /* after the row opens, whether run or loaded */
+    bs_status (*run)(bs_run_ctx *c);            /* compute; writes the checkpoint files */
+    bs_status (*load)(bs_run_ctx *c);           /* --resume: read the checkpoint files back */
+    bs_status (*finish)(bs_run_ctx *c);         /* after run or load */
+    const char *const *files;                   /* checkpoint files, relative to OUT/.stages */
+    int n_files;                                /* 0: not checkpointed, always runs */
+    const char *const *params;                  /* params.json groups the stage reads, NULL-terminated */
+} bs_stage;
+
+/* Batch b read and preprocessed as the context is configured: whitened once
+ * the whitening stage ran, drift-corrected once the drift stage did. */
+bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+/* Batch b high-passed but never whitened (the drift peaks' input). */
+bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+
+/* Rows of stage_dir/rel, an .npy file (a resumed stage's spike count). */
+bs_status bs_stage_rows(const char *stage_dir, const char *rel, int64_t *n);
+/* stage_dir/rel into buf, creating its folder. */
+bs_status bs_stage_file(const char *stage_dir, const char *rel, char *buf, size_t len);
+/* Load stage_dir/rel as dtype with ndim dims whose leading dims equal dims[]
+ * (-1: any), under the accountant's tag. */
+bs_status bs_stage_load_exact(const char *stage_dir, const char *rel, const char *tag, bs_npy_dtype dtype, int ndim,
+                              const int64_t *dims, void **data);
+
+/* Channels ranked by a key, largest first (then the smaller channel):
+ * template supports and pc channels are chosen this way. */
+typedef struct {
+    int ch;
+    double key;
+} bs_chan_rank;
+int bs_chan_rank_desc(const void *a, const void *b);
+
+#endif
