@@ -45,17 +45,9 @@ static void expect_error(bs_status st, const char *want)
 
 static void write_folder(const char *dir)
 {
-    bs_phy_header h = {0};
-    h.dat_path = "rec.bin";
-    h.n_channels_dat = 4;
-    h.dtype = "int16";
-    h.offset_bytes = 8;
-    h.sample_rate_hz = 29999.5;
-    h.hp_filtered = 1;
-    h.n_samples = 100;
-    h.n_chan = C;
-    h.nt = NT;
-    h.n_templates = T;
+    const bs_phy_header h = {.dat_path = "rec.bin", .n_channels_dat = 4, .dtype = "int16", .offset_bytes = 8,
+                             .sample_rate_hz = 29999.5, .hp_filtered = 1, .n_samples = 100, .n_chan = C, .nt = NT,
+                             .n_templates = T};
     float tm[T][NT][C] = {{{0}}};
     tm[0][1][0] = 1.0f;
     tm[1][2][2] = -1.0f;
