@@ -1,9 +1,10 @@
 /*
- * stage_io.h - random access to rows of a stage's .npy files.
+ * stage_io.h - a stage's streamed .npy files and bucket files.
  *
  * Stages stream per-spike arrays to disk in batch order; later stages read
  * back only the rows they need (one center's spikes, a block of spikes) with
- * pread, so RAM holds what is being worked on, not the whole recording.
+ * pread (bs_npy_rows, src/io/npy_rows.h), so RAM holds what is being worked
+ * on, not the whole recording.
  */
 #ifndef BS_STAGE_IO_H
 #define BS_STAGE_IO_H
