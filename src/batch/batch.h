@@ -13,11 +13,13 @@
  *          recordingN): one job per neural (spike-band) stream, opened with
  *          --stream; the folder is not searched further;
  *        - NWB: every `*.nwb` file (needs a build with HDF5);
- *        - raw + probe: a folder holding `recording.bin`, `recording.json`
+ *        - raw folder: a folder holding `recording.bin`, `recording.json`
  *          (fs_hz; optional n_chan = columns, dtype, uv_per_bit, offset,
  *          header_bytes) and `probe.json` (or `probe.prb`): what `boundsort
- *          simulate` writes. A `recording.bin` without the two others is
- *          listed as not sortable, with the reason.
+ *          simulate` writes. The folder is the job's REC, read by
+ *          bs_raw_folder_open (src/io/raw.c) as `sort FOLDER` reads it. A
+ *          `recording.bin` without the two others is listed as not
+ *          sortable, with the reason.
  *      Each one is opened with bs_recording_open() and planned with
  *      bs_sort_plan_make() (no data read): bytes of its data file, duration,
  *      channels and the planned peak of tracked memory. One that cannot be
@@ -69,18 +71,11 @@
 
 typedef struct {
     int id;                /* index in the list, 0-based (array task ids are separate) */
-    char rec[4096];        /* REC given to sort: absolute path */
+    char rec[4096];        /* REC given to sort: absolute path (a raw folder: the folder) */
     char rel[1024];        /* output folder relative to OUTROOT */
     char out[4096];        /* OUTROOT/rel */
     char kind[16];         /* "spikeglx", "openephys", "nwb", "raw" */
     char stream[256];      /* Open Ephys stream name, "" otherwise */
-    char probe[4096];      /* raw: probe file, "" otherwise */
-    double raw_fs_hz;      /* raw: sampling rate from recording.json, Hz */
-    int raw_n_cols;        /* raw: columns of recording.bin (0: the probe's) */
-    char raw_dtype[16];    /* raw: sample type ("" = int16) */
-    double raw_uv_per_bit; /* raw: µV per raw unit (0: 1) */
-    double raw_offset;     /* raw: raw units subtracted before scaling */
-    int64_t raw_header;    /* raw: bytes before the first sample */
     int ok;                /* 1: opened and planned; 0: not sortable (reason) */
     char reason[1024];     /* why not sortable, or why the plan refuses it, "" otherwise */
     uint64_t bytes;        /* size of the data file, bytes */

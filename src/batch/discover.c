@@ -6,10 +6,10 @@
  * its ids and the SLURM array indices are the same on every run), and:
  *   - a folder holding structure.oebin is an Open Ephys recording: one job per
  *     stream whose kind is neural (bs_openephys_list_streams), not descended;
- *   - a folder holding recording.bin is a raw + probe folder (recording.json +
- *     probe.json / probe.prb beside it give the reading options); its
- *     sub-folders are still searched (simulate --spikeglx / --openephys put
- *     copies there);
+ *   - a folder holding recording.bin is a raw folder (bs_raw_folder_detect;
+ *     the folder itself is the job's REC, read by bs_raw_folder_open like any
+ *     `boundsort sort FOLDER`); its sub-folders are still searched (simulate
+ *     --spikeglx / --openephys put copies there);
  *   - a file ending in ".ap.bin" is a SpikeGLX probe file, ".nwb" an NWB file;
  *   - hidden entries, symbolic links to folders and OUTROOT are skipped; the
  *     walk stops at BS_BATCH_MAX_DEPTH levels.
@@ -18,7 +18,6 @@
  * recorded as the job's reason (the walk goes on). Paths holding a tab or a
  * newline cannot be written to the SLURM task list and are refused.
  */
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -95,71 +94,9 @@ static void job_fail(bs_batch_job *j, const char *msg)
     snprintf(j->reason, sizeof j->reason, "%s", msg);
 }
 
-/* Reading options of a raw folder from its recording.json. */
-static bs_status read_raw_json(const char *dir, bs_batch_job *j)
-{
-    char path[4200], *text = NULL;
-    size_t len;
-    BS_TRY(bs_path_join(path, sizeof path, dir, "recording.json"));
-    if (!is_file(path))
-        return bs_error(BS_ERR_INPUT, "%s: missing: a raw recording.bin needs recording.json (fs_hz) beside it",
-                        path);
-    BS_TRY(bs_read_text_file(path, (size_t)1 << 26, &text, &len));
-    cJSON *r = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!r || !cJSON_IsObject(r)) {
-        cJSON_Delete(r);
-        return bs_error(BS_ERR_INPUT, "%s: expected a JSON object", path);
-    }
-    bs_status st = BS_OK;
-    const cJSON *fs = cJSON_GetObjectItemCaseSensitive(r, "fs_hz");
-    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r, "n_chan");
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(r, "dtype");
-    const cJSON *uv = cJSON_GetObjectItemCaseSensitive(r, "uv_per_bit");
-    const cJSON *off = cJSON_GetObjectItemCaseSensitive(r, "offset");
-    const cJSON *hb = cJSON_GetObjectItemCaseSensitive(r, "header_bytes");
-    if (!cJSON_IsNumber(fs) || !(fs->valuedouble > 0))
-        st = bs_error(BS_ERR_INPUT, "%s: field 'fs_hz': expected a sampling rate > 0 Hz", path);
-    else if (nc && (!cJSON_IsNumber(nc) || nc->valuedouble < 1 || nc->valuedouble > 1e6))
-        st = bs_error(BS_ERR_INPUT, "%s: field 'n_chan': expected a column count >= 1", path);
-    else if (dt && (!cJSON_IsString(dt) || strlen(dt->valuestring) >= sizeof j->raw_dtype))
-        st = bs_error(BS_ERR_INPUT, "%s: field 'dtype': expected int16, uint16, int32 or float32", path);
-    else if (uv && (!cJSON_IsNumber(uv) || !(uv->valuedouble > 0)))
-        st = bs_error(BS_ERR_INPUT, "%s: field 'uv_per_bit': expected a number > 0", path);
-    else if (off && !cJSON_IsNumber(off))
-        st = bs_error(BS_ERR_INPUT, "%s: field 'offset': expected a number", path);
-    else if (hb && (!cJSON_IsNumber(hb) || hb->valuedouble < 0 || hb->valuedouble > 9e15))
-        st = bs_error(BS_ERR_INPUT, "%s: field 'header_bytes': expected a byte count >= 0", path);
-    if (st == BS_OK) {
-        bs_sample_type t;
-        j->raw_fs_hz = fs->valuedouble;
-        j->raw_n_cols = nc ? (int)nc->valuedouble : 0;
-        if (dt) {
-            snprintf(j->raw_dtype, sizeof j->raw_dtype, "%s", dt->valuestring);
-            if (bs_sample_type_parse(j->raw_dtype, &t) != BS_OK)
-                st = bs_error(BS_ERR_INPUT, "%s: field 'dtype': expected int16, uint16, int32 or float32, got '%s'",
-                              path, j->raw_dtype);
-        }
-        j->raw_uv_per_bit = uv ? uv->valuedouble : 0;
-        j->raw_offset = off ? off->valuedouble : 0;
-        j->raw_header = hb ? (int64_t)hb->valuedouble : 0;
-    }
-    cJSON_Delete(r);
-    return st;
-}
-
 static void open_options(const bs_batch_job *j, bs_open_options *opt)
 {
     memset(opt, 0, sizeof *opt);
-    if (strcmp(j->kind, "raw") == 0) {
-        opt->probe_path = j->probe;
-        opt->fs_hz = j->raw_fs_hz;
-        opt->n_cols = j->raw_n_cols;
-        opt->dtype = j->raw_dtype[0] ? j->raw_dtype : NULL;
-        opt->uv_per_bit = j->raw_uv_per_bit;
-        opt->offset = j->raw_offset;
-        opt->header_bytes = (uint64_t)j->raw_header;
-    }
     if (j->stream[0])
         opt->stream = j->stream;
 }
@@ -176,7 +113,7 @@ static size_t round_up_mib(double bytes)
 /* Open and plan one job (its output path is already set). */
 static void plan_job(const bs_batch_opts *o, bs_batch_job *j)
 {
-    if (strpbrk(j->rec, "\t\n") || strpbrk(j->out, "\t\n") || strpbrk(j->probe, "\t\n")) {
+    if (strpbrk(j->rec, "\t\n") || strpbrk(j->out, "\t\n")) {
         job_fail(j, "the path holds a tab or a newline, which the task list cannot carry: rename it");
         return;
     }
@@ -240,27 +177,16 @@ static void set_out(walker *w, bs_batch_job *j)
         job_fail(j, "the output path is too long");
 }
 
-static bs_status add_job(walker *w, const char *kind, const char *rec, const char *rel, const char *stream,
-                         const char *probe, const char *raw_dir)
+static bs_status add_job(walker *w, const char *kind, const char *rec, const char *rel, const char *stream)
 {
     bs_batch_job *j = new_job(w, kind, rec, rel);
     if (!j)
         return bs_error(BS_ERR_MEMORY, "batch: out of memory listing recordings");
     if (stream)
         snprintf(j->stream, sizeof j->stream, "%s", stream);
-    if (probe)
-        snprintf(j->probe, sizeof j->probe, "%s", probe);
     set_out(w, j);
     if (j->out[0] == '\0')
         return BS_OK;
-    if (raw_dir && !probe) {
-        job_fail(j, "a raw recording.bin needs probe.json or probe.prb beside it");
-        return BS_OK;
-    }
-    if (raw_dir && read_raw_json(raw_dir, j) != BS_OK) {
-        job_fail(j, bs_last_error());
-        return BS_OK;
-    }
     plan_job(w->o, j);
     return BS_OK;
 }
@@ -301,7 +227,7 @@ static bs_status walk(walker *w, const char *dir, const char *rel, int depth)
                 if (*c == '/' || *c == ' ')
                     *c = '_';
             snprintf(relpath, sizeof relpath, "%s%s%s", rel, rel[0] ? "/" : "", name);
-            st = add_job(w, "openephys", dir, relpath, list[s].name, NULL, NULL);
+            st = add_job(w, "openephys", dir, relpath, list[s].name);
         }
         free(list);
         return st;
@@ -334,19 +260,10 @@ static bs_status walk(walker *w, const char *dir, const char *rel, int depth)
     closedir(d);
     if (st == BS_OK && n)
         qsort(names, n, sizeof *names, cmp_names);
-    /* raw + probe folder */
-    for (size_t i = 0; i < n && st == BS_OK; i++) {
-        if (strcmp(names[i], "recording.bin") != 0)
-            continue;
-        char probe[4200] = "";
-        static const char *const probe_names[] = {"probe.json", "probe.prb"};
-        for (int p = 0; p < 2 && !probe[0]; p++)
-            if (bs_path_join(probe, sizeof probe, dir, probe_names[p]) == BS_OK && !is_file(probe))
-                probe[0] = '\0';
-        st = bs_path_join(path, sizeof path, dir, names[i]);
+    /* raw folder (recording.bin + recording.json + probe file): the folder is the job's REC */
+    if (st == BS_OK && bs_raw_folder_detect(dir)) {
         snprintf(relpath, sizeof relpath, "%s%srecording", rel, rel[0] ? "/" : "");
-        if (st == BS_OK)
-            st = add_job(w, "raw", path, relpath, NULL, probe[0] ? probe : NULL, dir);
+        st = add_job(w, "raw", dir, relpath, NULL);
     }
     for (size_t i = 0; i < n && st == BS_OK; i++) {
         const char *name = names[i];
@@ -363,10 +280,10 @@ static bs_status walk(walker *w, const char *dir, const char *rel, int depth)
         size_t rl = strlen(relpath);
         if (ends_with(name, ".ap.bin")) {
             relpath[rl - 7] = '\0';
-            st = add_job(w, "spikeglx", path, relpath, NULL, NULL, NULL);
+            st = add_job(w, "spikeglx", path, relpath, NULL);
         } else if (ends_with(name, ".nwb")) {
             relpath[rl - 4] = '\0';
-            st = add_job(w, "nwb", path, relpath, NULL, NULL, NULL);
+            st = add_job(w, "nwb", path, relpath, NULL);
         }
     }
     for (size_t i = 0; i < n; i++)

@@ -38,7 +38,8 @@ static char *xstrdup(const char *s)
     return strdup(s ? s : "");
 }
 
-/* The sort arguments of a job: sort REC -o OUT --mem B --threads T --resume [reading options] [--no-qc ...]. */
+/* The sort arguments of a job: sort REC -o OUT --mem B --threads T --resume [--stream S] [--no-qc ...] (a raw
+ * folder's REC is the folder: its recording.json and probe file describe it). */
 static bs_status job_args(const bs_batch_job *j, const bs_batch_opts *o, bs_batch_task *t)
 {
     char buf[BS_BATCH_MAX_ARGS][64];
@@ -58,32 +59,6 @@ static bs_status job_args(const bs_batch_job *j, const bs_batch_opts *o, bs_batc
     if (j->stream[0]) {
         a[n++] = "--stream";
         a[n++] = j->stream;
-    }
-    if (strcmp(j->kind, "raw") == 0) {
-        a[n++] = "--probe";
-        a[n++] = j->probe;
-        a[n++] = "--fs";
-        a[n++] = NUM("%.17g", j->raw_fs_hz);
-        if (j->raw_n_cols) {
-            a[n++] = "--n-chan";
-            a[n++] = NUM("%d", j->raw_n_cols);
-        }
-        if (j->raw_dtype[0]) {
-            a[n++] = "--dtype";
-            a[n++] = j->raw_dtype;
-        }
-        if (j->raw_uv_per_bit > 0) {
-            a[n++] = "--uv-per-bit";
-            a[n++] = NUM("%.17g", j->raw_uv_per_bit);
-        }
-        if (j->raw_offset != 0) {
-            a[n++] = "--offset";
-            a[n++] = NUM("%.17g", j->raw_offset);
-        }
-        if (j->raw_header) {
-            a[n++] = "--header-bytes";
-            a[n++] = NUM("%lld", (long long)j->raw_header);
-        }
     }
     if (o->batch_s > 0) {
         a[n++] = "--batch-seconds";

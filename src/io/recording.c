@@ -3,8 +3,10 @@
  * bs_recording_close.
  *
  * Dispatch, in order: self-describing formats first (each one `if` that tests
- * the path and calls its reader: NWB by its HDF5 signature or .nwb name), then a raw binary when the caller gave a
- * probe file: a probe file given on the command line wins (it describes a
+ * the path and calls its reader: NWB by its HDF5 signature or .nwb name, a
+ * raw folder by the recording.bin it holds: raw.c reads its recording.json
+ * and probe file, the caller's options overriding them), then a raw binary
+ * when the caller gave a probe file: a probe file given on the command line wins (it describes a
  * raw binary, or overrides a SpikeGLX .meta's geometry); otherwise a SpikeGLX
  * folder, .bin with its .meta, or .meta is read by the SpikeGLX reader.
  * An Open Ephys recording is recognised by its own paths (openephys.h) and
@@ -54,6 +56,8 @@ bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_rec
                                           "--probe is for raw binaries", path);
         return bs_nwb_open(path, opt ? opt->series : NULL, rec);
     }
+    if (bs_raw_folder_detect(path))
+        return bs_raw_folder_open(path, opt, rec);
     if (bs_openephys_detect(path))
         return bs_openephys_open(path, opt, rec);
     if (opt && opt->probe_path)
@@ -62,7 +66,8 @@ bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_rec
         return bs_spikeglx_open(path, rec);
     return bs_error(BS_ERR_INPUT,
                     "%s: unrecognised recording: expected an NWB file, an Open Ephys recording, a SpikeGLX .bin "
-                    "with its .meta, or a raw binary with a probe file (--probe P --fs HZ)",
+                    "with its .meta, a raw folder (recording.bin + recording.json + probe.json), or a raw binary "
+                    "with a probe file (--probe P --fs HZ)",
                     path);
 }
 

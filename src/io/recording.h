@@ -68,15 +68,29 @@ typedef struct {
     const char *stream;     /* stream of a multi-stream recording (Open Ephys), or NULL */
 } bs_open_options;
 
-/* Open REC: an NWB file (HDF5), an Open Ephys recording (openephys.h;
- * opt->probe_path overrides its geometry), a SpikeGLX .bin (with .meta
- * beside it) or a folder holding one, or a raw binary with opt->probe_path. */
+/* Open REC: an NWB file (HDF5), a raw folder (bs_raw_folder_open), an Open
+ * Ephys recording (openephys.h; opt->probe_path overrides its geometry), a
+ * SpikeGLX .bin (with .meta beside it) or a folder holding one, or a raw
+ * binary with opt->probe_path. The one place that decides a path's format:
+ * sort, plan, info, qc and batch's discovery all open recordings here. */
 bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
 void bs_recording_close(bs_recording *rec);
 
 /* The raw-binary reader behind bs_recording_open (src/io/raw.c): a headerless
  * (or header_bytes-prefixed) interleaved binary described by opt. */
 bs_status bs_raw_open(const char *path, const bs_open_options *opt, bs_recording *rec);
+
+/* A raw folder: a folder holding recording.bin (what `boundsort simulate`
+ * writes). 1 if `path` is one, else 0. */
+int bs_raw_folder_detect(const char *path);
+/* Open a raw folder DIR: DIR/recording.bin read as DIR/recording.json (fs_hz;
+ * optional n_chan, dtype, uv_per_bit, offset, header_bytes, n_samples) and
+ * DIR/probe.json (else DIR/probe.prb) describe it. Options set in opt
+ * override those files field by field (probe_path replaces the probe file;
+ * fs_hz, n_cols, dtype, uv_per_bit, offset, header_bytes when non-zero /
+ * non-NULL). BS_ERR_INPUT naming the file and field on a missing or
+ * malformed description. */
+bs_status bs_raw_folder_open(const char *dir, const bs_open_options *opt, bs_recording *rec);
 
 /* "int16", "uint16", "int32", "float32" (also "i2", "u2", "i4", "f4") ->
  * type; BS_ERR_USAGE with a message on anything else. NULL -> int16. */
