@@ -5,7 +5,8 @@
  * Opens the recording with bs_recording_open (which picks the reader) and
  * prints what the sorter will see: channels, columns in the file, sampling
  * rate, duration and sample count, dtype, µV per bit (a range when it differs
- * between channels), and the probe layout: shanks, x / y extent (µm),
+ * between channels), and the probe layout: the shanks in use (those holding a
+ * channel, bs_probe_shanks_in_use: their number and indices), x / y extent (µm),
  * vertical pitch (bs_probe_vertical_pitch_um) and the file columns read.
  * --json prints the same as one JSON object on stdout, with a "channels" list
  * giving, per sorted channel, its file column, x_um, y_um and shank. The
@@ -24,6 +25,7 @@
 
 #include "../io/nwb.h"
 #include "../io/openephys.h"
+#include "../io/probe.h"
 #include "../io/probe_json.h"
 #include "../io/recording.h"
 #include "cli.h"
@@ -33,7 +35,8 @@ static const char *USAGE_HEAD =
     "                    --header-bytes N --probe-index I --series NAME --stream NAME] [--json]\n"
     "\n"
     "  REC             recording: an NWB file, an Open Ephys recording (structure.oebin or a folder), a\n"
-    "                  SpikeGLX .bin (with its .meta) or folder, or a raw binary with --probe\n"
+    "                  SpikeGLX .bin (with its .meta) or folder, a raw folder (recording.bin +\n"
+    "                  recording.json + probe.json), or a raw binary with --probe\n"
     "  --json          print JSON instead of text\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -41,17 +44,18 @@ static int usage_error(const char *fmt, const char *arg)
     return bs_cli_recording_usage_error("info", USAGE_HEAD, fmt, arg);
 }
 
-/* "0-3,5,7-9": the file columns of the sorted channels, in channel order. */
-static void print_columns(FILE *out, const bs_probe *p)
+/* "0-3,5,7-9": n values in their order, ascending runs as ranges (the file
+ * columns of the sorted channels, the shanks in use). */
+static void print_runs(FILE *out, const int *v, int n)
 {
     int i = 0;
-    while (i < p->n_chan) {
+    while (i < n) {
         int j = i;
-        while (j + 1 < p->n_chan && p->column[j + 1] == p->column[j] + 1)
+        while (j + 1 < n && v[j + 1] == v[j] + 1)
             j++;
-        fprintf(out, "%s%d", i ? "," : "", p->column[i]);
+        fprintf(out, "%s%d", i ? "," : "", v[i]);
         if (j > i)
-            fprintf(out, "-%d", p->column[j]);
+            fprintf(out, "-%d", v[j]);
         i = j + 1;
     }
 }
@@ -70,13 +74,17 @@ static double pretty_float(float f)
 }
 
 typedef struct {
-    double xmin, xmax, ymin, ymax, uv_min, uv_max, pitch;
+    double xmin, xmax, ymin, ymax, uv_min, uv_max, pitch; /* µm; µV per bit; µm */
+    int n_shanks;                                         /* shanks in use (holding a channel) */
+    int *shank_ids;                                       /* [n_shanks] their indices, ascending (malloc) */
 } summary;
 
 static summary summarize(const bs_recording *rec)
 {
     const bs_probe *p = &rec->probe;
-    summary s = {INFINITY, -INFINITY, INFINITY, -INFINITY, INFINITY, -INFINITY, 0};
+    summary s = {INFINITY, -INFINITY, INFINITY, -INFINITY, INFINITY, -INFINITY, 0, 0, NULL};
+    s.shank_ids = malloc((size_t)(p->n_shanks > 0 ? p->n_shanks : 1) * sizeof *s.shank_ids);
+    s.n_shanks = bs_probe_shanks_in_use(p, s.shank_ids);
     for (int c = 0; c < p->n_chan; c++) {
         s.xmin = fmin(s.xmin, p->x_um[c]);
         s.xmax = fmax(s.xmax, p->x_um[c]);
@@ -109,7 +117,10 @@ static void print_text(const char *path, const bs_recording *rec)
         printf("µV/bit         %.9g .. %.9g (per channel)\n", s.uv_min, s.uv_max);
     printf("offset         %.9g raw units\n", pretty_float(rec->offset));
     printf("probe          %s\n", p->model[0] ? p->model : "(model unknown)");
-    printf("shanks         %d\n", p->n_shanks);
+    printf("shanks         %d\n", s.n_shanks);
+    printf("shank ids      ");
+    print_runs(stdout, s.shank_ids, s.shank_ids ? s.n_shanks : 0);
+    printf("\n");
     printf("x range        %.6g .. %.6g µm\n", s.xmin, s.xmax);
     printf("y range        %.6g .. %.6g µm\n", s.ymin, s.ymax);
     if (s.pitch > 0)
@@ -117,9 +128,10 @@ static void print_text(const char *path, const bs_recording *rec)
     else
         printf("vertical pitch none (no column holds two contacts)\n");
     printf("columns        ");
-    print_columns(stdout, p);
+    print_runs(stdout, p->column, p->n_chan);
     printf("\n");
     bs_nwb_print_info(rec, stdout);
+    free(s.shank_ids);
 }
 
 /* Open Ephys: the streams of the recording, the one read marked. */
@@ -176,7 +188,9 @@ static int print_json(const char *path, const bs_recording *rec)
     cJSON_AddNumberToObject(o, "offset", pretty_float(rec->offset));
     cJSON *pr = cJSON_AddObjectToObject(o, "probe");
     cJSON_AddStringToObject(pr, "model", p->model);
-    cJSON_AddNumberToObject(pr, "n_shanks", p->n_shanks);
+    cJSON_AddNumberToObject(pr, "n_shanks", s.n_shanks);
+    cJSON_AddItemToObject(pr, "shank_ids", cJSON_CreateIntArray(s.shank_ids, s.shank_ids ? s.n_shanks : 0));
+    free(s.shank_ids);
     cJSON_AddNumberToObject(pr, "x_min_um", s.xmin);
     cJSON_AddNumberToObject(pr, "x_max_um", s.xmax);
     cJSON_AddNumberToObject(pr, "y_min_um", s.ymin);

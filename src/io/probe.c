@@ -87,6 +87,20 @@ double bs_probe_median_depth_step(const bs_probe *probe)
     return step;
 }
 
+int bs_probe_shanks_in_use(const bs_probe *p, int *ids)
+{
+    int n = 0;
+    for (int s = 0; s < p->n_shanks; s++) {
+        int used = 0;
+        for (int c = 0; c < p->n_chan && !used; c++)
+            used = p->shank[c] == s;
+        if (used && ids)
+            ids[n] = s;
+        n += used;
+    }
+    return n;
+}
+
 static int int_cmp(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;

@@ -1,6 +1,7 @@
 /*
  * probe.h - probe geometry helpers (the bs_probe type is in recording.h):
- * allocation through the accountant, validation, probeinterface JSON output.
+ * allocation through the accountant, validation, probeinterface JSON output,
+ * the shanks in use.
  */
 #ifndef BS_PROBE_H
 #define BS_PROBE_H
@@ -12,6 +13,13 @@
 /* Write the probe as a probeinterface JSON ProbeGroup with one probe (µm,
  * shank_ids as strings, device_channel_indices = data file columns). */
 bs_status bs_probe_write_json(const bs_probe *p, const char *path);
+
+/* The shanks that hold at least one channel. A probe's shank indices are
+ * its own (a 4-shank NP2.0 recording from shanks 1 and 2 has indices 1 and
+ * 2, so n_shanks = largest index + 1 = 3 counts an unused shank 0): this
+ * returns how many distinct shanks are in use, and when ids is not NULL
+ * (room for p->n_shanks ints) writes their indices in ascending order. */
+int bs_probe_shanks_in_use(const bs_probe *p, int *ids);
 
 /* Median spacing between the distinct contact depths (y), µm; 1 when every
  * contact is at the same depth (or on allocation failure). */
