@@ -1,7 +1,7 @@
 /*
  * cmd_batch.c - `boundsort batch ROOT`: every recording under ROOT, sorted
  * locally (one after another, or several at once within a memory total) or
- * as one SLURM job array (src/batch/batch.h has the mechanism).
+ * as one SLURM job array (src/jobs/jobs.h has the mechanism).
  *
  * Actions: the default discovers, lists and runs locally; --list only lists
  * (--json: as JSON); --dry-run lists and prints the sort command lines
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../batch/batch.h"
+#include "../jobs/jobs.h"
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
 #include "cli.h"
@@ -80,15 +80,15 @@ static int state_exists(const char *outroot)
 {
     char path[4300];
     struct stat st;
-    snprintf(path, sizeof path, "%s/%s/state.json", outroot, BS_BATCH_STATE_DIR);
+    snprintf(path, sizeof path, "%s/%s/state.json", outroot, BS_JOBS_STATE_DIR);
     return stat(path, &st) == 0;
 }
 
 /* Exit code of a polled batch: 0 if all done, else the first failure's code. */
-static int batch_exit(const bs_batch_state *s)
+static int batch_exit(const bs_jobs_state *s)
 {
     for (int i = 0; i < s->n; i++) {
-        const bs_batch_task *t = &s->tasks[i];
+        const bs_jobs_task *t = &s->tasks[i];
         if (t->state == BS_TASK_SKIPPED)
             return BS_ERR_INPUT;
         if (t->state == BS_TASK_FAILED)
@@ -99,20 +99,20 @@ static int batch_exit(const bs_batch_state *s)
     return BS_OK;
 }
 
-static int run_local(bs_batch_state *s, const int *which, int n, const batch_cli *c, size_t total, int threads)
+static int run_local(bs_jobs_state *s, const int *which, int n, const batch_cli *c, size_t total, int threads)
 {
-    bs_batch_run_local(s, which, n, (int)c->jobs, total, threads, c->quiet);
-    bs_batch_state_poll(s);
+    bs_jobs_run_local(s, which, n, (int)c->jobs, total, threads, c->quiet);
+    bs_jobs_state_poll(s);
     if (!c->quiet)
-        bs_batch_print_status(s, stdout, 0);
+        bs_jobs_print_status(s, stdout, 0);
     return batch_exit(s);
 }
 
-static int submit_slurm(bs_batch_state *s, const int *which, int n, const batch_cli *c)
+static int submit_slurm(bs_jobs_state *s, const int *which, int n, const batch_cli *c)
 {
     bs_slurm_opts so = {s->cpus_per_task, s->time, s->partition, s->account, s->gres, s->job_name, NULL, s->overhead};
     char *script = NULL;
-    bs_status st = bs_batch_slurm(s, which, n, &so, !c->dry_run, &script);
+    bs_status st = bs_jobs_slurm(s, which, n, &so, !c->dry_run, &script);
     if (st != BS_OK) {
         free(script);
         return bs_cli_fail(st);
@@ -130,11 +130,11 @@ static int submit_slurm(bs_batch_state *s, const int *which, int n, const batch_
 
 static int do_retry(const batch_cli *c, const char *outroot, size_t total, int threads)
 {
-    bs_batch_state s;
-    bs_status st = bs_batch_state_read(outroot, &s);
+    bs_jobs_state s;
+    bs_status st = bs_jobs_state_read(outroot, &s);
     if (st != BS_OK)
         return bs_cli_fail(st);
-    bs_batch_state_poll(&s);
+    bs_jobs_state_poll(&s);
     int *which = malloc(sizeof(int) * (size_t)(s.n ? s.n : 1));
     int n = 0;
     int slurm = strcmp(s.mode, "slurm") == 0;
@@ -160,7 +160,7 @@ static int do_retry(const batch_cli *c, const char *outroot, size_t total, int t
         rc = run_local(&s, which, n, c, total, threads);
     }
     free(which);
-    bs_batch_state_free(&s);
+    bs_jobs_state_free(&s);
     return rc;
 }
 
@@ -171,7 +171,7 @@ int bs_cmd_batch(int argc, char **argv)
         return BS_OK;
     }
     batch_cli c = {.jobs = 1, .cpus = 0};
-    bs_batch_opts o = {.margin = 0.25};
+    bs_jobs_opts o = {.margin = 0.25};
     bs_sort_cli so = {.batch_s = 0};
     bs_sort_default_params(&so.sp);
     double d;
@@ -254,7 +254,7 @@ int bs_cmd_batch(int argc, char **argv)
     if (c.outroot) {
         snprintf(outroot, sizeof outroot, "%s", c.outroot);
     } else {
-        bs_status st = bs_batch_default_outroot(c.root, outroot, sizeof outroot);
+        bs_status st = bs_jobs_default_outroot(c.root, outroot, sizeof outroot);
         if (st != BS_OK)
             return bs_cli_fail(st);
     }
@@ -267,13 +267,13 @@ int bs_cmd_batch(int argc, char **argv)
         o.total_mem = bs_plan_default_budget();
 
     if (c.status) {
-        bs_batch_state s;
-        bs_status st = bs_batch_state_read(outroot, &s);
+        bs_jobs_state s;
+        bs_status st = bs_jobs_state_read(outroot, &s);
         if (st != BS_OK)
             return bs_cli_fail(st);
-        bs_batch_state_poll(&s);
-        bs_batch_print_status(&s, stdout, c.json);
-        bs_batch_state_free(&s);
+        bs_jobs_state_poll(&s);
+        bs_jobs_print_status(&s, stdout, c.json);
+        bs_jobs_state_free(&s);
         return BS_OK;
     }
     if (c.retry)
@@ -284,36 +284,36 @@ int bs_cmd_batch(int argc, char **argv)
     o.sp = so.sp;
     o.sp.threads = o.threads;
     o.batch_s = so.batch_s;
-    bs_batch b;
-    bs_status st = bs_batch_discover(&o, &b);
+    bs_jobs b;
+    bs_status st = bs_jobs_discover(&o, &b);
     if (st != BS_OK)
         return bs_cli_fail(st);
     if (c.json && c.list) {
-        char *text = bs_batch_json(&b);
+        char *text = bs_jobs_json(&b);
         if (text)
             printf("%s\n", text);
         free(text);
     } else if ((!c.quiet || c.list) && !(c.json && c.dry_run)) {
-        bs_batch_print_table(&b, stdout);
+        bs_jobs_print_table(&b, stdout);
     }
     int rc = BS_OK;
     if (c.list) {
-        bs_batch_free(&b);
+        bs_jobs_free(&b);
         return BS_OK;
     }
     if (!c.dry_run && state_exists(b.outroot) && !c.restart) {
         bs_error(BS_ERR_USAGE,
                  "%s/%s/state.json: a batch was already started here: use --status, --retry-failed, or "
                  "--restart to start it over (finished stages are reused)",
-                 b.outroot, BS_BATCH_STATE_DIR);
-        bs_batch_free(&b);
+                 b.outroot, BS_JOBS_STATE_DIR);
+        bs_jobs_free(&b);
         return bs_cli_fail(BS_ERR_USAGE);
     }
-    bs_batch_state s;
-    st = bs_batch_state_from(&b, &o, c.slurm ? "slurm" : "local", &s);
-    bs_batch_free(&b);
+    bs_jobs_state s;
+    st = bs_jobs_state_from(&b, &o, c.slurm ? "slurm" : "local", &s);
+    bs_jobs_free(&b);
     if (st != BS_OK) {
-        bs_batch_state_free(&s);
+        bs_jobs_state_free(&s);
         return bs_cli_fail(st);
     }
     s.cpus_per_task = o.threads;
@@ -337,7 +337,7 @@ int bs_cmd_batch(int argc, char **argv)
         if (rc == BS_OK && nw < s.n)
             rc = BS_ERR_INPUT; /* submitted, but some recordings cannot be sorted */
     } else if (c.dry_run && c.json) {
-        char *text = bs_batch_state_json(&s);
+        char *text = bs_jobs_state_json(&s);
         if (text)
             printf("%s\n", text);
         else
@@ -345,18 +345,18 @@ int bs_cmd_batch(int argc, char **argv)
         free(text);
     } else if (c.dry_run) {
         for (int k = 0; k < nw; k++) {
-            const bs_batch_task *t = &s.tasks[which[k]];
+            const bs_jobs_task *t = &s.tasks[which[k]];
             printf("boundsort");
             for (int a = 0; a < t->n_args; a++)
                 printf(strpbrk(t->args[a], " '\"$\\") ? " '%s'" : " %s", t->args[a]);
             printf("\n");
         }
-    } else if ((st = bs_batch_state_write(&s)) != BS_OK) {
+    } else if ((st = bs_jobs_state_write(&s)) != BS_OK) {
         rc = bs_cli_fail(st);
     } else {
         rc = run_local(&s, which, nw, &c, o.total_mem, o.threads);
     }
     free(which);
-    bs_batch_state_free(&s);
+    bs_jobs_state_free(&s);
     return rc;
 }

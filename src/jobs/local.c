@@ -1,5 +1,5 @@
 /*
- * local.c - running a batch's jobs on this machine (batch.h, part 4).
+ * local.c - running a batch's jobs on this machine (jobs.h, part 4).
  *
  * Each job is `boundsort sort ...` in a child process: fork, stdout and
  * stderr redirected to OUTROOT/.batch/logs/<id>.log, exec of /proc/self/exe
@@ -25,7 +25,7 @@
 
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
-#include "batch.h"
+#include "jobs.h"
 
 typedef struct {
     pid_t pid;
@@ -34,15 +34,15 @@ typedef struct {
     time_t t0;
 } running_job;
 
-static pid_t start_job(bs_batch_state *s, bs_batch_task *t)
+static pid_t start_job(bs_jobs_state *s, bs_jobs_task *t)
 {
     char log[4300];
-    bs_batch_log_path(s, t->id, log, sizeof log);
-    bs_batch_task_clear(s, t->id);
+    bs_jobs_log_path(s, t->id, log, sizeof log);
+    bs_jobs_task_clear(s, t->id);
     char who[32];
     snprintf(who, sizeof who, "pid-%ld", (long)getpid());
-    bs_batch_task_mark_start(s, t->id, who);
-    const char *argv[BS_BATCH_MAX_ARGS + 66];
+    bs_jobs_task_mark_start(s, t->id, who);
+    const char *argv[BS_JOBS_MAX_ARGS + 66];
     argv[0] = "boundsort";
     for (int a = 0; a < t->n_args; a++)
         argv[a + 1] = t->args[a];
@@ -62,7 +62,7 @@ static pid_t start_job(bs_batch_state *s, bs_batch_task *t)
     return pid;
 }
 
-int bs_batch_run_local(bs_batch_state *s, const int *which, int n_which, int max_jobs, size_t total_mem,
+int bs_jobs_run_local(bs_jobs_state *s, const int *which, int n_which, int max_jobs, size_t total_mem,
                        int threads, int quiet)
 {
     if (max_jobs < 1)
@@ -76,14 +76,14 @@ int bs_batch_run_local(bs_batch_state *s, const int *which, int n_which, int max
     char b1[32], b2[32];
     while (next < n_which || n_run > 0) {
         while (next < n_which && n_run < max_jobs) {
-            bs_batch_task *t = &s->tasks[which[next]];
+            bs_jobs_task *t = &s->tasks[which[next]];
             size_t need = t->sort_mem + overhead;
             if (n_run > 0 && used + need > total_mem)
                 break;
             pid_t pid = start_job(s, t);
             next++;
             if (pid < 0) {
-                bs_batch_task_mark_exit(s, t->id, 127);
+                bs_jobs_task_mark_exit(s, t->id, 127);
                 failed++;
                 finished++;
                 continue;
@@ -108,9 +108,9 @@ int bs_batch_run_local(bs_batch_state *s, const int *which, int n_which, int max
             k++;
         if (k == n_run)
             continue; /* not one of ours */
-        bs_batch_task *t = &s->tasks[run[k].task];
+        bs_jobs_task *t = &s->tasks[run[k].task];
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-        bs_batch_task_mark_exit(s, t->id, code);
+        bs_jobs_task_mark_exit(s, t->id, code);
         finished++;
         if (code != 0)
             failed++;

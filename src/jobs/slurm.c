@@ -1,5 +1,5 @@
 /*
- * slurm.c - a batch as one SLURM job array (batch.h, part 4).
+ * slurm.c - a batch as one SLURM job array (jobs.h, part 4).
  *
  * Submission k (1, 2, ... : the first run, then each --retry-failed) writes
  * OUTROOT/.batch/tasks-k.tsv, line i (0-based) = array task i: the batch job
@@ -38,9 +38,9 @@
 
 #include "../common/fileio.h"
 #include "../mem/mem.h"
-#include "batch.h"
+#include "jobs.h"
 
-int bs_batch_capture(const char *const *argv, char *buf, size_t len)
+int bs_jobs_capture(const char *const *argv, char *buf, size_t len)
 {
     int fd[2];
     buf[0] = '\0';
@@ -126,7 +126,7 @@ static void sh_quote(char **text, size_t *len, size_t *cap, const char *s)
     append(text, len, cap, "'");
 }
 
-bs_status bs_batch_slurm(bs_batch_state *s, const int *which, int n_which, const bs_slurm_opts *so, int submit,
+bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const bs_slurm_opts *so, int submit,
                          char **script)
 {
     *script = NULL;
@@ -145,7 +145,7 @@ bs_status bs_batch_slurm(bs_batch_state *s, const int *which, int n_which, const
     char *tl = NULL, *sc = NULL;
     size_t tlen = 0, tcap = 0, slen = 0, scap = 0, mem = 0;
     for (int i = 0; i < n_which; i++) {
-        const bs_batch_task *t = &s->tasks[which[i]];
+        const bs_jobs_task *t = &s->tasks[which[i]];
         if (t->sort_mem + so->overhead > mem)
             mem = t->sort_mem + so->overhead;
         append(&tl, &tlen, &tcap, "%d", t->id);
@@ -203,7 +203,7 @@ bs_status bs_batch_slurm(bs_batch_state *s, const int *which, int n_which, const
         free(tl);
         return BS_OK;
     }
-    bs_status st = bs_batch_state_write(s); /* creates the folders */
+    bs_status st = bs_jobs_state_write(s); /* creates the folders */
     if (st == BS_OK)
         st = bs_write_file_atomic(tasks_path, tl, tlen);
     free(tl);
@@ -212,10 +212,10 @@ bs_status bs_batch_slurm(bs_batch_state *s, const int *which, int n_which, const
     if (st != BS_OK)
         return st;
     for (int i = 0; i < n_which; i++)
-        bs_batch_task_clear(s, s->tasks[which[i]].id);
+        bs_jobs_task_clear(s, s->tasks[which[i]].id);
     char out[512];
     const char *argv[] = {"sbatch", "--parsable", script_path, NULL};
-    int rc = bs_batch_capture(argv, out, sizeof out);
+    int rc = bs_jobs_capture(argv, out, sizeof out);
     char *end;
     long long job = strtoll(out, &end, 10);
     if (rc != 0 || job <= 0 || (*end != '\0' && *end != '\n' && *end != ';'))
@@ -225,18 +225,18 @@ bs_status bs_batch_slurm(bs_batch_state *s, const int *which, int n_which, const
         snprintf(s->tasks[which[i]].slurm_id, sizeof s->tasks[which[i]].slurm_id, "%lld_%d", job, i);
     s->n_submissions = k;
     snprintf(s->mode, sizeof s->mode, "slurm");
-    return bs_batch_state_write(s);
+    return bs_jobs_state_write(s);
 }
 
 /* The scheduler's word for a task without a status file; 1 if it decided. */
-int bs_batch_slurm_poll(bs_batch_state *s, bs_batch_task *t);
-int bs_batch_slurm_poll(bs_batch_state *s, bs_batch_task *t)
+int bs_jobs_slurm_poll(bs_jobs_state *s, bs_jobs_task *t);
+int bs_jobs_slurm_poll(bs_jobs_state *s, bs_jobs_task *t)
 {
     char out[8192], state[64] = "", reason[256] = "";
     char job[64];
     snprintf(job, sizeof job, "%s", t->slurm_id);
     const char *q[] = {"squeue", "-h", "-r", "-j", job, "-o", "%i %T %r", NULL};
-    if (bs_batch_capture(q, out, sizeof out) == 0 && sscanf(out, "%*s %63s %255[^\n]", state, reason) >= 1) {
+    if (bs_jobs_capture(q, out, sizeof out) == 0 && sscanf(out, "%*s %63s %255[^\n]", state, reason) >= 1) {
         if (strcmp(state, "PENDING") == 0 || strcmp(state, "CONFIGURING") == 0) {
             t->state = BS_TASK_PENDING;
             if (strcmp(reason, "None") != 0)
@@ -250,7 +250,7 @@ int bs_batch_slurm_poll(bs_batch_state *s, bs_batch_task *t)
     }
     state[0] = '\0';
     const char *c[] = {"scontrol", "-o", "show", "job", job, NULL};
-    if (bs_batch_capture(c, out, sizeof out) == 0) {
+    if (bs_jobs_capture(c, out, sizeof out) == 0) {
         const char *p = strstr(out, "JobState=");
         if (p)
             sscanf(p + 9, "%63s", state);
@@ -268,7 +268,7 @@ int bs_batch_slurm_poll(bs_batch_state *s, bs_batch_task *t)
         free(text);
         if (raw[0]) {
             const char *a[] = {"sacct", "-c", "-n", "-P", "-j", raw, "-o", "State,ExitCode", NULL};
-            if (bs_batch_capture(a, out, sizeof out) == 0)
+            if (bs_jobs_capture(a, out, sizeof out) == 0)
                 sscanf(out, "%63[^|]", state);
         }
     }

@@ -1,6 +1,12 @@
 /*
- * batch.h - `boundsort batch`: many recordings, sorted one `boundsort sort`
+ * jobs.h - `boundsort batch`: many recordings, sorted one `boundsort sort`
  * child process each, locally or as one SLURM job array.
+ *
+ * Names: in the code this module is "jobs" (src/jobs, bs_jobs_*, bs_job),
+ * because "batch" means one thing here: a batch of samples, the unit the
+ * sorter reads and processes (src/io/batch.h, --batch-seconds; Kilosort's
+ * word). The command stays `boundsort batch`, the HPC term users know for
+ * running many jobs (its state folder stays OUTROOT/.batch).
  *
  * Mechanism, in four parts:
  *
@@ -56,8 +62,8 @@
  *      sbatch. `--resume` is always passed, so a rerun of a completed or
  *      interrupted job costs only the stages that are not checkpointed.
  */
-#ifndef BS_BATCH_H
-#define BS_BATCH_H
+#ifndef BS_JOBS_H
+#define BS_JOBS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,8 +72,8 @@
 #include "../common/status.h"
 #include "../pipeline/sort.h"
 
-#define BS_BATCH_STATE_DIR ".batch"
-#define BS_BATCH_MAX_ARGS 48
+#define BS_JOBS_STATE_DIR ".batch"
+#define BS_JOBS_MAX_ARGS 48
 
 typedef struct {
     int id;                /* index in the list, 0-based (array task ids are separate) */
@@ -86,7 +92,7 @@ typedef struct {
     int plan_fits;         /* 1: the plan fits sort_mem (else boundsort will refuse it, exit 3) */
     size_t sort_mem;       /* --mem given to sort, bytes */
     size_t job_mem;        /* sort_mem + untracked overhead, bytes: what the job may use in all */
-} bs_batch_job;
+} bs_job;
 
 typedef struct {
     const char *root;        /* ROOT as given */
@@ -100,26 +106,26 @@ typedef struct {
     int no_qc;               /* pass --no-qc */
     int n_extra;             /* extra sort arguments (after `--`) */
     char **extra;
-} bs_batch_opts;
+} bs_jobs_opts;
 
 typedef struct {
     char root[4096];     /* absolute */
     char outroot[4096];  /* absolute */
     char state_dir[4200];
     int n;
-    bs_batch_job *jobs;  /* [n] (bs_mem "batch/jobs") */
-} bs_batch;
+    bs_job *jobs;  /* [n] (bs_mem "jobs/list") */
+} bs_jobs;
 
 /* OUTROOT for ROOT when none is given: "<parent of ROOT>/<name of ROOT>_sorted". */
-bs_status bs_batch_default_outroot(const char *root, char *out, size_t len);
+bs_status bs_jobs_default_outroot(const char *root, char *out, size_t len);
 
 /* Walk ROOT, open and plan every recording (part 1 and 2 above). */
-bs_status bs_batch_discover(const bs_batch_opts *o, bs_batch *b);
-void bs_batch_free(bs_batch *b);
+bs_status bs_jobs_discover(const bs_jobs_opts *o, bs_jobs *b);
+void bs_jobs_free(bs_jobs *b);
 
 /* The listing: a table, or JSON (caller frees). */
-void bs_batch_print_table(const bs_batch *b, FILE *out);
-char *bs_batch_json(const bs_batch *b);
+void bs_jobs_print_table(const bs_jobs *b, FILE *out);
+char *bs_jobs_json(const bs_jobs *b);
 
 /* ---- state (state.c) ---- */
 typedef enum { BS_TASK_NOT_RUN = 0, BS_TASK_PENDING, BS_TASK_RUNNING, BS_TASK_DONE, BS_TASK_FAILED,
@@ -134,11 +140,11 @@ typedef struct {
     int n_args;
     char **args;            /* sort arguments (argv[0] = "sort"), malloc'ed */
     char slurm_id[64];      /* "<array job id>_<index>" of its last submission, "" when local */
-    /* filled by bs_batch_state_poll */
+    /* filled by bs_jobs_state_poll */
     bs_task_state state;
     int exit_code;          /* from tasks/<id>.status, -1 if none */
     char why[1024];         /* failure reason (log line or scheduler state) */
-} bs_batch_task;
+} bs_jobs_task;
 
 typedef struct {
     char state_dir[4200];
@@ -150,38 +156,38 @@ typedef struct {
     size_t overhead;        /* bytes, untracked per-task overhead added to the array's --mem */
     int n_submissions;
     int n;
-    bs_batch_task *tasks;   /* [n] */
-} bs_batch_state;
+    bs_jobs_task *tasks;   /* [n] */
+} bs_jobs_state;
 
 /* Build the state of a discovered batch (every sortable job gets its sort
  * arguments) and write it. */
-bs_status bs_batch_state_from(const bs_batch *b, const bs_batch_opts *o, const char *mode, bs_batch_state *s);
-bs_status bs_batch_state_write(const bs_batch_state *s);
+bs_status bs_jobs_state_from(const bs_jobs *b, const bs_jobs_opts *o, const char *mode, bs_jobs_state *s);
+bs_status bs_jobs_state_write(const bs_jobs_state *s);
 /* The text of state.json (caller frees); NULL when out of memory. */
-char *bs_batch_state_json(const bs_batch_state *s);
+char *bs_jobs_state_json(const bs_jobs_state *s);
 /* Read OUTROOT/.batch/state.json. BS_ERR_INPUT naming the file when absent or malformed. */
-bs_status bs_batch_state_read(const char *outroot, bs_batch_state *s);
-void bs_batch_state_free(bs_batch_state *s);
+bs_status bs_jobs_state_read(const char *outroot, bs_jobs_state *s);
+void bs_jobs_state_free(bs_jobs_state *s);
 
 /* Per-task files. */
-bs_status bs_batch_task_mark_start(const bs_batch_state *s, int id, const char *who);
-bs_status bs_batch_task_mark_exit(const bs_batch_state *s, int id, int code);
-void bs_batch_task_clear(const bs_batch_state *s, int id);
-void bs_batch_log_path(const bs_batch_state *s, int id, char *buf, size_t len);
+bs_status bs_jobs_task_mark_start(const bs_jobs_state *s, int id, const char *who);
+bs_status bs_jobs_task_mark_exit(const bs_jobs_state *s, int id, int code);
+void bs_jobs_task_clear(const bs_jobs_state *s, int id);
+void bs_jobs_log_path(const bs_jobs_state *s, int id, char *buf, size_t len);
 
 /* Fill every task's state, exit code and reason from its files and, for
  * SLURM tasks without a status, from the scheduler. */
-void bs_batch_state_poll(bs_batch_state *s);
+void bs_jobs_state_poll(bs_jobs_state *s);
 const char *bs_task_state_name(bs_task_state st);
 /* The summary: one line per task and the counts; returns the number of
  * tasks not done (skipped ones included). */
-int bs_batch_print_status(const bs_batch_state *s, FILE *out, int json);
+int bs_jobs_print_status(const bs_jobs_state *s, FILE *out, int json);
 
 /* ---- runners ---- */
 /* Run tasks `which` (n_which ids) locally, at most max_jobs at once, the
  * running tasks' sort_mem + overhead within total_mem bytes. Returns the
  * number of tasks that failed. */
-int bs_batch_run_local(bs_batch_state *s, const int *which, int n_which, int max_jobs, size_t total_mem,
+int bs_jobs_run_local(bs_jobs_state *s, const int *which, int n_which, int max_jobs, size_t total_mem,
                        int threads, int quiet);
 
 typedef struct {
@@ -198,11 +204,11 @@ typedef struct {
 /* Write the sbatch script and task list of submission number s->n_submissions + 1
  * for tasks `which`; *script gets the script text (caller frees). With
  * submit, run sbatch, record the job id per task and write the state. */
-bs_status bs_batch_slurm(bs_batch_state *s, const int *which, int n_which, const bs_slurm_opts *so, int submit,
+bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const bs_slurm_opts *so, int submit,
                          char **script);
 
 /* Run argv (argv[0] looked up on PATH) and capture up to len-1 bytes of its
  * stdout into buf; returns its exit code, or -1 if it could not run. */
-int bs_batch_capture(const char *const *argv, char *buf, size_t len);
+int bs_jobs_capture(const char *const *argv, char *buf, size_t len);
 
 #endif

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "../mem/mem.h"
-#include "batch.h"
+#include "jobs.h"
 
-void bs_batch_print_table(const bs_batch *b, FILE *out)
+void bs_jobs_print_table(const bs_jobs *b, FILE *out)
 {
     fprintf(out, "root    %s\noutroot %s\n", b->root, b->outroot);
     fprintf(out, "%3s  %-9s %5s %9s %10s %10s %10s %10s  %s\n", "id", "kind", "chan", "dur(s)", "size", "plan peak",
@@ -20,7 +20,7 @@ void bs_batch_print_table(const bs_batch *b, FILE *out)
     int ok = 0;
     size_t total = 0, largest = 0;
     for (int i = 0; i < b->n; i++) {
-        const bs_batch_job *j = &b->jobs[i];
+        const bs_job *j = &b->jobs[i];
         char s1[32], s2[32], s3[32], s4[32];
         if (j->ok) {
             fprintf(out, "%3d  %-9s %5d %9.1f %10s %10s %10s %10s  %s\n", j->id, j->kind, j->n_chan, j->duration_s,
@@ -42,14 +42,14 @@ void bs_batch_print_table(const bs_batch *b, FILE *out)
             bs_mem_format(total, s1, sizeof s1), bs_mem_format(largest, s2, sizeof s2));
 }
 
-char *bs_batch_json(const bs_batch *b)
+char *bs_jobs_json(const bs_jobs *b)
 {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "root", b->root);
     cJSON_AddStringToObject(r, "outroot", b->outroot);
     cJSON *a = cJSON_AddArrayToObject(r, "recordings");
     for (int i = 0; i < b->n; i++) {
-        const bs_batch_job *j = &b->jobs[i];
+        const bs_job *j = &b->jobs[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "id", j->id);
         cJSON_AddStringToObject(o, "kind", j->kind);

@@ -1,6 +1,6 @@
 /*
  * discover.c - finding the recordings under ROOT and planning each one
- * (batch.h, parts 1 and 2).
+ * (jobs.h, parts 1 and 2).
  *
  * The walk reads each folder's entries, sorts them by name (so the job list,
  * its ids and the SLURM array indices are the same on every run), and:
@@ -12,7 +12,7 @@
  *     --spikeglx / --openephys put copies there);
  *   - a file ending in ".ap.bin" is a SpikeGLX probe file, ".nwb" an NWB file;
  *   - hidden entries, symbolic links to folders and OUTROOT are skipped; the
- *     walk stops at BS_BATCH_MAX_DEPTH levels.
+ *     walk stops at BS_JOBS_MAX_DEPTH levels.
  * Every job is opened with the options `sort` will get and planned with
  * bs_sort_plan_make(), under the budget the job will get; failures are
  * recorded as the job's reason (the walk goes on). Paths holding a tab or a
@@ -32,14 +32,14 @@
 #include "../io/openephys.h"
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
-#include "batch.h"
+#include "jobs.h"
 
-#define BS_BATCH_MAX_DEPTH 32
+#define BS_JOBS_MAX_DEPTH 32
 #define MIB ((size_t)1 << 20)
 
 typedef struct {
-    const bs_batch_opts *o;
-    bs_batch *b;
+    const bs_jobs_opts *o;
+    bs_jobs *b;
     int cap;
     char outroot_real[PATH_MAX];
 } walker;
@@ -56,7 +56,7 @@ static int is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bs_status bs_batch_default_outroot(const char *root, char *out, size_t len)
+bs_status bs_jobs_default_outroot(const char *root, char *out, size_t len)
 {
     char abs[PATH_MAX];
     if (!realpath(root, abs))
@@ -68,18 +68,18 @@ bs_status bs_batch_default_outroot(const char *root, char *out, size_t len)
     return BS_OK;
 }
 
-static bs_batch_job *new_job(walker *w, const char *kind, const char *rec, const char *rel)
+static bs_job *new_job(walker *w, const char *kind, const char *rec, const char *rel)
 {
-    bs_batch *b = w->b;
+    bs_jobs *b = w->b;
     if (b->n == w->cap) {
         int cap = w->cap ? 2 * w->cap : 16;
-        bs_batch_job *nj = bs_mem_realloc(b->jobs, "batch/jobs", (size_t)cap * sizeof *nj);
+        bs_job *nj = bs_mem_realloc(b->jobs, "jobs/list", (size_t)cap * sizeof *nj);
         if (!nj)
             return NULL;
         b->jobs = nj;
         w->cap = cap;
     }
-    bs_batch_job *j = &b->jobs[b->n];
+    bs_job *j = &b->jobs[b->n];
     memset(j, 0, sizeof *j);
     j->id = b->n++;
     snprintf(j->kind, sizeof j->kind, "%s", kind);
@@ -88,13 +88,13 @@ static bs_batch_job *new_job(walker *w, const char *kind, const char *rec, const
     return j;
 }
 
-static void job_fail(bs_batch_job *j, const char *msg)
+static void job_fail(bs_job *j, const char *msg)
 {
     j->ok = 0;
     snprintf(j->reason, sizeof j->reason, "%s", msg);
 }
 
-static void open_options(const bs_batch_job *j, bs_open_options *opt)
+static void open_options(const bs_job *j, bs_open_options *opt)
 {
     memset(opt, 0, sizeof *opt);
     if (j->stream[0])
@@ -111,7 +111,7 @@ static size_t round_up_mib(double bytes)
 }
 
 /* Open and plan one job (its output path is already set). */
-static void plan_job(const bs_batch_opts *o, bs_batch_job *j)
+static void plan_job(const bs_jobs_opts *o, bs_job *j)
 {
     if (strpbrk(j->rec, "\t\n") || strpbrk(j->out, "\t\n")) {
         job_fail(j, "the path holds a tab or a newline, which the task list cannot carry: rename it");
@@ -165,7 +165,7 @@ static void plan_job(const bs_batch_opts *o, bs_batch_job *j)
 }
 
 /* Output path: the relative path, made unique in the list. */
-static void set_out(walker *w, bs_batch_job *j)
+static void set_out(walker *w, bs_job *j)
 {
     for (int k = 0; k < j->id; k++)
         if (strcmp(w->b->jobs[k].rel, j->rel) == 0) {
@@ -179,7 +179,7 @@ static void set_out(walker *w, bs_batch_job *j)
 
 static bs_status add_job(walker *w, const char *kind, const char *rec, const char *rel, const char *stream)
 {
-    bs_batch_job *j = new_job(w, kind, rec, rel);
+    bs_job *j = new_job(w, kind, rec, rel);
     if (!j)
         return bs_error(BS_ERR_MEMORY, "batch: out of memory listing recordings");
     if (stream)
@@ -199,7 +199,7 @@ static int cmp_names(const void *a, const void *b)
 /* rel = path under ROOT ("" for ROOT itself) */
 static bs_status walk(walker *w, const char *dir, const char *rel, int depth)
 {
-    if (depth > BS_BATCH_MAX_DEPTH)
+    if (depth > BS_JOBS_MAX_DEPTH)
         return BS_OK;
     char real[PATH_MAX];
     if (w->outroot_real[0] && realpath(dir, real) && strcmp(real, w->outroot_real) == 0)
@@ -210,7 +210,7 @@ static bs_status walk(walker *w, const char *dir, const char *rel, int depth)
         bs_oe_stream_info *list = NULL;
         int n = 0;
         if (bs_openephys_list_streams(dir, &list, &n) != BS_OK) {
-            bs_batch_job *j = new_job(w, "openephys", dir, rel[0] ? rel : "recording");
+            bs_job *j = new_job(w, "openephys", dir, rel[0] ? rel : "recording");
             if (!j)
                 return bs_error(BS_ERR_MEMORY, "batch: out of memory listing recordings");
             set_out(w, j);
@@ -292,7 +292,7 @@ static bs_status walk(walker *w, const char *dir, const char *rel, int depth)
     return st;
 }
 
-bs_status bs_batch_discover(const bs_batch_opts *o, bs_batch *b)
+bs_status bs_jobs_discover(const bs_jobs_opts *o, bs_jobs *b)
 {
     memset(b, 0, sizeof *b);
     struct stat st;
@@ -308,24 +308,24 @@ bs_status bs_batch_discover(const bs_batch_opts *o, bs_batch *b)
                 return bs_error(BS_ERR_INPUT, "%s: cannot make the output path absolute", o->outroot);
         }
     } else {
-        BS_TRY(bs_batch_default_outroot(o->root, b->outroot, sizeof b->outroot));
+        BS_TRY(bs_jobs_default_outroot(o->root, b->outroot, sizeof b->outroot));
     }
     size_t ol = strlen(b->outroot);
     while (ol > 1 && b->outroot[ol - 1] == '/')
         b->outroot[--ol] = '\0';
     if (strcmp(b->outroot, b->root) == 0)
         return bs_error(BS_ERR_USAGE, "%s: OUTROOT must differ from ROOT", o->outroot ? o->outroot : o->root);
-    snprintf(b->state_dir, sizeof b->state_dir, "%s/%s", b->outroot, BS_BATCH_STATE_DIR);
+    snprintf(b->state_dir, sizeof b->state_dir, "%s/%s", b->outroot, BS_JOBS_STATE_DIR);
     walker w = {.o = o, .b = b};
     if (!realpath(b->outroot, w.outroot_real))
         w.outroot_real[0] = '\0';
     bs_status s = walk(&w, b->root, "", 0);
     if (s != BS_OK)
-        bs_batch_free(b);
+        bs_jobs_free(b);
     return s;
 }
 
-void bs_batch_free(bs_batch *b)
+void bs_jobs_free(bs_jobs *b)
 {
     bs_mem_free(b->jobs);
     b->jobs = NULL;

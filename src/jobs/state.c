@@ -1,5 +1,5 @@
 /*
- * state.c - the batch state folder OUTROOT/.batch (batch.h, part 3) and the
+ * state.c - the batch state folder OUTROOT/.batch (jobs.h, part 3) and the
  * listing of discovered recordings.
  *
  * state.json is written only by the batch command (atomically: temporary
@@ -29,7 +29,7 @@
 
 #include "../common/fileio.h"
 #include "../mem/mem.h"
-#include "batch.h"
+#include "jobs.h"
 
 #define STATE_MAX_BYTES ((size_t)256 << 20)
 
@@ -40,10 +40,10 @@ static char *xstrdup(const char *s)
 
 /* The sort arguments of a job: sort REC -o OUT --mem B --threads T --resume [--stream S] [--no-qc ...] (a raw
  * folder's REC is the folder: its recording.json and probe file describe it). */
-static bs_status job_args(const bs_batch_job *j, const bs_batch_opts *o, bs_batch_task *t)
+static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *t)
 {
-    char buf[BS_BATCH_MAX_ARGS][64];
-    const char *a[BS_BATCH_MAX_ARGS + 64];
+    char buf[BS_JOBS_MAX_ARGS][64];
+    const char *a[BS_JOBS_MAX_ARGS + 64];
     int n = 0, nb = 0;
 #define NUM(fmt, v) (snprintf(buf[nb], sizeof buf[nb], fmt, v), buf[nb++])
     a[n++] = "sort";
@@ -69,7 +69,7 @@ static bs_status job_args(const bs_batch_job *j, const bs_batch_opts *o, bs_batc
     if (o->no_qc)
         a[n++] = "--no-qc";
 #undef NUM
-    if (n + o->n_extra > BS_BATCH_MAX_ARGS + 48)
+    if (n + o->n_extra > BS_JOBS_MAX_ARGS + 48)
         return bs_error(BS_ERR_USAGE, "batch: too many extra sort options (at most 48)");
     for (int i = 0; i < o->n_extra; i++)
         a[n++] = o->extra[i];
@@ -82,7 +82,7 @@ static bs_status job_args(const bs_batch_job *j, const bs_batch_opts *o, bs_batc
     return BS_OK;
 }
 
-bs_status bs_batch_state_from(const bs_batch *b, const bs_batch_opts *o, const char *mode, bs_batch_state *s)
+bs_status bs_jobs_state_from(const bs_jobs *b, const bs_jobs_opts *o, const char *mode, bs_jobs_state *s)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->state_dir, sizeof s->state_dir, "%s", b->state_dir);
@@ -94,8 +94,8 @@ bs_status bs_batch_state_from(const bs_batch *b, const bs_batch_opts *o, const c
         return bs_error(BS_ERR_MEMORY, "batch: out of memory");
     s->n = b->n;
     for (int i = 0; i < b->n; i++) {
-        const bs_batch_job *j = &b->jobs[i];
-        bs_batch_task *t = &s->tasks[i];
+        const bs_job *j = &b->jobs[i];
+        bs_jobs_task *t = &s->tasks[i];
         t->id = j->id;
         snprintf(t->rec, sizeof t->rec, "%s", j->rec);
         snprintf(t->out, sizeof t->out, "%s", j->out);
@@ -115,7 +115,7 @@ static void add_str(cJSON *o, const char *k, const char *v)
     cJSON_AddStringToObject(o, k, v ? v : "");
 }
 
-char *bs_batch_state_json(const bs_batch_state *s)
+char *bs_jobs_state_json(const bs_jobs_state *s)
 {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "format_version", 1);
@@ -133,7 +133,7 @@ char *bs_batch_state_json(const bs_batch_state *s)
     cJSON_AddNumberToObject(sl, "overhead_bytes", (double)s->overhead);
     cJSON *ja = cJSON_AddArrayToObject(r, "jobs");
     for (int i = 0; i < s->n; i++) {
-        const bs_batch_task *t = &s->tasks[i];
+        const bs_jobs_task *t = &s->tasks[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "id", t->id);
         add_str(o, "recording", t->rec);
@@ -153,7 +153,7 @@ char *bs_batch_state_json(const bs_batch_state *s)
     return text;
 }
 
-bs_status bs_batch_state_write(const bs_batch_state *s)
+bs_status bs_jobs_state_write(const bs_jobs_state *s)
 {
     char path[4300];
     BS_TRY(bs_mkdir_p(s->state_dir));
@@ -161,7 +161,7 @@ bs_status bs_batch_state_write(const bs_batch_state *s)
     BS_TRY(bs_mkdir_p(path));
     snprintf(path, sizeof path, "%s/logs", s->state_dir);
     BS_TRY(bs_mkdir_p(path));
-    char *text = bs_batch_state_json(s);
+    char *text = bs_jobs_state_json(s);
     if (!text)
         return bs_error(BS_ERR_MEMORY, "batch: out of memory writing the state");
     snprintf(path, sizeof path, "%s/state.json", s->state_dir);
@@ -187,12 +187,12 @@ static int get_num(const cJSON *o, const char *k, double *v)
 
 #define COPY(dst, src) snprintf((dst), sizeof(dst), "%s", (src) ? (src) : "")
 
-bs_status bs_batch_state_read(const char *outroot, bs_batch_state *s)
+bs_status bs_jobs_state_read(const char *outroot, bs_jobs_state *s)
 {
     memset(s, 0, sizeof *s);
     char path[4300], *text = NULL;
     size_t len;
-    if (snprintf(s->state_dir, sizeof s->state_dir, "%s/%s", outroot, BS_BATCH_STATE_DIR) >= (int)sizeof s->state_dir)
+    if (snprintf(s->state_dir, sizeof s->state_dir, "%s/%s", outroot, BS_JOBS_STATE_DIR) >= (int)sizeof s->state_dir)
         return bs_error(BS_ERR_INPUT, "%s: path too long", outroot);
     snprintf(path, sizeof path, "%s/state.json", s->state_dir);
     struct stat sb;
@@ -242,7 +242,7 @@ bs_status bs_batch_state_read(const char *outroot, bs_batch_state *s)
     const cJSON *o;
     cJSON_ArrayForEach(o, ja)
     {
-        bs_batch_task *t = &s->tasks[s->n];
+        bs_jobs_task *t = &s->tasks[s->n];
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "sort_args");
         const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "sortable");
         if (!cJSON_IsObject(o) || !get_num(o, "id", &d) || d != s->n || !cJSON_IsArray(args) || !cJSON_IsBool(ok) ||
@@ -262,9 +262,9 @@ bs_status bs_batch_state_read(const char *outroot, bs_batch_state *s)
         if (get_num(o, "sort_mem_bytes", &d) && d >= 0 && d < 1e18)
             t->sort_mem = (size_t)d;
         int na = cJSON_GetArraySize(args);
-        if (na > BS_BATCH_MAX_ARGS + 64 || (t->ok && na < 4)) {
+        if (na > BS_JOBS_MAX_ARGS + 64 || (t->ok && na < 4)) {
             st = bs_error(BS_ERR_INPUT, "%s: jobs[%d]: field 'sort_args': expected 4 to %d arguments", path, t->id,
-                          BS_BATCH_MAX_ARGS + 64);
+                          BS_JOBS_MAX_ARGS + 64);
             break;
         }
         t->args = calloc((size_t)(na ? na : 1), sizeof *t->args);
@@ -290,11 +290,11 @@ bs_status bs_batch_state_read(const char *outroot, bs_batch_state *s)
     }
     cJSON_Delete(r);
     if (st != BS_OK)
-        bs_batch_state_free(s);
+        bs_jobs_state_free(s);
     return st;
 }
 
-void bs_batch_state_free(bs_batch_state *s)
+void bs_jobs_state_free(bs_jobs_state *s)
 {
     for (int i = 0; i < s->n; i++) {
         for (int a = 0; a < s->tasks[i].n_args; a++)
@@ -306,17 +306,17 @@ void bs_batch_state_free(bs_batch_state *s)
     s->n = 0;
 }
 
-static void task_file(const bs_batch_state *s, int id, const char *ext, char *buf, size_t len)
+static void task_file(const bs_jobs_state *s, int id, const char *ext, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/tasks/%d.%s", s->state_dir, id, ext);
 }
 
-void bs_batch_log_path(const bs_batch_state *s, int id, char *buf, size_t len)
+void bs_jobs_log_path(const bs_jobs_state *s, int id, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/logs/%d.log", s->state_dir, id);
 }
 
-bs_status bs_batch_task_mark_start(const bs_batch_state *s, int id, const char *who)
+bs_status bs_jobs_task_mark_start(const bs_jobs_state *s, int id, const char *who)
 {
     char path[4300], text[256], host[128] = "?";
     task_file(s, id, "start", path, sizeof path);
@@ -325,7 +325,7 @@ bs_status bs_batch_task_mark_start(const bs_batch_state *s, int id, const char *
     return bs_write_file_atomic(path, text, strlen(text));
 }
 
-bs_status bs_batch_task_mark_exit(const bs_batch_state *s, int id, int code)
+bs_status bs_jobs_task_mark_exit(const bs_jobs_state *s, int id, int code)
 {
     char path[4300], text[64];
     task_file(s, id, "status", path, sizeof path);
@@ -333,7 +333,7 @@ bs_status bs_batch_task_mark_exit(const bs_batch_state *s, int id, int code)
     return bs_write_file_atomic(path, text, strlen(text));
 }
 
-void bs_batch_task_clear(const bs_batch_state *s, int id)
+void bs_jobs_task_clear(const bs_jobs_state *s, int id)
 {
     char path[4300];
     task_file(s, id, "status", path, sizeof path);
@@ -343,10 +343,10 @@ void bs_batch_task_clear(const bs_batch_state *s, int id)
 }
 
 /* The last line of the log that starts with "boundsort:" (what the sort printed on failure). */
-static void log_reason(const bs_batch_state *s, int id, char *why, size_t len)
+static void log_reason(const bs_jobs_state *s, int id, char *why, size_t len)
 {
     char path[4300], line[2048];
-    bs_batch_log_path(s, id, path, sizeof path);
+    bs_jobs_log_path(s, id, path, sizeof path);
     FILE *fp = fopen(path, "r");
     if (!fp)
         return;
@@ -364,12 +364,12 @@ static void log_reason(const bs_batch_state *s, int id, char *why, size_t len)
     fclose(fp);
 }
 
-int bs_batch_slurm_poll(bs_batch_state *s, bs_batch_task *t); /* slurm.c */
+int bs_jobs_slurm_poll(bs_jobs_state *s, bs_jobs_task *t); /* slurm.c */
 
-void bs_batch_state_poll(bs_batch_state *s)
+void bs_jobs_state_poll(bs_jobs_state *s)
 {
     for (int i = 0; i < s->n; i++) {
-        bs_batch_task *t = &s->tasks[i];
+        bs_jobs_task *t = &s->tasks[i];
         t->exit_code = -1;
         t->why[0] = '\0';
         if (!t->ok) {
@@ -396,7 +396,7 @@ void bs_batch_state_poll(bs_batch_state *s)
             continue;
         }
         free(text);
-        if (t->slurm_id[0] && bs_batch_slurm_poll(s, t))
+        if (t->slurm_id[0] && bs_jobs_slurm_poll(s, t))
             continue;
         task_file(s, t->id, "start", path, sizeof path);
         if (stat(path, &sb) == 0) {
@@ -416,7 +416,7 @@ const char *bs_task_state_name(bs_task_state st)
     return names[st];
 }
 
-int bs_batch_print_status(const bs_batch_state *s, FILE *out, int json)
+int bs_jobs_print_status(const bs_jobs_state *s, FILE *out, int json)
 {
     int count[6] = {0};
     for (int i = 0; i < s->n; i++)
@@ -431,7 +431,7 @@ int bs_batch_print_status(const bs_batch_state *s, FILE *out, int json)
             cJSON_AddNumberToObject(c, bs_task_state_name((bs_task_state)k), count[k]);
         cJSON *ja = cJSON_AddArrayToObject(r, "jobs");
         for (int i = 0; i < s->n; i++) {
-            const bs_batch_task *t = &s->tasks[i];
+            const bs_jobs_task *t = &s->tasks[i];
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "id", t->id);
             add_str(o, "recording", t->rec);
@@ -456,7 +456,7 @@ int bs_batch_print_status(const bs_batch_state *s, FILE *out, int json)
     }
     fprintf(out, "batch %s (%s)\n", s->outroot, s->mode);
     for (int i = 0; i < s->n; i++) {
-        const bs_batch_task *t = &s->tasks[i];
+        const bs_jobs_task *t = &s->tasks[i];
         const char *rel = t->out;
         size_t ol = strlen(s->outroot);
         if (strncmp(rel, s->outroot, ol) == 0 && rel[ol] == '/')
