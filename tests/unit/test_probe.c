@@ -1,5 +1,6 @@
 /*
- * test_probe.c - probe validation catches each defect with a message.
+ * test_probe.c - probe validation catches each defect with a message; the
+ * probeinterface JSON writer; the shanks in use (bs_probe_shanks_in_use).
  */
 #include "test.h"
 
@@ -43,6 +44,15 @@ int main(void)
     CHECK(text && strstr(text, "\"device_channel_indices\"") && strstr(text, "probeinterface"));
     CHECK(text && strstr(text, "\"contact_plane_axes\"")); /* probeinterface refuses a probe without it */
     free(text);
+    /* shanks in use: the distinct shanks holding a channel, not n_shanks */
+    int ids[4] = {-1, -1, -1, -1};
+    CHECK(bs_probe_shanks_in_use(&p, ids) == 2 && ids[0] == 0 && ids[1] == 1);
+    for (int i = 0; i < 4; i++) /* channels on shanks 1 and 2 only (a SpikeGLX probe keeps physical ids) */
+        p.shank[i] = i < 2 ? 1 : 2;
+    p.n_shanks = 3;
+    CHECK(bs_probe_validate(&p, 4, "p") == BS_OK);
+    CHECK(bs_probe_shanks_in_use(&p, ids) == 2 && ids[0] == 1 && ids[1] == 2);
+    CHECK(bs_probe_shanks_in_use(&p, NULL) == 2);
     bs_probe_free(&p);
     CHECK(bs_probe_alloc(&p, 0) == BS_ERR_INPUT);
     CHECK(bs_mem_live_blocks() == 0);
