@@ -305,7 +305,7 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
     for (int u = 0; u < e->K2; u++)
         if (e->shadow_of[u] >= 0 && -e->shadow_lag[u] + e->half_width > ahead)
             ahead = -e->shadow_lag[u] + e->half_width;
-    int64_t dup = (int64_t)llround(e->in->duplicate_ms * e->in->rec->fs_hz / 1000.0);
+    int64_t dup = (int64_t)llround(e->in->fp->duplicate_ms * e->in->rec->fs_hz / 1000.0);
     int64_t cap = 2 * READ_BLOCK, len = 0;
     rec_t *buf = bs_mem_alloc("finish/reorder", (size_t)cap * sizeof *buf);
     int64_t *bt = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int64_t));
@@ -448,6 +448,16 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
     return b;
 }
 
+void bs_finish_default_params(bs_finish_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->duplicate_ms = 0.25;
+    p->label_acg_threshold = 0.2;
+    bs_merge_default_params(&p->merge, 0);
+    p->shadow_max_lag_ms = 0.5;
+    bs_shadow_default_params(&p->shadow, 0);
+}
+
 bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes)
 {
     const bs_recording *rec = in->rec;
@@ -496,8 +506,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     }
     int n_merges = 0, K2 = K;
     if (st == BS_OK) {
-        bs_merge_params mp;
-        bs_merge_default_params(&mp, rec->fs_hz);
+        bs_merge_params mp = in->fp->merge;
+        mp.fs_hz = rec->fs_hz;
         mp.amp = amp_mean;
         bs_train_store ts = {store_get, store_put, &ds};
         st = bs_merge_ccg_store(&mp, &ts, &T, shift, final_id, &n_merges);
@@ -505,8 +515,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     }
     int32_t *shadow_of = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_of);
     int32_t *shadow_lag = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_lag);
-    bs_shadow_params sp;
-    bs_shadow_default_params(&sp, rec->fs_hz);
+    bs_shadow_params sp = in->fp->shadow;
+    sp.max_lag = (int)(in->fp->shadow_max_lag_ms * 1e-3 * rec->fs_hz + 0.5);
     int n_shadowed = 0;
     if (st == BS_OK && !(shadow_of && shadow_lag))
         st = BS_ERR_MEMORY;
@@ -599,7 +609,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         if (!e.amp_n[K + u])
             continue;
         bs_ccg_metrics m;
-        int good = bs_acg_stream_is_good(&e.acg[u], rec->fs_hz, 0.2, &m);
+        int good = bs_acg_stream_is_good(&e.acg[u], rec->fs_hz, in->fp->label_acg_threshold, &m);
         rows[n_rows++] = (bs_phy_cluster){u, good ? "good" : "mua", good ? "good" : "mua",
                                           e.amp_sum[K + u] / (double)e.amp_n[K + u], 100.0 * m.R12};
     }
@@ -667,7 +677,7 @@ static bs_status run(bs_run_ctx *c)
                            .mt = &c->mt,
                            .pc_chan = c->pc_chan,
                            .n_pc_chan = c->n_pc_chan,
-                           .duplicate_ms = c->p->duplicate_ms,
+                           .fp = &c->p->finish,
                            .quiet = c->p->quiet};
     return bs_finish_run(&fin, &c->n_units, &c->n_final);
 }

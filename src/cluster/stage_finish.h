@@ -40,9 +40,24 @@
 #include <stdint.h>
 
 #include "../common/status.h"
+#include "cluster.h"
 #include "../io/recording.h"
 #include "../match/match.h"
 #include "../preprocess/preprocess.h"
+
+/* The parameters of the finishing stage (defaults in parentheses). */
+typedef struct {
+    double duplicate_ms;        /* same-unit spikes closer than this are duplicates, ms (0.25) */
+    double label_acg_threshold; /* a unit is good when its autocorrelogram passes the refractory test at
+                                   this bound (ccg.h), ratio (0.2) */
+    bs_merge_params merge;      /* CCG-guided merges (cluster.h); max_lag in samples (0: nt/2); amp and
+                                   fs_hz are set by the stage */
+    double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */
+    bs_shadow_params shadow;    /* half_width (samples), min_count, min_fraction, min_ratio (cluster.h);
+                                   max_lag is set by the stage */
+} bs_finish_params;
+
+void bs_finish_default_params(bs_finish_params *p);
 
 typedef struct {
     const bs_recording *rec;
@@ -52,7 +67,7 @@ typedef struct {
     const bs_match_templates *mt; /* the matching templates */
     const int32_t *pc_chan;       /* K × n_pc_chan channels of each template's pc features */
     int n_pc_chan;
-    double duplicate_ms;          /* same-unit spikes closer than this are duplicates, ms */
+    const bs_finish_params *fp;   /* merges, shadows, duplicates, labels */
     int quiet;
 } bs_finish_input;
 

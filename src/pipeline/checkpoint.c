@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "../common/log.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
+#include "params.h"
 
 #define FNV_OFFSET 1469598103934665603ULL
 #define FNV_PRIME 1099511628211ULL
@@ -96,42 +98,16 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
         fnv_f64(&h, rec->uv_per_bit[c]);
     }
     BS_TRY(hash_data_edges(&h, rec));
-    /* result-shaping parameters (threads, budget, trace and verbosity never change the output) */
-    fnv_i64(&h, p->batch_samples);
-    fnv_i64(&h, p->halo_samples);
-    fnv_f64(&h, p->highpass_hz);
-    fnv_i64(&h, p->highpass_order);
-    fnv_i64(&h, p->whiten_neighbors);
-    fnv_i64(&h, p->whiten_stride);
-    fnv_i64(&h, p->basis_stride);
-    const bs_detect_params *d = &p->detect;
-    int64_t di[] = {d->nt, d->nt_before, d->n_pcs, d->n_shapes, d->n_chans, d->n_sizes, d->n_neighbors,
-                    d->max_snippets, (int64_t)d->seed, d->exhaustive};
-    double df[] = {d->th_single_ch, d->th_universal, d->min_template_size_um, d->dmin_um, d->dminx_um,
-                   d->max_channel_distance_um};
-    for (size_t i = 0; i < sizeof di / sizeof di[0]; i++)
-        fnv_i64(&h, di[i]);
-    for (size_t i = 0; i < sizeof df / sizeof df[0]; i++)
-        fnv_f64(&h, df[i]);
-    fnv_i64(&h, p->min_template_spikes);
-    fnv_f64(&h, p->min_template_norm);
-    fnv_f64(&h, p->match_threshold);
-    fnv_i64(&h, p->match_max_iter);
-    fnv_i64(&h, p->n_pc_chan);
-    fnv_f64(&h, p->duplicate_ms);
-    fnv_i64(&h, p->max_center_spikes);
-    fnv_i64(&h, p->no_drift); /* drift_only never changes what a stage writes */
-    if (!p->no_drift) {
-        const bs_drift_params *q = &p->drift;
-        int64_t qi[] = {q->n_amp, q->n_blocks, q->rigid_max_shift, q->rigid_iters, q->block_max_shift,
-                        q->min_channels};
-        double qf[] = {q->th, q->nms_radius_um, q->nms_ms, q->pos_radius_um, q->bin_um, q->amp_max,
-                       q->smooth_sigma[0], q->smooth_sigma[1], q->smooth_sigma[2], q->min_height_um,
-                       q->min_block_um, q->min_spikes_per_bin, q->sig_interp_um, q->krige_radius_um, q->ridge};
-        for (size_t i = 0; i < sizeof qi / sizeof qi[0]; i++)
-            fnv_i64(&h, qi[i]);
-        for (size_t i = 0; i < sizeof qf / sizeof qf[0]; i++)
-            fnv_f64(&h, qf[i]);
+    /* every algorithm parameter (params.h; threads, budget, trace and verbosity never change the output);
+       the drift stage's own parameters only when it runs */
+    for (int i = 0; i < bs_n_sort_param_fields; i++) {
+        const bs_param_field *f = &bs_sort_param_fields[i];
+        if (p->no_drift && strcmp(f->group, "drift") == 0 && f->offset != offsetof(bs_sort_params, no_drift))
+            continue;
+        if (bs_param_is_int(f))
+            fnv_i64(&h, bs_param_int(p, f));
+        else
+            fnv_f64(&h, bs_param_real(p, f));
     }
     *key = h;
     return BS_OK;

@@ -8,8 +8,8 @@
  * everything the result depends on: the boundsort version, the recording's
  * identity (format, sample type, shape, sampling rate, µV per bit, offset,
  * probe geometry, and the bytes of the first and last MiB of the data file)
- * and every result-shaping parameter (not threads, budget or verbosity,
- * which never change the output).
+ * and every algorithm parameter (the table of params.h; not threads, budget
+ * or verbosity, which never change the output).
  *
  * Without --resume a run starts by removing the manifest. With --resume a
  * stage is skipped (its outputs loaded) when the manifest has the same key,

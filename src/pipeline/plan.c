@@ -154,7 +154,7 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
 
     bs_detect_grid grid = {0};
     bs_cluster_centers centers = {0};
-    bs_cluster_default_params(&pl->cp);
+    pl->cp = p->cluster; /* with the recording's rate and the grid's spacing */
     pl->cp.fs_hz = rec->fs_hz;
     pl->cp.dmin_um = p->detect.dmin_um;
     bs_status st = bs_grid_build(probe, &p->detect, &grid);

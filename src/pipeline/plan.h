@@ -93,7 +93,7 @@ typedef struct {
     int n_centers;
     double fs_hz;
     size_t cluster_fixed;    /* bytes of the clustering stage besides the index and one center */
-    bs_cluster_params cp;
+    bs_cluster_params cp;     /* p.cluster with the recording's rate and detect.dmin_um: what the clustering stage runs with */
     size_t resident;         /* bytes live through every batch loop: reader, scratch, whitener */
     size_t budget;           /* bytes of tracked host memory (0: none) */
     bs_pair_mode pair_mode;

@@ -14,6 +14,7 @@
 #include "../common/log.h"
 #include "../common/progress.h"
 #include "../mem/mem.h"
+#include "params.h"
 #include "stages.h"
 
 void bs_sort_default_params(bs_sort_params *p)
@@ -30,7 +31,8 @@ void bs_sort_default_params(bs_sort_params *p)
     p->match_threshold = 8.0f;
     p->match_max_iter = 50;
     p->n_pc_chan = 10;
-    p->duplicate_ms = 0.25;
+    bs_cluster_default_params(&p->cluster);
+    bs_finish_default_params(&p->finish);
     p->max_center_spikes = 200000;
     bs_drift_default_params(&p->drift);
 }
@@ -188,6 +190,8 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     ctx.t0_s = bs_now_s();
     if (st == BS_OK)
         st = bs_checkpoint_open(&ck, ctx.stage_dir, rec, p, p->resume);
+    if (st == BS_OK)
+        st = bs_sort_params_write(p, ctx.nb, ctx.halo, ck.key, p->out_dir);
     for (ctx.stage = 0; ctx.stage < bs_n_stages && st == BS_OK && !ctx.stop; ctx.stage++)
         st = run_stage(&ctx, bs_stages[ctx.stage]);
     if (st == BS_OK && !ctx.stop)

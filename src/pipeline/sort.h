@@ -34,6 +34,12 @@
  * Each stage checkpoints its outputs under OUT/.stages with a manifest
  * entry; `resume` skips the stages already complete (checkpoint.h).
  *
+ * Every algorithm parameter is a field of bs_sort_params (nested: detect,
+ * drift, cluster, finish), built once by bs_sort_default_params and the
+ * options, and given as is to the plan and to every stage. params.h lists
+ * each one with its group and unit: the same table puts them all in the
+ * resume key and in OUT/params.json.
+ *
  * Threads and memory budget are settings of the process, made once by the
  * caller before any run (`boundsort sort` does it at start:
  * omp_set_num_threads, bs_mem_set_budget); bs_sort_run never changes them:
@@ -53,6 +59,8 @@
 
 #include <stdint.h>
 
+#include "../cluster/cluster.h"
+#include "../cluster/stage_finish.h"
 #include "../common/status.h"
 #include "../detect/detect.h"
 #include "../drift/drift.h"
@@ -75,7 +83,9 @@ typedef struct {
     float match_threshold;     /* peeling threshold, whitened units */
     int match_max_iter;        /* peeling iterations per batch */
     int n_pc_chan;             /* channels per spike in pc_features.npy */
-    double duplicate_ms;       /* same-cluster spikes closer than this are duplicates, ms */
+    bs_cluster_params cluster; /* per-center graph clustering and centers (src/cluster/cluster.h); its fs_hz
+                                  and dmin_um are not parameters: the recording's rate and detect.dmin_um */
+    bs_finish_params finish;   /* merges, shadows, duplicates, labels (src/cluster/stage_finish.h) */
     int64_t max_center_spikes; /* spikes clustered per center: more are subsampled evenly (200000) */
     size_t mem_budget;         /* bytes of tracked host memory the accountant was set to (0: unlimited);
                                   never changes the result */

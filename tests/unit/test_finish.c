@@ -178,7 +178,9 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     for (int k = 0; k < K; k++)
         for (int j = 0; j < NPC; j++)
             pc_chan[k * NPC + j] = sup[k * NSUP + j];
-    bs_finish_input in = {&rec, stage, out, &wh, &mt, pc_chan, NPC, 0.25, 1};
+    bs_finish_params fp;
+    bs_finish_default_params(&fp); /* duplicates under 0.25 ms */
+    bs_finish_input in = {&rec, stage, out, &wh, &mt, pc_chan, NPC, &fp, 1};
     int n_units = 0;
     int64_t n_out = 0;
     bs_status st = bs_finish_run(&in, &n_units, &n_out);
