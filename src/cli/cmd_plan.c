@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/samples.h"
 #include "../pipeline/plan.h"
 #include "cli.h"
 
@@ -76,7 +77,7 @@ int bs_cmd_plan(int argc, char **argv)
     if (st != BS_OK)
         return bs_cli_fail(st);
     if (so.batch_s > 0)
-        so.sp.batch_samples = (int64_t)(so.batch_s * rec.fs_hz + 0.5);
+        so.sp.batch_samples = bs_seconds_to_samples(so.batch_s, rec.fs_hz);
     size_t budget = so.sp.mem_budget ? so.sp.mem_budget : bs_plan_default_budget();
     int threads = so.sp.threads > 0 ? so.sp.threads : omp_get_max_threads();
     bs_sort_plan plan;

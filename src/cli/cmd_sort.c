@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/samples.h"
 #include "../export/nwb_export.h"
 #include "../export/source.h"
 #include "../mem/mem.h"
@@ -130,7 +131,7 @@ int bs_cmd_sort(int argc, char **argv)
     if (st != BS_OK)
         return bs_cli_fail(st);
     if (so.batch_s > 0)
-        so.sp.batch_samples = (int64_t)(so.batch_s * rec.fs_hz + 0.5);
+        so.sp.batch_samples = bs_seconds_to_samples(so.batch_s, rec.fs_hz);
     if (so.sp.quiet)
         bs_log_set_level(BS_LOG_WARN);
     FILE *trace = NULL;

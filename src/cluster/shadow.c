@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/samples.h"
 #include "cluster.h"
 
 void bs_shadow_default_params(bs_shadow_params *p, double fs_hz)
 {
-    p->max_lag = (int)(0.5e-3 * fs_hz + 0.5); /* 0.5 ms */
+    p->max_lag = (int)bs_seconds_to_samples(0.5e-3, fs_hz); /* 0.5 ms */
     p->half_width = 2;
     p->min_count = 20;
     p->min_fraction = 0.1;

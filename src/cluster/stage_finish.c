@@ -14,6 +14,7 @@
 #include "cluster.h"
 #include "../common/fileio.h"
 #include "../common/log.h"
+#include "../common/samples.h"
 #include "../export/phy.h"
 #include "../mem/mem.h"
 #include "../common/progress.h"
@@ -516,7 +517,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     int32_t *shadow_of = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_of);
     int32_t *shadow_lag = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_lag);
     bs_shadow_params sp = in->fp->shadow;
-    sp.max_lag = (int)(in->fp->shadow_max_lag_ms * 1e-3 * rec->fs_hz + 0.5);
+    sp.max_lag = (int)bs_seconds_to_samples(in->fp->shadow_max_lag_ms * 1e-3, rec->fs_hz);
     int n_shadowed = 0;
     if (st == BS_OK && !(shadow_of && shadow_lag))
         st = BS_ERR_MEMORY;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../common/fileio.h"
+#include "../common/samples.h"
 #include "../io/nwb.h"
 #include "../io/openephys.h"
 #include "../mem/mem.h"
@@ -133,7 +134,7 @@ static void plan_job(const bs_jobs_opts *o, bs_job *j)
     j->fs_hz = rec.fs_hz;
     bs_sort_params sp = o->sp;
     if (o->batch_s > 0)
-        sp.batch_samples = (int64_t)(o->batch_s * rec.fs_hz + 0.5);
+        sp.batch_samples = bs_seconds_to_samples(o->batch_s, rec.fs_hz);
     size_t overhead = bs_plan_overhead_bytes(o->threads);
     size_t cap = o->mem_per_task;
     if (!cap)

@@ -189,11 +189,8 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->n_sup = C < 32 ? C : 32;
     pl->n_samples = rec->n_samples;
     pl->fs_hz = rec->fs_hz;
-    pl->batch_samples = p->batch_samples > 0 ? p->batch_samples : (int64_t)llround(2.0 * rec->fs_hz);
-    int64_t halo = p->halo_samples > 0 ? p->halo_samples
-                                       : (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * rec->fs_hz / 30000.0);
-    if (halo < p->detect.nt)
-        halo = p->detect.nt;
+    int64_t halo;
+    bs_sort_batch_geometry(p, rec->fs_hz, &pl->batch_samples, &halo);
     pl->width = pl->batch_samples + 2 * halo;
     pl->n_batches = bs_batch_count(rec->n_samples, pl->batch_samples);
     pl->K = K > 0 ? K : (int)ceil(1.5 * C);

@@ -13,6 +13,7 @@
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../common/progress.h"
+#include "../common/samples.h"
 #include "../mem/mem.h"
 #include "params.h"
 #include "stages.h"
@@ -37,6 +38,15 @@ void bs_sort_default_params(bs_sort_params *p)
     bs_drift_default_params(&p->drift);
 }
 
+void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batch_samples, int64_t *halo)
+{
+    *batch_samples = p->batch_samples > 0 ? p->batch_samples : bs_seconds_to_samples(2.0, fs_hz);
+    /* the default halo scales with the rate from its 30-kHz value, rounded up */
+    *halo = p->halo_samples > 0 ? p->halo_samples : (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * fs_hz / 30000.0);
+    if (*halo < p->detect.nt)
+        *halo = p->detect.nt;
+}
+
 /* The run's batch geometry, and the checks that need the recording. */
 static bs_status ctx_geometry(bs_run_ctx *c, const bs_recording *rec, const bs_sort_params *p)
 {
@@ -45,10 +55,7 @@ static bs_status ctx_geometry(bs_run_ctx *c, const bs_recording *rec, const bs_s
     if (rec->probe.n_chan < 2)
         return bs_error(BS_ERR_INPUT, "%s: sorting needs at least 2 channels, the probe has %d", rec->data_path,
                         rec->probe.n_chan);
-    c->nb = p->batch_samples > 0 ? p->batch_samples : (int64_t)llround(2.0 * rec->fs_hz);
-    c->halo = p->halo_samples > 0 ? p->halo_samples : (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * rec->fs_hz / 30000.0);
-    if (c->halo < p->detect.nt)
-        c->halo = p->detect.nt;
+    bs_sort_batch_geometry(p, rec->fs_hz, &c->nb, &c->halo);
     c->width = c->nb + 2 * c->halo;
     c->n_batches = bs_batch_count(rec->n_samples, c->nb);
     if (rec->n_samples < 2 * (int64_t)p->detect.nt)

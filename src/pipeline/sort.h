@@ -99,6 +99,12 @@ typedef struct {
 
 void bs_sort_default_params(bs_sort_params *p);
 
+/* The batch geometry of a run at fs_hz, samples: p->batch_samples (default
+ * 2 s) per batch and p->halo_samples (default BS_PREPROCESS_HALO_DEFAULT at
+ * 30 kHz, scaled to the rate, at least one template length) of context on
+ * each side. The planner and the run both take it from here. */
+void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batch_samples, int64_t *halo);
+
 bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p);
 
 #endif
