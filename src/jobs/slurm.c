@@ -17,6 +17,14 @@
  *   - the task writes tasks/<id>.start, runs sort with its log in
  *     logs/<id>.log, and renames tasks/<id>.status into place with the exit
  *     code, then exits with that code (so SLURM marks it FAILED too).
+ * The --output line: sbatch reads an #SBATCH line as a command line of its
+ * own (not bash's): double quotes group characters (spaces included), a
+ * backslash makes the next character literal, and an unquoted '#' starts a
+ * comment. The log path is written in double quotes with '"' and '\'
+ * backslash-escaped and '%' doubled (sbatch's file name pattern: %A, %a are
+ * the array job id and task index, %% is a '%'). A state folder holding a
+ * control character (the line would end) or a backslash (sbatch then stops
+ * expanding %A / %a, so every task would write one log) is refused.
  * sbatch --parsable prints the array job id, recorded per task as
  * "<job id>_<index>" in state.json.
  *
@@ -126,6 +134,22 @@ static void sh_quote(char **text, size_t *len, size_t *cap, const char *s)
     append(text, len, cap, "'");
 }
 
+/* The --output argument for the state folder dir (see above); BS_ERR_INPUT when dir cannot be written there. */
+static bs_status sbatch_output(char **text, size_t *len, size_t *cap, const char *dir)
+{
+    for (const unsigned char *c = (const unsigned char *)dir; *c; c++)
+        if (*c < 0x20 || *c == 0x7f || *c == '\\')
+            return bs_error(BS_ERR_INPUT,
+                            "%s: the output folder holds %s (byte 0x%02x), which an #SBATCH --output line cannot "
+                            "carry: choose an OUTROOT (-o) without control characters or backslashes",
+                            dir, *c == '\\' ? "a backslash" : "a control character", *c);
+    append(text, len, cap, "#SBATCH --output=\"");
+    for (const char *c = dir; *c; c++)
+        append(text, len, cap, "%s%c", *c == '"' ? "\\" : *c == '%' ? "%" : "", *c);
+    append(text, len, cap, "/logs/slurm-%%A_%%a.out\"\n");
+    return BS_OK;
+}
+
 bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const bs_slurm_opts *so, int submit,
                          char **script)
 {
@@ -168,16 +192,23 @@ bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const b
         append(&sc, &slen, &scap, "#SBATCH --account=%s\n", so->account);
     if (so->gres && so->gres[0])
         append(&sc, &slen, &scap, "#SBATCH --gres=%s\n", so->gres);
-    append(&sc, &slen, &scap, "#SBATCH --output=%s/logs/slurm-%%A_%%a.out\n", s->state_dir);
+    if (sbatch_output(&sc, &slen, &scap, s->state_dir) != BS_OK) {
+        free(tl);
+        free(sc);
+        return BS_ERR_INPUT;
+    }
+    append(&sc, &slen, &scap, "# boundsort batch, submission %d: %d recording(s) under ", k, n_which);
+    for (const unsigned char *c = (const unsigned char *)s->root; *c; c++) /* a comment: one line whatever ROOT holds */
+        append(&sc, &slen, &scap, "%c", *c < 0x20 || *c == 0x7f ? '?' : *c);
     append(&sc, &slen, &scap,
-           "# boundsort batch, submission %d: %d recording(s) under %s, one array task each.\n"
+           ", one array task each.\n"
            "# --mem is the largest task's need: its sort budget (planned peak + margin) plus %s of\n"
            "# untracked overhead (code, libraries, thread stacks); SLURM gives every task of an array the\n"
            "# same --mem. Each task passes its own budget to `boundsort sort --mem`, so a recording whose\n"
            "# plan does not fit is refused by boundsort (exit 3, reason in its log) before it reads data,\n"
            "# instead of being killed by the scheduler.\n"
            "# Line SLURM_ARRAY_TASK_ID+1 of TASKS: batch job id, then the `boundsort sort` arguments (tab-separated).\n",
-           k, n_which, s->root, bs_mem_format(so->overhead, b1, sizeof b1));
+           bs_mem_format(so->overhead, b1, sizeof b1));
     append(&sc, &slen, &scap, "set -u\nBOUNDSORT=");
     sh_quote(&sc, &slen, &scap, exe);
     append(&sc, &slen, &scap, "\nSTATE=");

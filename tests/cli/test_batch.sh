@@ -81,6 +81,24 @@ PY
 "$BS" batch "$D" --list >"$T/list.txt" && grep -q "not sortable" "$T/list.txt" && grep -q "6 recording(s), 4 sortable" "$T/list.txt" \
   && ok || bad "table listing: $(cat "$T/list.txt")"
 "$BS" batch "$T/nope" --list 2>/dev/null; [ $? = 2 ] && ok || bad "missing ROOT should exit 2"
+# names holding a newline, a tab or another control character: escaped in the table (one line per row,
+# nothing forged), as they are in the JSON (valid JSON)
+W="$T/weird"; nl=$'a\nfake row'; tb=$'t\tb'; es=$'e\033x'
+for n in "$nl" "$tb" "$es"; do mkdir -p "$W/$n"; cp "$T/lin/recording.bin" "$T/lin/probe.json" "$T/lin/recording.json" "$W/$n/"; done
+"$BS" batch "$W" --list >"$T/wlist.txt"; rc=$?
+[ $rc = 0 ] && grep -qF 'a\nfake row' "$T/wlist.txt" && grep -qF 't\tb' "$T/wlist.txt" && grep -qF 'e\x1bx' "$T/wlist.txt" \
+  && ! grep -q '^fake row' "$T/wlist.txt" && ! LC_ALL=C grep -q $'[\t\033]' "$T/wlist.txt" \
+  && ! grep -Evq '^(root|outroot| id|  [0-9] |     (warning|not sortable): |3 recording)' "$T/wlist.txt" && ok || bad "names not escaped in the table: $(cat -A "$T/wlist.txt")"
+"$BS" batch "$W" --list --json | $PY -c "
+import json, sys; r = json.load(sys.stdin)['recordings']
+assert sorted(j['rel'].split('/')[0] for j in r) == sorted(sys.argv[1:]), r" "$nl" "$tb" "$es" \
+  && ok || bad "names in the JSON listing"
+# the SLURM script of an OUTROOT with spaces, '#', '%' and '"': one double-quoted --output argument
+O2="$T/out dir #1 50% \"q\""
+"$BS" batch "$T/lin" -o "$O2" --slurm --dry-run --no-qc >"$T/sdry.txt" 2>&1; rc=$?
+[ $rc = 0 ] && grep -qxF "#SBATCH --output=\"$T/out dir #1 50%% \\\"q\\\"/.batch/logs/slurm-%A_%a.out\"" "$T/sdry.txt" \
+  && ok || bad "--output line (rc $rc): $(grep -a -- --output "$T/sdry.txt")"
+expect 2 "backslash" "$BS" batch "$T/lin" -o "$T/back\\slash" --slurm --dry-run --no-qc
 "$BS" batch "$D" --jobs 0 2>/dev/null; [ $? = 1 ] && ok || bad "--jobs 0 should exit 1"
 
 # ---- local batch ----
