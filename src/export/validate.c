@@ -487,6 +487,52 @@ static void check_spike_ids(vctx *v, const char *name, int is_templates, int col
         note(v, "templates.npy is absent: ids of spike_templates.npy (max %" PRId64 ") cannot be checked", max_id);
 }
 
+/* A float array holds only finite values: the first NaN / Inf is reported with its index (one per dimension,
+ * `dims` names them) and the count. Read in chunks of CHUNK elements. */
+static void check_finite(vctx *v, const char *name, const char *path, const bs_npy_header *h, const char *dims)
+{
+    uint64_t count = 0;
+    if (!is_float_dtype(h->dtype) || bs_npy_count(h, &count) != BS_OK)
+        return;
+    size_t isz = bs_npy_dtype_size(h->dtype);
+    FILE *fp = fopen(path, "rb");
+    uint8_t *raw = bs_mem_alloc("validate/chunk", CHUNK * 8);
+    int64_t n_bad = 0, first = -1;
+    double bad_val = 0;
+    int ok = fp && raw && fseeko(fp, (off_t)h->data_offset, SEEK_SET) == 0;
+    for (uint64_t pos = 0; ok && pos < count; pos += CHUNK) {
+        size_t m = count - pos < CHUNK ? (size_t)(count - pos) : CHUNK;
+        ok = fread(raw, isz, m, fp) == m;
+        for (size_t i = 0; ok && i < m; i++) {
+            double x = elem_as_double(h->dtype, raw + i * isz);
+            if (!isfinite(x) && !n_bad++) {
+                first = (int64_t)(pos + i);
+                bad_val = x;
+            }
+        }
+    }
+    if (fp)
+        fclose(fp);
+    bs_mem_free(raw);
+    if (!ok || !n_bad)
+        return; /* a short file is reported by the readers */
+    char idx[256];
+    size_t len = 0;
+    int64_t rest = first;
+    for (int d = h->ndim - 1; d >= 0; d--) { /* C order: the last index varies fastest */
+        int64_t ext = h->shape[d] > 0 ? h->shape[d] : 1;
+        char part[32];
+        snprintf(part, sizeof part, "%s%" PRId64, d ? ", " : "", rest % ext);
+        memmove(idx + strlen(part), idx, len);
+        memcpy(idx, part, strlen(part));
+        len += strlen(part);
+        rest /= ext;
+    }
+    idx[len] = '\0';
+    viol(v, name, "%" PRId64 " non-finite values: the first is %g at [%s] (%s), expected finite numbers", n_bad,
+         bad_val, idx, dims);
+}
+
 static void check_float_vec(vctx *v, const char *name, int64_t expect_len, const char *what)
 {
     char path[4200];
@@ -498,6 +544,7 @@ static void check_float_vec(vctx *v, const char *name, int64_t expect_len, const
     int64_t n = vec_len(v, name, &h);
     if (n >= 0 && expect_len >= 0 && n != expect_len)
         viol(v, name, "length %" PRId64 ", expected %" PRId64 " (%s)", n, expect_len, what);
+    check_finite(v, name, path, &h, h.ndim == 1 ? "spike" : "spike, column");
 }
 
 /* A 2-D array with the given shape (-1: any) and dtype class. Returns 1 if it exists. */
@@ -637,6 +684,7 @@ static void check_templates(vctx *v)
     v->T = h.shape[0];
     v->nt = h.shape[1];
     v->tpl_chan = h.shape[2];
+    check_finite(v, name, path, &h, "template, sample, channel");
     if (!has_sparse_ind && v->C >= 0 && h.shape[2] != v->C)
         viol(v, name,
              "shape %s, expected (%" PRId64 ", %" PRId64 ", %" PRId64 "): dense templates need one column per channel "

@@ -98,6 +98,17 @@ rm "$d/rec.bin"
 validates 0 "note: spike times cannot be checked against the recording length: raw file" "$d"
 validates 0 "OK: 10 spikes" "$d"
 
+# NaN / Inf in templates.npy or amplitudes.npy: named with the first offending index
+d=$(fresh tpl_nan)
+$PY -c "import numpy as np; t = np.load('$d/templates.npy'); t[2, 1, 3] = np.nan; t[2, 4, 0] = np.inf; np.save('$d/templates.npy', t)"
+validates 2 "templates.npy: 2 non-finite values: the first is nan at [2, 1, 3] (template, sample, channel)" "$d"
+count_violations 1 "$d"
+
+d=$(fresh amp_inf)
+$PY -c "import numpy as np; a = np.load('$d/amplitudes.npy'); a[7] = -np.inf; np.save('$d/amplitudes.npy', a)"
+validates 2 "amplitudes.npy: 1 non-finite values: the first is -inf at [7] (spike)" "$d"
+count_violations 1 "$d"
+
 # unreadable folder, usage
 validates 2 "cannot open the Phy folder" "$T/does-not-exist"
 validates 2 "not a folder" "$SMALL/params.py"
