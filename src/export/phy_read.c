@@ -161,6 +161,38 @@ bs_status bs_phy_col_f64(bs_phy_col *c, int64_t r0, int64_t n, double *out)
     return BS_OK;
 }
 
+/* ---- spike times ---- */
+
+void bs_phy_times_begin(bs_phy_times_check *k, const char *path, int64_t n_samples, double fs_hz)
+{
+    k->path = path;
+    k->n_samples = n_samples;
+    k->fs_hz = fs_hz;
+    k->prev = -1;
+}
+
+bs_status bs_phy_times_next(bs_phy_times_check *k, int64_t row0, const int64_t *t, int64_t n)
+{
+    double max_s = BS_PHY_MAX_RECORDING_S * k->fs_hz; /* samples: the bound when the length is unknown */
+    for (int64_t i = 0; i < n; i++) {
+        long long row = (long long)(row0 + i), v = (long long)t[i];
+        if (t[i] < 0)
+            return bs_error(BS_ERR_INPUT, "%s: spike %lld at sample %lld: expected sample indices >= 0%s", k->path,
+                            row, v, v == -1 ? " (or a uint64 above 2^63)" : "");
+        if (t[i] < k->prev)
+            return bs_error(BS_ERR_INPUT, "%s: spike %lld at sample %lld comes before the previous one (%lld): "
+                            "expected times in ascending order", k->path, row, v, (long long)k->prev);
+        if (k->n_samples >= 0 && t[i] >= k->n_samples)
+            return bs_error(BS_ERR_INPUT, "%s: spike %lld at sample %lld is outside the recording's %lld samples: "
+                            "is this the recording that was sorted?", k->path, row, v, (long long)k->n_samples);
+        if (k->n_samples < 0 && !((double)t[i] < max_s))
+            return bs_error(BS_ERR_INPUT, "%s: spike %lld at sample %lld is outside the recording: %.3g s at %g Hz, "
+                            "expected less than a year", k->path, row, v, (double)t[i] / k->fs_hz, k->fs_hz);
+        k->prev = t[i];
+    }
+    return BS_OK;
+}
+
 /* ---- per-cluster tables ---- */
 
 void bs_tsv_free(bs_tsv_table *t)

@@ -89,6 +89,28 @@ bs_status bs_phy_col_f32(bs_phy_col *c, int64_t r0, int64_t n, float *out);
 bs_status bs_phy_col_f64(bs_phy_col *c, int64_t r0, int64_t n, double *out);
 void bs_phy_col_close(bs_phy_col *c); /* idempotent; also fine on BS_PHY_COL_INIT */
 
+/* ---- spike times ----
+ * The one check of spike_times.npy that qc and the report share, fed block by
+ * block: every time is a sample index >= 0, not before the previous one
+ * (equal times are fine), and inside the recording: < n_samples when its
+ * length is known, else less than BS_PHY_MAX_RECORDING_S at the folder's
+ * sampling rate (a time past that is a broken file, not a recording).
+ * Messages name the file, the spike's row and its sample. */
+#define BS_PHY_MAX_RECORDING_S (366.0 * 86400.0) /* s: one year */
+
+typedef struct {
+    const char *path;  /* spike_times.npy, for messages */
+    int64_t n_samples; /* recording length (samples), < 0 when unknown */
+    double fs_hz;      /* sampling rate (Hz): the bound when the length is unknown */
+    int64_t prev;      /* time of the last spike checked, -1 before the first */
+} bs_phy_times_check;
+
+/* Start a check of the spike times in `path` (kept, not copied). */
+void bs_phy_times_begin(bs_phy_times_check *k, const char *path, int64_t n_samples, double fs_hz);
+/* Check rows [row0, row0 + n) with times t (in row order, after the rows
+ * before them); BS_ERR_INPUT naming the first bad spike. */
+bs_status bs_phy_times_next(bs_phy_times_check *k, int64_t row0, const int64_t *t, int64_t n);
+
 /* ---- per-cluster tables ---- */
 #define BS_TSV_MAX_COLS 256
 #define BS_TSV_MAX_ROWS 10000000

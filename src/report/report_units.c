@@ -9,8 +9,10 @@
  * file as Python; we do not), unless they assign sample_rate.
  *
  * Units. One streamed pass over spike_clusters.npy (else spike_templates.npy)
- * with spike_times.npy checks that the times are non-negative and sorted
- * and the ids are integers in [0, 2^24), and counts spikes per cluster id in
+ * with spike_times.npy checks the times with the rules qc applies too
+ * (bs_phy_times_next, phy_read.h: integers >= 0, sorted, inside the
+ * recording, or within a year when the raw files are not there) and that
+ * the ids are integers in [0, 2^24), and counts spikes per cluster id in
  * tables indexed by id that grow as larger ids appear. The same pass finds
  * each cluster's template with the Boyer-Moore majority vote over
  * spike_templates.npy: one candidate and one counter per cluster, exact when
@@ -188,14 +190,15 @@ static bs_status check_id(const bs_phy_col *c, int64_t row, double v)
     return BS_OK;
 }
 
-static bs_status count_units(rp_data *d, double *last_time)
+static bs_status count_units(rp_data *d, double n_samples, double *last_time)
 {
     const char *ids_name = d->have_clusters ? BS_PHY_SPIKE_CLUSTERS : BS_PHY_SPIKE_TEMPLATES;
     int vote = d->have_clusters && d->have_templates_ids;
     bs_phy_col ct = BS_PHY_COL_INIT, cc = BS_PHY_COL_INIT, cm = BS_PHY_COL_INIT;
     id_tables t = {0};
-    double *bt = NULL, *bc = NULL, *bm = NULL;
-    bs_status st = rp_col_open(&ct, d->dir, BS_PHY_SPIKE_TIMES, 1, RP_BLOCK);
+    int64_t *bt = NULL;
+    double *bc = NULL, *bm = NULL;
+    bs_status st = bs_phy_col_open(&ct, d->dir, BS_PHY_SPIKE_TIMES, BS_PHY_COL_INT, 1, RP_BLOCK, "report/read_block");
     if (st != BS_OK)
         return st;
     if ((st = rp_col_open(&cc, d->dir, ids_name, 1, RP_BLOCK)) != BS_OK)
@@ -216,19 +219,14 @@ static bs_status count_units(rp_data *d, double *last_time)
         st = BS_ERR_MEMORY;
         goto done;
     }
-    double prev = 0;
+    bs_phy_times_check tc; /* the spike-time rules qc shares (phy_read.h) */
+    bs_phy_times_begin(&tc, ct.r.path, n_samples >= 0 ? (int64_t)n_samples : -1, d->fs_hz);
     for (int64_t r0 = 0; r0 < ct.n_rows; r0 += RP_BLOCK) {
         int64_t n = ct.n_rows - r0 < RP_BLOCK ? ct.n_rows - r0 : RP_BLOCK;
-        if ((st = bs_phy_col_f64(&ct, r0, n, bt)) != BS_OK || (st = bs_phy_col_f64(&cc, r0, n, bc)) != BS_OK ||
-            (vote && (st = bs_phy_col_f64(&cm, r0, n, bm)) != BS_OK))
+        if ((st = bs_phy_col_i64(&ct, r0, n, bt)) != BS_OK || (st = bs_phy_col_f64(&cc, r0, n, bc)) != BS_OK ||
+            (vote && (st = bs_phy_col_f64(&cm, r0, n, bm)) != BS_OK) || (st = bs_phy_times_next(&tc, r0, bt, n)) != BS_OK)
             goto done;
         for (int64_t i = 0; i < n; i++) {
-            if (!(bt[i] >= prev) || !isfinite(bt[i])) {
-                st = bs_error(BS_ERR_INPUT, "%s: row %lld: expected non-negative sample times in ascending order, "
-                              "got %g after %g", ct.r.path, (long long)(r0 + i), bt[i], prev);
-                goto done;
-            }
-            prev = bt[i];
             if ((st = check_id(&cc, r0 + i, bc[i])) != BS_OK)
                 goto done;
             int64_t id = (int64_t)bc[i];
@@ -249,7 +247,7 @@ static bs_status count_units(rp_data *d, double *last_time)
             }
         }
     }
-    *last_time = prev;
+    *last_time = (double)(tc.prev > 0 ? tc.prev : 0);
     d->n_units = 0;
     d->max_id = -1;
     for (int64_t i = 0; i < t.cap; i++)
@@ -304,7 +302,7 @@ bs_status rp_load_units(rp_data *d)
                         d->dir);
     BS_TRY(load_probe(d));
     double last = 0;
-    BS_TRY(count_units(d, &last));
+    BS_TRY(count_units(d, ns, &last));
     if (d->n_spikes == 0)
         rp_note(d, "the folder has no spikes");
     if (ns > last) {

@@ -205,6 +205,20 @@ $PY -c "
 import numpy as np
 t = np.load('$T/bad/spike_times.npy'); t[5], t[6] = t[6] + 1, t[5]; np.save('$T/bad/spike_times.npy', t)"
 expect 2 "ascending order" "$BS" report "$T/bad"
+# a spike at sample 2^62: report and qc refuse the folder with the one shared check (phy_read.h); without
+# the raw file the report bounds the times by a year at the folder's rate instead of drawing 1.5e14 s
+$PY -c "
+import numpy as np
+t = np.load('$T/out/spike_times.npy'); t[-1] = 2**62; np.save('$T/bad/spike_times.npy', t)"
+last=$(($($PY -c "import numpy as np; print(len(np.load('$T/out/spike_times.npy')))") - 1))
+ns=$(($(stat -c %s "$T/sim/recording.bin") / 64))
+msg="spike_times.npy: spike $last at sample 4611686018427387904 is outside the recording's $ns samples"
+expect_fixed 2 "$msg" "$BS" report "$T/bad"
+expect_fixed 2 "$msg" "$BS" qc "$T/bad" --recording "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -q
+cp "$T/bad/params.py" "$T/params.keep"
+sed -i "s#^dat_path *=.*#dat_path = ['gone.bin']#" "$T/bad/params.py"
+expect_fixed 2 "spike $last at sample 4611686018427387904 is outside the recording: 1.54e+14 s at 30000 Hz" "$BS" report "$T/bad"
+cp "$T/params.keep" "$T/bad/params.py"
 cp "$T/out/spike_times.npy" "$T/bad/"
 $PY -c "
 import numpy as np
