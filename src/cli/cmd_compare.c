@@ -3,7 +3,9 @@
  * Phy folder or a ground-truth folder) against the ground-truth folder GT
  * with SpikeInterface's compare_sorter_to_ground_truth definitions
  * (src/sim/compare.h). The sampling rate comes from GT/recording.json.
- * Prints a table per GT unit and summary lines, or with --json one JSON line.
+ * Prints a table per GT unit and summary lines, or with --json one JSON line;
+ * warns on stderr when the two folders' rates, lengths or spike spans
+ * disagree (bs_compare_warn).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +103,8 @@ int bs_cmd_compare(int argc, char **argv)
         st = bs_sorting_load(paths[1], NULL, 0, &gt);
     if (st == BS_OK)
         st = bs_sorting_load(paths[0], exclude, n_exclude, &sorted);
+    if (st == BS_OK)
+        bs_compare_warn(paths[0], paths[1], &gt, &sorted); /* rates, lengths or spans that disagree */
     if (st == BS_OK)
         st = bs_compare(&gt, &sorted, fs_hz, &params, &res);
     if (st == BS_OK) {

@@ -768,6 +768,34 @@ size_t bs_phy_dtype_bytes(const char *s)
     return 0;
 }
 
+double bs_phy_raw_samples(const char *dir, const bs_phy_params *pp)
+{
+    const bs_py_value *dt = bs_phy_params_get(pp, "dtype"), *nc = bs_phy_params_get(pp, "n_channels_dat"),
+                      *of = bs_phy_params_get(pp, "offset"), *dp = bs_phy_params_get(pp, "dat_path");
+    size_t item = dt && dt->type == BS_PY_STR ? bs_phy_dtype_bytes(dt->str) : 0;
+    double n_chan = nc && nc->type == BS_PY_NUM ? nc->num : NAN;
+    double offset = of && of->type == BS_PY_NUM ? of->num : 0;
+    const char *const *files = dp && dp->type == BS_PY_LIST ? (const char *const *)dp->items : NULL;
+    int n_dat = !dp ? 0 : dp->type == BS_PY_LIST ? dp->n_items : dp->type == BS_PY_STR ? 1 : 0;
+    if (n_dat == 0 || item == 0 || !(n_chan >= 1))
+        return -1;
+    double bytes = 0;
+    for (int i = 0; i < n_dat; i++) {
+        char path[4200];
+        const char *p = files ? files[i] : dp->str;
+        if (p[0] != '/') {
+            if (bs_path_join(path, sizeof path, dir, p) != BS_OK)
+                return -1;
+            p = path;
+        }
+        struct stat sb;
+        if (stat(p, &sb) != 0 || (double)sb.st_size < offset)
+            return -1;
+        bytes += (double)sb.st_size - offset;
+    }
+    return floor(bytes / (n_chan * (double)item));
+}
+
 bs_status bs_phy_read_sample_rate(const char *dir, double *fs_hz)
 {
     char path[4200];

@@ -202,6 +202,12 @@ int bs_phy_params_bad_key(const bs_phy_params *p, const char *key);
  * ...); 0 if not understood. */
 size_t bs_phy_dtype_bytes(const char *dtype);
 
+/* Samples in the raw files of params.py's dat_path (a path or a list of
+ * paths, relative to dir or absolute; n_channels_dat columns of dtype after
+ * offset bytes), or -1 when they cannot be measured (a key or a file is
+ * missing). */
+double bs_phy_raw_samples(const char *dir, const bs_phy_params *pp);
+
 /* The sampling rate (Hz) from dir/params.py: sample_rate = HZ with HZ a
  * finite number > 0 (the last assignment). BS_ERR_INPUT naming the file when
  * there is none. */

@@ -61,36 +61,6 @@ static bs_status read_params(const char *dir, bs_phy_params *pp, double *fs_hz)
     return BS_OK;
 }
 
-/* Samples in the raw files of dat_path (n_channels_dat columns of dtype
- * after offset bytes), or -1 when they cannot be measured. */
-static double raw_samples(const char *dir, const bs_phy_params *pp)
-{
-    const bs_py_value *dt = bs_phy_params_get(pp, "dtype"), *nc = bs_phy_params_get(pp, "n_channels_dat"),
-                      *of = bs_phy_params_get(pp, "offset"), *dp = bs_phy_params_get(pp, "dat_path");
-    size_t item = dt && dt->type == BS_PY_STR ? bs_phy_dtype_bytes(dt->str) : 0;
-    double n_chan = nc && nc->type == BS_PY_NUM ? nc->num : NAN;
-    double offset = of && of->type == BS_PY_NUM ? of->num : 0;
-    const char *const *files = dp && dp->type == BS_PY_LIST ? (const char *const *)dp->items : NULL;
-    int n_dat = !dp ? 0 : dp->type == BS_PY_LIST ? dp->n_items : dp->type == BS_PY_STR ? 1 : 0;
-    if (n_dat == 0 || item == 0 || !(n_chan >= 1))
-        return -1;
-    double bytes = 0;
-    for (int i = 0; i < n_dat; i++) {
-        char path[4200];
-        const char *p = files ? files[i] : dp->str;
-        if (p[0] != '/') {
-            if (bs_path_join(path, sizeof path, dir, p) != BS_OK)
-                return -1;
-            p = path;
-        }
-        struct stat sb;
-        if (stat(p, &sb) != 0 || (double)sb.st_size < offset)
-            return -1;
-        bytes += (double)sb.st_size - offset;
-    }
-    return floor(bytes / (n_chan * (double)item));
-}
-
 /* ---- probe ---- */
 
 static bs_status load_probe(rp_data *d)
@@ -291,7 +261,7 @@ bs_status rp_load_units(rp_data *d)
 {
     bs_phy_params pp;
     BS_TRY(read_params(d->dir, &pp, &d->fs_hz));
-    double ns = raw_samples(d->dir, &pp);
+    double ns = bs_phy_raw_samples(d->dir, &pp);
     bs_phy_params_free(&pp);
     if (!bs_phy_has(d->dir, BS_PHY_SPIKE_TIMES))
         return bs_error(BS_ERR_INPUT, "%s: not a Phy folder: spike_times.npy is missing", d->dir);

@@ -15,6 +15,7 @@
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../export/phy.h"
+#include "../export/phy_read.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
 #include "hungarian.h"
@@ -391,10 +392,11 @@ bs_status bs_sorting_load(const char *folder, const char *const *exclude_groups,
     return st;
 }
 
-bs_status bs_gt_read_fs(const char *gt_folder, double *fs_hz)
+/* fs_hz and n_samples (-1 when absent or not a count) of <folder>/recording.json. */
+static bs_status read_recording_json(const char *folder, double *fs_hz, int64_t *n_samples)
 {
     char path[4096];
-    BS_TRY(bs_path_join(path, sizeof path, gt_folder, "recording.json"));
+    BS_TRY(bs_path_join(path, sizeof path, folder, "recording.json"));
     char *text = NULL;
     size_t len = 0;
     BS_TRY(bs_read_text_file(path, (size_t)1 << 24, &text, &len));
@@ -403,13 +405,78 @@ bs_status bs_gt_read_fs(const char *gt_folder, double *fs_hz)
     if (!root)
         return bs_error(BS_ERR_INPUT, "%s: not valid JSON", path);
     const cJSON *fs = cJSON_GetObjectItemCaseSensitive(root, "fs_hz");
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(root, "n_samples");
     bs_status st = BS_OK;
     if (!cJSON_IsNumber(fs) || !(fs->valuedouble > 0 && fs->valuedouble <= BS_COMPARE_MAX_FS_HZ))
         st = bs_error(BS_ERR_INPUT, "%s: field 'fs_hz': expected a number in (0, 1e9] (Hz)", path);
     else
         *fs_hz = fs->valuedouble;
+    *n_samples = cJSON_IsNumber(ns) && ns->valuedouble >= 0 && ns->valuedouble < 9e18 ? (int64_t)ns->valuedouble : -1;
     cJSON_Delete(root);
     return st;
+}
+
+bs_status bs_gt_read_fs(const char *gt_folder, double *fs_hz)
+{
+    int64_t n_samples;
+    return read_recording_json(gt_folder, fs_hz, &n_samples);
+}
+
+/* The sampling rate (Hz, 0 when unknown) and length (samples, -1 when unknown) that a sorting folder
+ * states: recording.json of a ground-truth folder, else params.py's sample_rate and dat_path's raw files. */
+static void folder_rate_length(const char *folder, double *fs_hz, int64_t *n_samples)
+{
+    *fs_hz = 0;
+    *n_samples = -1;
+    char path[4096];
+    if (bs_path_join(path, sizeof path, folder, "recording.json") == BS_OK && file_exists(path)) {
+        if (read_recording_json(folder, fs_hz, n_samples) != BS_OK)
+            *fs_hz = 0;
+        return;
+    }
+    bs_phy_params pp;
+    if (bs_phy_params_read(folder, &pp) != BS_OK)
+        return;
+    const bs_py_value *v = bs_phy_params_get(&pp, "sample_rate");
+    if (v && v->type == BS_PY_NUM && v->num > 0)
+        *fs_hz = v->num;
+    double ns = bs_phy_raw_samples(folder, &pp);
+    *n_samples = ns >= 0 && ns < 9e18 ? (int64_t)ns : -1;
+    bs_phy_params_free(&pp);
+}
+
+int bs_compare_warn(const char *sorted_folder, const char *gt_folder, const bs_sorting *gt, const bs_sorting *sorted)
+{
+    double gt_fs = 0, s_fs = 0;
+    int64_t gt_n = -1, s_n = -1;
+    int n_warn = 0;
+    bs_status st = read_recording_json(gt_folder, &gt_fs, &gt_n);
+    bs_clear_error();
+    if (st != BS_OK)
+        return 0; /* the caller reports an unreadable recording.json */
+    folder_rate_length(sorted_folder, &s_fs, &s_n);
+    if (s_fs > 0 && fabs(s_fs - gt_fs) > 1e-6 * gt_fs) {
+        bs_log_warn("%s: sampling rate %.9g Hz, but the ground truth %s is sampled at %.9g Hz: the spike times are "
+                    "compared as samples of %.9g Hz", sorted_folder, s_fs, gt_folder, gt_fs, gt_fs);
+        n_warn++;
+    }
+    if (s_fs > 0 && s_n >= 0 && gt_n >= 0 && fabs(s_n / s_fs - gt_n / gt_fs) > 1e-3 * fmax(s_n / s_fs, gt_n / gt_fs)) {
+        bs_log_warn("%s: the sorted recording lasts %.6g s (%" PRId64 " samples), the ground truth %s %.6g s (%" PRId64
+                    " samples): is this the recording that was sorted?", sorted_folder, s_n / s_fs, s_n, gt_folder,
+                    gt_n / gt_fs, gt_n);
+        n_warn++;
+    }
+    int64_t gt_last = gt->n_spikes ? gt->times[gt->n_spikes - 1] : 0;
+    if (gt->n_spikes && !sorted->n_spikes) {
+        bs_log_warn("%s: the sorting has no spikes: every ground-truth spike counts as missed", sorted_folder);
+        n_warn++;
+    } else if (gt->n_spikes && (double)sorted->times[sorted->n_spikes - 1] < 0.5 * (double)gt_last) {
+        bs_log_warn("%s: the sorted spikes end at %.6g s, the ground truth's at %.6g s: was only part of the "
+                    "recording sorted? The ground-truth spikes after it count as missed", sorted_folder,
+                    sorted->times[sorted->n_spikes - 1] / gt_fs, gt_last / gt_fs);
+        n_warn++;
+    }
+    return n_warn;
 }
 
 /* --------------------------------------------------------------- comparison */

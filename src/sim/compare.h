@@ -88,6 +88,17 @@ bs_status bs_sorting_load(const char *folder, const char *const *exclude_groups,
 /* fs_hz from <gt_folder>/recording.json. */
 bs_status bs_gt_read_fs(const char *gt_folder, double *fs_hz);
 
+/* Warnings on stderr (bs_log_warn) when the sorting folder and the
+ * ground-truth folder do not describe the same recording, as far as the
+ * folders say: the sorting's sampling rate (a Phy folder's params.py
+ * sample_rate, a ground-truth folder's recording.json fs_hz) differs from
+ * gt_folder/recording.json fs_hz; its length (dat_path's raw files, or
+ * recording.json n_samples) differs from the ground truth's n_samples by
+ * more than 0.1 %; or its last spike comes before half of the ground truth's
+ * last spike time (a sort of part of the recording: the rest counts as
+ * misses), or it has no spikes. Returns the number of warnings. */
+int bs_compare_warn(const char *sorted_folder, const char *gt_folder, const bs_sorting *gt, const bs_sorting *sorted);
+
 typedef struct {
     double delta_ms;            /* coincidence window, ms (0.4) */
     double match_score;         /* Hungarian pair threshold on agreement (0.5) */

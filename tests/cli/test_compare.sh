@@ -19,6 +19,25 @@ for kv in '"n_gt_units":6' '"n_sorted_units":8' '"n_well_detected":1' '"n_false_
     has "$T/out.txt" "$kv"
 done
 
+[ ! -s "$T/err.txt" ] && ok || bad "warnings on a matching pair: $(cat "$T/err.txt")"
+
+# folders that do not describe the same recording: scored, with a warning on stderr
+cp -r "$M/sorted" "$T/rate" && sed -i 's/^sample_rate = .*/sample_rate = 20000.0/' "$T/rate/params.py"
+expect_fixed 0 "warning: $T/rate: sampling rate 20000 Hz, but the ground truth $M/gt is sampled at 30000 Hz" \
+    "$BS" compare "$T/rate" "$M/gt" --json
+cp -r "$M/sorted" "$T/part" && $PY -c "
+import numpy as np
+t = np.load('$T/part/spike_times.npy'); c = np.load('$T/part/spike_clusters.npy'); keep = t.ravel() < 60000
+np.save('$T/part/spike_times.npy', t[keep]); np.save('$T/part/spike_clusters.npy', c[keep])"
+expect 0 "warning: $T/part: the sorted spikes end at 1\.99.* s, the ground truth's at 7\.9.* s: was only part" \
+    "$BS" compare "$T/part" "$M/gt"
+head -c $((60000 * 4 * 2)) /dev/zero >"$T/part/recording.bin"   # params.py: dat_path = 'recording.bin', 4 x int16
+expect_fixed 0 "the sorted recording lasts 2 s (60000 samples), the ground truth $M/gt 8 s (240000 samples)" \
+    "$BS" compare "$T/part" "$M/gt"
+mkdir -p "$T/none" && $PY -c "
+import numpy as np; np.save('$T/none/spike_times.npy', np.zeros(0, np.int64)); np.save('$T/none/spike_clusters.npy', np.zeros(0, np.int32))"
+expect_fixed 0 "the sorting has no spikes" "$BS" compare "$T/none" "$M/gt"
+
 # the table
 expect 0 "" "$BS" compare "$M/sorted" "$M/gt"
 has "$T/out.txt" "well detected: *1$"
