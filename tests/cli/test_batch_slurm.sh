@@ -6,6 +6,7 @@
 # task budget + overhead, --cpus-per-task, --time/--partition-free), the submission's job id, every
 # small output validates, the big task is refused by boundsort itself (exit 3 in its status, SLURM state
 # FAILED, not OUT_OF_MEMORY) and --status shows the planner's reason; --retry-failed resubmits only it.
+# An OUTROOT holding spaces, '#', '%' and '"' is submitted too: sbatch parses the quoted --output line.
 # Skips (77) without root or the SLURM packages, and under the sanitizers (the normal build runs it).
 # BS_BATCH_DOCS=DIR saves the dry-run script and the status summary there (docs/batch/).
 . "$(dirname "$0")/lib.sh"
@@ -69,6 +70,18 @@ job2=$($PY -c "import json; print([j['slurm_id'] for j in json.load(open('$O/.ba
 for _ in $(seq 600); do [ -z "$(squeue -h -j "$job2" -o %i 2>/dev/null)" ] && break; sleep 0.5; done
 "$BS" batch "$R" -o "$O" --status --json | $PY -c "
 import json,sys; s=json.load(sys.stdin); c=s['counts']; assert c['done']==3 and c['failed']==1, c" && ok || bad "status after retry"
+
+# an OUTROOT with spaces, '#', '%' and '"': sbatch's own parser reads the quoted --output, and the array's
+# log lands in OUTROOT/.batch/logs with %A_%a expanded
+R3="$T/root3"; O3="$T/out dir #3 50% \"q\""
+mkdir -p "$R3" && cp -r "$R/lab/sess1" "$R3/"
+"$BS" batch "$R3" -o "$O3" "${ARGS[@]}" -q >"$T/submit3.txt" 2>&1; rc=$?
+[ $rc = 0 ] && ok || bad "submission to an OUTROOT with spaces exited $rc: $(cat "$T/submit3.txt")"
+job3=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['jobs'][0]['slurm_id'].split('_')[0])" "$O3/.batch/state.json")
+for _ in $(seq 600); do [ -z "$(squeue -h -j "$job3" -o %i 2>/dev/null)" ] && break; sleep 0.5; done
+[ -f "$O3/.batch/logs/slurm-${job3}_0.out" ] && ok || bad "no SLURM log in '$O3/.batch/logs': $(ls -R "$T" | head -30)"
+"$BS" batch "$R3" -o "$O3" --status --json | $PY -c "
+import json,sys; c=json.load(sys.stdin)['counts']; assert c['done']==1, c" && ok || bad "the OUTROOT with spaces: task not done"
 
 if [ -n "${BS_BATCH_DOCS:-}" ]; then
   mkdir -p "$BS_BATCH_DOCS"
