@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/tmpfiles.h"
 #include "../export/source.h"
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
@@ -155,6 +156,9 @@ int bs_cmd_qc(int argc, char **argv)
         return usage_error("%s", "recording options need --recording REC");
     if (qp.quiet)
         bs_log_set_level(BS_LOG_WARN);
+    /* temporaries a killed run left in OUT (src/common/tmpfiles.h) */
+    bs_tmp_set_interrupt_hint("the metrics were not updated; rerun boundsort qc");
+    bs_tmp_sweep_sorting(out);
     bs_status st = bs_qc_check_folder(out);
     if (st != BS_OK)
         return bs_cli_fail(st);

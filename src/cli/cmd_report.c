@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/tmpfiles.h"
 #include "../mem/mem.h"
 #include "../report/report.h"
 #include "cli.h"
@@ -86,6 +87,11 @@ int bs_cmd_report(int argc, char **argv)
     if (!dir)
         return usage_error("%s", "missing the output folder OUT");
     bs_log_set_level(quiet ? BS_LOG_WARN : BS_LOG_INFO);
+    /* temporaries a killed run left in OUT, and beside FILE (src/common/tmpfiles.h) */
+    bs_tmp_set_interrupt_hint("the page was not written; rerun boundsort report");
+    bs_tmp_sweep_sorting(dir);
+    if (out)
+        bs_tmp_sweep_of(out);
     bs_report_summary s;
     bs_status st = bs_report_write(dir, out, &p, &s);
     if (st != BS_OK)

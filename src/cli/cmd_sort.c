@@ -16,6 +16,7 @@
 
 #include "../common/log.h"
 #include "../common/samples.h"
+#include "../common/tmpfiles.h"
 #include "../export/nwb_export.h"
 #include "../export/source.h"
 #include "../mem/mem.h"
@@ -134,6 +135,9 @@ int bs_cmd_sort(int argc, char **argv)
         so.sp.batch_samples = bs_seconds_to_samples(so.batch_s, rec.fs_hz);
     if (so.sp.quiet)
         bs_log_set_level(BS_LOG_WARN);
+    /* temporaries a killed run left in OUT; SIGTERM / SIGINT remove this run's own (src/common/tmpfiles.h) */
+    bs_tmp_set_interrupt_hint("rerun the same command with --resume to continue");
+    bs_tmp_sweep_sorting(so.sp.out_dir);
     FILE *trace = NULL;
     if (trace_path) {
         trace = fopen(trace_path, "w");

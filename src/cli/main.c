@@ -1,11 +1,14 @@
 /*
  * main.c - the `boundsort` command: global options and subcommand dispatch.
+ * Before any command runs, main installs the handler that removes the open
+ * temporary files on SIGTERM, SIGINT and SIGHUP (src/common/tmpfiles.h).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "../../include/boundsort.h"
 #include "../common/blas_threads.h"
+#include "../common/tmpfiles.h"
 #include "cli.h"
 
 typedef struct {
@@ -52,6 +55,7 @@ int main(int argc, char **argv)
         return BS_OK;
     }
     bs_blas_single_thread();
+    bs_tmp_catch_signals(); /* SIGTERM / SIGINT / SIGHUP remove the open temporaries, exit 128 + signal */
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);

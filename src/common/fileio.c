@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "fileio.h"
+#include "tmpfiles.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,9 +18,13 @@ bs_status bs_atomic_open(bs_atomic_file *f, const char *path)
         return bs_error(BS_ERR_INPUT, "%s: path too long", path);
     snprintf(f->path, sizeof f->path, "%s", path);
     snprintf(f->tmp_path, sizeof f->tmp_path, "%s.tmp-%ld", path, (long)getpid());
+    f->reg = bs_tmp_register(f->tmp_path);
     f->fp = fopen(f->tmp_path, "wb");
-    if (!f->fp)
+    if (!f->fp) {
+        bs_tmp_unregister(f->reg);
+        f->reg = 0;
         return bs_error(BS_ERR_INPUT, "%s: cannot open for writing: %s", path, strerror(errno));
+    }
     return BS_OK;
 }
 
@@ -33,13 +38,19 @@ bs_status bs_atomic_commit(bs_atomic_file *f)
     f->fp = NULL;
     if (bad) {
         remove(f->tmp_path);
+        bs_tmp_unregister(f->reg);
+        f->reg = 0;
         return bs_error(BS_ERR_INPUT, "%s: write failed: %s", f->path, strerror(err ? err : EIO));
     }
     if (rename(f->tmp_path, f->path) != 0) {
         err = errno;
         remove(f->tmp_path);
+        bs_tmp_unregister(f->reg);
+        f->reg = 0;
         return bs_error(BS_ERR_INPUT, "%s: cannot rename into place: %s", f->path, strerror(err));
     }
+    bs_tmp_unregister(f->reg);
+    f->reg = 0;
     return BS_OK;
 }
 
@@ -49,6 +60,8 @@ void bs_atomic_abort(bs_atomic_file *f)
         fclose(f->fp);
         f->fp = NULL;
         remove(f->tmp_path);
+        bs_tmp_unregister(f->reg);
+        f->reg = 0;
     }
 }
 

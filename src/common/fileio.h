@@ -5,7 +5,9 @@
  * ("<path>.tmp-<pid>"), flushed, fsync'ed and renamed over the final path on
  * commit, so a killed run never leaves a half-written file that looks
  * complete. bs_atomic_abort() removes the temporary and leaves any previous
- * file at the final path untouched.
+ * file at the final path untouched. While a temporary exists its name is
+ * registered (src/common/tmpfiles.h), so SIGTERM / SIGINT remove it before the
+ * process exits, and sort, qc and report sweep the stale ones a SIGKILL left.
  */
 #ifndef BS_FILEIO_H
 #define BS_FILEIO_H
@@ -21,6 +23,7 @@ typedef struct {
     FILE *fp;
     char path[4096];
     char tmp_path[4160];
+    int reg; /* handle in the registry of temporaries (tmpfiles.h), 0 if none */
 } bs_atomic_file;
 
 bs_status bs_atomic_open(bs_atomic_file *f, const char *path);
