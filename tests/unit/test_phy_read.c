@@ -242,6 +242,29 @@ static void test_bad_columns(const char *dir)
     bs_phy_col_close(&c);
 }
 
+/* The spike-time check qc and the report share: block by block, the first bad spike named. */
+static void test_times_check(void)
+{
+    bs_phy_times_check k;
+    const int64_t a[] = {0, 5, 5, 9}, b[] = {12, 11}, neg[] = {-1}, far[] = {(int64_t)1 << 62};
+    bs_phy_times_begin(&k, "st.npy", 100, 30000);
+    CHECK(bs_phy_times_next(&k, 0, a, 4) == BS_OK && k.prev == 9); /* equal times are fine */
+    expect_error(bs_phy_times_next(&k, 4, b, 2), "st.npy: spike 5 at sample 11 comes before the previous one (12)");
+    bs_phy_times_begin(&k, "st.npy", 100, 30000);
+    CHECK(bs_phy_times_next(&k, 0, a, 4) == BS_OK);
+    CHECK(bs_phy_times_next(&k, 4, a + 3, 1) == BS_OK && bs_phy_times_next(&k, 5, b, 1) == BS_OK); /* 9, 9, 12 */
+    CHECK(bs_phy_times_next(&k, 6, (const int64_t[]){99}, 1) == BS_OK);
+    expect_error(bs_phy_times_next(&k, 7, (const int64_t[]){100}, 1),
+                 "spike 7 at sample 100 is outside the recording's 100 samples");
+    bs_phy_times_begin(&k, "st.npy", 100, 30000);
+    expect_error(bs_phy_times_next(&k, 0, neg, 1), "spike 0 at sample -1: expected sample indices >= 0");
+    /* length unknown: within a year at the folder's rate */
+    bs_phy_times_begin(&k, "st.npy", -1, 30000);
+    CHECK(bs_phy_times_next(&k, 0, (const int64_t[]){(int64_t)30000 * 86400 * 365}, 1) == BS_OK);
+    expect_error(bs_phy_times_next(&k, 1, far, 1), "spike 1 at sample 4611686018427387904 is outside the recording: "
+                                                   "1.54e+14 s at 30000 Hz");
+}
+
 int main(void)
 {
     const char *tmp = test_tmpdir();
@@ -252,6 +275,7 @@ int main(void)
     test_tables(dir);
     test_params(dir);
     test_bad_columns(dir);
+    test_times_check();
     CHECK(bs_mem_live_blocks() == 0);
     TEST_MAIN_END();
 }
