@@ -1,7 +1,7 @@
 /*
  * boundsort.h - the public C API of boundsort.
  *
- * The library is organised as modules under src/ (see ARCHITECTURE.md); this
+ * The library is organised as modules under src/ (docs/ARCHITECTURE.md §7); this
  * header gathers the entry points a program embedding boundsort uses: status
  * codes, the memory accountant, opening recordings, and the version.
  */

@@ -1,6 +1,6 @@
 /*
  * ccg.h - cross- and auto-correlograms and the refractoriness metrics of
- * ALGORITHM.md §8.4.
+ * docs/ALGORITHM.md §9.1.
  *
  * Correlogram. Two spike trains of sample times (int64, sorted ascending) at
  * fs Hz. For every pair (a in train 1, b in train 2) the lag b - a, in ms, is
@@ -27,7 +27,7 @@
  * A unit is "good" if its ACG has R12 < acg_threshold (0.2) and Q12 < 0.2.
  * Two units are cross-refractory if their CCG has R12 < ccg_threshold (0.25)
  * and Q12 < 0.05: the intended test of Kilosort's splitter (the reference
- * disables it by a bug, ALGORITHM.md §13.1; we do not).
+ * disables it by a bug, docs/ALGORITHM.md §12; we do not).
  */
 #ifndef BS_CCG_H
 #define BS_CCG_H

@@ -1,6 +1,6 @@
 /*
  * centers.c - spatial centers, per-center feature matrices and templates
- * (ALGORITHM.md §6.1, adapted: shanks are never mixed).
+ * (docs/ALGORITHM.md §7.1: shanks are never mixed).
  *
  * Centers. Per shank, over the grid positions of that shank: y-centers at
  * ymin + dmin − 1 + 2·dmin·j (j = 0, 1, ... while below ymax + dmin + 1),

@@ -1,10 +1,10 @@
 /*
- * cluster.h - clustering stage (ARCHITECTURE.md "clustering per spatial
- * center ──► templates" and "final clustering + merges").
+ * cluster.h - clustering per spatial center and the merges, shadows and
+ * labels of the finishing stage (docs/ALGORITHM.md §7 and §9).
  *
  * Three layers:
  *
- * 1. Per-center graph clustering (graph.c), ALGORITHM.md §6.2–6.4, on one
+ * 1. Per-center graph clustering (graph.c), docs/ALGORITHM.md §7.3–7.4, on one
  *    center's feature matrix X (n spikes × D float32):
  *    - landmarks = every `downsampling`-th spike, thinned evenly to at most
  *      `max_subset`;
@@ -43,7 +43,7 @@
  *    them: the mean is non-zero only there); its peak channel is the one
  *    with the largest waveform L2 norm (smaller index on ties).
  *
- * 3. Merges after template matching (merge.c), ALGORITHM.md §8.2–8.4:
+ * 3. Merges after template matching (merge.c), docs/ALGORITHM.md §9.2–9.6:
  *    template similarity (max over lags of the normalised cross-correlation
  *    of channel-sparse waveforms), CCG-guided merges with time alignment,
  *    same-cluster duplicate removal, good/mua labels.
@@ -129,7 +129,7 @@ size_t bs_cluster_graph_bytes(int64_t n, int D, const bs_cluster_params *p);
 bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n, int D, const int64_t *t,
                            int32_t *labels, int *n_labels);
 
-/* The bimodality score of §6.4 for rows with side[i] = +1 (A) / -1 (B) / 0
+/* The bimodality score (docs/ALGORITHM.md §7.4) for rows with side[i] = +1 (A) / -1 (B) / 0
  * (ignored); exposed for tests. Returns BS_OK and *score in [0, 1]. */
 bs_status bs_cluster_bimodality(const float *X, int64_t n, int D, const int8_t *side, double ridge, double *score);
 
@@ -210,7 +210,7 @@ typedef struct {
 
 void bs_merge_default_params(bs_merge_params *p, double fs_hz);
 
-/* CCG-guided merge (§8.2). t[n] sample times (sorted ascending), clu[n]
+/* CCG-guided merge (docs/ALGORITHM.md §9.3). t[n] sample times (sorted ascending), clu[n]
  * cluster ids 0..K−1, T the K templates with n_spikes from the counts of clu.
  * Merged clusters' spikes are shifted in time to the surviving template and
  * relabelled; templates become spike-count-weighted means on the union of
@@ -241,13 +241,13 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
 /* Stable order of spikes by time (then original index): perm[n]. */
 bs_status bs_spike_order(const int64_t *t, int64_t n, int64_t *perm);
 
-/* Duplicate removal (§8.3): keep[i] = 1 unless a kept spike of the same
+/* Duplicate removal (docs/ALGORITHM.md §9.4): keep[i] = 1 unless a kept spike of the same
  * cluster lies less than dup_samples earlier. t sorted ascending. Returns
  * the number kept in *n_kept. */
 bs_status bs_remove_duplicates(const int64_t *t, const int32_t *clu, int64_t n, int K, int64_t dup_samples,
                                uint8_t *keep, int64_t *n_kept);
 
-/* good/mua (§8.4): good[k] = ACG test, contam[k] = R12 (0 for clusters with
+/* good/mua (docs/ALGORITHM.md §9.6): good[k] = ACG test, contam[k] = R12 (0 for clusters with
  * ≤ 10 spikes, which are mua). t sorted ascending. */
 bs_status bs_cluster_labels(const int64_t *t, const int32_t *clu, int64_t n, int K, double fs_hz,
                             double acg_threshold, uint8_t *good, double *contam);

@@ -1,5 +1,5 @@
 /*
- * graph.c - graph clustering of one center (ALGORITHM.md §6.2–6.4); the
+ * graph.c - graph clustering of one center (docs/ALGORITHM.md §7.3–7.4); the
  * mechanism is summarised in cluster.h. Implementation notes:
  *
  * - All buffers of one call are carved from one "cluster/graph" block whose

@@ -1,5 +1,5 @@
 /*
- * merge.c - merges after template matching (ALGORITHM.md §8.2–8.4).
+ * merge.c - merges after template matching (docs/ALGORITHM.md §9.2–9.6).
  *
  * Similarity. For channel-sparse waveforms a, b (each on its own ascending
  * channel list), s(τ) = Σ_{c common} Σ_u a[c,u]·b[c,u+τ] / ((1e-6 + ‖a‖)(1e-6 + ‖b‖))
@@ -33,8 +33,8 @@
  * lists stay in time order (a constant shift keeps j's order; the two lists
  * are merged), so each CCG costs O(n_k + n_j + pairs), never O(N).
  *
- * Duplicates (§8.3): in time order, a spike is dropped if a kept spike of
- * its cluster lies less than dup_samples earlier. Labels (§8.4): the ACG test
+ * Duplicates (docs/ALGORITHM.md §9.4): in time order, a spike is dropped if a kept spike of
+ * its cluster lies less than dup_samples earlier. Labels (§9.6): the ACG test
  * per cluster.
  */
 #include <math.h>

@@ -2,7 +2,7 @@
  * status.h - status codes and the per-thread error message.
  *
  * Every fallible function returns a bs_status. The numeric values are the
- * process exit codes of ARCHITECTURE.md section 7, so the CLI can return a
+ * process exit codes of docs/ARCHITECTURE.md §6, so the CLI can return a
  * status unchanged. When a function fails it records a human-readable message
  * with bs_error(), which names the file, the field and what was expected; the
  * CLI prints bs_last_error() once, at the top. Messages are kept per thread

@@ -1,6 +1,6 @@
 /*
- * detect.h - universal-template spike detection (ARCHITECTURE.md stage
- * "universal detection ──► features").
+ * detect.h - temporal basis and universal-template spike detection
+ * (docs/ALGORITHM.md §5 and §6).
  *
  * Mechanism, in three parts:
  *

@@ -1,6 +1,6 @@
 /*
- * drift.h - drift estimation and correction (ARCHITECTURE.md section 2,
- * ALGORITHM.md section 4): where the tissue moved relative to the probe, per
+ * drift.h - drift estimation and correction (docs/ARCHITECTURE.md §2,
+ * docs/ALGORITHM.md §4): where the tissue moved relative to the probe, per
  * time bin and depth block, and a per-batch whitening matrix that undoes it.
  *
  * SIGN. Motion values follow the simulator's gt_drift_um.npy (CONVENTIONS.md):

@@ -1,7 +1,7 @@
 /*
  * curation.h - SpikeInterface curation format v2 (curation.json), the JSON
  * that spikeinterface.curation.apply_curation() and AIND's pipeline read
- * (FORMATS.md 9.1; SpikeInterface's curation_model.py: CurationModel with
+ * (docs/FORMATS.md §9.1; SpikeInterface's curation_model.py: CurationModel with
  * format_version "2").
  *
  * Written layout:

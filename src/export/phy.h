@@ -2,8 +2,8 @@
  * phy.h - the Phy / Kilosort output folder ("template-gui" dataset) writer.
  *
  * The folder is what `phy template-gui params.py`, phylib's TemplateModel and
- * SpikeInterface's read_phy / read_kilosort open (FORMATS.md section 1.2,
- * "minimal set a C writer should produce").
+ * SpikeInterface's read_phy / read_kilosort open (docs/FORMATS.md §1: the
+ * files of §1.2, the loader rules of §1.3).
  *
  * Mechanism. Nothing that grows with the recording is held in RAM:
  *   - bs_phy_writer_open() creates the folder, removes a stale params.py (so a

@@ -1,7 +1,7 @@
 /*
  * validate.h - check that a Phy / Kilosort folder is loadable by phylib's
  * TemplateModel and by SpikeInterface's read_phy / read_kilosort, and that its
- * files agree with each other (FORMATS.md section 1 and 6.4).
+ * files agree with each other (docs/FORMATS.md §1, §1.5 for SpikeInterface).
  *
  * Each violation is reported as one line "<file>: <what is wrong>, expected
  * ..., found ...", and checking goes on after it wherever the remaining

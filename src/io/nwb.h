@@ -1,5 +1,5 @@
 /*
- * nwb.h - the NWB (HDF5) recording reader (FORMATS.md section 4).
+ * nwb.h - the NWB (HDF5) recording reader (docs/FORMATS.md §4.1).
  *
  * Three layers:
  *   1. bs_nwb_meta (nwb_meta.c, no HDF5 needed): everything the reader took

@@ -1,6 +1,6 @@
 /*
  * openephys.h - the Open Ephys binary format reader (GUI >= 0.6, and the
- * 0.5.x naming), FORMATS.md section 3.
+ * 0.5.x naming), docs/FORMATS.md §3.
  *
  * A recording folder (…/Record Node N/experimentE/recordingR/) holds
  * structure.oebin (JSON) and continuous/<stream folder>/{continuous.dat,

@@ -2,7 +2,7 @@
  * probe_json.h - reading probe geometry from JSON: probeinterface ProbeGroup
  * files and Kilosort probe dictionaries, told apart by their keys.
  *
- * probeinterface (FORMATS.md section 5): {"probes": [{...}, ...]} (a bare
+ * probeinterface (docs/FORMATS.md §5.1): {"probes": [{...}, ...]} (a bare
  * probe object with "contact_positions" at the top level is also accepted).
  *   - contact_positions: N rows of ndim (2 or 3) numbers; x = row[0],
  *     y = row[1] (depth); si_units "um" (default when absent) or "mm"

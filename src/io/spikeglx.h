@@ -25,7 +25,7 @@
  *      holding exactly one *.ap.bin), measures the binary and fills a
  *      bs_recording (n_samples from the REAL file size).
  *
- * Gains (FORMATS.md section 2.3): µV/bit = imAiRangeMax / imMaxInt / gain * 1e6.
+ * Gains (docs/FORMATS.md §2.3): µV/bit = imAiRangeMax / imMaxInt / gain * 1e6.
  * NP1.0-format imro tables (types 0, 1020..1300, phase 3A) give the AP gain
  * per channel (entry field 4), indexed by acquired channel id; NP1110 gives it
  * in the imro header; otherwise imChan0apGain; otherwise the part's fixed gain

@@ -1,7 +1,8 @@
 /*
  * match.h - template matching: channel-sparse low-rank templates, the sparse
- * template-pair table and per-batch peeling (ARCHITECTURE.md sections 3 and 8,
- * ALGORITHM.md section 7, written from the description, not ported).
+ * template-pair table and per-batch peeling (docs/ALGORITHM.md §8; the
+ * storage strategies in docs/ARCHITECTURE.md §3; written from the
+ * description, not ported).
  *
  * Representation (chosen, and every number below is exact for it):
  *   A template k lives on n_sup channels S_k (sorted ascending channel

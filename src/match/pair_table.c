@@ -1,6 +1,6 @@
 /*
- * pair_table.c - the sparse template-pair table UtU[j, k, d] (ALGORITHM.md
- * sections 7.1 and 10.2; the convention is in match.h).
+ * pair_table.c - the sparse template-pair table UtU[j, k, d] (docs/ALGORITHM.md
+ * §8.3; the convention is in match.h).
  *
  * Two templates whose channel supports share no channel have an exactly zero
  * cross-correlation at every lag, so only overlapping pairs are stored. The

@@ -1,5 +1,5 @@
 /*
- * peel.c - per-batch template matching by peeling (ALGORITHM.md 7.2, our
+ * peel.c - per-batch template matching by peeling (docs/ALGORITHM.md §8.4, our
  * variant; the contract is in match.h above bs_peel_batch).
  *
  * Mechanism, one window:

@@ -1,5 +1,5 @@
 /*
- * mem.h - the memory accountant (ARCHITECTURE.md section 3).
+ * mem.h - the memory accountant (docs/ARCHITECTURE.md §3).
  *
  * Every bulk allocation (anything larger than a few KiB) goes through this
  * module with a tag of the form "stage/buffer". The accountant keeps, per

@@ -1,6 +1,6 @@
 /*
- * checkpoint.h - stage checkpoints and `sort --resume` (ARCHITECTURE.md
- * section 2).
+ * checkpoint.h - stage checkpoints and `sort --resume` (docs/ARCHITECTURE.md
+ * §5).
  *
  * Every stage writes its outputs atomically into OUT/.stages/<stage>/ and
  * then records an entry in OUT/.stages/manifest.json: the run key, and the

@@ -1,6 +1,6 @@
 /*
  * plan.h - the memory planner of `boundsort sort` / `boundsort plan`
- * (ARCHITECTURE.md section 3).
+ * (docs/ARCHITECTURE.md §3).
  *
  * For each stage the planner lists its large host buffers, sized by the same
  * functions the stages use to allocate them (bs_batch_reader_bytes,

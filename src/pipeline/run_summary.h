@@ -1,5 +1,5 @@
 /*
- * run_summary.h - the resource report of a run (ARCHITECTURE.md section 3):
+ * run_summary.h - the resource report of a run (docs/ARCHITECTURE.md §3):
  * per stage its wall time, planned peak, measured peak of tracked memory and
  * the process's peak RSS, printed at the end of `sort` and written to
  * OUT/run_summary.json.

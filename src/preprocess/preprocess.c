@@ -2,7 +2,7 @@
  * preprocess.c - one batch window through the whole preprocessing chain:
  * mean removal + median reference (car.c), zero-phase high-pass
  * (highpass.c), artifact check, local whitening (whiten.c), in the order of
- * ALGORITHM.md 3.1 (see preprocess.h).
+ * docs/ALGORITHM.md §3.1 (see preprocess.h).
  *
  * The kernels run one after another on the same window, so one scratch
  * buffer of the largest kernel's size serves all of them: the batch's size

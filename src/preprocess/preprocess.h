@@ -1,7 +1,7 @@
 /*
  * preprocess.h - the preprocessing stage: per-batch kernels that turn a raw
  * window (µV) into the whitened, zero-phase high-passed signal every later
- * stage works on (ALGORITHM.md section 3).
+ * stage works on (docs/ALGORITHM.md §3).
  *
  * DATA LAYOUT. Every kernel works in place on one batch window as the batch
  * reader gives it: float32, channel-major, n_chan rows x n_t columns (row c =
@@ -9,7 +9,7 @@
  * with the recording's first/last sample replicated into the halo at the
  * edges of the recording.
  *
- * ORDER (bs_preprocess_batch, as Kilosort 4's reader, ALGORITHM.md 3.1):
+ * ORDER (bs_preprocess_batch, as Kilosort 4's reader; docs/ALGORITHM.md §3.1):
  *   1. per-channel mean removal over the whole window (KS4 step 3);
  *   2. common median reference: at every time sample subtract the median of
  *      the n_chan values (KS4 step 4);
@@ -27,14 +27,14 @@
  *
  * HIGH-PASS: WHICH BEHAVIOUR AND WHY. Kilosort 4 designs the same 3rd-order
  * Butterworth, but applies it per batch as a circular FFT convolution with a
- * kernel obtained by running filtfilt on a 30122-sample impulse (ALGORITHM.md
- * 3.2). We implement the filter itself: scipy.signal.sosfiltfilt semantics on
+ * kernel obtained by running filtfilt on a 30122-sample impulse
+ * (docs/ALGORITHM.md §3.2 and §12). We implement the filter itself: scipy.signal.sosfiltfilt semantics on
  * the window (forward-backward second-order sections, odd extension of
  * padlen samples at both ends, steady-state initial conditions from
  * sosfilt_zi), computed in double, stored as float32. Reasons: it is what
  * the issue asks for and can be checked against SciPy to ~1e-6 µV; it costs
  * 2 x 2 sections x 9 FLOP per sample (no FFT, no large-prime FFT lengths,
- * no complex buffers: PERF.md measures ~100x real time for this on 2 cores);
+ * no complex buffers: measured at ~100x real time for this on 2 cores);
  * and it has no circular wrap-around, so the window edges see an odd
  * extension instead of the other end of the window. The two agree in the
  * window's interior (same magnitude response |H|^2, zero phase) up to the

@@ -1,7 +1,7 @@
 /*
  * qc.h - quality metrics of a sorting (`boundsort qc OUT`, also run at the
  * end of `sort`): SpikeInterface's metric definitions and defaults
- * (FORMATS.md section 7; SpikeInterface 0.105's metrics/quality, which is
+ * (docs/FORMATS.md §7; SpikeInterface 0.105's metrics/quality, which is
  * what bench/qc_crosscheck.py compares against), the Allen Institute's
  * max_drift and cumulative_drift, and the Allen pass/fail rule.
  *
@@ -82,7 +82,7 @@
  * and any --group-spikes.
  *
  * WHICH SPIKEINTERFACE. The definitions are those of SpikeInterface >= 0.104
- * (FORMATS.md section 7). SpikeInterface 0.102 differed in amplitude_cutoff
+ * (docs/FORMATS.md §7). SpikeInterface 0.102 differed in amplitude_cutoff
  * (Allen's density-histogram version, without the sign flip), the sliding
  * refractory period (contaminations up to 34.5 %, an expected-violation
  * count of Nc N), nn_hit/miss_rate (4 neighbours: the point itself was one of

@@ -1,6 +1,6 @@
 /*
  * sim_probes.c - the probe layouts the simulator offers, built the way
- * SpikeGLX computes positions (reference FORMATS.md section 2.4):
+ * SpikeGLX computes positions (docs/FORMATS.md §2.4):
  *
  *   np1         NP1000, type 0: channel i reads electrode i (bank 0); row = i / 2,
  *               col = i % 2, x = (row odd ? 11 : 27) + 32 col µm, y = 20 row µm

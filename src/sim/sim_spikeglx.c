@@ -3,7 +3,7 @@
  *
  * The binary beside it holds the same int16 samples as recording.bin plus a
  * sync word as the last column (snsApLfSy=384,0,1: 385 columns). The meta
- * follows SpikeGLX's layout (reference FORMATS.md section 2): key=value lines,
+ * follows SpikeGLX's layout (docs/FORMATS.md §2): key=value lines,
  * ~imroTbl with one entry per acquired channel, ~snsChanMap for the saved
  * channels, and ~snsGeomMap (shank:x:z:used) with x measured from the left
  * edge of each shank and z from the lowest electrode row, so both our reader
