@@ -39,10 +39,16 @@ int bs_cli_not_available(const char *name, const char *usage);
  * (stored in *pos; returns BS_CLI_POSITIONAL, or -1 when *pos was already set:
  * "one <what> expected, got a second one ...") or an option that takes a
  * value (*value = argv[*i + 1] and *i moves past it; returns BS_CLI_OPTION,
- * or -1 when the value is missing). The reason of a -1 is written to msg. */
+ * or -1 when the value is missing or empty). The reason of a -1 is written to msg: "unknown option X"
+ * for a last option without a value that neither `usage` (the command's usage text) nor the recording
+ * options list. */
 enum { BS_CLI_POSITIONAL = 1, BS_CLI_OPTION = 2 };
 int bs_cli_next_arg(int argc, char **argv, int *i, const char *what, const char **pos, const char **value, char *msg,
-                    size_t msglen);
+                    size_t msglen, const char *usage);
+
+/* 1 if option `a` is listed in a usage text (preceded by a space, '[' or '|', followed by a space, ',', ']'
+ * or the end of a line). */
+int bs_cli_option_listed(const char *usage, const char *a);
 
 /* Strict number parsing: the whole string, finite, within [lo, hi]. */
 int bs_cli_parse_double(const char *s, double *v);
@@ -69,6 +75,10 @@ typedef struct {
     double batch_s; /* seconds, 0 = default */
 } bs_sort_cli;
 int bs_cli_sort_option(const char *name, const char *value, bs_sort_cli *o, char *msg, size_t msglen);
+/* The machine's RAM against the run: BS_ERR_MEMORY when the untracked overhead of `threads`
+ * (bs_plan_overhead_bytes) plus `need` (the least tracked memory the run needs; 0 if unknown) exceeds it,
+ * a "warning: " line on stderr when the budget plus that overhead does. */
+bs_status bs_cli_machine_check(size_t budget, int threads, size_t need);
 #define BS_CLI_SORT_OPTIONS_HELP                                                                              \
     "  --threads N       OpenMP threads (default: all cores; the output does not depend on it)\n"              \
     "  --batch-seconds S batch length, seconds (default 2; part of the result, like a parameter)\n"           \

@@ -5,8 +5,10 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../mem/mem.h"
+#include "../pipeline/plan.h"
 #include "cli.h"
 
 int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, size_t len)
@@ -15,7 +17,7 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
     double d;
     if (strcmp(a, "--threads") == 0) {
         if (!bs_cli_parse_long(v, 1, 4096, &n))
-            return snprintf(msg, len, "--threads: expected a thread count >= 1, got '%s'", v), -1;
+            return snprintf(msg, len, "--threads: expected a thread count in 1..4096, got '%s'", v), -1;
         o->sp.threads = (int)n;
     } else if (strcmp(a, "--batch-seconds") == 0) {
         if (!bs_cli_parse_double(v, &d) || d < 0.1 || d > 600)
@@ -34,4 +36,25 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
         return 0;
     }
     return 1;
+}
+
+bs_status bs_cli_machine_check(size_t budget, int threads, size_t need)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0)
+        return BS_OK; /* RAM unknown */
+    double gib = (double)((size_t)1 << 30), ram = (double)pages * (double)page;
+    double over = (double)bs_plan_overhead_bytes(threads);
+    if (over + (double)need > ram)
+        return bs_error(BS_ERR_MEMORY,
+                        "does not fit this machine: %d threads add about %.2f GiB of untracked overhead (BLAS "
+                        "buffers, stacks; 40 MiB each), which with the %.2f GiB the plan needs at least exceeds "
+                        "its %.2f GiB of RAM; reduce --threads",
+                        threads, over / gib, (double)need / gib, ram / gib);
+    if ((double)budget + over > ram)
+        fprintf(stderr,
+                "warning: the memory budget %.2f GiB plus the untracked overhead of %d threads (%.2f GiB) is more "
+                "than this machine's RAM (%.2f GiB): the run may swap or be killed before the budget stops it\n",
+                (double)budget / gib, threads, over / gib, ram / gib);
+    return BS_OK;
 }

@@ -38,8 +38,20 @@ int bs_cli_parse_double(const char *s, double *v)
     return end != s && *end == '\0' && errno == 0 && isfinite(*v);
 }
 
+int bs_cli_option_listed(const char *usage, const char *a)
+{
+    size_t n = strlen(a);
+    for (const char *p = usage; usage && (p = strstr(p, a)) != NULL; p += n) {
+        char before = p == usage ? ' ' : p[-1], after = p[n];
+        if ((before == ' ' || before == '[' || before == '|') &&
+            (after == ' ' || after == ',' || after == ']' || after == '\n' || after == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
 int bs_cli_next_arg(int argc, char **argv, int *i, const char *what, const char **pos, const char **value, char *msg,
-                    size_t msglen)
+                    size_t msglen, const char *usage)
 {
     const char *a = argv[*i];
     if (a[0] != '-' || a[1] == '\0') {
@@ -48,9 +60,13 @@ int bs_cli_next_arg(int argc, char **argv, int *i, const char *what, const char 
         *pos = a;
         return BS_CLI_POSITIONAL;
     }
-    if (*i + 1 >= argc)
-        return snprintf(msg, msglen, "option %s needs a value", a), -1;
+    if (*i + 1 >= argc) {
+        int known = bs_cli_option_listed(usage, a) || bs_cli_option_listed(BS_CLI_RECORDING_OPTIONS_HELP, a);
+        return snprintf(msg, msglen, known ? "option %s needs a value" : "unknown option %s", a), -1;
+    }
     *value = argv[++*i];
+    if (!(*value)[0])
+        return snprintf(msg, msglen, "option %s: the value is empty (''): expected a path, name or number", a), -1;
     return BS_CLI_OPTION;
 }
 
@@ -65,7 +81,8 @@ int bs_cli_parse_long(const char *s, long long lo, long long hi, long long *v)
 const char BS_CLI_RECORDING_OPTIONS_HELP[] =
     "  --probe P       probe file of a raw binary (probeinterface or Kilosort JSON, .prb); for Open Ephys,\n"
     "                  the geometry instead of settings.xml\n"
-    "  --fs HZ         sampling rate of a raw binary, Hz\n"
+    "  --fs HZ         sampling rate of a raw binary, Hz (1000 to 1000000)\n"
+    "  --fs-unchecked HZ  the same, outside 1 kHz..1 MHz too (a rate from the file is accepted as well)\n"
     "  --n-chan N      columns per sample in the raw binary (default: what the probe file needs)\n"
     "  --dtype T       int16 (default), uint16, int32, float32\n"
     "  --uv-per-bit X  µV per raw unit (default 1)\n"
@@ -85,6 +102,11 @@ int bs_cli_recording_option(const char *name, const char *v, bs_open_options *op
         if (!bs_cli_parse_double(v, &d) || d <= 0)
             return snprintf(msg, msglen, "--fs: expected a sampling rate > 0 Hz, got '%s'", v), -1;
         opt->fs_hz = d;
+    } else if (strcmp(name, "--fs-unchecked") == 0) {
+        if (!bs_cli_parse_double(v, &d) || d <= 0)
+            return snprintf(msg, msglen, "--fs-unchecked: expected a sampling rate > 0 Hz, got '%s'", v), -1;
+        opt->fs_hz = d;
+        opt->fs_unchecked = 1;
     } else if (strcmp(name, "--n-chan") == 0) {
         if (!bs_cli_parse_long(v, 1, INT_MAX, &n))
             return snprintf(msg, msglen, "--n-chan: expected a column count >= 1, got '%s'", v), -1;

@@ -200,7 +200,7 @@ int bs_cmd_batch(int argc, char **argv)
         }
         const char *v = NULL;
         char msg[256];
-        int r = bs_cli_next_arg(argc, argv, &i, "ROOT folder", &c.root, &v, msg, sizeof msg);
+        int r = bs_cli_next_arg(argc, argv, &i, "ROOT folder", &c.root, &v, msg, sizeof msg, USAGE);
         if (r < 0)
             return usage_error("%s", msg);
         if (r == BS_CLI_POSITIONAL)

@@ -76,7 +76,7 @@ int bs_cmd_export_nwb(int argc, char **argv)
         const char *a = argv[i];
         const char *v = NULL;
         char msg[256];
-        int r = bs_cli_next_arg(argc, argv, &i, "sorting folder", &o.phy_dir, &v, msg, sizeof msg);
+        int r = bs_cli_next_arg(argc, argv, &i, "sorting folder", &o.phy_dir, &v, msg, sizeof msg, usage_text);
         if (r < 0)
             return usage_error("%s", msg);
         if (r == BS_CLI_POSITIONAL)

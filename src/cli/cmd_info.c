@@ -236,21 +236,14 @@ int bs_cmd_info(int argc, char **argv)
             json = 1;
             continue;
         }
-        if (a[0] == '-' && a[1] != '\0') {
-            if (i + 1 >= argc)
-                return usage_error("option %s needs a value", a);
-            const char *v = argv[++i];
-            char msg[256];
-            int r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg);
-            if (r < 0)
-                return usage_error("%s", msg);
-            if (r == 0)
-                return usage_error("unknown option %s", a);
-            continue;
-        }
-        if (rec_path)
-            return usage_error("one recording expected, got a second one '%s'", a);
-        rec_path = a;
+        const char *v = NULL;
+        char msg[256];
+        int r = bs_cli_next_arg(argc, argv, &i, "recording", &rec_path, &v, msg, sizeof msg, USAGE_HEAD);
+        /* a positional argument or a recording option; nothing else */
+        if (r == BS_CLI_OPTION && (r = bs_cli_recording_option(a, v, &opt, msg, sizeof msg)) == 0)
+            return usage_error("unknown option %s", a);
+        if (r < 0)
+            return usage_error("%s", msg);
     }
     if (!rec_path)
         return usage_error("%s", "missing the recording REC");

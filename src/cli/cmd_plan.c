@@ -51,7 +51,7 @@ int bs_cmd_plan(int argc, char **argv)
         }
         const char *v = NULL;
         char msg[256];
-        int r = bs_cli_next_arg(argc, argv, &i, "recording", &rec_path, &v, msg, sizeof msg);
+        int r = bs_cli_next_arg(argc, argv, &i, "recording", &rec_path, &v, msg, sizeof msg, USAGE_HEAD);
         if (r < 0)
             return usage_error("%s", msg);
         if (r == BS_CLI_POSITIONAL)
@@ -95,5 +95,10 @@ int bs_cmd_plan(int argc, char **argv)
         bs_sort_plan_print(&plan, stdout);
     }
     st = bs_sort_plan_check(&plan, -1);
+    size_t need = 0;
+    for (int i = 0; i < plan.n_stages; i++)
+        need = plan.stage[i].sure_min > need ? plan.stage[i].sure_min : need;
+    if (st == BS_OK)
+        st = bs_cli_machine_check(budget, threads, need);
     return st == BS_OK ? BS_OK : bs_cli_fail(st);
 }

@@ -116,7 +116,7 @@ int bs_cmd_qc(int argc, char **argv)
         }
         const char *v = NULL;
         char msg[256];
-        int r = bs_cli_next_arg(argc, argv, &i, "output folder", &out, &v, msg, sizeof msg);
+        int r = bs_cli_next_arg(argc, argv, &i, "output folder", &out, &v, msg, sizeof msg, USAGE_HEAD);
         if (r < 0)
             return usage_error("%s", msg);
         if (r == BS_CLI_POSITIONAL)
@@ -144,7 +144,7 @@ int bs_cmd_qc(int argc, char **argv)
             qp.group_spikes = n;
         } else if (strcmp(a, "--threads") == 0) {
             if (!bs_cli_parse_long(v, 1, 4096, &n))
-                return usage_error("--threads: expected a thread count >= 1, got '%s'", v);
+                return usage_error("--threads: expected a thread count in 1..4096, got '%s'", v);
             omp_set_num_threads((int)n);
         } else {
             return usage_error("unknown option %s", a);

@@ -112,8 +112,13 @@ int bs_cmd_simulate(int argc, char **argv)
             fprintf(stderr, "boundsort simulate: unexpected argument '%s'\n%s", a, usage_text);
             return BS_ERR_USAGE;
         }
-        if (!v) {
-            fprintf(stderr, "boundsort simulate: option %s needs a value\n%s", a, usage_text);
+        if (!v || !v[0]) {
+            fprintf(stderr, "boundsort simulate: ");
+            fprintf(stderr, !bs_cli_option_listed(usage_text, a) ? "unknown option %s"
+                            : v                                    ? "option %s: the value is empty ('')"
+                                                                   : "option %s needs a value",
+                    a);
+            fprintf(stderr, "\n%s", usage_text);
             return BS_ERR_USAGE;
         }
         i++;

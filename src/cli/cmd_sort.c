@@ -85,7 +85,7 @@ int bs_cmd_sort(int argc, char **argv)
         }
         const char *v = NULL;
         char msg[256];
-        int r = bs_cli_next_arg(argc, argv, &i, "recording", &rec_path, &v, msg, sizeof msg);
+        int r = bs_cli_next_arg(argc, argv, &i, "recording", &rec_path, &v, msg, sizeof msg, USAGE_HEAD);
         if (r < 0)
             return usage_error("%s", msg);
         if (r == BS_CLI_POSITIONAL)
@@ -127,8 +127,11 @@ int bs_cmd_sort(int argc, char **argv)
     bs_mem_set_budget(BS_DEV_HOST, so.sp.mem_budget);
     if (so.sp.threads > 0)
         omp_set_num_threads(so.sp.threads);
+    bs_status st = bs_cli_machine_check(so.sp.mem_budget, omp_get_max_threads(), 0);
+    if (st != BS_OK)
+        return bs_cli_fail(st);
     bs_recording rec;
-    bs_status st = bs_recording_open(rec_path, &opt, &rec);
+    st = bs_recording_open(rec_path, &opt, &rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
     if (so.batch_s > 0)
@@ -153,7 +156,7 @@ int bs_cmd_sort(int argc, char **argv)
     if (trace) {
         bs_mem_set_trace(NULL);
         if (fclose(trace) != 0 && st == BS_OK)
-            st = bs_error(BS_ERR_INPUT, "%s: cannot write the memory trace: %s", trace_path, strerror(errno));
+            st = bs_error(BS_ERR_IO, "%s: cannot write the memory trace: %s", trace_path, strerror(errno));
     }
     int from_nwb = strcmp(rec.format, "nwb") == 0;
     /* how to reopen the recording (qc, report), then the quality metrics */
@@ -163,10 +166,12 @@ int bs_cmd_sort(int argc, char **argv)
         bs_qc_params qp;
         bs_qc_default_params(&qp);
         qp.quiet = so.sp.quiet;
-        st = bs_qc_run(so.sp.out_dir, &rec, &qp, NULL);
-        if (st != BS_OK)
-            bs_error_context(st, "the Phy folder is complete, but qc failed (rerun with boundsort qc %s)",
-                             so.sp.out_dir);
+        /* the Phy folder is complete: a qc failure is a warning, the exit status is the sort's */
+        bs_status qst = bs_qc_run(so.sp.out_dir, &rec, &qp, NULL);
+        if (qst != BS_OK)
+            fprintf(stderr,
+                    "warning: the Phy folder is complete, but qc failed (%s: %s); rerun it with boundsort qc %s\n",
+                    bs_status_name(qst), bs_last_error(), so.sp.out_dir);
     } else if (st == BS_OK && !so.sp.drift_only) {
         st = bs_qc_remove_outputs(so.sp.out_dir);
     }

@@ -85,7 +85,7 @@ static bs_status store_put(void *ctx, int k, int j, const int64_t *t, const int6
         for (int64_t i = 0; i < c; i++)
             buf[i] = (tpair){t[s + i], idx[s + i]};
         if (bs_pwrite_all(d->fd_mg, buf, (size_t)c * sizeof(tpair), (off_t)((d->mend + s) * (int64_t)sizeof(tpair))) != 0)
-            return bs_error(BS_ERR_INPUT, "%s: cannot write a merged spike train: %s", d->path_mg, strerror(errno));
+            return bs_error(BS_ERR_IO, "%s: cannot write a merged spike train: %s", d->path_mg, strerror(errno));
     }
     d->moff[k] = d->mend;
     d->len[k] = n;

@@ -6,6 +6,7 @@
 #include "tmpfiles.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,7 +24,7 @@ bs_status bs_atomic_open(bs_atomic_file *f, const char *path)
     if (!f->fp) {
         bs_tmp_unregister(f->reg);
         f->reg = 0;
-        return bs_error(BS_ERR_INPUT, "%s: cannot open for writing: %s", path, strerror(errno));
+        return bs_error(BS_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
     }
     return BS_OK;
 }
@@ -40,14 +41,14 @@ bs_status bs_atomic_commit(bs_atomic_file *f)
         remove(f->tmp_path);
         bs_tmp_unregister(f->reg);
         f->reg = 0;
-        return bs_error(BS_ERR_INPUT, "%s: write failed: %s", f->path, strerror(err ? err : EIO));
+        return bs_error(BS_ERR_IO, "%s: write failed: %s", f->path, strerror(err ? err : EIO));
     }
     if (rename(f->tmp_path, f->path) != 0) {
         err = errno;
         remove(f->tmp_path);
         bs_tmp_unregister(f->reg);
         f->reg = 0;
-        return bs_error(BS_ERR_INPUT, "%s: cannot rename into place: %s", f->path, strerror(err));
+        return bs_error(BS_ERR_IO, "%s: cannot rename into place: %s", f->path, strerror(err));
     }
     bs_tmp_unregister(f->reg);
     f->reg = 0;
@@ -72,17 +73,59 @@ bs_status bs_write_file_atomic(const char *path, const void *data, size_t bytes)
     if (bytes && fwrite(data, 1, bytes, f.fp) != bytes) {
         int err = errno;
         bs_atomic_abort(&f);
-        return bs_error(BS_ERR_INPUT, "%s: write failed: %s", path, strerror(err));
+        return bs_error(BS_ERR_IO, "%s: write failed: %s", path, strerror(err));
     }
     return bs_atomic_commit(&f);
+}
+
+/* What a path that is not a regular file is, for the message. */
+static const char *not_regular_what(mode_t m)
+{
+    return S_ISDIR(m) ? "is a folder, expected a file" : S_ISFIFO(m) ? "is a FIFO (named pipe), expected a regular file"
+                                                                     : "is not a regular file (a device or socket)";
+}
+
+bs_status bs_open_input(const char *path, int *fd)
+{
+    /* O_NONBLOCK: opening a FIFO without a writer returns at once (fstat then refuses it) */
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0)
+        return bs_error(BS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    bs_status r = BS_OK;
+    if (fstat(*fd, &st) != 0)
+        r = bs_error(BS_ERR_INPUT, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        r = bs_error(BS_ERR_INPUT, "%s: %s", path, not_regular_what(st.st_mode));
+    if (r != BS_OK) {
+        close(*fd);
+        *fd = -1;
+        return r;
+    }
+    int fl = fcntl(*fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
+    return BS_OK;
+}
+
+bs_status bs_fopen_input(const char *path, FILE **fp)
+{
+    int fd;
+    *fp = NULL;
+    BS_TRY(bs_open_input(path, &fd));
+    *fp = fdopen(fd, "rb");
+    if (!*fp) {
+        close(fd);
+        return bs_error(BS_ERR_MEMORY, "%s: cannot open: %s", path, strerror(errno));
+    }
+    return BS_OK;
 }
 
 bs_status bs_read_text_file(const char *path, size_t max_bytes, char **text, size_t *len)
 {
     *text = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return bs_error(BS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    FILE *fp;
+    BS_TRY(bs_fopen_input(path, &fp));
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     if (!buf) {
@@ -133,7 +176,7 @@ bs_status bs_file_size(const char *path, uint64_t *bytes)
     if (stat(path, &st) != 0)
         return bs_error(BS_ERR_INPUT, "%s: cannot stat: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return bs_error(BS_ERR_INPUT, "%s: not a regular file", path);
+        return bs_error(BS_ERR_INPUT, "%s: %s", path, not_regular_what(st.st_mode));
     *bytes = (uint64_t)st.st_size;
     return BS_OK;
 }

@@ -33,6 +33,12 @@ void bs_atomic_abort(bs_atomic_file *f);
 /* Write a whole buffer atomically to path. */
 bs_status bs_write_file_atomic(const char *path, const void *data, size_t bytes);
 
+/* Open an input file for reading without blocking on it: a folder, a FIFO, a
+ * socket or a device is refused (BS_ERR_INPUT, the message says which) instead
+ * of hanging in open() or read(). Every reader of an input file opens it here. */
+bs_status bs_open_input(const char *path, int *fd);
+bs_status bs_fopen_input(const char *path, FILE **fp);
+
 /* Read a whole (small, text) file into a NUL-terminated malloc'ed buffer,
  * refusing files larger than max_bytes. */
 bs_status bs_read_text_file(const char *path, size_t max_bytes, char **text, size_t *len);

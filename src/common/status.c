@@ -53,6 +53,7 @@ const char *bs_status_name(bs_status st)
     case BS_ERR_MEMORY: return "does not fit the memory budget";
     case BS_ERR_DEVICE: return "device error";
     case BS_ERR_INTERNAL: return "internal error";
+    case BS_ERR_IO: return "I/O error";
     }
     return "unknown status";
 }

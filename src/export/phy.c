@@ -253,7 +253,7 @@ bs_status bs_phy_writer_append_positions(bs_phy_writer *w, int64_t n, const floa
     }
     if (bs_npy_writer_append(&w->s[S_POS], xy_um, n) != BS_OK) {
         w->failed = 1;
-        return bs_error(BS_ERR_INPUT, "%s: cannot write spike_positions.npy", w->dir);
+        return bs_error(BS_ERR_IO, "%s: cannot write spike_positions.npy", w->dir);
     }
     w->n_pos_rows += n;
     return BS_OK;
@@ -551,7 +551,7 @@ static bs_status compute_similarity(bs_phy_writer *w)
         return BS_OK;
     bs_npy_writer *tw = &w->s[S_TPL];
     if (fflush(tw->file.fp) != 0)
-        return bs_error(BS_ERR_INPUT, "%s: write failed: %s", tw->file.path, strerror(errno));
+        return bs_error(BS_ERR_IO, "%s: write failed: %s", tw->file.path, strerror(errno));
     size_t tbytes = (size_t)len * sizeof(float);
     int64_t B = similarity_block(T, tbytes);
     float *blk = bs_mem_alloc("export/similarity", (size_t)B * tbytes);
@@ -768,7 +768,7 @@ static bs_status close_body(bs_phy_writer *w)
     int C = w->h.n_chan;
     int64_t T = w->h.n_templates;
     if (w->failed)
-        return bs_error(BS_ERR_INPUT, "%s: an earlier streamed write failed; the folder is not written", w->dir);
+        return bs_error(BS_ERR_IO, "%s: an earlier streamed write failed; the folder is not written", w->dir);
     if (w->n_tpl_rows != T)
         return bs_error(BS_ERR_INTERNAL, "%s: %" PRId64 " templates were appended, the header says %" PRId64, w->dir,
                         w->n_tpl_rows, T);

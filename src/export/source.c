@@ -179,7 +179,9 @@ bs_status bs_source_read(const char *out_dir, bs_source *s)
 
 bs_status bs_source_open(const bs_source *s, bs_recording *rec)
 {
-    BS_TRY(bs_recording_open(s->recording, &s->opt, rec));
+    bs_open_options o = s->opt;
+    o.fs_unchecked = 1; /* the rate was accepted when sort wrote source.json */
+    BS_TRY(bs_recording_open(s->recording, &o, rec));
     const char *what = NULL;
     if (s->fs_hz > 0 && fabs(rec->fs_hz - s->fs_hz) > 1e-9 * s->fs_hz)
         what = "sampling rate";

@@ -226,9 +226,8 @@ bs_status bs_npy_parse_header(const uint8_t *buf, size_t len, const char *name, 
 
 bs_status bs_npy_read_header(const char *path, bs_npy_header *h)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return bs_error(BS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    FILE *fp;
+    BS_TRY(bs_fopen_input(path, &fp));
     uint8_t pre[12];
     size_t got = fread(pre, 1, sizeof pre, fp);
     size_t need = NPY_PREAMBLE;
@@ -272,8 +271,8 @@ bs_status bs_npy_load(const char *path, const char *tag, bs_npy_header *h, void 
     void *buf = bs_mem_alloc(tag, bytes);
     if (!buf)
         return bs_error_context(BS_ERR_MEMORY, "%s", path);
-    FILE *fp = fopen(path, "rb");
-    if (!fp || fseek(fp, (long)h->data_offset, SEEK_SET) != 0 || fread(buf, 1, bytes, fp) != bytes) {
+    FILE *fp = NULL;
+    if (bs_fopen_input(path, &fp) != BS_OK || fseek(fp, (long)h->data_offset, SEEK_SET) != 0 || fread(buf, 1, bytes, fp) != bytes) {
         if (fp)
             fclose(fp);
         bs_mem_free(buf);
@@ -347,7 +346,7 @@ bs_status bs_npy_writer_open(bs_npy_writer *w, const char *path, bs_npy_dtype dt
     BS_TRY(bs_atomic_open(&w->file, path));
     if (fwrite(header, 1, w->header_bytes, w->file.fp) != w->header_bytes) {
         bs_atomic_abort(&w->file);
-        return bs_error(BS_ERR_INPUT, "%s: write failed", path);
+        return bs_error(BS_ERR_IO, "%s: write failed", path);
     }
     return BS_OK;
 }
@@ -358,7 +357,7 @@ bs_status bs_npy_writer_append(bs_npy_writer *w, const void *rows, int64_t n_row
         return BS_OK;
     size_t bytes = (size_t)n_rows * w->row_bytes;
     if (bytes && fwrite(rows, 1, bytes, w->file.fp) != bytes)
-        return bs_error(BS_ERR_INPUT, "%s: write failed: %s", w->file.path, strerror(errno));
+        return bs_error(BS_ERR_IO, "%s: write failed: %s", w->file.path, strerror(errno));
     w->shape[0] += n_rows;
     return BS_OK;
 }
@@ -379,8 +378,9 @@ bs_status bs_npy_writer_close(bs_npy_writer *w)
     memset(header + total - 1, ' ', w->header_bytes - total + 1);
     header[w->header_bytes - 1] = '\n';
     if (fseek(w->file.fp, 0, SEEK_SET) != 0 || fwrite(header, 1, w->header_bytes, w->file.fp) != w->header_bytes) {
+        int err = errno;
         bs_atomic_abort(&w->file);
-        return bs_error(BS_ERR_INPUT, "%s: rewriting the npy header failed", w->file.path);
+        return bs_error(BS_ERR_IO, "%s: rewriting the npy header failed: %s", w->file.path, strerror(err ? err : EIO));
     }
     return bs_atomic_commit(&w->file);
 }

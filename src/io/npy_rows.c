@@ -24,10 +24,7 @@ static bs_status open_data(bs_npy_rows *r)
     r->row_bytes = bs_npy_dtype_size(r->h.dtype);
     for (int i = 1; i < r->h.ndim; i++)
         r->row_bytes *= (size_t)r->h.shape[i];
-    r->fd = open(r->path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0)
-        return bs_error(BS_ERR_INPUT, "%s: cannot open: %s", r->path, strerror(errno));
-    return BS_OK;
+    return bs_open_input(r->path, &r->fd);
 }
 
 bs_status bs_npy_rows_open(bs_npy_rows *r, const char *dir, const char *name, bs_npy_dtype dtype)

@@ -258,9 +258,8 @@ static bs_status read_index(const location *loc, char *oebin, size_t n, bs_oe_in
 
 static bs_status read_i64_at(const char *path, uint64_t offset, int64_t *v)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return bs_error(BS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    BS_TRY(bs_open_input(path, &fd));
     unsigned char b[8];
     ssize_t got = pread(fd, b, 8, (off_t)offset);
     close(fd);

@@ -20,6 +20,7 @@
 #include <strings.h>
 
 #include "../mem/mem.h"
+#include "json_msg.h"
 #include "openephys.h"
 
 #define OE_TAG "io/openephys"
@@ -208,12 +209,8 @@ bs_status bs_oe_oebin_parse(const char *text, size_t len, const char *name, bs_o
         return bs_error(BS_ERR_INPUT, "%s: the file is empty, expected the JSON index of an Open Ephys recording",
                         name);
     cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = (at && at >= text && at <= text + len) ? (long)(at - text) : -1;
-        return bs_error(BS_ERR_INPUT, "%s: not valid JSON (syntax error near byte %ld): expected structure.oebin", name,
-                        off);
-    }
+    if (!root)
+        return bs_json_parse_error(text, len, name, "structure.oebin");
     bs_status st = BS_OK;
     const cJSON *cont = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "continuous") : NULL;
     if (!cJSON_IsObject(root)) {

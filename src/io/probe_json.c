@@ -22,6 +22,7 @@
 
 #include "../common/fileio.h"
 #include "../mem/mem.h"
+#include "json_msg.h"
 
 #define SCRATCH_TAG "io/probe-parse"
 
@@ -446,12 +447,8 @@ bs_status bs_probe_json_parse(const char *text, size_t len, const char *name, in
     if (required_cols)
         *required_cols = 0;
     cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = (at && at >= text && at <= text + len) ? (long)(at - text) : -1;
-        return bs_error(BS_ERR_INPUT, "%s: not valid JSON (syntax error near byte %ld): expected a probe file", name,
-                        off);
-    }
+    if (!root)
+        return bs_json_parse_error(text, len, name, "a probe file");
     bs_status st;
     int required = 0;
     if (!cJSON_IsObject(root)) {

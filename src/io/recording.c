@@ -43,9 +43,8 @@ static int looks_like_spikeglx(const char *path)
     return stat(meta, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec)
+static bs_status open_format(const char *path, const bs_open_options *opt, bs_recording *rec)
 {
-    memset(rec, 0, sizeof *rec);
     struct stat st;
     if (stat(path, &st) != 0)
         return bs_error(BS_ERR_INPUT, "%s: cannot open the recording: %s", path, strerror(errno));
@@ -69,6 +68,21 @@ bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_rec
                     "with its .meta, a raw folder (recording.bin + recording.json + probe.json), or a raw binary "
                     "with a probe file (--probe P --fs HZ)",
                     path);
+}
+
+bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    BS_TRY(open_format(path, opt, rec));
+    if ((rec->fs_hz < BS_FS_MIN_HZ || rec->fs_hz > BS_FS_MAX_HZ) && !(opt && opt->fs_unchecked)) {
+        double fs = rec->fs_hz;
+        bs_recording_close(rec);
+        return bs_error(BS_ERR_INPUT,
+                        "%s: sampling rate %.6g Hz is outside the plausible %.0f Hz to %.0f Hz; if it is right, "
+                        "give it as --fs-unchecked HZ",
+                        path, fs, BS_FS_MIN_HZ, BS_FS_MAX_HZ);
+    }
+    return BS_OK;
 }
 
 void bs_recording_close(bs_recording *rec)

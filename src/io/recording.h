@@ -66,13 +66,19 @@ typedef struct {
     int probe_index;        /* probe of a probeinterface ProbeGroup to use (0: the first) */
     const char *series;     /* NWB: ElectricalSeries to read (path or name); NULL: the only one */
     const char *stream;     /* stream of a multi-stream recording (Open Ephys), or NULL */
+    int fs_unchecked;       /* 1: accept a sampling rate outside BS_FS_MIN_HZ..BS_FS_MAX_HZ (--fs-unchecked) */
 } bs_open_options;
+
+/* The plausible sampling rates: bs_recording_open refuses others (BS_ERR_INPUT) unless opt->fs_unchecked. */
+#define BS_FS_MIN_HZ 1000.0
+#define BS_FS_MAX_HZ 1000000.0
 
 /* Open REC: an NWB file (HDF5), a raw folder (bs_raw_folder_open), an Open
  * Ephys recording (openephys.h; opt->probe_path overrides its geometry), a
  * SpikeGLX .bin (with .meta beside it) or a folder holding one, or a raw
  * binary with opt->probe_path. The one place that decides a path's format:
- * sort, plan, info, qc and batch's discovery all open recordings here. */
+ * sort, plan, info, qc and batch's discovery all open recordings here. A sampling rate outside
+ * BS_FS_MIN_HZ..BS_FS_MAX_HZ (given or read from the file) is bad input unless opt->fs_unchecked. */
 bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
 void bs_recording_close(bs_recording *rec);
 

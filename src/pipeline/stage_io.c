@@ -87,7 +87,7 @@ static bs_status bucket_flush(bs_bucket_file *b, int k)
         return bs_error(BS_ERR_INTERNAL, "%s: key %d has more items than counted", b->path, k);
     off_t at = (off_t)((b->off[k] + b->done[k]) * (int64_t)b->item);
     if (bs_pwrite_all(b->fd, b->buf + (size_t)k * b->per * b->item, (size_t)b->fill[k] * b->item, at) != 0)
-        return bs_error(BS_ERR_INPUT, "%s: cannot write: %s", b->path, strerror(errno));
+        return bs_error(BS_ERR_IO, "%s: cannot write: %s", b->path, strerror(errno));
     b->done[k] += b->fill[k];
     b->fill[k] = 0;
     return BS_OK;

@@ -486,7 +486,7 @@ static bs_status pass_b_spike(qc_ctx *c, const float *x, int64_t s0, int64_t g, 
         }
         size_t nf = (size_t)n_sp * c->nt;
         if (fwrite(b->wf, sizeof(float), nf, b->spill) != nf)
-            return bs_error(BS_ERR_INPUT, "%s: write failed: %s", c->spill_path, strerror(errno));
+            return bs_error(BS_ERR_IO, "%s: write failed: %s", c->spill_path, strerror(errno));
         c->sel_off[b->next_sel++] = b->spill_off;
         b->spill_off += (int64_t)nf;
     }
@@ -516,7 +516,7 @@ static bs_status run_pass_b(qc_ctx *c)
         st = bs_error(BS_ERR_INTERNAL, "qc: %lld subset spikes extracted, %lld expected", (long long)b.next_sel,
                       (long long)c->n_sel);
     if (b.spill && fflush(b.spill) != 0 && st == BS_OK)
-        st = bs_error(BS_ERR_INPUT, "%s: write failed: %s", c->spill_path, strerror(errno));
+        st = bs_error(BS_ERR_IO, "%s: write failed: %s", c->spill_path, strerror(errno));
     if (b.spill) {
         c->spill_fd = dup(fileno(b.spill));
         fclose(b.spill);
@@ -668,7 +668,7 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
     double t_start = bs_now_s();
     bs_status st = check_folder(&c);
     if (st == BS_OK && (p->max_spikes_per_unit < 1 || p->n_components < 1 || c.C < 1))
-        st = bs_error(BS_ERR_USAGE, "qc: invalid parameters");
+        st = bs_error(BS_ERR_INPUT, "qc: invalid parameters or no channels");
     if (st == BS_OK)
         st = qc_read_groups(out_dir, &c.groups);
     if (st == BS_OK)
@@ -689,8 +689,8 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
         c.halo = c.nbefore + c.nafter + 1;
     c.width = c.nb + 2 * c.halo;
     if (st == BS_OK && (c.nt < 1 || c.nt < p->n_components))
-        st = bs_error(BS_ERR_USAGE, "qc: the waveform window (%d samples) must hold at least %d samples", c.nt,
-                      p->n_components);
+        st = bs_error(BS_ERR_INPUT, "qc: the waveform window (%d samples at %.6g Hz) must hold at least %d samples",
+                      c.nt, c.fs, p->n_components);
     if (st == BS_OK)
         st = bs_highpass_design(p->highpass_order, p->highpass_hz, c.fs, &c.hp);
     if (st == BS_OK) {

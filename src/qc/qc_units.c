@@ -21,6 +21,7 @@
 
 #include "../common/fileio.h"
 #include "../common/log.h"
+#include "../common/progress.h"
 #include "../mem/mem.h"
 #include "qc_run.h"
 
@@ -83,8 +84,19 @@ static bs_status fit_and_project(qc_ctx *c, pca_state *s, float *W)
         return BS_ERR_MEMORY;
     }
     bs_status st = BS_OK;
+    /* Each fit eigen-decomposes an nt x nt Gram matrix (O(nt^3)); nt grows with the sampling rate
+     * (3 ms of samples: 90 at 30 kHz, 1500 at 500 kHz, about 4600 times the work): above 256 samples
+     * say so and show progress by unit. */
+    int slow = c->nt > 256;
+    if (slow)
+        bs_log_warn("qc: waveforms of %d samples at %.6g Hz: each PCA fit solves a %d x %d eigenproblem "
+                    "(work grows with the cube of the sampling rate); the PCA metrics will be slow",
+                    c->nt, c->fs, c->nt, c->nt);
+    bs_progress pg;
+    bs_progress_start(&pg, "qc pca", "units", slow && !c->p->quiet ? c->K : 0);
     /* fit: units in id order, those with at least n_components subset spikes */
     for (int u = 0; u < c->K && st == BS_OK; u++) {
+        bs_progress_update(&pg, u);
         if (c->m[u] < k)
             continue;
         st = read_unit(c, s, u, W);
@@ -101,6 +113,8 @@ static bs_status fit_and_project(qc_ctx *c, pca_state *s, float *W)
         for (int j = 0; j < n_sp && st == BS_OK; j++)
             st = tst[j];
     }
+    if (st == BS_OK)
+        bs_progress_finish(&pg);
     /* project every subset spike on its unit's channels */
     for (int u = 0; u < c->K && st == BS_OK; u++) {
         if (c->m[u] == 0)

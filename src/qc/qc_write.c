@@ -63,7 +63,7 @@ static bs_status write_table(const qc_ctx *c, const char *name, int m0, int m1, 
     }
     if (ferror(f.fp)) {
         bs_atomic_abort(&f);
-        return bs_error(BS_ERR_INPUT, "%s: write failed", path);
+        return bs_error(BS_ERR_IO, "%s: write failed", path);
     }
     return bs_atomic_commit(&f);
 }

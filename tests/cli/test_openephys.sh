@@ -81,7 +81,7 @@ sys.exit(0 if i['fs_hz']==2500 and i['first_sample']==1234567//12 and i['n_sampl
   "$T/lfp.json" "$T/np1/recording.json" && ok || bad "LFP stream values"
 expect_fixed 2 "stream 'PXIe-6341' has no neural channels" "$BS" info "$REC" --stream PXIe-6341
 expect_fixed 2 "no stream named 'ProbeB-AP': expected one of 'ProbeA-AP'" "$BS" info "$REC" --stream ProbeB-AP
-expect_fixed 1 "--stream: expected a stream name" "$BS" info "$REC" --stream ""
+expect_fixed 1 "option --stream: the value is empty" "$BS" info "$REC" --stream ""
 expect_fixed 2 "no Neuropix-PXI or OneBox processor: the probe geometry is not in this file, give it with --probe FILE" \
   "$BS" info "$T/lin/openephys"
 echo "channel_groups = {0: {'channels': [0, 384], 'geometry': {0: (0, 0), 384: (0, 20)}}}" >"$T/sync.prb"

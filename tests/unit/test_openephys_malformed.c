@@ -72,7 +72,7 @@ static void oebin_cases(void)
         memset(deep, '[', 2000);
         memset(deep + 2000, ']', 2000);
         deep[4000] = '\0';
-        OEBIN_BAD(deep, "x.oebin: not valid JSON (syntax error near byte 1000): expected structure.oebin");
+        OEBIN_BAD(deep, "x.oebin: JSON nested deeper than the limit of 1000 levels near byte 1000: expected structure.oebin");
     }
     OEBIN_BAD("[{\"continuous\": []}]", "x.oebin: expected a JSON object with a \"continuous\" array, got an array");
     OEBIN_BAD("{\"GUI version\": \"0.6.7\"}", "x.oebin: continuous: expected an array of streams, got nothing");

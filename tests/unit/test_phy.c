@@ -432,10 +432,10 @@ int main(void)
             ft[i] = i;
         CHECK(bs_phy_writer_open(&w, full, &hf) == BS_OK);
         CHECK(bs_phy_writer_append_templates(w, T, &templates[0][0][0], &pcind[0][0]) == BS_OK);
-        CHECK(bs_phy_writer_append_spikes(w, NF, ft, fi, NULL, fa, fp4) == BS_ERR_INPUT);
+        CHECK(bs_phy_writer_append_spikes(w, NF, ft, fi, NULL, fa, fp4) == BS_ERR_IO);
         CHECK(strstr(bs_last_error(), "write failed") != NULL);
         CHECK(bs_phy_writer_set_channels(w, chan_map, &pos[0][0], shanks) == BS_OK);
-        CHECK(bs_phy_writer_close(w) == BS_ERR_INPUT);
+        CHECK(bs_phy_writer_close(w) == BS_ERR_IO);
         CHECK(strstr(bs_last_error(), "an earlier streamed write failed") != NULL);
         CHECK(!file_exists(full, "params.py") && !file_exists(full, "spike_times.npy"));
         CHECK(setrlimit(RLIMIT_FSIZE, &old_lim) == 0);
