@@ -69,7 +69,7 @@ job2=$($PY -c "import json; print([j['slurm_id'] for j in json.load(open('$O/.ba
 [ "$job2" != "$job" ] && ok || bad "retry did not record a new job id"
 for _ in $(seq 600); do [ -z "$(squeue -h -j "$job2" -o %i 2>/dev/null)" ] && break; sleep 0.5; done
 "$BS" batch "$R" -o "$O" --status --json | $PY -c "
-import json,sys; s=json.load(sys.stdin); c=s['counts']; assert c['done']==3 and c['failed']==1, c" && ok || bad "status after retry"
+import json,sys; s=json.load(sys.stdin); c=s['counts']; assert c['done']==3 and c['failed']==1, c" && ok || bad "status after retry: $("$BS" batch "$R" -o "$O" --status 2>&1)"
 
 # an OUTROOT with spaces, '#', '%' and '"': sbatch's own parser reads the quoted --output, and the array's
 # log lands in OUTROOT/.batch/logs with %A_%a expanded
@@ -81,7 +81,7 @@ job3=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['jobs'][0]['s
 for _ in $(seq 600); do [ -z "$(squeue -h -j "$job3" -o %i 2>/dev/null)" ] && break; sleep 0.5; done
 [ -f "$O3/.batch/logs/slurm-${job3}_0.out" ] && ok || bad "no SLURM log in '$O3/.batch/logs': $(ls -R "$T" | head -30)"
 "$BS" batch "$R3" -o "$O3" --status --json | $PY -c "
-import json,sys; c=json.load(sys.stdin)['counts']; assert c['done']==1, c" && ok || bad "the OUTROOT with spaces: task not done"
+import json,sys; c=json.load(sys.stdin)['counts']; assert c['done']==1, c" && ok || bad "the OUTROOT with spaces: task not done: $("$BS" batch "$R3" -o "$O3" --status 2>&1; cat "$O3"/.batch/logs/* 2>&1 | tail -20)"
 
 if [ -n "${BS_BATCH_DOCS:-}" ]; then
   mkdir -p "$BS_BATCH_DOCS"

@@ -40,9 +40,11 @@ grep -q "Nothing to be done" "$T/again.txt" && ok || bad "second run is not a no
 
 # ---- the SLURM profile ----
 if [ "$(id -u)" = 0 ] && { command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]; }; then
-  trap 'bash "$SRC/scripts/slurm-down.sh"' EXIT
+  # slurm-down only after our own slurm-up succeeded: a SLURM someone else started (rc 77) is not
+  # ours to stop (ctest also runs this test and test_batch_slurm under one RESOURCE_LOCK)
   bash "$SRC/scripts/slurm-up.sh" >/dev/null; rc=$?
   if [ $rc = 0 ]; then
+    trap 'bash "$SRC/scripts/slurm-down.sh"' EXIT
     smk "$T/sout" "$T/swd" --profile "$SRC/pipeline/profiles/slurm" >"$T/smk-slurm.txt" 2>&1; rc=$?
     [ $rc = 0 ] && ok || { bad "snakemake with the SLURM profile exited $rc"; tail -30 "$T/smk-slurm.txt" >&2; }
     for s in 1 2; do "$BS" validate "$T/sout/s$s/recording" >/dev/null 2>&1 && ok || bad "SLURM s$s does not validate"; done
