@@ -27,6 +27,7 @@ void bs_detect_default_params(bs_detect_params *p)
     p->dminx_um = 32.0f;
     p->max_channel_distance_um = 32.0f;
     p->max_snippets = 50000;
+    p->min_sample_snippets = 1000;
     p->seed = 5;
 }
 

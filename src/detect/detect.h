@@ -77,6 +77,7 @@ typedef struct {
     float dminx_um;             /* horizontal grid step ×2, µm */
     float max_channel_distance_um;
     int max_snippets;           /* cap on snippets for learning the bases */
+    int min_sample_snippets;    /* fewer from the spread sample of batches: read more batches (1000) */
     uint64_t seed;              /* k-means++ seed */
     int exhaustive;             /* 1 = evaluate every (position, time): for tests */
 } bs_detect_params;

@@ -2,7 +2,9 @@
  * stage_detect.c - stages 2 (shapes, "basis") and 3 (detect) of `boundsort
  * sort` (the table: src/pipeline/stages.h).
  *
- * basis: every basis_stride-th batch, preprocessed and whitened, gives its
+ * basis: one batch in basis_stride, spread over the recording and never a
+ *   flat or saturated one (stage.h: bs_sample_batches), preprocessed and
+ *   whitened, gives its
  *   isolated single-channel peaks (snippets, up to max_snippets); their
  *   temporal PCs and k-means prototype shapes (basis.c) are the feature
  *   basis and the universal templates. Checkpoint (.stages/basis/):
@@ -86,16 +88,21 @@ static bs_status basis_run(bs_run_ctx *c)
     BS_TRY(bs_snippets_init(&snips, &c->p->detect));
     bs_status st = BS_OK;
     bs_progress pb;
-    bs_progress_start(&pb, "shapes", "batches", c->p->quiet ? 0 : c->n_batches);
-    for (int64_t b = 0; b < c->n_batches && st == BS_OK && snips.n < snips.cap; b += c->p->basis_stride) {
+    bs_sample_batches sb;
+    st = bs_sample_batches_init(&sb, c, c->p->basis_stride, "shapes");
+    bs_progress_start(&pb, "shapes", "segments", c->p->quiet ? 0 : sb.n_seg);
+    for (int64_t b = 0; st == BS_OK && snips.n < snips.cap;) {
         float *x;
         int64_t n_valid;
-        st = bs_run_read_batch(c, b, &x, &n_valid);
-        if (st == BS_OK)
-            bs_snippets_collect(&snips, &c->p->detect, x, c->rec->probe.n_chan, c->width, c->halo, n_valid);
-        bs_progress_update(&pb, b + 1);
+        /* a short or quiet recording: more batches than the spread sample (stage.h) */
+        st = bs_sample_batches_next(c, &sb, snips.n < c->p->detect.min_sample_snippets, &b, &x, &n_valid);
+        if (st != BS_OK || b < 0)
+            break;
+        bs_snippets_collect(&snips, &c->p->detect, x, c->rec->probe.n_chan, c->width, c->halo, n_valid);
+        bs_progress_update(&pb, sb.seg);
     }
     bs_progress_finish(&pb);
+    st = bs_sample_batches_end(c, &sb, st);
     if (st == BS_OK)
         st = bs_basis_learn(&snips, &c->p->detect, &c->basis);
     bs_snippets_free(&snips);

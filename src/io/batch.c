@@ -229,3 +229,23 @@ bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *
     *n_valid = end - start;
     return BS_OK;
 }
+
+double bs_batch_railed_fraction(const float *window, int n_chan, int64_t width, int64_t lo, int64_t hi)
+{
+    if (n_chan <= 0 || hi <= lo)
+        return 1.0;
+    double sum = 0.0;
+    for (int c = 0; c < n_chan; c++) {
+        const float *x = window + (size_t)c * (size_t)width;
+        float mn = x[lo], mx = x[lo];
+        for (int64_t t = lo + 1; t < hi; t++) {
+            mn = x[t] < mn ? x[t] : mn;
+            mx = x[t] > mx ? x[t] : mx;
+        }
+        int64_t n = 0;
+        for (int64_t t = lo; t < hi; t++)
+            n += x[t] == mn || x[t] == mx;
+        sum += (double)n / (double)(hi - lo);
+    }
+    return sum / n_chan;
+}

@@ -83,4 +83,13 @@ bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *
 
 void bs_batch_reader_close(bs_batch_reader *r);
 
+/* Railed fraction of a window's columns [lo, hi): the mean over channels of
+ * the fraction of samples that equal their channel's smallest or largest
+ * value in [lo, hi). Noise reaches its extremes at a few samples (≈ 0); a
+ * flat channel is 1; a channel clipped at the amplifier's rails for a
+ * fraction f of the time is about f. Statistics sampled from a few batches
+ * skip batches above a limit (stage.h, bs_sample_batches;
+ * docs/ALGORITHM.md §3.6). */
+double bs_batch_railed_fraction(const float *window, int n_chan, int64_t width, int64_t lo, int64_t hi);
+
 #endif

@@ -29,6 +29,7 @@ const bs_param_field bs_sort_param_fields[] = {
     INT("preprocess", "highpass_order", highpass_order),
     INT("preprocess", "whiten_neighbors", whiten_neighbors),
     INT("preprocess", "whiten_stride_batches", whiten_stride),
+    F64("preprocess", "max_railed_fraction", max_railed_fraction),
     /* drift */
     INT("drift", "no_drift", no_drift),
     F32("drift", "th_noise_units", drift.th),
@@ -68,6 +69,7 @@ const bs_param_field bs_sort_param_fields[] = {
     F32("detect", "dminx_um", detect.dminx_um),
     F32("detect", "max_channel_distance_um", detect.max_channel_distance_um),
     INT("detect", "max_snippets", detect.max_snippets),
+    INT("detect", "min_sample_snippets", detect.min_sample_snippets),
     U64("detect", "seed", detect.seed),
     INT("detect", "exhaustive", detect.exhaustive),
     /* clustering and template acceptance */

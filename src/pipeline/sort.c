@@ -26,6 +26,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->whiten_neighbors = BS_WHITEN_DEFAULT_NEIGHBORS;
     p->whiten_stride = 10;
     p->basis_stride = 5;
+    p->max_railed_fraction = 0.25;
     bs_detect_default_params(&p->detect);
     p->min_template_spikes = 20;
     p->min_template_norm = 0.75;

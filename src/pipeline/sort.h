@@ -4,14 +4,15 @@
  * this module only runs them in order (bs_sort_run is a loop over the
  * table, stage.h says what one step of it does):
  *
- *   1. whitening  every whiten_stride-th batch: mean removal, median
+ *   1. whitening  1 batch in whiten_stride (spread, flat and saturated ones
+ *                 passed over: stage.h, bs_sample_batches): mean removal, median
  *                 reference, high-pass; channel covariance -> local whitening
  *                 (src/preprocess/stage_whitening.c)
  *   1b. drift     every batch, high-passed: threshold peaks -> per-shank motion
  *                 (src/drift/stage_drift.c); from here on each batch is
  *                 whitened with its drift-corrected matrix (off with no_drift,
  *                 or when no shank is tall enough)
- *   2. basis      every basis_stride-th batch, preprocessed and whitened:
+ *   2. basis      1 batch in basis_stride (chosen the same way), whitened:
  *                 isolated peaks -> temporal PCs and detection shapes
  *                 (src/detect/stage_detect.c)
  *   3. detect     every batch: universal-template detection; spikes and
@@ -74,8 +75,10 @@ typedef struct {
     double highpass_hz;        /* high-pass cutoff, Hz */
     int highpass_order;        /* Butterworth order */
     int whiten_neighbors;      /* channels per local whitening neighbourhood */
-    int whiten_stride;         /* every n-th batch feeds the covariance */
-    int basis_stride;          /* every n-th batch feeds the temporal bases */
+    int whiten_stride;         /* one batch in n feeds the covariance (stage.h: bs_sample_batches) */
+    int basis_stride;          /* one batch in n feeds the temporal bases */
+    double max_railed_fraction; /* batches with more of their samples at their channel's extremes (flat
+                                   or saturated; batch.h) feed neither (0.25) */
     bs_detect_params detect;
     int min_template_spikes;   /* clusters with fewer spikes make no template */
     double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of

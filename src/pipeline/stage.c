@@ -9,16 +9,108 @@
 #include <string.h>
 
 #include "../common/fileio.h"
+#include "../common/log.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
+
+/* the window of batch b, just read, preprocessed in place as the context is configured */
+static bs_status preprocess_read(bs_run_ctx *c, int64_t b, float *x)
+{
+    bs_preprocess pp = c->pp;
+    if (c->have_corr)
+        BS_TRY(bs_drift_corrector_whitener(&c->corr, b, &pp.wh));
+    return bs_preprocess_batch(&pp, x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL);
+}
 
 bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
 {
     BS_TRY(bs_batch_read(&c->reader, b, x, n_valid));
-    bs_preprocess pp = c->pp;
-    if (c->have_corr)
-        BS_TRY(bs_drift_corrector_whitener(&c->corr, b, &pp.wh));
-    return bs_preprocess_batch(&pp, *x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL);
+    return preprocess_read(c, b, *x);
+}
+
+bs_status bs_sample_batches_init(bs_sample_batches *s, const bs_run_ctx *c, int stride, const char *what)
+{
+    memset(s, 0, sizeof *s);
+    if (stride < 1)
+        stride = 1;
+    s->n_seg = (c->n_batches + stride - 1) / stride;
+    s->what = what;
+    s->seen = bs_mem_calloc("sort/sampled-batches", (size_t)(c->n_batches + 3) / 4 + 1, 1);
+    return s->seen ? BS_OK : BS_ERR_MEMORY;
+}
+
+/* 2 bits per batch in s->seen: 1 handed out, 2 passed over */
+static int seen(const bs_sample_batches *s, int64_t b)
+{
+    return (s->seen[b / 4] >> (2 * (b % 4))) & 3;
+}
+
+/* batch cand read; *usable = 1 (then it is preprocessed) or 0 (flat or saturated) */
+static bs_status take(bs_run_ctx *c, bs_sample_batches *s, int64_t cand, float **x, int64_t *n_valid, int *usable)
+{
+    BS_TRY(bs_batch_read(&c->reader, cand, x, n_valid));
+    double railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
+    *usable = railed <= c->p->max_railed_fraction;
+    s->seen[cand / 4] |= (uint8_t)((*usable ? 1u : 2u) << (2 * (cand % 4)));
+    if (!*usable) {
+        s->n_skipped++;
+        return BS_OK;
+    }
+    s->n_used++;
+    return preprocess_read(c, cand, *x);
+}
+
+bs_status bs_sample_batches_next(bs_run_ctx *c, bs_sample_batches *s, int more, int64_t *b, float **x,
+                                 int64_t *n_valid)
+{
+    int usable = 0;
+    for (; s->seg < s->n_seg; s->seg++) {
+        int64_t lo = s->seg * c->n_batches / s->n_seg, hi = (s->seg + 1) * c->n_batches / s->n_seg;
+        int64_t mid = lo + (hi - lo) / 2;
+        for (int64_t k = 0; k < 2 * (hi - lo); k++) { /* mid, mid + 1, mid - 1, mid + 2, ... */
+            int64_t cand = mid + (k % 2 ? -(k + 1) / 2 : k / 2);
+            if (cand < lo || cand >= hi)
+                continue;
+            BS_TRY(take(c, s, cand, x, n_valid, &usable));
+            if (usable) {
+                s->seg++;
+                *b = cand;
+                return BS_OK;
+            }
+        }
+    }
+    /* more: the batches not read yet, in order */
+    for (; more && s->rest < c->n_batches; s->rest++) {
+        int64_t cand = s->rest;
+        if (seen(s, cand))
+            continue;
+        BS_TRY(take(c, s, cand, x, n_valid, &usable));
+        if (usable) {
+            s->rest++;
+            *b = cand;
+            return BS_OK;
+        }
+    }
+    *b = -1;
+    return BS_OK;
+}
+
+bs_status bs_sample_batches_end(const bs_run_ctx *c, bs_sample_batches *s, bs_status st)
+{
+    bs_mem_free(s->seen);
+    s->seen = NULL;
+    if (st != BS_OK)
+        return st;
+    double batch_s = (double)c->nb / c->rec->fs_hz;
+    if (s->n_used == 0)
+        return bs_error(BS_ERR_INPUT,
+                        "%s: %s: all %lld batches read (%.3g s each) are flat or saturated (more than %.0f%% of their "
+                        "samples at their channel's extremes): no signal to estimate from",
+                        c->rec->data_path, s->what, (long long)s->n_skipped, batch_s, 100.0 * c->p->max_railed_fraction);
+    if (s->n_skipped > 0)
+        bs_log_info("%s: %lld flat or saturated batches of %.3g s passed over; estimated from %lld others", s->what,
+                    (long long)s->n_skipped, batch_s, (long long)s->n_used);
+    return BS_OK;
 }
 
 bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)

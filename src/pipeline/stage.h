@@ -109,6 +109,41 @@ typedef struct {
 /* Batch b read and preprocessed as the context is configured: whitened once
  * the whitening stage ran, drift-corrected once the drift stage did. */
 bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+/* The batches a statistic is estimated from (the whitening covariance, the
+ * spike shapes of the basis stage): the recording is cut into
+ * ceil(n_batches / stride) segments of consecutive batches, and from each
+ * segment the usable batch nearest its middle is taken (middle, middle + 1,
+ * middle - 1, ...), so that the sample spreads over the whole recording and
+ * a bad stretch at the start (a probe settling, a headstage switched on)
+ * weighs no more than anywhere else. A batch is usable when its railed
+ * fraction (batch.h) is at most p->max_railed_fraction: flat or saturated
+ * batches are passed over, and a segment with no usable batch gives none.
+ * When the sample is not enough (a short or quiet recording: too few spikes
+ * for the shapes), the caller may ask for more: the batches not handed out
+ * yet, in order. The choice depends on the data alone, never on threads or
+ * budget. */
+typedef struct {
+    int64_t n_seg;     /* segments: the spread sample holds at most this many batches */
+    int64_t seg;       /* the next segment */
+    int64_t rest;      /* after the segments: the next batch to consider for more */
+    int64_t n_used;    /* batches handed out */
+    int64_t n_skipped; /* batches read and passed over (flat or saturated) */
+    uint8_t *seen;     /* 2 bits per batch: handed out, passed over (n_batches / 4 bytes, tracked) */
+    const char *what;  /* the statistic, for messages ("whitening") */
+} bs_sample_batches;
+
+bs_status bs_sample_batches_init(bs_sample_batches *s, const bs_run_ctx *c, int stride, const char *what);
+/* The next batch, read and preprocessed like bs_run_read_batch(); *b = its
+ * index, or -1 when every segment has been visited and `more` is 0 (or no
+ * batch is left). With `more` set, once the segments are done, the usable
+ * batches not read yet follow in order. */
+bs_status bs_sample_batches_next(bs_run_ctx *c, bs_sample_batches *s, int more, int64_t *b, float **x,
+                                 int64_t *n_valid);
+/* After the loop, with its status st: frees the sampler and returns st if it
+ * is an error; else BS_ERR_INPUT when no batch was usable, or BS_OK after a
+ * note of how many were passed over (if any). */
+bs_status bs_sample_batches_end(const bs_run_ctx *c, bs_sample_batches *s, bs_status st);
+
 /* Batch b high-passed but never whitened (the drift peaks' input). */
 bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
 

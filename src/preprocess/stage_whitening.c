@@ -1,7 +1,9 @@
 /*
  * stage_whitening.c - stage 1 of `boundsort sort` (the table: src/pipeline/
- * stages.h): every whiten_stride-th batch, mean removal, median reference
- * and high-pass; their channel covariance accumulated in double; then the
+ * stages.h): one batch in whiten_stride, spread over the recording and
+ * never a flat or saturated one (stage.h: bs_sample_batches), with mean
+ * removal, median reference and high-pass; their channel covariance
+ * accumulated in double; then the
  * local whitener (whiten.c) over each channel's whiten_neighbors nearest
  * channels of its shank. From here on every batch read through the run
  * context is whitened.
@@ -70,7 +72,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "covariance accumulator", bs_whiten_cov_bytes(C) + (size_t)C * C * sizeof(double));
     bs_plan_add(s, "local whitener and its build",
                 pl->shapes.whitener + bs_whitener_build_bytes(C, pl->shapes.whiten_k));
-    snprintf(s->strategy, sizeof s->strategy, "every %d-th batch", pl->p.whiten_stride);
+    snprintf(s->strategy, sizeof s->strategy, "1 batch in %d", pl->p.whiten_stride);
     s->reduce = "--batch-seconds";
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     bs_plan_stage_total(s);
@@ -89,16 +91,20 @@ static bs_status run(bs_run_ctx *c)
     BS_TRY(bs_whiten_cov_init(&acc, C));
     bs_status st = BS_OK;
     bs_progress pb;
-    bs_progress_start(&pb, "whitening", "batches", c->p->quiet ? 0 : c->n_batches);
-    for (int64_t b = 0; b < c->n_batches && st == BS_OK; b += c->p->whiten_stride) {
+    bs_sample_batches sb;
+    st = bs_sample_batches_init(&sb, c, c->p->whiten_stride, "whitening");
+    bs_progress_start(&pb, "whitening", "segments", c->p->quiet ? 0 : sb.n_seg);
+    for (int64_t b = 0; st == BS_OK;) {
         float *x;
         int64_t n_valid;
-        st = bs_run_read_batch(c, b, &x, &n_valid);
-        if (st == BS_OK)
-            st = bs_whiten_cov_add(&acc, x, c->width, c->halo, c->halo + n_valid);
-        bs_progress_update(&pb, b + 1);
+        st = bs_sample_batches_next(c, &sb, 0, &b, &x, &n_valid);
+        if (st != BS_OK || b < 0)
+            break;
+        st = bs_whiten_cov_add(&acc, x, c->width, c->halo, c->halo + n_valid);
+        bs_progress_update(&pb, sb.seg);
     }
     bs_progress_finish(&pb);
+    st = bs_sample_batches_end(c, &sb, st);
     double *cov = st == BS_OK ? bs_mem_alloc("sort/covariance", (size_t)C * C * sizeof(double)) : NULL;
     if (st == BS_OK && !cov)
         st = BS_ERR_MEMORY;

@@ -4,7 +4,8 @@
  * NB not dividing T, halo > NB, T < NB, halo 0 and tiny raw blocks; a spike
  * straddling a batch boundary is detected exactly once at the right sample;
  * uint16 / int32 / float32 scaling; NaN in float32 input; the allocation
- * equals bs_batch_reader_bytes; one reader per thread reads in parallel.
+ * equals bs_batch_reader_bytes; one reader per thread reads in parallel;
+ * the railed fraction of noise, flat and clipped channels.
  */
 #include "test.h"
 
@@ -353,6 +354,31 @@ static void test_threads(void)
     bs_recording_close(&rec);
 }
 
+/* bs_batch_railed_fraction on hand-made windows: noise ≈ 0, a flat channel 1, a channel clipped at
+ * its rails half of the time 0.5, the mean over channels; the halo columns are not counted */
+static void test_railed(void)
+{
+    enum { C = 4, W = 1010, H = 5, N = 1000 };
+    static float x[C * W];
+    uint64_t st = 12345;
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < W; t++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            x[c * W + t] = (float)((double)(st >> 11) / 9007199254740992.0 - 0.5) * 100.0f;
+        }
+    double noise = bs_batch_railed_fraction(x, C, W, H, H + N);
+    CHECK_MSG(noise <= 2.0 / N, "noise: %g", noise); /* each channel: its one min and one max */
+    for (int t = 0; t < W; t++)
+        x[0 * W + t] = t < H || t >= H + N ? 50.0f : 7.0f; /* flat in the batch, not in the halo */
+    for (int t = H; t < H + N; t++)
+        if (t % 2)
+            x[1 * W + t] = t % 4 == 1 ? 1000.0f : -1000.0f; /* clipped at ±1000 half of the time */
+    double f = bs_batch_railed_fraction(x, C, W, H, H + N);
+    double want = (1.0 + 0.5 + 2.0 * 2.0 / N) / C;
+    CHECK_MSG(f >= (1.0 + 0.5) / C && f <= want + 1e-12, "flat + clipped: %g, expected about %g", f, want);
+    CHECK(bs_batch_railed_fraction(x, C, W, H, H) == 1.0); /* no samples: nothing to estimate from */
+}
+
 int main(void)
 {
     g_dir = test_tmpdir();
@@ -397,6 +423,7 @@ int main(void)
     test_nan();
     test_bytes();
     test_threads();
+    test_railed();
 
     CHECK(bs_mem_live_blocks() == 0);
     TEST_MAIN_END();
