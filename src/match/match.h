@@ -201,6 +201,7 @@ typedef struct {
     float *rowbuf;      /* (n_threads + 2) x (2nt-1): on-the-fly pair rows */
     bs_spike *spk;      /* max_spikes: the window's spikes, window-relative times */
     uint8_t *mark;      /* n_t: samples near a change since the last collision pass */
+    float *Y;           /* n_chan x n_t: a peeling window's copy of the data (bs_peel_span) */
     int n_threads;
     bs_match_scores_ws sws;
 } bs_peel_ws;
@@ -243,5 +244,32 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
                         int64_t n_t, int64_t t0_abs, int64_t c_begin, int64_t c_end,
                         const bs_peel_params *p, bs_peel_ws *ws, bs_spike *out, int64_t *n_out,
                         int *n_iter);
+
+/*
+ * Peeling windows: the memory of peeling is K x n_t scores, so a batch is
+ * peeled in consecutive windows of `window` central samples (the last one
+ * shorter), each with BS_PEEL_HALO(nt) = 2 nt samples of context on either
+ * side where X has them; the workspace is sized for
+ * bs_peel_window_n_t(window, nt) samples whatever the batch length.
+ *
+ * bs_peel_span peels the central part [c_begin, c_end) of X (C x n_t, row
+ * stride ldx; absolute samples [t0_abs, t0_abs + n_t)) window by window, in
+ * time order: each window's samples are copied to ws->Y and peeled there
+ * (bs_peel_batch), and only the spikes it reports (those in its central part)
+ * are then subtracted from X, in output order. The next window copies X after
+ * that subtraction, so a spike whose waveform crosses a window edge is found
+ * by the window that holds its trough, once, and its neighbour across the
+ * edge sees it removed; a spike a window finds in its halo is neither
+ * reported nor subtracted there. X ends as the residual of every reported
+ * spike. Spikes go to out (sorted by time, then template), at most
+ * bs_peel_span_max_spikes(ws, c_end - c_begin). Output does not depend on the
+ * thread count.
+ */
+#define BS_PEEL_HALO(nt) (2 * (int64_t)(nt))
+int64_t bs_peel_window_n_t(int64_t window, int nt);
+int64_t bs_peel_span_max_spikes(const bs_peel_ws *ws, int nt, int64_t span);
+bs_status bs_peel_span(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, int64_t n_t,
+                       int64_t t0_abs, int64_t c_begin, int64_t c_end, const bs_peel_params *p, bs_peel_ws *ws,
+                       bs_spike *out, int64_t *n_out);
 
 #endif

@@ -77,6 +77,7 @@ size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, 
     b += (size_t)n_t;                                                   /* mark */
     b += sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1); /* rowbuf */
     b += bs_match_scores_ws_bytes(t, n_threads);
+    b += sizeof(float) * (size_t)t->n_chan * (size_t)n_t;              /* Y */
     return b;
 }
 
@@ -94,6 +95,7 @@ void bs_peel_ws_free(bs_peel_ws *ws)
     bs_mem_free(ws->ctmpl);
     bs_mem_free(ws->camp);
     bs_mem_free(ws->rowbuf);
+    bs_mem_free(ws->Y);
     bs_match_scores_ws_free(&ws->sws);
     memset(ws, 0, sizeof *ws);
 }
@@ -121,7 +123,9 @@ bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_ite
     ws->ctmpl = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)ws->max_cand);
     ws->camp = bs_mem_alloc("match/peel", sizeof(float) * (size_t)ws->max_cand);
     ws->rowbuf = bs_mem_alloc("match/peel", sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1));
-    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf || !ws->spk || !ws->mark) {
+    ws->Y = bs_mem_alloc("match/peel", sizeof(float) * (size_t)t->n_chan * (size_t)n_t);
+    if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf ||
+        !ws->spk || !ws->mark || !ws->Y) {
         bs_peel_ws_free(ws);
         return BS_ERR_MEMORY;
     }
@@ -551,5 +555,42 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     *n_out = n_rep;
     if (n_iter)
         *n_iter = it;
+    return BS_OK;
+}
+
+int64_t bs_peel_window_n_t(int64_t window, int nt)
+{
+    return window + 2 * BS_PEEL_HALO(nt);
+}
+
+int64_t bs_peel_span_max_spikes(const bs_peel_ws *ws, int nt, int64_t span)
+{
+    int64_t w = ws->n_t - 2 * BS_PEEL_HALO(nt);
+    return w > 0 && span > 0 ? (span + w - 1) / w * ws->max_spikes : 0;
+}
+
+bs_status bs_peel_span(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, int64_t n_t,
+                       int64_t t0_abs, int64_t c_begin, int64_t c_end, const bs_peel_params *p, bs_peel_ws *ws,
+                       bs_spike *out, int64_t *n_out)
+{
+    const int64_t h = BS_PEEL_HALO(t->nt), w = ws->n_t - 2 * h;
+    *n_out = 0;
+    if (w < 1)
+        return bs_error(BS_ERR_INTERNAL, "peel: workspace of %lld samples leaves no central part", (long long)ws->n_t);
+    if (c_begin < 0 || c_end > n_t || c_begin > c_end)
+        return bs_error(BS_ERR_INTERNAL, "peel: central part [%lld, %lld) outside the window of %lld samples",
+                        (long long)c_begin, (long long)c_end, (long long)n_t);
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += w) {
+        int64_t c1 = c0 + w < c_end ? c0 + w : c_end;
+        int64_t lo = c0 - h > 0 ? c0 - h : 0, hi = c1 + h < n_t ? c1 + h : n_t;
+        for (int c = 0; c < t->n_chan; c++)
+            memcpy(ws->Y + (size_t)c * (size_t)ws->n_t, X + (size_t)c * ldx + lo, sizeof(float) * (size_t)(hi - lo));
+        int64_t n = 0;
+        BS_TRY(bs_peel_batch(t, pt, ws->Y, (size_t)ws->n_t, hi - lo, t0_abs + lo, c0 - lo, c1 - lo, p, ws,
+                             out + *n_out, &n, NULL));
+        for (int64_t i = *n_out; i < *n_out + n; i++) /* in order: overlapping waveforms, fixed sums */
+            subtract_residual(t, X, ldx, out[i].tmpl, out[i].time - t0_abs, out[i].amp);
+        *n_out += n;
+    }
     return BS_OK;
 }

@@ -78,12 +78,14 @@ static bs_status run(bs_run_ctx *ctx)
     bs_npy_set files = {.n_open = 0};
     bs_status st = bs_pair_table_build(mt, ctx->plan->pair_mode, &pt);
     if (st == BS_OK)
-        st = bs_peel_ws_alloc(mt, ctx->width, pp.max_iter, ctx->n_threads, &ws);
-    bs_spike *spk = st == BS_OK ? bs_mem_alloc("sort/match-spikes", (size_t)ws.max_spikes * sizeof *spk) : NULL;
-    int64_t *times = spk ? bs_mem_alloc("sort/match-spikes", (size_t)ws.max_spikes * sizeof *times) : NULL;
-    int32_t *tmpl = times ? bs_mem_alloc("sort/match-spikes", (size_t)ws.max_spikes * sizeof *tmpl) : NULL;
-    float *amp = tmpl ? bs_mem_alloc("sort/match-spikes", (size_t)ws.max_spikes * sizeof *amp) : NULL;
-    float *feat = amp ? bs_mem_alloc("sort/match-features", (size_t)ws.max_spikes * P * npc * sizeof *feat) : NULL;
+        st = bs_peel_ws_alloc(mt, bs_peel_window_n_t(bs_sort_peel_window(ctx->p, ctx->nb), nt), pp.max_iter,
+                              ctx->n_threads, &ws);
+    size_t max_spk = st == BS_OK ? (size_t)bs_peel_span_max_spikes(&ws, nt, ctx->nb) : 0;
+    bs_spike *spk = st == BS_OK ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *spk) : NULL;
+    int64_t *times = spk ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *times) : NULL;
+    int32_t *tmpl = times ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *tmpl) : NULL;
+    float *amp = tmpl ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *amp) : NULL;
+    float *feat = amp ? bs_mem_alloc("sort/match-features", max_spk * P * npc * sizeof *feat) : NULL;
     if (st == BS_OK && !feat)
         st = BS_ERR_MEMORY;
     const bs_npy_file_spec spec[MAT_N] = {
@@ -100,11 +102,10 @@ static bs_status run(bs_run_ctx *ctx)
     for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b++) {
         float *x;
         int64_t n_valid, n_out = 0, t0_abs = b * ctx->nb - ctx->halo;
-        int iters = 0;
         st = bs_run_read_batch(ctx, b, &x, &n_valid);
         if (st == BS_OK)
-            st = bs_peel_batch(mt, &pt, x, (size_t)ctx->width, ctx->width, t0_abs, ctx->halo, ctx->halo + n_valid,
-                               &pp, &ws, spk, &n_out, &iters);
+            st = bs_peel_span(mt, &pt, x, (size_t)ctx->width, ctx->width, t0_abs, ctx->halo, ctx->halo + n_valid,
+                              &pp, &ws, spk, &n_out);
 #pragma omp parallel for schedule(static) num_threads(ctx->n_threads)
         for (int64_t i = 0; i < (st == BS_OK ? n_out : 0); i++) {
             int k = spk[i].tmpl;
@@ -162,15 +163,16 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     shape.n_pc = pl->n_pc;
     shape.n_sup = pl->n_sup;
     size_t tpl = bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup);
-    size_t ws = bs_peel_ws_bytes(&shape, pl->width, pl->max_iter, pl->n_threads);
-    int64_t max_cand = pl->width / (pl->nt + 1) + 1;
-    size_t max_spikes = (size_t)pl->max_iter * (size_t)max_cand;
+    size_t ws = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, pl->n_threads);
+    int64_t win = pl->peel_n_t - 2 * BS_PEEL_HALO(pl->nt);
+    int64_t max_cand = pl->peel_n_t / (pl->nt + 1) + 1;
+    size_t max_spikes = (size_t)pl->max_iter * (size_t)max_cand * (size_t)((pl->batch_samples + win - 1) / win);
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
     size_t spikes = max_spikes * (sizeof(bs_spike) + 8 + 4 + 4 + (size_t)pl->n_pc * npc * sizeof(float));
     size_t fixed = pl->resident + tpl + ws + spikes + 2 * BS_PLAN_SMALL_BYTES;
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "templates (channel-sparse, low-rank)", tpl);
-    bs_plan_add(s, "peeling workspace (K x batch scores)", ws);
+    bs_plan_add(s, "peeling workspace (K x window scores)", ws);
     bs_plan_add(s, "matched spikes of one batch", spikes);
     static const bs_pair_mode order[3] = {BS_PAIR_FULL, BS_PAIR_HALF, BS_PAIR_ON_THE_FLY};
     static const char *const names[3] = {"pair table full", "pair table half (symmetry)", "pair table on the fly"};
@@ -189,7 +191,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->peak = bs_plan_sum(s);
     s->min_peak = fixed + bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY);
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak;
-    s->reduce = "--batch-seconds (the K x batch score buffer)";
+    s->reduce = "match.window_samples (the K x window score buffer)";
 }
 
 /* The real template count and pair count: re-plan, refuse if it no longer fits. */

@@ -94,6 +94,7 @@ const bs_param_field bs_sort_param_fields[] = {
     /* matching */
     F32("match", "threshold_whitened", match_threshold),
     INT("match", "max_iter", match_max_iter),
+    I64("match", "window_samples", match_window_samples),
     INT("match", "n_pc_chan", n_pc_chan),
     /* merges */
     F64("merge", "r_thresh", finish.merge.r_thresh),

@@ -199,6 +199,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->n_spikes = (int64_t)(pl->K * BS_PLAN_ASSUMED_RATE_HZ * dur_s);
     pl->spikes_assumed = 1;
     pl->max_iter = p->match_max_iter;
+    pl->peel_n_t = bs_peel_window_n_t(bs_sort_peel_window(p, pl->batch_samples), p->detect.nt);
     pl->n_pc_chan = p->n_pc_chan;
     BS_TRY(plan_shapes(pl, rec, p, halo));
     pl->center_chans = pl->shapes.center_chans;

@@ -87,6 +87,7 @@ typedef struct {
     int64_t pair_nnz;        /* overlapping template pairs (estimated or exact) */
     int k_assumed, spikes_assumed, nnz_assumed; /* 1 where the value is an assumption */
     int max_iter, n_pc_chan; /* matching parameters that size buffers */
+    int64_t peel_n_t;        /* samples of a peeling window with its halos (match.h) */
     int64_t n_detected;      /* detected spikes (assumed until detection ran) */
     int64_t center_spikes;   /* spikes of the largest center, after the cap (assumed until known) */
     int center_chans, feat_len; /* union channels of the widest center; floats per detected spike */

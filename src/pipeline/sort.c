@@ -32,6 +32,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->min_template_norm = 0.75;
     p->match_threshold = 8.0f;
     p->match_max_iter = 50;
+    p->match_window_samples = 4096;
     p->n_pc_chan = 10;
     bs_cluster_default_params(&p->cluster);
     bs_finish_default_params(&p->finish);
@@ -46,6 +47,12 @@ void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batc
     *halo = p->halo_samples > 0 ? p->halo_samples : (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * fs_hz / 30000.0);
     if (*halo < p->detect.nt)
         *halo = p->detect.nt;
+}
+
+int64_t bs_sort_peel_window(const bs_sort_params *p, int64_t batch_samples)
+{
+    int64_t w = p->match_window_samples;
+    return w > 0 && w < batch_samples ? w : batch_samples;
 }
 
 /* The run's batch geometry, and the checks that need the recording. */

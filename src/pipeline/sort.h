@@ -84,7 +84,9 @@ typedef struct {
     double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of
                                   match_threshold make no template (0.75) */
     float match_threshold;     /* peeling threshold, whitened units */
-    int match_max_iter;        /* peeling iterations per batch */
+    int match_max_iter;        /* peeling iterations per peeling window */
+    int64_t match_window_samples; /* central samples of a peeling window (match.h, bs_peel_span): the
+                                  matcher holds K x (this + 4 nt) scores, whatever the batch length */
     int n_pc_chan;             /* channels per spike in pc_features.npy */
     bs_cluster_params cluster; /* per-center graph clustering and centers (src/cluster/cluster.h); its fs_hz
                                   and dmin_um are not parameters: the recording's rate and detect.dmin_um */
@@ -107,6 +109,10 @@ void bs_sort_default_params(bs_sort_params *p);
  * 30 kHz, scaled to the rate, at least one template length) of context on
  * each side. The planner and the run both take it from here. */
 void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batch_samples, int64_t *halo);
+
+/* Central samples of a peeling window: match_window_samples, at most one
+ * batch (a larger window would only hold more empty scores). */
+int64_t bs_sort_peel_window(const bs_sort_params *p, int64_t batch_samples);
 
 bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p);
 

@@ -106,4 +106,34 @@ assert {"sort", "detect", "match", "cluster", "preprocess"} <= tags, tags
 print(n, "trace lines")
 PYEOF
 
+# the scale of a motion-artifact session (issue 16): a 1-hour 384-channel recording (a sparse file, never
+# read) with 17,345 and 20,000 templates fits 4 GiB with the default settings; the matcher's score
+# buffer is K x one peeling window (docs/ALGORITHM.md 8.4), whatever the batch length
+"$BS" simulate -o "$T/np1" --probe np1 --duration 0.2 --units 2 -q >/dev/null 2>&1 || bad "simulate np1 failed"
+truncate -s $((384 * 2 * 30000 * 3600)) "$T/np1h.bin"
+for K in 17345 20000; do
+  "$BS" plan "$T/np1h.bin" --probe "$T/np1/probe.json" --fs 30000 --templates $K --mem 4G --json >"$T/planK.json" 2>&1 \
+    && ok || bad "plan --templates $K --mem 4G: $(tail -3 "$T/planK.json")"
+  $PY - "$T/planK.json" $K <<'PYEOF' && ok || bad "plan at K = $K does not fit 4 GiB"
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = [s for s in d["stages"] if s["name"] == "match"][0]
+scores = 4 * int(sys.argv[2]) * (4096 + 4 * 61)
+print(f"K = {sys.argv[2]}: predicted peak {d['peak_bytes'] / 2**30:.2f} GiB, match {m['peak_bytes'] / 2**30:.2f} GiB")
+assert d["fits"] and d["peak_bytes"] <= 4 << 30, d["peak_bytes"]
+assert scores <= m["peak_bytes"] < scores + (1 << 30), (scores, m["peak_bytes"])
+PYEOF
+done
+for bs in 1 4; do   # the peeling workspace does not grow with the batch
+  "$BS" plan "$T/np1h.bin" --probe "$T/np1/probe.json" --fs 30000 --templates 20000 --batch-seconds $bs --json \
+    | $PY -c "
+import json, sys
+m = [s for s in json.load(sys.stdin)['stages'] if s['name'] == 'match'][0]
+print([b['bytes'] for b in m['buffers'] if b['what'].startswith('peeling workspace')][0])" >"$T/match_$bs.txt" \
+    || bad "plan --batch-seconds $bs"
+done
+$PY -c "import sys; a, b = (int(open(f).read()) for f in sys.argv[1:]); print('peeling workspace at 1 s and 4 s batches:', a, b); sys.exit(0 if a == b else 1)" \
+  "$T/match_1.txt" "$T/match_4.txt" && ok || bad "the peeling workspace grows with the batch length"
+rm -f "$T/np1h.bin"
+
 finish
