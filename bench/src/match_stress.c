@@ -8,11 +8,14 @@
  * table strategy is the fastest of full / half / on-the-fly whose bytes fit
  * the budget next to the templates and the peeling workspace (the planner's
  * rule, plan.c), the accountant enforces the budget, and whitened batches of
- * Gaussian noise with spikes of every template at --rate Hz (10) are peeled. Prints,
- * per K: overlapping pairs, strategy, the bytes of each buffer, seconds per
- * batch, tracked peak and process peak RSS.
+ * Gaussian noise with spikes of every template at --rate Hz (10) are peeled
+ * in peeling windows of --window samples (4096, the sort default; 0: one
+ * window per batch) as the match stage does (bs_peel_span). Prints, per K:
+ * overlapping pairs, strategy, the bytes of each buffer, seconds per batch,
+ * tracked peak and process peak RSS.
  *
- *   bench_match_stress [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ] K...
+ *   bench_match_stress [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ]
+ *                      [--window 4096] K...
  *
  * Not a test: timings depend on the machine (bench/README.md).
  */
@@ -39,10 +42,11 @@ static size_t peak_rss(void)
     return (size_t)ru.ru_maxrss * 1024;
 }
 
-static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, double rate_hz)
+static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, double rate_hz, int64_t window)
 {
     const int P = 6, nt = 61, nbf = 20, n_sup = 32, halo = 2 * nt;
     int64_t n_t = nb + 2 * halo;
+    int64_t peel_n_t = bs_peel_window_n_t(window > 0 && window < nb ? window : nb, nt);
     int *centers = malloc(sizeof(int) * (size_t)K);
     for (int k = 0; k < K; k++)
         centers[k] = (int)((int64_t)k * C / K);
@@ -57,7 +61,7 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
     }
     double t_tpl = bs_now_s() - t0;
     int64_t nnz = bs_pair_count(K, n_sup, mt.support, C);
-    size_t ws_bytes = bs_peel_ws_bytes(&mt, n_t, 50, omp_get_max_threads());
+    size_t ws_bytes = bs_peel_ws_bytes(&mt, peel_n_t, 50, omp_get_max_threads());
     size_t x_bytes = sizeof(float) * (size_t)C * n_t;
     size_t fixed = bs_match_templates_bytes(C, nt, P, K, n_sup) + ws_bytes + x_bytes;
     static const bs_pair_mode modes[3] = {BS_PAIR_FULL, BS_PAIR_HALF, BS_PAIR_ON_THE_FLY};
@@ -72,7 +76,7 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
            mib((double)bs_pair_table_bytes(K, nnz, nt, BS_PAIR_HALF)), mib(bs_pair_dense_bytes(K, nt)),
            mib((double)ws_bytes), t_tpl);
     if (pick < 0) {
-        printf("K=%d: does not fit %.0f MiB even on the fly (needs %.0f MiB): reduce --batch-seconds\n", K,
+        printf("K=%d: does not fit %.0f MiB even on the fly (needs %.0f MiB): reduce --window\n", K,
                mib((double)budget), mib((double)fixed));
         bs_match_templates_free(&mt);
         return 0;
@@ -83,9 +87,10 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
     st = bs_pair_table_build(&mt, modes[pick], &pt);
     double t_pairs = bs_now_s() - t0;
     if (st == BS_OK)
-        st = bs_peel_ws_alloc(&mt, n_t, 50, 0, &ws);
+        st = bs_peel_ws_alloc(&mt, peel_n_t, 50, 0, &ws);
     float *X = st == BS_OK ? bs_mem_alloc("bench/batch", x_bytes) : NULL;
-    bs_spike *out = X ? bs_mem_alloc("bench/spikes", sizeof(bs_spike) * (size_t)ws.max_spikes) : NULL;
+    bs_spike *out = X ? bs_mem_alloc("bench/spikes", sizeof(bs_spike) * (size_t)bs_peel_span_max_spikes(&ws, nt, nb))
+                      : NULL;
     if (!out) {
         fprintf(stderr, "K=%d: %s\n", K, bs_last_error());
         bs_mem_free(X);
@@ -110,9 +115,8 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
         }
         injected += n_spk;
         int64_t n_out = 0;
-        int iters = 0;
         t0 = bs_now_s();
-        st = bs_peel_batch(&mt, &pt, X, (size_t)n_t, n_t, 0, halo, halo + nb, &pp, &ws, out, &n_out, &iters);
+        st = bs_peel_span(&mt, &pt, X, (size_t)n_t, n_t, 0, halo, halo + nb, &pp, &ws, out, &n_out);
         t_sum += bs_now_s() - t0;
         found += n_out;
     }
@@ -135,6 +139,7 @@ int main(int argc, char **argv)
     size_t budget = (size_t)4 << 30;
     int C = 384, n_batches = 3;
     double batch_s = 0.5, rate_hz = 10.0;
+    int64_t window = 4096;
     int rc = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
@@ -146,17 +151,20 @@ int main(int argc, char **argv)
             batch_s = atof(argv[++i]);
         } else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) {
             rate_hz = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) {
+            window = atoll(argv[++i]);
         } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
             n_batches = atoi(argv[++i]);
         } else {
             int K = atoi(argv[i]);
             if (K <= 0) {
-                fprintf(stderr, "usage: %s [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ] K...\n",
+                fprintf(stderr, "usage: %s [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ] "
+                                "[--window 4096] K...\n",
                         argv[0]);
                 return 1;
             }
             bs_mem_set_budget(BS_DEV_HOST, budget);
-            rc |= run_one(K, C, (int64_t)(batch_s * 30000), n_batches, budget, rate_hz);
+            rc |= run_one(K, C, (int64_t)(batch_s * 30000), n_batches, budget, rate_hz, window);
         }
     }
     return rc;

@@ -85,6 +85,12 @@ int bs_cmd_plan(int argc, char **argv)
     bs_recording_close(&rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
+    /* the machine check before printing, so that the plan's summary line agrees with the exit status */
+    size_t need = 0;
+    for (int i = 0; i < plan.n_stages; i++)
+        need = plan.stage[i].sure_min > need ? plan.stage[i].sure_min : need;
+    bs_status st_machine = bs_cli_machine_check(budget, threads, need);
+    plan.machine_short = st_machine != BS_OK;
     if (json) {
         char *text = bs_sort_plan_json(&plan);
         if (!text)
@@ -95,10 +101,7 @@ int bs_cmd_plan(int argc, char **argv)
         bs_sort_plan_print(&plan, stdout);
     }
     st = bs_sort_plan_check(&plan, -1);
-    size_t need = 0;
-    for (int i = 0; i < plan.n_stages; i++)
-        need = plan.stage[i].sure_min > need ? plan.stage[i].sure_min : need;
-    if (st == BS_OK)
+    if (st == BS_OK && st_machine != BS_OK) /* say it again: its message was printed before the plan */
         st = bs_cli_machine_check(budget, threads, need);
     return st == BS_OK ? BS_OK : bs_cli_fail(st);
 }

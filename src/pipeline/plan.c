@@ -260,7 +260,10 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
     if (pl->budget) {
         fmt_bytes(pl->budget, b, sizeof b);
         fprintf(out, "; budget %s: %s\n", b,
-                !pl->fits ? "DOES NOT FIT" : pl->may_not_fit ? "may not fit (depends on the assumed counts)" : "fits");
+                !pl->fits          ? "DOES NOT FIT"
+                : pl->machine_short ? "fits the budget, but NOT THIS MACHINE with the threads' overhead (below)"
+                : pl->may_not_fit   ? "may not fit (depends on the assumed counts)"
+                                    : "fits");
         if (!pl->fits)
             fprintf(out, "  stage '%s' needs more than the budget even with its smallest strategy (reduce %s)\n",
                     pl->stage[pl->failing].name, pl->stage[pl->failing].reduce);
@@ -295,6 +298,7 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
     cJSON_AddNumberToObject(root, "peak_bytes", (double)pl->peak);
     cJSON_AddNumberToObject(root, "overhead_bytes", (double)bs_plan_overhead_bytes(pl->n_threads));
     cJSON_AddBoolToObject(root, "fits", pl->fits);
+    cJSON_AddBoolToObject(root, "fits_machine", !pl->machine_short);
     cJSON_AddBoolToObject(root, "may_not_fit", pl->may_not_fit);
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int i = 0; stages && i < pl->n_stages; i++) {

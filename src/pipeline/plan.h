@@ -102,6 +102,8 @@ typedef struct {
     int n_stages;
     size_t peak;             /* max over stages */
     int fits;                /* every stage's sure_min <= budget: the run can start */
+    int machine_short;       /* set by the caller: the budget fits, but not with the threads' overhead in
+                                this machine's RAM (`plan` refuses it after printing) */
     int failing;             /* first stage whose sure_min does not fit, or -1 */
     int may_not_fit;         /* some stage's min_peak (with assumptions) exceeds the budget */
 } bs_sort_plan;
