@@ -15,6 +15,7 @@ import argparse
 import importlib.metadata as md
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -74,7 +75,12 @@ def main():
     t2 = time.time()
     info = dict(kilosort_version=md.version("kilosort"), torch_version=torch.__version__,
                 torch_threads=torch.get_num_threads(), device=a.device, settings=settings,
-                import_s=round(t1 - t0, 3), run_kilosort_s=round(t2 - t1, 3))
+                import_s=round(t1 - t0, 3), run_kilosort_s=round(t2 - t1, 3),
+                peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    if a.device.startswith("cuda"):  # the peak of torch's allocator (what Kilosort's tensors held at once)
+        info["gpu_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        info["gpu_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        info["gpu_name"] = torch.cuda.get_device_name()
     (out / "ks4_driver.json").write_text(json.dumps(info, indent=2))
     print(json.dumps(info))
     return 0

@@ -11,9 +11,9 @@ echo "== release build and tests"
 bash "$root/scripts/build.sh" "$root/build"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
 
-echo "== sanitizer build (ASan + UBSan, -O2 -g) and tests"
+echo "== sanitizer build (ASan + UBSan, -O2 -g; the C code, no CUDA backend) and tests"
 BUILD_TYPE=RelWithDebInfo bash "$root/scripts/build.sh" "$root/build-asan" -DBOUNDSORT_SANITIZE=ON \
-  -DCMAKE_C_COMPILER=clang -DBOUNDSORT_FUZZ=ON
+  -DCMAKE_C_COMPILER=clang -DBOUNDSORT_FUZZ=ON -DBOUNDSORT_CUDA=OFF
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 BS_SANITIZED=1
 (cd "$root/build-asan" && ctest --output-on-failure -j "$jobs" -E "${BS_ASAN_EXCLUDE:-^$}")
 

@@ -12,10 +12,13 @@
  * in peeling windows of --window samples (4096, the sort default; 0: one
  * window per batch) as the match stage does (bs_peel_span). Prints, per K:
  * overlapping pairs, strategy, the bytes of each buffer, seconds per batch,
- * tracked peak and process peak RSS.
+ * tracked peak and process peak RSS. With --gpu-mem SIZE the scores are
+ * computed on CUDA device 0 (src/gpu/gpu.h) under that GPU budget, as
+ * `sort --device cuda --gpu-mem SIZE` does, and the GPU's tracked peak is
+ * printed too.
  *
- *   bench_match_stress [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ]
- *                      [--window 4096] K...
+ *   bench_match_stress [--budget 4G] [--gpu-mem SIZE] [--channels 384] [--batch-seconds 0.5] [--batches 3]
+ *                      [--rate HZ] [--window 4096] K...
  *
  * Not a test: timings depend on the machine (bench/README.md).
  */
@@ -26,6 +29,7 @@
 #include <sys/resource.h>
 
 #include "../../src/common/progress.h"
+#include "../../src/gpu/gpu.h"
 #include "../../src/match/match.h"
 #include "../../src/mem/mem.h"
 #include "../../tests/unit/match_synth.h"
@@ -42,7 +46,8 @@ static size_t peak_rss(void)
     return (size_t)ru.ru_maxrss * 1024;
 }
 
-static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, double rate_hz, int64_t window)
+static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, double rate_hz, int64_t window,
+                   size_t gpu_budget)
 {
     const int P = 6, nt = 61, nbf = 20, n_sup = 32, halo = 2 * nt;
     int64_t n_t = nb + 2 * halo;
@@ -88,6 +93,9 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
     double t_pairs = bs_now_s() - t0;
     if (st == BS_OK)
         st = bs_peel_ws_alloc(&mt, peel_n_t, 50, 0, &ws);
+    bs_gpu_scorer *gpu = NULL;
+    if (st == BS_OK && gpu_budget && (st = bs_gpu_scorer_create(0, &mt, peel_n_t, &gpu)) == BS_OK)
+        ws.gpu = gpu;
     float *X = st == BS_OK ? bs_mem_alloc("bench/batch", x_bytes) : NULL;
     bs_spike *out = X ? bs_mem_alloc("bench/spikes", sizeof(bs_spike) * (size_t)bs_peel_span_max_spikes(&ws, nt, nb))
                       : NULL;
@@ -95,6 +103,7 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
         fprintf(stderr, "K=%d: %s\n", K, bs_last_error());
         bs_mem_free(X);
         bs_peel_ws_free(&ws);
+        bs_gpu_scorer_free(gpu);
         bs_pair_table_free(&pt);
         bs_match_templates_free(&mt);
         return 1;
@@ -125,9 +134,13 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
            K, names[pick], t_pairs, t_sum / n_batches, (long long)nb, n_batches, omp_get_max_threads(),
            (long long)found, (long long)injected, mib((double)bs_mem_peak(BS_DEV_HOST)), mib((double)peak_rss()),
            mib((double)budget));
+    if (gpu)
+        printf("K=%d: scores on the GPU: tracked GPU peak %.0f MiB, GPU budget %.0f MiB\n", K,
+               mib((double)bs_mem_peak(BS_DEV_GPU)), mib((double)gpu_budget));
     fflush(stdout);
     bs_mem_free(X);
     bs_mem_free(out);
+    bs_gpu_scorer_free(gpu);
     bs_peel_ws_free(&ws);
     bs_pair_table_free(&pt);
     bs_match_templates_free(&mt);
@@ -136,7 +149,7 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
 
 int main(int argc, char **argv)
 {
-    size_t budget = (size_t)4 << 30;
+    size_t budget = (size_t)4 << 30, gpu_budget = 0;
     int C = 384, n_batches = 3;
     double batch_s = 0.5, rate_hz = 10.0;
     int64_t window = 4096;
@@ -144,6 +157,9 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
             if (bs_mem_parse_size(argv[++i], &budget) != BS_OK)
+                return 1;
+        } else if (strcmp(argv[i], "--gpu-mem") == 0 && i + 1 < argc) {
+            if (bs_mem_parse_size(argv[++i], &gpu_budget) != BS_OK)
                 return 1;
         } else if (strcmp(argv[i], "--channels") == 0 && i + 1 < argc) {
             C = atoi(argv[++i]);
@@ -158,13 +174,14 @@ int main(int argc, char **argv)
         } else {
             int K = atoi(argv[i]);
             if (K <= 0) {
-                fprintf(stderr, "usage: %s [--budget 4G] [--channels 384] [--batch-seconds 0.5] [--batches 3] [--rate HZ] "
-                                "[--window 4096] K...\n",
+                fprintf(stderr, "usage: %s [--budget 4G] [--gpu-mem SIZE] [--channels 384] [--batch-seconds 0.5] "
+                                "[--batches 3] [--rate HZ] [--window 4096] K...\n",
                         argv[0]);
                 return 1;
             }
             bs_mem_set_budget(BS_DEV_HOST, budget);
-            rc |= run_one(K, C, (int64_t)(batch_s * 30000), n_batches, budget, rate_hz, window);
+            bs_mem_set_budget(BS_DEV_GPU, gpu_budget);
+            rc |= run_one(K, C, (int64_t)(batch_s * 30000), n_batches, budget, rate_hz, window, gpu_budget);
         }
     }
     return rc;

@@ -79,11 +79,17 @@ int bs_cli_sort_option(const char *name, const char *value, bs_sort_cli *o, char
  * (bs_plan_overhead_bytes) plus `need` (the least tracked memory the run needs; 0 if unknown) exceeds it,
  * a "warning: " line on stderr when the budget plus that overhead does. */
 bs_status bs_cli_machine_check(size_t budget, int threads, size_t need);
+/* --device / --gpu-mem: with --device cuda[:N], check the device (BS_ERR_DEVICE when absent; `plan` with
+ * need_device = 0 plans for --gpu-mem without one), default the GPU budget to its memory less 1 GiB, and
+ * set the accountant's GPU budget. --gpu-mem without --device cuda is a usage error. */
+bs_status bs_cli_gpu_setup(bs_sort_params *sp, int need_device);
 #define BS_CLI_SORT_OPTIONS_HELP                                                                              \
     "  --threads N       OpenMP threads (default: all cores; the output does not depend on it)\n"              \
     "  --batch-seconds S batch length, seconds (default 2; part of the result, like a parameter)\n"           \
     "  --mem SIZE        budget of tracked host memory, e.g. 4G (default: 3/4 of the RAM); the output\n"       \
     "                    does not depend on it; a run that cannot fit is refused before reading data\n"      \
-    "  --max-center-spikes N  spikes clustered per spatial center, more are subsampled (default 200000)\n"
+    "  --max-center-spikes N  spikes clustered per spatial center, more are subsampled (default 200000)\n"      \
+    "  --device D        cpu (default), cuda or cuda:N: the matcher's scores on that GPU, the rest on the CPU\n"  \
+    "  --gpu-mem SIZE    budget of tracked GPU memory with --device cuda (default: its memory less 1 GiB)\n"
 
 #endif

@@ -4,9 +4,11 @@
  * them exactly as `sort` does.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../gpu/gpu.h"
 #include "../mem/mem.h"
 #include "../pipeline/plan.h"
 #include "cli.h"
@@ -28,6 +30,23 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
         if (bs_mem_parse_size(v, &b) != BS_OK || b == 0)
             return snprintf(msg, len, "--mem: expected a size such as 4G, 512M or 2000000000, got '%s'", v), -1;
         o->sp.mem_budget = b;
+    } else if (strcmp(a, "--gpu-mem") == 0) {
+        size_t b;
+        if (bs_mem_parse_size(v, &b) != BS_OK || b == 0)
+            return snprintf(msg, len, "--gpu-mem: expected a size such as 8G or 512M, got '%s'", v), -1;
+        o->sp.gpu_mem_budget = b;
+    } else if (strcmp(a, "--device") == 0) {
+        char *end;
+        if (strcmp(v, "cpu") == 0) {
+            o->sp.device = -1;
+        } else if (strcmp(v, "cuda") == 0) {
+            o->sp.device = 0;
+        } else if (strncmp(v, "cuda:", 5) == 0 && v[5] >= '0' && v[5] <= '9' &&
+                   (n = strtoll(v + 5, &end, 10)) <= 1024 && *end == '\0') {
+            o->sp.device = (int)n;
+        } else {
+            return snprintf(msg, len, "--device: expected cpu, cuda or cuda:N, got '%s'", v), -1;
+        }
     } else if (strcmp(a, "--max-center-spikes") == 0) {
         if (!bs_cli_parse_long(v, 1000, 1000000000LL, &n))
             return snprintf(msg, len, "--max-center-spikes: expected a count >= 1000, got '%s'", v), -1;
@@ -56,5 +75,28 @@ bs_status bs_cli_machine_check(size_t budget, int threads, size_t need)
                 "warning: the memory budget %.2f GiB plus the untracked overhead of %d threads (%.2f GiB) is more "
                 "than this machine's RAM (%.2f GiB): the run may swap or be killed before the budget stops it\n",
                 (double)budget / gib, threads, over / gib, ram / gib);
+    return BS_OK;
+}
+
+bs_status bs_cli_gpu_setup(bs_sort_params *sp, int need_device)
+{
+    if (sp->device < 0) {
+        if (sp->gpu_mem_budget)
+            return bs_error(BS_ERR_USAGE, "--gpu-mem is the budget of --device cuda[:N]; this run uses the CPU");
+        return BS_OK;
+    }
+    char name[256] = "";
+    size_t total = 0;
+    bs_status st = bs_gpu_device_info(sp->device, name, sizeof name, &total);
+    if (st != BS_OK && (need_device || !sp->gpu_mem_budget))
+        return st;
+    if (st == BS_OK) {
+        if (!sp->gpu_mem_budget) /* the device's memory less 1 GiB for the CUDA context and other processes */
+            sp->gpu_mem_budget = total > ((size_t)2 << 30) ? total - ((size_t)1 << 30) : total / 2;
+        if (sp->gpu_mem_budget > total)
+            return bs_error(BS_ERR_MEMORY, "--gpu-mem %.2f GiB is more than cuda:%d (%s) has: %.2f GiB",
+                            (double)sp->gpu_mem_budget / (1 << 30), sp->device, name, (double)total / (1 << 30));
+    }
+    bs_mem_set_budget(BS_DEV_GPU, sp->gpu_mem_budget);
     return BS_OK;
 }

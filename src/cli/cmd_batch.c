@@ -247,6 +247,8 @@ int bs_cmd_batch(int argc, char **argv)
         return usage_error("%s", "--list, --dry-run, --status and --retry-failed exclude each other");
     if (so.sp.mem_budget)
         return usage_error("%s", "--mem here is the total of the running jobs; it was given twice");
+    if (so.sp.gpu_mem_budget && so.sp.device < 0)
+        return usage_error("%s", "--gpu-mem is the budget of --device cuda[:N]; the jobs use the CPU");
     if (so.sp.threads > 0 && c.cpus > 0 && so.sp.threads != c.cpus)
         return usage_error("%s", "--threads and --cpus-per-task differ: give one (each task's sort uses its CPUs)");
 

@@ -78,6 +78,11 @@ int bs_cmd_plan(int argc, char **argv)
         return bs_cli_fail(st);
     if (so.batch_s > 0)
         so.sp.batch_samples = bs_seconds_to_samples(so.batch_s, rec.fs_hz);
+    st = bs_cli_gpu_setup(&so.sp, 0);
+    if (st != BS_OK) {
+        bs_recording_close(&rec);
+        return bs_cli_fail(st);
+    }
     size_t budget = so.sp.mem_budget ? so.sp.mem_budget : bs_plan_default_budget();
     int threads = so.sp.threads > 0 ? so.sp.threads : omp_get_max_threads();
     bs_sort_plan plan;
@@ -90,6 +95,9 @@ int bs_cmd_plan(int argc, char **argv)
     for (int i = 0; i < plan.n_stages; i++)
         need = plan.stage[i].sure_min > need ? plan.stage[i].sure_min : need;
     bs_status st_machine = bs_cli_machine_check(budget, threads, need);
+    char machine_msg[1024] = "";
+    if (st_machine != BS_OK) /* kept for the exit: printing the plan may set other messages */
+        snprintf(machine_msg, sizeof machine_msg, "%s", bs_last_error());
     plan.machine_short = st_machine != BS_OK;
     if (json) {
         char *text = bs_sort_plan_json(&plan);
@@ -101,7 +109,7 @@ int bs_cmd_plan(int argc, char **argv)
         bs_sort_plan_print(&plan, stdout);
     }
     st = bs_sort_plan_check(&plan, -1);
-    if (st == BS_OK && st_machine != BS_OK) /* say it again: its message was printed before the plan */
-        st = bs_cli_machine_check(budget, threads, need);
+    if (st == BS_OK && st_machine != BS_OK)
+        st = bs_error(st_machine, "%s", machine_msg);
     return st == BS_OK ? BS_OK : bs_cli_fail(st);
 }

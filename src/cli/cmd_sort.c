@@ -128,6 +128,8 @@ int bs_cmd_sort(int argc, char **argv)
     if (so.sp.threads > 0)
         omp_set_num_threads(so.sp.threads);
     bs_status st = bs_cli_machine_check(so.sp.mem_budget, omp_get_max_threads(), 0);
+    if (st == BS_OK)
+        st = bs_cli_gpu_setup(&so.sp, 1);
     if (st != BS_OK)
         return bs_cli_fail(st);
     bs_recording rec;

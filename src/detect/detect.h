@@ -147,6 +147,23 @@ bs_status bs_detect_output_init(bs_detect_output *o, int n_chans, int n_pcs);
 void bs_detect_output_clear(bs_detect_output *o); /* n = 0, memory kept */
 void bs_detect_output_free(bs_detect_output *o);
 
+/* A candidate of the matched filter (universal.c; the GPU detector of
+ * src/gpu/gpu.h returns the same): column t of the window, position f,
+ * winning (size * n_shapes + shape) q and sign, score A[f, t]. */
+typedef struct {
+    int64_t t;
+    int32_t f;
+    int16_t q;
+    int8_t sign;
+    float score;
+} bs_detect_candidate;
+
+/* Sort n candidates of columns [c0, c1) into (t, f) order, the order the
+ * CPU's evaluation yields them in (a counting sort on the column, then
+ * position order inside each column). Deterministic: the result does not
+ * depend on the input order. BS_ERR_MEMORY if its scratch cannot be had. */
+bs_status bs_detect_sort_candidates(bs_detect_candidate *c, int64_t n, int64_t c0, int64_t c1);
+
 /* Bytes of the per-chunk spike lists and the batch's output (spikes and
  * features) for a window of n_valid owned samples holding n_spikes spikes. */
 size_t bs_detect_output_bytes(int64_t n_valid, int feat_len, int64_t n_spikes);
@@ -159,5 +176,12 @@ size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_thre
 bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                           const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
                           int64_t t0, bs_detect_output *out);
+/* The same, with the filtering and the scores of every (position, column)
+ * on a GPU (gpu != NULL, src/gpu/gpu.h; a batch whose candidates overflow
+ * it is evaluated on the CPU); the output is the same, bit for bit. */
+struct bs_gpu_detector;
+bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
+                             const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                             int64_t t0, struct bs_gpu_detector *gpu, bs_detect_output *out);
 
 #endif

@@ -15,7 +15,8 @@
  *   spike_pos.npy int32 (grid position), spike_xy.npy float32 (n, 2) µm,
  *   spike_score.npy float32, spike_features.npy float32 (n, grid channels,
  *   n_pcs). These files are the checkpoint; on --resume only their row
- *   count is read.
+ *   count is read. With --device cuda the filtering and scoring run on the
+ *   GPU (src/gpu/gpu.h), with the same detections.
  */
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "../mem/mem.h"
 #include "../pipeline/stage.h"
 #include "../pipeline/stage_io.h"
+#include "../gpu/gpu.h"
 #include "../pipeline/stages.h"
 #include "detect.h"
 
@@ -138,6 +140,10 @@ static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "--batch-seconds";
     bs_plan_stage_total(s);
     s->sure_min -= det_data;
+    if (pl->p.device >= 0) /* the GPU detector (src/gpu/gpu.h): no assumption enters it */
+        s->gpu = s->gpu_sure = bs_gpu_detector_bytes(pl->n_chan, pl->width, pl->p.detect.n_shapes, pl->nt,
+                                                     pl->shapes.grid_pos, pl->shapes.grid_chans,
+                                                     pl->p.detect.n_sizes);
 }
 
 static bs_status detect_files_append(bs_npy_set *f, const bs_detect_output *o)
@@ -193,14 +199,17 @@ static bs_status detect_run(bs_run_ctx *c)
     bs_progress pb;
     bs_progress_start(&pb, "detect", "batches", c->p->quiet ? 0 : c->n_batches);
     c->n_detected = 0;
+    bs_gpu_detector *gpu = NULL;
+    if (st == BS_OK && c->p->device >= 0)
+        st = bs_gpu_detector_create(c->p->device, &c->p->detect, basis, grid, c->rec->probe.n_chan, c->width, &gpu);
     for (int64_t b = 0; b < c->n_batches && st == BS_OK; b++) {
         float *x;
         int64_t n_valid;
         st = bs_run_read_batch(c, b, &x, &n_valid);
         bs_detect_output_clear(&out);
         if (st == BS_OK)
-            st = bs_detect_batch(&c->p->detect, basis, grid, &c->rec->probe, x, c->width, c->halo, n_valid,
-                                 b * c->nb, &out);
+            st = bs_detect_batch_on(&c->p->detect, basis, grid, &c->rec->probe, x, c->width, c->halo, n_valid,
+                                    b * c->nb, gpu, &out);
         if (st == BS_OK)
             st = detect_files_append(&files, &out);
         c->n_detected += out.n;
@@ -208,6 +217,7 @@ static bs_status detect_run(bs_run_ctx *c)
         bs_checkpoint_test_kill("detect", b + 1);
     }
     bs_progress_finish(&pb);
+    bs_gpu_detector_free(gpu);
     bs_detect_output_free(&out);
     return bs_npy_set_finish(&files, st);
 }

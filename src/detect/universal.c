@@ -1,13 +1,18 @@
 /*
  * universal.c - matched filtering with the universal templates, exact
  * pruning, and spatio-temporal non-maximum suppression (see detect.h, part 3).
+ * With a GPU detector (src/gpu/gpu.h) the filtering and scoring of a batch
+ * happen there, with the same float operations, and each chunk here takes
+ * its columns' candidates from that list instead (detect_chunk's `pre`).
  */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/log.h"
 #include "../common/simd.h"
+#include "../gpu/gpu.h"
 #include "../mem/mem.h"
 #include "detect.h"
 
@@ -21,13 +26,7 @@ typedef float vfloat __attribute__((vector_size(VL * sizeof(float))));
 
 static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 
-typedef struct {
-    int64_t t; /* window column */
-    int32_t f;
-    int16_t q; /* size * n_shapes + shape */
-    int8_t sign;
-    float score;
-} candidate;
+typedef bs_detect_candidate candidate; /* t: window column; q: size * n_shapes + shape */
 
 typedef struct {
     candidate *c;
@@ -227,6 +226,15 @@ BS_VECTORIZED static void filter_shape(const float *restrict x, const float *res
     }
 }
 
+/* Σ_u w[u]·x[u], u ascending from 0: one column of filter_shape, the same bits. */
+static float filter_at(const float *x, const float *w, int nt)
+{
+    float o = 0;
+    for (int u = 0; u < nt; u++)
+        o += w[u] * x[u];
+    return o;
+}
+
 /* 1 if candidate a beats b: higher score, ties to the earlier time, then the smaller position. */
 static int beats(const candidate *a, const candidate *b)
 {
@@ -342,11 +350,14 @@ static bs_status select_maxima(const cand_list *cl, const bs_detect_grid *g, int
     return BS_OK;
 }
 
-/* One chunk: owned columns [ta, tb) of the window. */
+/* One chunk: owned columns [ta, tb) of the window. With n_pre >= 0, pre
+ * holds the GPU's n_pre candidates of columns [ta - nb, tb + nb) in (t, f)
+ * order: the filtering and scoring are skipped and the spikes' filter
+ * values recomputed (n_pre < 0: all on the CPU). */
 static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                               const bs_probe *probe, const float *x, int64_t n_t, int64_t ta,
                               int64_t tb, int64_t t_abs0, float *filt, float *mx, float *fs, float *lb, int *pos_scratch,
-                              bs_detect_output *out)
+                              const candidate *pre, int64_t n_pre, bs_detect_output *out)
 {
     int C = probe->n_chan, K = p->n_shapes, nt = p->nt, nb = p->nt_before, nC = g->n_chans;
     int64_t ca = ta - nb, cb = tb + nb; /* candidate columns */
@@ -355,6 +366,12 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
      * few float roundings lower keeps a position whose float bound rounds
      * just under its float score */
     float th2 = p->th_universal * p->th_universal * (1.0f - 1e-5f);
+    cand_list found = {0}, cands = {0};
+    bs_status st = BS_OK;
+    if (n_pre >= 0) {
+        cands = (cand_list){(candidate *)pre, n_pre, n_pre}; /* a view: not freed here */
+        goto suppress;
+    }
     /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u] */
     for (int c = 0; c < C; c++) {
         const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb);
@@ -366,8 +383,6 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
     }
     /* the filter outputs with shapes interleaved, for the per-candidate work below */
     interleave_shapes(filt, C, K, L, fs);
-    cand_list found = {0};
-    bs_status st = BS_OK;
     /* blocks of SCORE_BLOCK columns, so that the interleaved outputs they read
      * stay in cache across all positions */
     for (size_t i0 = 0; i0 < L && st == BS_OK; i0 += SCORE_BLOCK) {
@@ -389,7 +404,6 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
         }
     }
     /* to time order (position order inside a column): counting sort on the column */
-    cand_list cands = {0};
     if (st == BS_OK && found.n) {
         cands.c = bs_mem_alloc("detect/candidates", (size_t)found.n * sizeof *cands.c);
         int64_t *col_start = bs_mem_calloc("detect/candidates", L + 1, sizeof(int64_t));
@@ -405,6 +419,7 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
         bs_mem_free(col_start);
     }
     bs_mem_free(found.c);
+suppress:;
     /* candidates are in time order; keep the local maxima of (±nb samples × neighbouring positions) */
     uint8_t *keep = NULL;
     if (st == BS_OK && cands.n)
@@ -424,13 +439,13 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
         double wsum = 0, xs = 0, ys = 0;
         for (int j = 0; j < nC; j++) {
             int c = g->ichan[(size_t)cd.f * nC + j];
-            float a = cd.sign * filt[((size_t)c * K + k) * L + i];
+            const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(cd.t - nb);
+            float a = cd.sign * (n_pre >= 0 ? filter_at(xc, b->wtemp + (size_t)k * nt, nt) : filt[((size_t)c * K + k) * L + i]);
             if (a > 0) {
                 wsum += a;
                 xs += a * probe->x_um[c];
                 ys += a * probe->y_um[c];
             }
-            const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(cd.t - nb);
             for (int q = 0; q < b->n_pcs; q++) {
                 const float *w = b->wpca + (size_t)q * nt;
                 float acc = 0;
@@ -450,13 +465,71 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
         out->n++;
     }
     bs_mem_free(keep);
-    bs_mem_free(cands.c);
+    if (n_pre < 0)
+        bs_mem_free(cands.c);
     return st;
 }
 
 bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                           const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
                           int64_t t0, bs_detect_output *out)
+{
+    return bs_detect_batch_on(p, b, g, probe, x, n_t, halo, n_valid, t0, NULL, out);
+}
+
+static int cmp_pos(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    return (x->f > y->f) - (x->f < y->f);
+}
+
+bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t c1)
+{
+    if (n <= 1)
+        return BS_OK;
+    size_t L = (size_t)(c1 - c0);
+    candidate *tmp = bs_mem_alloc("detect/candidates", (size_t)n * sizeof *tmp);
+    int64_t *start = bs_mem_calloc("detect/candidates", L + 1, sizeof(int64_t));
+    if (!tmp || !start) {
+        bs_mem_free(tmp);
+        bs_mem_free(start);
+        return BS_ERR_MEMORY;
+    }
+    for (int64_t e = 0; e < n; e++)
+        start[c[e].t - c0 + 1]++;
+    for (size_t i = 0; i < L; i++)
+        start[i + 1] += start[i];
+    for (int64_t e = 0; e < n; e++)
+        tmp[start[c[e].t - c0]++] = c[e];
+    /* start[i] is now the end of column i: sort each column's positions */
+    for (size_t i = 0, lo = 0; i < L; lo = (size_t)start[i++]) {
+        size_t m = (size_t)start[i] - lo;
+        if (m > 1)
+            qsort(tmp + lo, m, sizeof *tmp, cmp_pos);
+    }
+    memcpy(c, tmp, (size_t)n * sizeof *c);
+    bs_mem_free(tmp);
+    bs_mem_free(start);
+    return BS_OK;
+}
+
+/* First candidate of the (t-sorted) list at column >= t. */
+static int64_t first_at(const candidate *c, int64_t n, int64_t t)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (c[mid].t < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
+                             const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                             int64_t t0, struct bs_gpu_detector *gpu, bs_detect_output *out)
 {
     if (halo < p->nt || n_t < 2 * halo + n_valid)
         return bs_error(BS_ERR_INTERNAL, "detect: window of %lld samples with halo %lld cannot hold %lld samples",
@@ -466,6 +539,23 @@ bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b,
                         p->n_shapes);
     if (n_valid <= 0)
         return BS_OK;
+    candidate *pre = NULL;
+    int64_t n_pre = 0;
+    int on_gpu = 0;
+    if (gpu && !p->exhaustive) {
+        int nb = p->nt_before;
+        BS_TRY(bs_gpu_detect_candidates(gpu, x, n_t, halo - nb, halo + n_valid + nb, &pre, &n_pre));
+        bs_status st = n_pre > 0 ? bs_detect_sort_candidates(pre, n_pre, halo - nb, halo + n_valid + nb) : BS_OK;
+        if (st != BS_OK) {
+            bs_mem_free(pre);
+            return st;
+        }
+        on_gpu = n_pre >= 0;
+        if (n_pre < 0)
+            bs_log_warn("detect: a batch at sample %lld has more than %lld candidates in %d columns (an artifact?): "
+                        "it is evaluated on the CPU", (long long)t0, (long long)BS_GPU_DETECT_CAP,
+                        BS_GPU_DETECT_TILE);
+    }
     int n_chunks = (int)((n_valid + CHUNK_SAMPLES - 1) / CHUNK_SAMPLES);
     int n_threads = omp_get_max_threads();
     if (n_threads > n_chunks)
@@ -473,25 +563,38 @@ bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b,
     size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
     size_t filt_floats = (size_t)probe->n_chan * p->n_shapes * L, mx_floats = (size_t)probe->n_chan * L;
     size_t fs_floats = (size_t)probe->n_chan * padded_shapes(p->n_shapes) * L;
-    float *scratch = bs_mem_alloc("detect/scratch", bs_detect_scratch_bytes(probe->n_chan, p, n_threads));
+    /* the filtering scratch only where the CPU filters */
+    float *scratch = on_gpu ? NULL : bs_mem_alloc("detect/scratch", bs_detect_scratch_bytes(probe->n_chan, p, n_threads));
     int *pos_scratch = bs_mem_alloc("detect/nms", (size_t)n_threads * g->n_pos * sizeof(int));
     bs_detect_output *parts = calloc((size_t)n_chunks, sizeof *parts);
-    bs_status st = (scratch && pos_scratch && parts) ? BS_OK : BS_ERR_MEMORY;
+    bs_status st = ((scratch || on_gpu) && pos_scratch && parts) ? BS_OK : BS_ERR_MEMORY;
     if (st == BS_OK) {
         bs_status thread_st = BS_OK;
 #pragma omp parallel num_threads(n_threads)
         {
             int tid = omp_get_thread_num();
-            float *filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK);
-            float *mx = filt + filt_floats;
-            float *fs = mx + mx_floats, *lb = fs + fs_floats;
+            float *filt = NULL, *mx = NULL, *fs = NULL, *lb = NULL;
+            if (scratch) {
+                filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK);
+                mx = filt + filt_floats;
+                fs = mx + mx_floats;
+                lb = fs + fs_floats;
+            }
             int *pos_f = pos_scratch + (size_t)tid * g->n_pos;
 #pragma omp for schedule(dynamic, 1)
             for (int ch = 0; ch < n_chunks; ch++) {
                 int64_t ta = halo + (int64_t)ch * CHUNK_SAMPLES;
                 int64_t tb = ta + CHUNK_SAMPLES < halo + n_valid ? ta + CHUNK_SAMPLES : halo + n_valid;
                 bs_detect_output_init(&parts[ch], g->n_chans, b->n_pcs);
-                bs_status s = detect_chunk(p, b, g, probe, x, n_t, ta, tb, t0 - halo, filt, mx, fs, lb, pos_f, &parts[ch]);
+                const candidate *cp = NULL;
+                int64_t n_cp = -1;
+                if (on_gpu) { /* this chunk's columns [ta - nb, tb + nb) */
+                    int64_t lo = first_at(pre, n_pre, ta - p->nt_before);
+                    n_cp = first_at(pre, n_pre, tb + p->nt_before) - lo;
+                    cp = n_cp ? pre + lo : NULL;
+                }
+                bs_status s = detect_chunk(p, b, g, probe, x, n_t, ta, tb, t0 - halo, filt, mx, fs, lb, pos_f, cp,
+                                           n_cp, &parts[ch]);
                 if (s != BS_OK) {
 #pragma omp critical
                     thread_st = s;
@@ -513,6 +616,7 @@ bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b,
         bs_detect_output_free(&parts[ch]);
     }
     free(parts);
+    bs_mem_free(pre);
     bs_mem_free(scratch);
     bs_mem_free(pos_scratch);
     return st;

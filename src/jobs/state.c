@@ -38,7 +38,8 @@ static char *xstrdup(const char *s)
     return strdup(s ? s : "");
 }
 
-/* The sort arguments of a job: sort REC -o OUT --mem B --threads T --resume [--stream S] [--no-qc ...] (a raw
+/* The sort arguments of a job: sort REC -o OUT --mem B --threads T --resume [--stream S] [--no-qc]
+ * [--device cuda:N] [--gpu-mem G] ... (a raw
  * folder's REC is the folder: its recording.json and probe file describe it). */
 static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *t)
 {
@@ -66,6 +67,14 @@ static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *
     }
     if (o->sp.no_drift)
         a[n++] = "--no-drift";
+    if (o->sp.device >= 0) { /* each task checks its own GPU (a SLURM task's, with --gres gpu:1) */
+        a[n++] = "--device";
+        a[n++] = NUM("cuda:%d", o->sp.device);
+    }
+    if (o->sp.gpu_mem_budget) {
+        a[n++] = "--gpu-mem";
+        a[n++] = NUM("%zuM", o->sp.gpu_mem_budget >> 20);
+    }
     if (o->no_qc)
         a[n++] = "--no-qc";
 #undef NUM

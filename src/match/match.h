@@ -204,6 +204,8 @@ typedef struct {
     float *Y;           /* n_chan x n_t: a peeling window's copy of the data (bs_peel_span) */
     int n_threads;
     bs_match_scores_ws sws;
+    struct bs_gpu_scorer *gpu; /* set by the caller (src/gpu/gpu.h): step 1's scores are computed there
+                                  instead of by bs_match_scores; not owned by the workspace */
 } bs_peel_ws;
 
 /* Bytes of the peel workspace (including the score buffer and score
@@ -267,6 +269,10 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
  */
 #define BS_PEEL_HALO(nt) (2 * (int64_t)(nt))
 int64_t bs_peel_window_n_t(int64_t window, int nt);
+/* The most spikes bs_peel_span reports for `span` central samples, with
+ * windows of peel_n_t samples (halos included) and max_iter iterations; the
+ * second form for a workspace's window and iterations. */
+int64_t bs_peel_max_spikes(int64_t peel_n_t, int nt, int max_iter, int64_t span);
 int64_t bs_peel_span_max_spikes(const bs_peel_ws *ws, int nt, int64_t span);
 bs_status bs_peel_span(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, int64_t n_t,
                        int64_t t0_abs, int64_t c_begin, int64_t c_end, const bs_peel_params *p, bs_peel_ws *ws,

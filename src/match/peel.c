@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "gpu/gpu.h"
 #include "match/match.h"
 #include "mem/mem.h"
 
@@ -430,7 +431,10 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     const int K = t->K, nt = t->nt, nb = t->nt_before;
     const float th = p->threshold;
     float *B = ws->B;
-    BS_TRY(bs_match_scores(t, X, ldx, n_t, 0, K, B, (size_t)n_t, &ws->sws));
+    if (ws->gpu)
+        BS_TRY(bs_gpu_scores(ws->gpu, X, ldx, n_t, B));
+    else
+        BS_TRY(bs_match_scores(t, X, ldx, n_t, 0, K, B, (size_t)n_t, &ws->sws));
 
     /* Valid trough samples: the whole template inside the window. */
     const int64_t v0 = nb, v1 = n_t - nt + nb; /* inclusive */
@@ -563,10 +567,15 @@ int64_t bs_peel_window_n_t(int64_t window, int nt)
     return window + 2 * BS_PEEL_HALO(nt);
 }
 
+int64_t bs_peel_max_spikes(int64_t peel_n_t, int nt, int max_iter, int64_t span)
+{
+    int64_t w = peel_n_t - 2 * BS_PEEL_HALO(nt);
+    return w > 0 && span > 0 ? (span + w - 1) / w * (int64_t)max_iter * max_cand_of(peel_n_t, nt) : 0;
+}
+
 int64_t bs_peel_span_max_spikes(const bs_peel_ws *ws, int nt, int64_t span)
 {
-    int64_t w = ws->n_t - 2 * BS_PEEL_HALO(nt);
-    return w > 0 && span > 0 ? (span + w - 1) / w * ws->max_spikes : 0;
+    return bs_peel_max_spikes(ws->n_t, nt, ws->max_iter, span);
 }
 
 bs_status bs_peel_span(const bs_match_templates *t, const bs_pair_table *pt, float *X, size_t ldx, int64_t n_t,

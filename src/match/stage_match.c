@@ -14,6 +14,8 @@
  * spike_times.npy int64 (samples), spike_templates.npy int32,
  * amplitudes.npy float32, pc_features.npy float32 (n, n_pcs, n_pc_chan).
  * These files are the checkpoint; on --resume only their row count is read.
+ * With --device cuda the peeling windows' scores are computed on the GPU
+ * (src/gpu/gpu.h), whose buffers the plan lists against --gpu-mem.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@
 #include "../mem/mem.h"
 #include "../pipeline/stage.h"
 #include "../pipeline/stage_io.h"
+#include "../gpu/gpu.h"
 #include "../pipeline/stages.h"
 #include "match.h"
 
@@ -80,6 +83,9 @@ static bs_status run(bs_run_ctx *ctx)
     if (st == BS_OK)
         st = bs_peel_ws_alloc(mt, bs_peel_window_n_t(bs_sort_peel_window(ctx->p, ctx->nb), nt), pp.max_iter,
                               ctx->n_threads, &ws);
+    bs_gpu_scorer *gpu = NULL;
+    if (st == BS_OK && ctx->p->device >= 0 && (st = bs_gpu_scorer_create(ctx->p->device, mt, ws.n_t, &gpu)) == BS_OK)
+        ws.gpu = gpu;
     size_t max_spk = st == BS_OK ? (size_t)bs_peel_span_max_spikes(&ws, nt, ctx->nb) : 0;
     bs_spike *spk = st == BS_OK ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *spk) : NULL;
     int64_t *times = spk ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *times) : NULL;
@@ -148,6 +154,7 @@ static bs_status run(bs_run_ctx *ctx)
     bs_mem_free(amp);
     bs_mem_free(feat);
     bs_peel_ws_free(&ws);
+    bs_gpu_scorer_free(gpu);
     bs_pair_table_free(&pt);
     return st;
 }
@@ -164,9 +171,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     shape.n_sup = pl->n_sup;
     size_t tpl = bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup);
     size_t ws = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, pl->n_threads);
-    int64_t win = pl->peel_n_t - 2 * BS_PEEL_HALO(pl->nt);
-    int64_t max_cand = pl->peel_n_t / (pl->nt + 1) + 1;
-    size_t max_spikes = (size_t)pl->max_iter * (size_t)max_cand * (size_t)((pl->batch_samples + win - 1) / win);
+    size_t max_spikes = (size_t)bs_peel_max_spikes(pl->peel_n_t, pl->nt, pl->max_iter, pl->batch_samples);
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
     size_t spikes = max_spikes * (sizeof(bs_spike) + 8 + 4 + 4 + (size_t)pl->n_pc * npc * sizeof(float));
     size_t fixed = pl->resident + tpl + ws + spikes + 2 * BS_PLAN_SMALL_BYTES;
@@ -192,6 +197,10 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->min_peak = fixed + bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY);
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak;
     s->reduce = "match.window_samples (the K x window score buffer)";
+    if (pl->p.device >= 0) {
+        s->gpu = bs_gpu_scorer_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup, pl->peel_n_t);
+        s->gpu_sure = pl->k_assumed ? 0 : s->gpu;
+    }
 }
 
 /* The real template count and pair count: re-plan, refuse if it no longer fits. */

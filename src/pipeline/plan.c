@@ -62,17 +62,24 @@ static size_t grid_bytes(const bs_detect_grid *g, int n_sizes)
 static void finalize(bs_sort_plan *pl)
 {
     pl->peak = 0;
+    pl->gpu_peak = 0;
     pl->fits = 1;
     pl->failing = -1;
+    pl->gpu_short = 0;
     pl->may_not_fit = 0;
     for (int i = 0; i < pl->n_stages; i++) {
-        if (pl->stage[i].peak > pl->peak)
-            pl->peak = pl->stage[i].peak;
-        if (pl->budget && pl->stage[i].sure_min > pl->budget && pl->fits) {
+        const bs_plan_stage *s = &pl->stage[i];
+        if (s->peak > pl->peak)
+            pl->peak = s->peak;
+        if (s->gpu > pl->gpu_peak)
+            pl->gpu_peak = s->gpu;
+        int gpu_over = pl->gpu_budget && s->gpu_sure > pl->gpu_budget;
+        if (pl->fits && ((pl->budget && s->sure_min > pl->budget) || gpu_over)) {
             pl->fits = 0;
             pl->failing = i;
+            pl->gpu_short = !(pl->budget && s->sure_min > pl->budget);
         }
-        if (pl->budget && pl->stage[i].min_peak > pl->budget)
+        if (pl->budget && s->min_peak > pl->budget)
             pl->may_not_fit = 1;
     }
 }
@@ -162,6 +169,8 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
         st = bs_centers_build(probe, &grid, &pl->cp, &centers);
     if (st == BS_OK) {
         r->grid = grid_bytes(&grid, p->detect.n_sizes);
+        r->grid_pos = grid.n_pos;
+        r->grid_chans = grid.n_chans;
         for (int k = 0; k < centers.n_centers; k++)
             if (bs_center_n_chans(&centers, k) > r->center_chans)
                 r->center_chans = bs_center_n_chans(&centers, k);
@@ -184,6 +193,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->n_chan = C;
     pl->n_threads = n_threads > 0 ? n_threads : 1;
     pl->budget = budget;
+    pl->gpu_budget = p->device >= 0 ? p->gpu_mem_budget : 0;
     pl->nt = p->detect.nt;
     pl->n_pc = p->detect.n_pcs;
     pl->n_sup = C < 32 ? C : 32;
@@ -215,9 +225,17 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
 bs_status bs_sort_plan_check(const bs_sort_plan *pl, int stage)
 {
     int i = stage >= 0 ? stage : pl->failing;
-    if (i < 0 || !pl->budget)
+    if (i < 0)
         return BS_OK;
     const bs_plan_stage *s = &pl->stage[i];
+    if (pl->gpu_budget && s->gpu > pl->gpu_budget && (stage >= 0 || pl->gpu_short))
+        return bs_error(BS_ERR_MEMORY,
+                        "does not fit the GPU memory budget: stage '%s' needs %.1f MiB (%zu bytes) of GPU memory, the "
+                        "budget is %.1f MiB; raise --gpu-mem to at least %.0f MiB, or reduce %s",
+                        s->name, (double)s->gpu / MIB, s->gpu, (double)pl->gpu_budget / MIB,
+                        ceil((double)s->gpu / MIB), s->reduce);
+    if (!pl->budget)
+        return BS_OK;
     size_t need = stage >= 0 ? s->min_peak : s->sure_min;
     if (need <= pl->budget)
         return BS_OK;
@@ -260,13 +278,13 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
     if (pl->budget) {
         fmt_bytes(pl->budget, b, sizeof b);
         fprintf(out, "; budget %s: %s\n", b,
-                !pl->fits          ? "DOES NOT FIT"
+                !pl->fits && !pl->gpu_short ? "DOES NOT FIT"
                 : pl->machine_short ? "fits the budget, but NOT THIS MACHINE with the threads' overhead (below)"
                 : pl->may_not_fit   ? "may not fit (depends on the assumed counts)"
                                     : "fits");
         if (!pl->fits)
-            fprintf(out, "  stage '%s' needs more than the budget even with its smallest strategy (reduce %s)\n",
-                    pl->stage[pl->failing].name, pl->stage[pl->failing].reduce);
+            fprintf(out, "  stage '%s' needs more than the %s budget even with its smallest strategy (reduce %s)\n",
+                    pl->stage[pl->failing].name, pl->gpu_short ? "GPU" : "host", pl->stage[pl->failing].reduce);
         for (int i = 0; pl->fits && i < pl->n_stages; i++)
             if (pl->stage[i].min_peak > pl->budget)
                 fprintf(out, "  stage '%s' would not fit with the assumed counts; the run re-plans it with the "
@@ -274,6 +292,21 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
                         pl->stage[i].name, pl->stage[i].reduce);
     } else {
         fprintf(out, "; no budget\n");
+    }
+    if (pl->p.device >= 0) {
+        fmt_bytes(pl->gpu_peak, a, sizeof a);
+        fmt_bytes(pl->gpu_budget, b, sizeof b);
+        fprintf(out, "  GPU cuda:%d: predicted peak of tracked GPU memory %s (", pl->p.device, a);
+        for (int i = 0, first = 1; i < pl->n_stages; i++)
+            if (pl->stage[i].gpu) {
+                fmt_bytes(pl->stage[i].gpu, a, sizeof a);
+                fprintf(out, "%s%s %s", first ? "" : ", ", pl->stage[i].name, a);
+                first = 0;
+            }
+        fprintf(out, "); budget %s: %s\n", pl->gpu_budget ? b : "none",
+                !pl->gpu_budget || pl->gpu_peak <= pl->gpu_budget ? "fits"
+                : pl->gpu_short ? "DOES NOT FIT"
+                                : "may not fit (depends on the assumed K)");
     }
     fmt_bytes(bs_plan_overhead_bytes(pl->n_threads), a, sizeof a);
     fprintf(out, "  untracked overhead (code, libraries, thread buffers): about %s more RSS\n", a);
@@ -300,6 +333,11 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
     cJSON_AddBoolToObject(root, "fits", pl->fits);
     cJSON_AddBoolToObject(root, "fits_machine", !pl->machine_short);
     cJSON_AddBoolToObject(root, "may_not_fit", pl->may_not_fit);
+    if (pl->p.device >= 0) {
+        cJSON_AddNumberToObject(root, "gpu_device", pl->p.device);
+        cJSON_AddNumberToObject(root, "gpu_budget_bytes", (double)pl->gpu_budget);
+        cJSON_AddNumberToObject(root, "gpu_peak_bytes", (double)pl->gpu_peak);
+    }
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     for (int i = 0; stages && i < pl->n_stages; i++) {
         const bs_plan_stage *s = &pl->stage[i];
@@ -311,6 +349,8 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
         cJSON_AddNumberToObject(o, "peak_bytes", (double)s->peak);
         cJSON_AddNumberToObject(o, "min_peak_bytes", (double)s->min_peak);
         cJSON_AddNumberToObject(o, "sure_min_bytes", (double)s->sure_min);
+        if (pl->p.device >= 0)
+            cJSON_AddNumberToObject(o, "gpu_bytes", (double)s->gpu);
         cJSON *bufs = cJSON_AddArrayToObject(o, "buffers");
         for (int j = 0; bufs && j < s->n_buf; j++) {
             cJSON *b = cJSON_CreateObject();

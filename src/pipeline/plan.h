@@ -25,6 +25,11 @@
  * naming the stage, when even the smallest strategy no longer fits.
  * Per-center clustering is bounded by max_center_spikes whatever the data.
  *
+ * With --device cuda a second budget (--gpu-mem) is planned the same way:
+ * each stage lists its tracked GPU bytes (today the matcher's scorer,
+ * src/gpu/gpu.h), and a stage over the GPU budget is refused like one over
+ * the host budget (exit 3, naming the stage, the bytes and what reduces them).
+ *
  * The stages are those of the table (stages.h): the planner computes the
  * shapes every stage shares (bs_plan_shapes: reader, scratch, whitener,
  * grid, centers, drift sizes), then calls each stage's plan function, which
@@ -64,6 +69,9 @@ typedef struct {
     size_t min_peak;        /* bytes with the smallest strategy */
     size_t sure_min;        /* the part of min_peak that no data-dependent assumption enters */
     const char *reduce;     /* the parameter that would reduce min_peak */
+    size_t gpu;             /* bytes of tracked GPU memory (--device cuda; 0 on the CPU): one strategy, so its
+                               own min */
+    size_t gpu_sure;        /* the part of gpu that no assumption enters (an assumed K never refuses a run) */
 } bs_plan_stage;
 
 /* Bytes of what stays allocated through the batch loops, and the sizes the
@@ -75,6 +83,7 @@ typedef struct {
     size_t drift_estimate; /* drift registration, bytes */
     int whiten_k;          /* channels per whitening neighbourhood */
     int center_chans;      /* union channels of the widest clustering center */
+    int grid_pos, grid_chans; /* detection grid: positions, channels per position */
 } bs_plan_shapes;
 
 typedef struct {
@@ -97,6 +106,9 @@ typedef struct {
     bs_cluster_params cp;     /* p.cluster with the recording's rate and detect.dmin_um: what the clustering stage runs with */
     size_t resident;         /* bytes live through every batch loop: reader, scratch, whitener */
     size_t budget;           /* bytes of tracked host memory (0: none) */
+    size_t gpu_budget;       /* bytes of tracked GPU memory (--gpu-mem; 0: none or the CPU) */
+    size_t gpu_peak;         /* max over stages of their GPU bytes */
+    int gpu_short;           /* 1: the failing stage fails the GPU budget (not the host's) */
     bs_pair_mode pair_mode;
     bs_plan_stage stage[BS_PLAN_MAX_STAGES]; /* one per stage of the table (stages.h), in run order */
     int n_stages;

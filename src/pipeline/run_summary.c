@@ -90,6 +90,7 @@ void bs_run_stage_end(bs_run_summary *r)
     double now = bs_now_s();
     s->wall_s = now - r->t_stage_s;
     s->tracked_peak = bs_mem_peak(BS_DEV_HOST);
+    s->gpu_peak = bs_mem_peak(BS_DEV_GPU);
     s->rss_peak = current_hwm();
     if (!s->rss_peak)
         s->rss_peak = bs_process_peak_rss();
@@ -112,8 +113,11 @@ void bs_run_summary_print(const bs_run_summary *r, FILE *out)
         char planned[32] = "-";
         if (s->planned_peak)
             snprintf(planned, sizeof planned, "%.1f", mib(s->planned_peak));
-        fprintf(out, "%-10s %9.2f %12s %12.1f %12.1f  %s\n", s->name, s->wall_s, planned, mib(s->tracked_peak),
+        fprintf(out, "%-10s %9.2f %12s %12.1f %12.1f  %s", s->name, s->wall_s, planned, mib(s->tracked_peak),
                 mib(s->rss_peak), s->strategy);
+        if (s->gpu_peak)
+            fprintf(out, "; GPU tracked peak %.1f MiB", mib(s->gpu_peak));
+        fputc('\n', out);
     }
     fprintf(out, "%-10s %9.2f %12s %12s %12.1f\n", "total", r->total_wall_s, "", "", mib(r->peak_rss));
     if (r->budget)
@@ -143,6 +147,8 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
             cJSON_AddNumberToObject(o, "tracked_peak_bytes", (double)s->tracked_peak);
             cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)s->rss_peak);
             cJSON_AddStringToObject(o, "strategy", s->strategy);
+            if (s->gpu_peak)
+                cJSON_AddNumberToObject(o, "gpu_peak_bytes", (double)s->gpu_peak);
             cJSON_AddItemToArray(stages, o);
         }
         cJSON_AddItemToObject(root, "stages", stages);

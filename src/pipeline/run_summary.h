@@ -13,7 +13,8 @@
  *
  * JSON (written atomically): {"boundsort_version", "total_wall_s",
  * "peak_rss_bytes", "budget_bytes", "stages": [{"name", "wall_s",
- * "planned_peak_bytes", "tracked_peak_bytes", "rss_peak_bytes", "strategy"}],
+ * "planned_peak_bytes", "tracked_peak_bytes", "rss_peak_bytes", "strategy",
+ * "gpu_peak_bytes" where a GPU was used}],
  * "mem_trace": the trace file as given (only when a trace was recorded),
  * "plan": the plan re-made with the real counts (plan.h JSON)}.
  */
@@ -33,6 +34,7 @@ typedef struct {
     double wall_s;
     size_t planned_peak;  /* bytes, host, from the plan (0: not planned) */
     size_t tracked_peak;  /* bytes, host, measured by the accountant */
+    size_t gpu_peak;      /* bytes, GPU (--device cuda), measured by the accountant; 0 on the CPU */
     size_t rss_peak;      /* bytes, process peak RSS during the stage */
 } bs_run_stage;
 

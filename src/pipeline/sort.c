@@ -38,6 +38,7 @@ void bs_sort_default_params(bs_sort_params *p)
     bs_finish_default_params(&p->finish);
     p->max_center_spikes = 200000;
     bs_drift_default_params(&p->drift);
+    p->device = -1;
 }
 
 void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batch_samples, int64_t *halo)
@@ -91,6 +92,11 @@ static bs_status ctx_resources(bs_run_ctx *c, const bs_sort_params *p)
                         "the run plans for a budget of %zu bytes but the accountant enforces %zu: set it before the "
                         "run (bs_mem_set_budget), as `boundsort sort` does at start", p->mem_budget,
                         bs_mem_budget(BS_DEV_HOST));
+    if (p->device >= 0 && bs_mem_budget(BS_DEV_GPU) != p->gpu_mem_budget)
+        return bs_error(BS_ERR_INTERNAL,
+                        "the run plans for a GPU budget of %zu bytes but the accountant enforces %zu: set it before "
+                        "the run (bs_mem_set_budget(BS_DEV_GPU, ...)), as `boundsort sort` does at start",
+                        p->gpu_mem_budget, bs_mem_budget(BS_DEV_GPU));
     return BS_OK;
 }
 

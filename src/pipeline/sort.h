@@ -95,6 +95,9 @@ typedef struct {
     size_t mem_budget;         /* bytes of tracked host memory the accountant was set to (0: unlimited);
                                   never changes the result */
     const char *mem_trace;     /* path of the JSON-lines allocation trace being recorded, or NULL */
+    int device;                /* -1: the CPU; N >= 0: the matcher's scores on CUDA device N (--device cuda:N,
+                                  src/gpu/gpu.h); the rest of the run stays on the CPU */
+    size_t gpu_mem_budget;     /* bytes of tracked GPU memory the accountant was set to (--gpu-mem; 0: none) */
     int resume;                /* skip stages whose checkpoints match (checkpoint.h) */
     int no_drift;              /* 1: no drift estimation or correction */
     int drift_only;            /* 1: stop after the drift stage (its files written) */

@@ -35,14 +35,14 @@ bs_status bs_sample_batches_init(bs_sample_batches *s, const bs_run_ctx *c, int 
         stride = 1;
     s->n_seg = (c->n_batches + stride - 1) / stride;
     s->what = what;
-    s->seen = bs_mem_calloc("sort/sampled-batches", (size_t)(c->n_batches + 3) / 4 + 1, 1);
+    s->seen = bs_mem_calloc("sort/sampled-batches", (size_t)(c->n_batches + 7) / 8 + 1, 1);
     return s->seen ? BS_OK : BS_ERR_MEMORY;
 }
 
-/* 2 bits per batch in s->seen: 1 handed out, 2 passed over */
+/* 1 bit per batch in s->seen: read already (handed out or passed over) */
 static int seen(const bs_sample_batches *s, int64_t b)
 {
-    return (s->seen[b / 4] >> (2 * (b % 4))) & 3;
+    return (s->seen[b / 8] >> (b % 8)) & 1;
 }
 
 /* batch cand read; *usable = 1 (then it is preprocessed) or 0 (flat or saturated) */
@@ -51,7 +51,7 @@ static bs_status take(bs_run_ctx *c, bs_sample_batches *s, int64_t cand, float *
     BS_TRY(bs_batch_read(&c->reader, cand, x, n_valid));
     double railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
     *usable = railed <= c->p->max_railed_fraction;
-    s->seen[cand / 4] |= (uint8_t)((*usable ? 1u : 2u) << (2 * (cand % 4)));
+    s->seen[cand / 8] |= (uint8_t)(1u << (cand % 8));
     if (!*usable) {
         s->n_skipped++;
         return BS_OK;

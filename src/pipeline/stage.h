@@ -128,7 +128,7 @@ typedef struct {
     int64_t rest;      /* after the segments: the next batch to consider for more */
     int64_t n_used;    /* batches handed out */
     int64_t n_skipped; /* batches read and passed over (flat or saturated) */
-    uint8_t *seen;     /* 2 bits per batch: handed out, passed over (n_batches / 4 bytes, tracked) */
+    uint8_t *seen;     /* 1 bit per batch: read already (n_batches / 8 bytes, tracked) */
     const char *what;  /* the statistic, for messages ("whitening") */
 } bs_sample_batches;
 

@@ -4,7 +4,7 @@
 #   BS    the boundsort command ($BOUNDSORT, required)
 #   SRC   the source root ($BS_SOURCE, or the folder two levels above this file)
 #   T     its scratch folder ($BS_TMP, or /tmp/boundsort-test/NAME by hand), emptied
-#   PY    the system python3 (numpy comes from scripts/deps.sh)
+#   PY    the system python3 (numpy comes from scripts/deps.sh), or $BS_PYTHON
 # and the assertions, each counted in pass / fail:
 #   ok                          a check passed
 #   bad MESSAGE...              a check failed: "FAIL: MESSAGE" on stderr
@@ -23,7 +23,7 @@ set -u
 BS=${BOUNDSORT:?BOUNDSORT is not set (the path of the boundsort command)}
 SRC=${BS_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 T=${BS_TMP:-/tmp/boundsort-test/$(basename "$0" .sh)}
-PY=/usr/bin/python3
+PY=${BS_PYTHON:-/usr/bin/python3}
 rm -rf "$T"; mkdir -p "$T"
 pass=0; fail=0
 

@@ -106,6 +106,11 @@ R="$T/root"; O="$T/out"
 for s in 1 2 3; do "$BS" simulate -o "$R/sess$s" --probe linear32 --duration $dur --units 5 --seed $s -q || exit 1; done
 "$BS" batch "$R" -o "$O" --dry-run --no-qc >"$T/dry.txt"; rc=$?
 [ $rc = 0 ] && [ "$(grep -c '^boundsort sort ' "$T/dry.txt")" = 3 ] && [ ! -e "$O" ] && ok || bad "dry run (rc $rc): $(cat "$T/dry.txt")"
+# the GPU options reach every job's sort (each task checks its own GPU)
+"$BS" batch "$R" -o "$O" --dry-run --no-qc --device cuda:1 --gpu-mem 8G >"$T/dry_gpu.txt"; rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^boundsort sort .* --device cuda:1 --gpu-mem 8192M' "$T/dry_gpu.txt")" = 3 ] && ok \
+  || bad "dry run with --device (rc $rc): $(cat "$T/dry_gpu.txt")"
+expect_fixed 1 "--gpu-mem is the budget of --device cuda" -- "$BS" batch "$R" -o "$O" --dry-run --gpu-mem 8G
 mkdir -p "$O/sess2"; echo "in the way" > "$O/sess2/recording"     # job 1 cannot write its output
 "$BS" batch "$R" -o "$O" --jobs 2 --mem 2G --threads 1 --no-qc >"$T/run1.txt" 2>&1; rc=$?
 [ $rc = 2 ] && ok || bad "batch with one failing job exited $rc, expected 2: $(cat "$T/run1.txt")"

@@ -147,6 +147,29 @@ static inline bs_status synth_templates(uint64_t seed, int C, int K, int n_sup, 
     return st;
 }
 
+/* Three templates of n_sup channels on a C-channel probe (C >= 40 + 2 n_sup),
+ * the middle one too wide for a score window (two channel groups 40 apart),
+ * so its scores go through the gather path; random weights (seed 8). */
+static inline bs_status synth_wide_templates(int C, int n_sup, int P, int nt, int nb, bs_match_templates *t)
+{
+    float *basis = malloc(sizeof(float) * (size_t)P * nt), *U = malloc(sizeof(float) * 3 * (size_t)n_sup * P);
+    int32_t *sup = malloc(sizeof(int32_t) * 3 * (size_t)n_sup);
+    synth_basis(P, nt, nb, basis);
+    synth_rng r = {8};
+    for (int i = 0; i < 3 * n_sup * P; i++)
+        U[i] = (float)synth_normal(&r);
+    for (int i = 0; i < n_sup; i++) {
+        sup[i] = i;
+        sup[n_sup + i] = i < n_sup / 2 ? i : 40 + i;
+        sup[2 * n_sup + i] = 30 + i;
+    }
+    bs_status st = bs_match_templates_create("wide", C, nt, nb, P, basis, 3, n_sup, sup, U, t);
+    free(basis);
+    free(U);
+    free(sup);
+    return st;
+}
+
 /* Add a * W_k at trough sample t (window-relative) into X (C x n_t). */
 static inline void synth_add_spike(const bs_match_templates *t, float *X, int64_t n_t, int k, int64_t tt,
                                    float a)

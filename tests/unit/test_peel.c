@@ -160,19 +160,8 @@ int main(void)
     {
         /* a set with a template too wide for a window (two separate channel
          * groups): its scores go through the gather path */
-        float basis[P * NT], U[3 * NS * P];
-        int32_t sup[3 * NS];
-        synth_basis(P, NT, NB, basis);
-        synth_rng r = {8};
-        for (int i = 0; i < 3 * NS * P; i++)
-            U[i] = (float)synth_normal(&r);
-        for (int i = 0; i < NS; i++) {
-            sup[i] = i;
-            sup[NS + i] = i < NS / 2 ? i : 40 + i;
-            sup[2 * NS + i] = 30 + i;
-        }
         bs_match_templates tw;
-        CHECK(bs_match_templates_create("wide", C, NT, NB, P, basis, 3, NS, sup, U, &tw) == BS_OK);
+        CHECK(synth_wide_templates(C, NS, P, NT, NB, &tw) == BS_OK);
         CHECK(tw.n_blocks == 3 && tw.block_c0[2] == -1 && tw.block_members[2] == 1);
         test_scores(&tw, 0);
         bs_match_templates_free(&tw);
