@@ -77,7 +77,9 @@ def main():
                 torch_threads=torch.get_num_threads(), device=a.device, settings=settings,
                 import_s=round(t1 - t0, 3), run_kilosort_s=round(t2 - t1, 3),
                 peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    if a.device.startswith("cuda"):  # the peak of torch's allocator (what Kilosort's tensors held at once)
+    if a.device.startswith("cuda"):
+        # torch's peak counters since their last reset: Kilosort resets them between its steps, so these are its
+        # last steps' peaks; its log's "Memory usage by step" table gives every step's
         info["gpu_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
         info["gpu_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
         info["gpu_name"] = torch.cuda.get_device_name()

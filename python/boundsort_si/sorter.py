@@ -70,8 +70,8 @@ class BoundsortSorter(BaseSorter):
 
     _params_description = {
         "mem": "Host memory budget, e.g. '4G' (boundsort sort --mem). None: boundsort's default.",
-        "gpu_mem": "GPU memory budget, e.g. '10G' (--gpu-mem). None: from the free device memory.",
-        "device": "'cpu' or 'cuda:0' (--device).",
+        "gpu_mem": "GPU memory budget with a cuda device, e.g. '10G' (--gpu-mem). None: the GPU's memory less 1 GiB.",
+        "device": "'cpu', 'cuda' or 'cuda:N' (--device): detection and matching scores on that GPU.",
         "threads": "Number of CPU threads (--threads). None: boundsort's default (all cores).",
         "no_drift": "Skip drift estimation and correction (--no-drift).",
         "resume": "Skip stages whose outputs are already in the output folder (--resume).",
