@@ -238,7 +238,7 @@ static bs_status parse_number(prb *ps, int *out)
     char buf[128];
     size_t k = 0;
     int is_float = 0, digits = 0;
-    while (ps->p < ps->end && k + 1 < sizeof buf) {
+    while (ps->p < ps->end && k + 2 < sizeof buf) { /* room for an exponent's two characters and the NUL */
         char c = *ps->p;
         if (c >= '0' && c <= '9') {
             digits++;
