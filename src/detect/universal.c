@@ -403,22 +403,10 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
             }
         }
     }
-    /* to time order (position order inside a column): counting sort on the column */
-    if (st == BS_OK && found.n) {
-        cands.c = bs_mem_alloc("detect/candidates", (size_t)found.n * sizeof *cands.c);
-        int64_t *col_start = bs_mem_calloc("detect/candidates", L + 1, sizeof(int64_t));
-        if (!cands.c || !col_start)
-            st = BS_ERR_MEMORY;
-        for (int64_t e = 0; e < found.n && st == BS_OK; e++)
-            col_start[found.c[e].t - ca + 1]++;
-        for (size_t i = 0; i < L && st == BS_OK; i++)
-            col_start[i + 1] += col_start[i];
-        for (int64_t e = 0; e < found.n && st == BS_OK; e++)
-            cands.c[col_start[found.c[e].t - ca]++] = found.c[e];
-        cands.n = cands.cap = found.n;
-        bs_mem_free(col_start);
-    }
-    bs_mem_free(found.c);
+    /* to time order (position order inside a column), in place: the sort the GPU's candidates get too */
+    if (st == BS_OK)
+        st = bs_detect_sort_candidates(found.c, found.n, ca, cb);
+    cands = found;
 suppress:;
     /* candidates are in time order; keep the local maxima of (±nb samples × neighbouring positions) */
     uint8_t *keep = NULL;
@@ -501,10 +489,13 @@ bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t
         start[i + 1] += start[i];
     for (int64_t e = 0; e < n; e++)
         tmp[start[c[e].t - c0]++] = c[e];
-    /* start[i] is now the end of column i: sort each column's positions */
+    /* start[i] is now the end of column i: sort each column's positions (the
+     * CPU's are in position order already: checked, not sorted again) */
     for (size_t i = 0, lo = 0; i < L; lo = (size_t)start[i++]) {
-        size_t m = (size_t)start[i] - lo;
-        if (m > 1)
+        size_t m = (size_t)start[i] - lo, j = 1;
+        while (j < m && tmp[lo + j - 1].f < tmp[lo + j].f)
+            j++;
+        if (j < m)
             qsort(tmp + lo, m, sizeof *tmp, cmp_pos);
     }
     memcpy(c, tmp, (size_t)n * sizeof *c);
