@@ -3,21 +3,25 @@
  * the memory plan of a sort (src/pipeline/plan.h) without sorting: per stage
  * its large buffers, their bytes, the strategy chosen and the predicted peak.
  * Only the recording's header is read. Exit 3 when the plan does not fit the
- * budget (the same refusal `sort` gives before reading data).
+ * budget (the same refusal `sort` gives before reading data), or with -o OUT
+ * when the disk the run writes there exceeds its file system's free space.
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/fileio.h"
 #include "../common/samples.h"
 #include "../pipeline/plan.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort plan REC [--probe P --fs HZ ...] [--mem SIZE] [--templates K] [--no-drift] [--json]\n"
+    "boundsort plan REC [--probe P --fs HZ ...] [-o OUT] [--mem SIZE] [--templates K] [--no-drift] [--json]\n"
     "\n"
     "  REC               the recording, as for `boundsort sort` (only its header is read)\n" BS_CLI_SORT_OPTIONS_HELP
+    "  -o, --out OUT     the sort's output folder: compare the disk the run writes there with the free\n"
+    "                    space of its file system (exit 3 when it does not fit, as `sort` refuses it)\n"
     "  --templates K     number of templates to plan for (default: 1.5 per channel)\n"
     "  --no-drift        plan a sort without drift correction\n"
     "  --json            print the plan as one JSON object\n";
@@ -39,6 +43,7 @@ int bs_cmd_plan(int argc, char **argv)
     const char *rec_path = NULL;
     int json = 0;
     long long K = 0;
+    const char *out_dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
@@ -63,7 +68,9 @@ int bs_cmd_plan(int argc, char **argv)
             return usage_error("%s", msg);
         if (r > 0)
             continue;
-        if (strcmp(a, "--templates") == 0) {
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
+            out_dir = v;
+        } else if (strcmp(a, "--templates") == 0) {
             if (!bs_cli_parse_long(v, 1, 10000000, &K))
                 return usage_error("--templates: expected a template count >= 1, got '%s'", v);
         } else {
@@ -90,6 +97,8 @@ int bs_cmd_plan(int argc, char **argv)
     bs_recording_close(&rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
+    if (out_dir)
+        plan.disk_free = bs_disk_free_bytes(out_dir);
     /* the machine check before printing, so that the plan's summary line agrees with the exit status */
     size_t need = 0;
     for (int i = 0; i < plan.n_stages; i++)
@@ -109,6 +118,8 @@ int bs_cmd_plan(int argc, char **argv)
         bs_sort_plan_print(&plan, stdout);
     }
     st = bs_sort_plan_check(&plan, -1);
+    if (st == BS_OK && out_dir)
+        st = bs_sort_plan_disk_check(&plan, 0, plan.disk, plan.disk_free, out_dir);
     if (st == BS_OK && st_machine != BS_OK)
         st = bs_error(st_machine, "%s", machine_msg);
     return st == BS_OK ? BS_OK : bs_cli_fail(st);

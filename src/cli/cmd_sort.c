@@ -27,7 +27,7 @@
 
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
-    "                          [--no-qc] [--no-drift | --drift-only] [-q]\n"
+    "                          [--no-qc] [--no-drift | --drift-only] [--no-disk-check] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -42,6 +42,8 @@ static const char *USAGE_HEAD =
     "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
     "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
     "  --drift-only      estimate the drift (OUT/drift*.npy, driftmap.npy) and stop\n"
+    "  --no-disk-check   run even when OUT's file system has less free space than the plan says the run\n"
+    "                    writes there (default: refused with exit 3 before each stage; `boundsort plan -o OUT`)\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -77,6 +79,11 @@ int bs_cmd_sort(int argc, char **argv)
         }
         if (strcmp(a, "--no-qc") == 0) {
             run_qc = 0;
+            so.sp.no_qc = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-disk-check") == 0) {
+            so.sp.no_disk_check = 1;
             continue;
         }
         if (strcmp(a, "--no-drift") == 0 || strcmp(a, "--drift-only") == 0) {
@@ -117,6 +124,8 @@ int bs_cmd_sort(int argc, char **argv)
         return usage_error("%s", "missing the recording REC");
     if (!so.sp.out_dir)
         return usage_error("%s", "missing the output folder (-o OUT)");
+    if (so.sp.drift_only)
+        so.sp.no_qc = 1; /* nothing to measure */
     if (so.sp.no_drift && so.sp.drift_only)
         return usage_error("%s", "--no-drift and --drift-only exclude each other");
     if (so.sp.drift_only && nwb)

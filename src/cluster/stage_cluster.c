@@ -360,6 +360,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->peak = s->min_peak = bs_plan_sum(s);
     s->sure_min = pl->spikes_assumed ? pl->cluster_fixed + staging : s->min_peak;
     s->reduce = "--max-center-spikes";
+    /* center_index.bin (every detected spike), then files[]: supports and low-rank templates */
+    bs_plan_disk(s, 3, (double)pl->n_detected * sizeof(center_item) +
+                           (double)pl->K * pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)));
 }
 
 static bs_status run(bs_run_ctx *c)

@@ -660,6 +660,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->peak = s->min_peak = bs_plan_sum(s);
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (size_t)largest * 96;
     s->reduce = "--mem";
+    /* trains.bin and merged.bin (each at most every matched spike), then the Phy folder */
+    bs_plan_disk(s, 2, (double)pl->n_spikes * 2 * sizeof(tpair));
+    s->disk += bs_phy_folder_bytes(pl->n_spikes, pl->K, pl->nt, pl->n_chan, pl->n_pc, npc);
 }
 
 /* The real spike count: re-plan, refuse if it no longer fits. */

@@ -7,9 +7,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 bs_status bs_atomic_open(bs_atomic_file *f, const char *path)
@@ -203,6 +205,44 @@ bs_status bs_mkdir_p(const char *path)
     if (access(buf, W_OK) != 0)
         return bs_error(BS_ERR_INPUT, "%s: folder is not writable", path);
     return BS_OK;
+}
+
+int64_t bs_disk_free_bytes(const char *path)
+{
+    char buf[4096];
+    if (!path || !*path || strlen(path) >= sizeof buf)
+        return -1;
+    snprintf(buf, sizeof buf, "%s", path);
+    for (;;) {
+        struct statvfs v;
+        if (statvfs(buf, &v) == 0)
+            return (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+        if (errno != ENOENT && errno != ENOTDIR)
+            return -1;
+        char *slash = strrchr(buf, '/');
+        if (!slash) /* a relative path's first component: the working folder */
+            return statvfs(".", &v) == 0 ? (int64_t)v.f_bavail * (int64_t)v.f_frsize : -1;
+        if (slash == buf) {
+            buf[1] = '\0';
+            return statvfs(buf, &v) == 0 ? (int64_t)v.f_bavail * (int64_t)v.f_frsize : -1;
+        }
+        *slash = '\0';
+    }
+}
+
+static int64_t du_sum; /* nftw has no context argument; used by one call at a time */
+
+static int du_add(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)path, (void)type, (void)ftw;
+    du_sum += (int64_t)sb->st_blocks * 512;
+    return 0;
+}
+
+int64_t bs_dir_disk_bytes(const char *dir)
+{
+    du_sum = 0;
+    return nftw(dir, du_add, 16, FTW_PHYS) == 0 ? du_sum : -1;
 }
 
 bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *name)

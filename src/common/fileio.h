@@ -49,6 +49,15 @@ bs_status bs_file_size(const char *path, uint64_t *bytes);
 /* Create a directory and its parents (like mkdir -p); checks it is writable. */
 bs_status bs_mkdir_p(const char *path);
 
+/* Bytes an unprivileged writer may still use on the file system that holds
+ * path, or its nearest existing parent folder when path does not exist yet
+ * (statvfs: available blocks x fragment size); -1 when it cannot be told. */
+int64_t bs_disk_free_bytes(const char *path);
+
+/* Bytes the files under dir take on disk (allocated blocks, as `du`; links
+ * not followed); -1 when dir cannot be walked. */
+int64_t bs_dir_disk_bytes(const char *dir);
+
 /* pread / pwrite of exactly n bytes at off (retrying short transfers and
  * EINTR): 0, or -1 with errno set (errno 0: unexpected end of file). */
 int bs_pread_all(int fd, void *buf, size_t n, off_t off);

@@ -17,7 +17,7 @@ typedef enum {
     BS_OK = 0,
     BS_ERR_USAGE = 1,    /* bad command line */
     BS_ERR_INPUT = 2,    /* bad or unreadable input, an output folder that cannot be made */
-    BS_ERR_MEMORY = 3,   /* does not fit the memory budget */
+    BS_ERR_MEMORY = 3,   /* does not fit the memory budget (or the output folder's disk: plan.h) */
     BS_ERR_DEVICE = 4,   /* GPU / device error */
     BS_ERR_INTERNAL = 5, /* a bug */
     BS_ERR_IO = 6        /* I/O error: cannot write output (disk full, write or rename failed) */

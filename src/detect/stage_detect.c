@@ -48,6 +48,7 @@ static void basis_plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "--batch-seconds";
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     bs_plan_stage_total(s);
+    bs_plan_disk(s, 2, (double)(d->n_pcs + d->n_shapes) * d->nt * sizeof(float)); /* basis_files */
 }
 
 static bs_status basis_store(const char *stage_dir, const bs_temporal_basis *b)
@@ -140,6 +141,9 @@ static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "--batch-seconds";
     bs_plan_stage_total(s);
     s->sure_min -= det_data;
+    /* detect_files: time, position, x/y, score and features of every detected spike */
+    bs_plan_disk(s, DET_N, (double)pl->n_detected * (sizeof(int64_t) + sizeof(int32_t) + 3 * sizeof(float) +
+                                                      (double)pl->feat_len * sizeof(float)));
     if (pl->p.device >= 0) /* the GPU detector (src/gpu/gpu.h): no assumption enters it */
         s->gpu = s->gpu_sure = bs_gpu_detector_bytes(pl->n_chan, pl->width, pl->p.detect.n_shapes, pl->nt,
                                                      pl->shapes.grid_pos, pl->shapes.grid_chans,

@@ -251,6 +251,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     bs_plan_stage_total(s);
     s->sure_min -= peaks;
+    /* out_files and ckpt_files: the motion twice (OUT and checkpoint), bin times, the driftmap */
+    bs_plan_disk(s, 8, 2.0 * pl->shapes.drift_motion + (double)pl->n_batches * sizeof(double) +
+                           (double)BS_DRIFTMAP_MAX_ROWS * 3 * sizeof(float));
 }
 
 static bs_status read_unwhitened(void *ctx, int64_t b, float **x, int64_t *n_valid)

@@ -526,6 +526,16 @@ static int64_t similarity_block(int64_t T, size_t tbytes)
     return B < 1 ? 1 : (B > T ? T : B);
 }
 
+size_t bs_phy_folder_bytes(int64_t S, int64_t T, int nt, int C, int n_pc, int n_pc_chan)
+{
+    size_t per_spike = sizeof(int64_t) + 2 * sizeof(int32_t) + sizeof(float) + 2 * sizeof(float) +
+                       (size_t)n_pc * (size_t)n_pc_chan * sizeof(float);
+    size_t per_template = ((size_t)nt * (size_t)C + (size_t)C + (size_t)T + (size_t)n_pc_chan) * sizeof(float) +
+                          4 * 32; /* dense template, channel index, similarity row, pc channels; 4 table rows */
+    size_t per_channel = 2 * sizeof(int32_t) + 2 * sizeof(float) + 2 * (size_t)C * sizeof(float);
+    return (size_t)S * per_spike + (size_t)T * per_template + (size_t)C * per_channel + (S_COUNT + 12) * 4096;
+}
+
 size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan)
 {
     size_t C = (size_t)n_chan, T = (size_t)n_templates, tbytes = (size_t)nt * C * sizeof(float);

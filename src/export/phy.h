@@ -104,6 +104,14 @@ typedef struct {
 
 typedef struct bs_phy_writer bs_phy_writer;
 
+/* Disk of a Phy folder of S spikes and T templates (nt samples, C channels,
+ * pc features n_pc x n_pc_chan per spike), bytes, for `plan`: per spike the
+ * times, templates, clusters, amplitudes, positions and pc features; per
+ * template its dense template, channel index, similarity row, pc channels
+ * and table rows; per channel the map, positions, shanks and the two
+ * whitening matrices; 4 KiB a file for headers and last blocks. */
+size_t bs_phy_folder_bytes(int64_t S, int64_t T, int nt, int C, int n_pc, int n_pc_chan);
+
 /* Peak bytes a writer allocates through the accountant (its own copies of
  * the small arrays, the whitening matrices, and the similarity blocks at
  * close, at most 32 MiB), for the planner. */

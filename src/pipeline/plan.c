@@ -14,6 +14,7 @@
 #include "../detect/detect.h"
 #include "../io/batch.h"
 #include "../preprocess/preprocess.h"
+#include "../qc/qc.h"
 #include "stages.h"
 
 #define MIB ((size_t)1 << 20)
@@ -52,6 +53,42 @@ void bs_plan_stage_total(bs_plan_stage *s)
     s->peak = s->min_peak = s->sure_min = bs_plan_sum(s);
 }
 
+void bs_plan_disk(bs_plan_stage *s, int n_files, double payload_bytes)
+{
+    s->disk += (size_t)ceil(payload_bytes) + (size_t)(n_files > 0 ? n_files : 0) * 8192;
+}
+
+size_t bs_sort_plan_disk_need(const bs_sort_plan *pl, int from, const int *done)
+{
+    size_t need = 0;
+    for (int i = from > 0 ? from : 0; i < pl->n_stages; i++)
+        if (!done || !done[i])
+            need += pl->stage[i].disk;
+    return need + pl->disk_qc;
+}
+
+bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need, int64_t free_bytes,
+                                  const char *out_dir)
+{
+    if (free_bytes < 0 || (uint64_t)free_bytes >= need)
+        return BS_OK;
+    char assumed[160] = "";
+    if (pl->k_assumed || pl->spikes_assumed)
+        snprintf(assumed, sizeof assumed, "; with %s%s%s assumed (%d templates, %lld spikes)",
+                 pl->k_assumed ? "the template count" : "", pl->k_assumed && pl->spikes_assumed ? " and " : "",
+                 pl->spikes_assumed ? "the spike count" : "", pl->K, (long long)pl->n_spikes);
+    char what[96];
+    snprintf(what, sizeof what, "stage%s '%s'%s%s%s", from < pl->n_stages - 1 ? "s" : "", pl->stage[from].name,
+             from < pl->n_stages - 1 ? " to '" : "", from < pl->n_stages - 1 ? pl->stage[pl->n_stages - 1].name : "",
+             from < pl->n_stages - 1 ? "'" : "");
+    return bs_error(BS_ERR_MEMORY,
+                    "does not fit the disk: %s%s write about %.1f MiB (%zu bytes) in %s%s; its "
+                    "file system has %.1f MiB free. Free at least %.0f MiB more there or choose another -o "
+                    "(--no-disk-check runs anyway: a full disk stops the run with exit 6, and --resume continues it)",
+                    what, pl->disk_qc ? " and the quality metrics" : "", (double)need / MIB, need, out_dir, assumed, (double)free_bytes / MIB,
+                    ceil((double)(need - (size_t)free_bytes) / MIB));
+}
+
 static size_t grid_bytes(const bs_detect_grid *g, int n_sizes)
 {
     size_t F = (size_t)g->n_pos;
@@ -67,8 +104,10 @@ static void finalize(bs_sort_plan *pl)
     pl->failing = -1;
     pl->gpu_short = 0;
     pl->may_not_fit = 0;
+    pl->disk = pl->disk_qc;
     for (int i = 0; i < pl->n_stages; i++) {
         const bs_plan_stage *s = &pl->stage[i];
+        pl->disk += s->disk;
         if (s->peak > pl->peak)
             pl->peak = s->peak;
         if (s->gpu > pl->gpu_peak)
@@ -93,6 +132,9 @@ static void plan_from(bs_sort_plan *pl, int from)
         s->name = bs_stages[i]->name;
         bs_stages[i]->plan(pl, s);
     }
+    bs_qc_params qp;
+    bs_qc_default_params(&qp);
+    pl->disk_qc = pl->p.no_qc ? 0 : bs_qc_disk_bytes(&qp, pl->shapes.qc_spill_spike, pl->n_spikes, pl->K);
     finalize(pl);
 }
 
@@ -111,6 +153,8 @@ void bs_sort_plan_detected(bs_sort_plan *pl, int from, int64_t n_detected, int64
 {
     pl->n_detected = n_detected;
     pl->center_spikes = largest_center;
+    if (pl->spikes_assumed) /* matching finds about as many as detection did (still an assumption) */
+        pl->n_spikes = n_detected;
     plan_from(pl, from);
 }
 
@@ -150,7 +194,7 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
     r->basis = ((size_t)p->detect.n_pcs + p->detect.n_shapes) * p->detect.nt * sizeof(float);
     /* drift: the estimate and, when some shank is corrected, the per-batch whitener */
     if (!p->no_drift) {
-        r->drift = bs_drift_motion_bytes(probe, &p->drift, pl->n_batches);
+        r->drift = r->drift_motion = bs_drift_motion_bytes(probe, &p->drift, pl->n_batches);
         r->drift_hist = bs_drift_hist_bytes(probe, &p->drift, pl->n_batches);
         if (r->drift_hist) /* some shank qualifies before the data is seen */
             r->drift += bs_drift_corrector_bytes(probe);
@@ -158,6 +202,9 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
         r->drift_estimate = bs_drift_estimate_bytes(probe, &p->drift, pl->n_batches);
     }
     pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift;
+    bs_qc_params qp;
+    bs_qc_default_params(&qp);
+    r->qc_spill_spike = bs_qc_spill_spike_bytes(&qp, probe, rec->fs_hz);
 
     bs_detect_grid grid = {0};
     bs_cluster_centers centers = {0};
@@ -189,6 +236,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
 {
     memset(pl, 0, sizeof *pl);
     pl->p = *p;
+    pl->disk_free = -1;
     int C = rec->probe.n_chan;
     pl->n_chan = C;
     pl->n_threads = n_threads > 0 ? n_threads : 1;
@@ -267,7 +315,10 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
         const bs_plan_stage *s = &pl->stage[i];
         fmt_bytes(s->peak, a, sizeof a);
         fmt_bytes(s->min_peak, b, sizeof b);
-        fprintf(out, "  %-10s peak %10s  (smallest %10s)  strategy: %s\n", s->name, a, b, s->strategy);
+        char d[32];
+        fmt_bytes(s->disk, d, sizeof d);
+        fprintf(out, "  %-10s peak %10s  (smallest %10s)  disk %10s  strategy: %s\n", s->name, a, b, d,
+                s->strategy);
         for (int j = 0; j < s->n_buf; j++) {
             fmt_bytes(s->buf[j].bytes, a, sizeof a);
             fprintf(out, "      %10s  %s\n", a, s->buf[j].what);
@@ -308,6 +359,18 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
                 : pl->gpu_short ? "DOES NOT FIT"
                                 : "may not fit (depends on the assumed K)");
     }
+    fmt_bytes(pl->disk_qc, a, sizeof a);
+    if (pl->disk_qc)
+        fprintf(out, "  %-10s disk %10s  (after the stages; the waveform subset is a temporary file)\n", "qc", a);
+    fmt_bytes(pl->disk, a, sizeof a);
+    fprintf(out, "  disk: the run writes about %s in OUT%s", a,
+            pl->k_assumed || pl->spikes_assumed ? " (with the assumed counts)" : "");
+    if (pl->disk_free >= 0) {
+        fmt_bytes((size_t)pl->disk_free, b, sizeof b);
+        fprintf(out, "; %s free there: %s\n", b, (uint64_t)pl->disk_free >= pl->disk ? "fits" : "DOES NOT FIT");
+    } else {
+        fprintf(out, " (-o OUT compares it with the free space there)\n");
+    }
     fmt_bytes(bs_plan_overhead_bytes(pl->n_threads), a, sizeof a);
     fprintf(out, "  untracked overhead (code, libraries, thread buffers): about %s more RSS\n", a);
 }
@@ -333,6 +396,10 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
     cJSON_AddBoolToObject(root, "fits", pl->fits);
     cJSON_AddBoolToObject(root, "fits_machine", !pl->machine_short);
     cJSON_AddBoolToObject(root, "may_not_fit", pl->may_not_fit);
+    cJSON_AddNumberToObject(root, "disk_bytes", (double)pl->disk);
+    cJSON_AddNumberToObject(root, "disk_qc_bytes", (double)pl->disk_qc);
+    if (pl->disk_free >= 0)
+        cJSON_AddNumberToObject(root, "disk_free_bytes", (double)pl->disk_free);
     if (pl->p.device >= 0) {
         cJSON_AddNumberToObject(root, "gpu_device", pl->p.device);
         cJSON_AddNumberToObject(root, "gpu_budget_bytes", (double)pl->gpu_budget);
@@ -349,6 +416,7 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
         cJSON_AddNumberToObject(o, "peak_bytes", (double)s->peak);
         cJSON_AddNumberToObject(o, "min_peak_bytes", (double)s->min_peak);
         cJSON_AddNumberToObject(o, "sure_min_bytes", (double)s->sure_min);
+        cJSON_AddNumberToObject(o, "disk_bytes", (double)s->disk);
         if (pl->p.device >= 0)
             cJSON_AddNumberToObject(o, "gpu_bytes", (double)s->gpu);
         cJSON *bufs = cJSON_AddArrayToObject(o, "buffers");

@@ -30,6 +30,16 @@
  * src/gpu/gpu.h), and a stage over the GPU budget is refused like one over
  * the host budget (exit 3, naming the stage, the bytes and what reduces them).
  *
+ * Disk is planned too: each stage states the bytes of the files it leaves in
+ * OUT (checkpoint files under OUT/.stages and outputs), from the same counts
+ * (spikes detected and matched, templates, channels, batches). `sort` checks
+ * the free space of OUT's file system against what the stages still write
+ * before reading any data, and again before each stage with the counts known
+ * by then; it refuses (exit 3, with the bytes) rather than fill the disk
+ * hours into a run. Spike counts are assumptions until detection and
+ * matching have run, so the early checks can be off by the assumption;
+ * `sort --no-disk-check` turns the refusal into a warning.
+ *
  * The stages are those of the table (stages.h): the planner computes the
  * shapes every stage shares (bs_plan_shapes: reader, scratch, whitener,
  * grid, centers, drift sizes), then calls each stage's plan function, which
@@ -72,6 +82,8 @@ typedef struct {
     size_t gpu;             /* bytes of tracked GPU memory (--device cuda; 0 on the CPU): one strategy, so its
                                own min */
     size_t gpu_sure;        /* the part of gpu that no assumption enters (an assumed K never refuses a run) */
+    size_t disk;            /* bytes of the files the stage leaves in OUT (its checkpoint files and outputs),
+                               with the plan's counts (bs_plan_disk) */
 } bs_plan_stage;
 
 /* Bytes of what stays allocated through the batch loops, and the sizes the
@@ -81,9 +93,11 @@ typedef struct {
     size_t drift_hist;     /* drift histograms, bytes (0: no shank qualifies or --no-drift) */
     size_t drift_detector; /* drift peak detector, bytes */
     size_t drift_estimate; /* drift registration, bytes */
+    size_t drift_motion;   /* the motion estimate alone (what the drift stage's files hold), bytes */
     int whiten_k;          /* channels per whitening neighbourhood */
     int center_chans;      /* union channels of the widest clustering center */
     int grid_pos, grid_chans; /* detection grid: positions, channels per position */
+    size_t qc_spill_spike;    /* disk of one spike of the quality metrics' waveform subset, bytes (qc.h) */
 } bs_plan_shapes;
 
 typedef struct {
@@ -118,6 +132,9 @@ typedef struct {
                                 this machine's RAM (`plan` refuses it after printing) */
     int failing;             /* first stage whose sure_min does not fit, or -1 */
     int may_not_fit;         /* some stage's min_peak (with assumptions) exceeds the budget */
+    size_t disk;             /* bytes every stage's files take in OUT (sum of stage[].disk) + disk_qc */
+    size_t disk_qc;          /* bytes of the quality metrics `sort` runs after the stages (0 with p.no_qc) */
+    int64_t disk_free;       /* bytes free on OUT's file system, set by the caller (-1: not known or not asked) */
 } bs_sort_plan;
 
 /* Default memory budget: 3/4 of the machine's physical memory, bytes. */
@@ -155,6 +172,21 @@ void bs_plan_stage_total(bs_plan_stage *s);
  * stage whose sure part does not fit (assumptions never refuse a run);
  * stage >= 0: that stage's min_peak, once re-planned with real counts. */
 bs_status bs_sort_plan_check(const bs_sort_plan *plan, int stage);
+
+/* Disk. Each stage's plan function lists the files it leaves in OUT:
+ * n_files files holding payload_bytes in all, each counted with 8 KiB for its
+ * header, its partly used last block and its share of the folders and the
+ * manifest, so the sum bounds what `du` reports. */
+void bs_plan_disk(bs_plan_stage *s, int n_files, double payload_bytes);
+/* Bytes stages [from, n_stages) and the quality metrics still write in OUT; a
+ * stage with done[i] set is left out (resumed: its files are there already;
+ * done may be NULL). */
+size_t bs_sort_plan_disk_need(const bs_sort_plan *pl, int from, const int *done);
+/* The disk refusal: BS_ERR_MEMORY (exit 3) when free_bytes >= 0 is less than
+ * need, naming the stages from `from` on, the bytes, the free space and the
+ * counts that were assumed; BS_OK otherwise. */
+bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need, int64_t free_bytes,
+                                  const char *out_dir);
 
 void bs_sort_plan_print(const bs_sort_plan *plan, FILE *out);
 /* JSON text (caller frees with free()); NULL when out of memory. */

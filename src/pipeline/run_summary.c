@@ -82,6 +82,14 @@ void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak)
         r->stage[r->n].planned_peak = planned_peak;
 }
 
+void bs_run_stage_disk(bs_run_summary *r, size_t planned, int64_t written)
+{
+    if (r->n < BS_RUN_MAX_STAGES) {
+        r->stage[r->n].disk_planned = planned;
+        r->stage[r->n].disk_written = written;
+    }
+}
+
 void bs_run_stage_end(bs_run_summary *r)
 {
     if (r->n >= BS_RUN_MAX_STAGES)
@@ -106,15 +114,18 @@ static double mib(size_t b)
 
 void bs_run_summary_print(const bs_run_summary *r, FILE *out)
 {
-    fprintf(out, "%-10s %9s %12s %12s %12s  %s\n", "stage", "wall s", "planned MiB", "tracked MiB", "RSS MiB",
-            "strategy");
+    fprintf(out, "%-10s %9s %12s %12s %12s %12s  %s\n", "stage", "wall s", "planned MiB", "tracked MiB", "RSS MiB",
+            "disk MiB", "strategy");
     for (int i = 0; i < r->n; i++) {
         const bs_run_stage *s = &r->stage[i];
         char planned[32] = "-";
         if (s->planned_peak)
             snprintf(planned, sizeof planned, "%.1f", mib(s->planned_peak));
-        fprintf(out, "%-10s %9.2f %12s %12.1f %12.1f  %s", s->name, s->wall_s, planned, mib(s->tracked_peak),
-                mib(s->rss_peak), s->strategy);
+        char disk[32] = "-";
+        if (s->disk_written >= 0)
+            snprintf(disk, sizeof disk, "%.1f", (double)s->disk_written / (1024.0 * 1024.0));
+        fprintf(out, "%-10s %9.2f %12s %12.1f %12.1f %12s  %s", s->name, s->wall_s, planned, mib(s->tracked_peak),
+                mib(s->rss_peak), disk, s->strategy);
         if (s->gpu_peak)
             fprintf(out, "; GPU tracked peak %.1f MiB", mib(s->gpu_peak));
         fputc('\n', out);
@@ -146,6 +157,8 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
             cJSON_AddNumberToObject(o, "planned_peak_bytes", (double)s->planned_peak);
             cJSON_AddNumberToObject(o, "tracked_peak_bytes", (double)s->tracked_peak);
             cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)s->rss_peak);
+            cJSON_AddNumberToObject(o, "disk_planned_bytes", (double)s->disk_planned);
+            cJSON_AddNumberToObject(o, "disk_written_bytes", (double)s->disk_written);
             cJSON_AddStringToObject(o, "strategy", s->strategy);
             if (s->gpu_peak)
                 cJSON_AddNumberToObject(o, "gpu_peak_bytes", (double)s->gpu_peak);

@@ -22,6 +22,7 @@
 #define BS_RUN_SUMMARY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "../common/status.h"
@@ -36,6 +37,8 @@ typedef struct {
     size_t tracked_peak;  /* bytes, host, measured by the accountant */
     size_t gpu_peak;      /* bytes, GPU (--device cuda), measured by the accountant; 0 on the CPU */
     size_t rss_peak;      /* bytes, process peak RSS during the stage */
+    size_t disk_planned;  /* bytes of files the plan says the stage writes in OUT */
+    int64_t disk_written; /* bytes OUT's files grew by during the stage (du; -1: not measured) */
 } bs_run_stage;
 
 typedef struct {
@@ -55,6 +58,9 @@ void bs_run_stage_end(bs_run_summary *r);
 void bs_run_stage_resumed(bs_run_summary *r);
 /* The running stage's plan changed (re-planned with real counts). */
 void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak);
+
+/* The running stage's disk: planned and written (bytes; see bs_run_stage). */
+void bs_run_stage_disk(bs_run_summary *r, size_t planned, int64_t written);
 
 /* Process peak RSS since start (bytes), and the current VmHWM (bytes). */
 size_t bs_process_peak_rss(void);

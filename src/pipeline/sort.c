@@ -134,8 +134,27 @@ static void ctx_release(bs_run_ctx *c)
     bs_batch_reader_close(&c->reader);
 }
 
+/* Disk: the stages from `from` on (all of them run once one does) against
+ * the free space of OUT's file system, with the plan's counts so far. */
+static bs_status check_disk(bs_run_ctx *c, int from)
+{
+    int64_t free_b = bs_disk_free_bytes(c->p->out_dir);
+    c->plan->disk_free = free_b;
+    int skip[BS_PLAN_MAX_STAGES] = {0}; /* --drift-only: nothing after the drift stage runs */
+    for (int i = 1; i < c->plan->n_stages; i++)
+        skip[i] = skip[i - 1] || (c->p->drift_only && strcmp(bs_stages[i - 1]->name, "drift") == 0);
+    bs_status st = bs_sort_plan_disk_check(c->plan, from, bs_sort_plan_disk_need(c->plan, from, skip), free_b,
+                                           c->p->out_dir);
+    if (st == BS_OK || !c->p->no_disk_check)
+        return st;
+    if (!c->disk_warned)
+        bs_log_warn("--no-disk-check: %s", bs_last_error());
+    c->disk_warned = 1;
+    return BS_OK;
+}
+
 /* One stage of the table: re-plan, open its summary row, then its
- * checkpoint or its run, and record the checkpoint. */
+ * checkpoint or its run (after the disk check), and record the checkpoint. */
 static bs_status run_stage(bs_run_ctx *c, const bs_stage *s)
 {
     if (s->off && s->off(c->p))
@@ -144,11 +163,12 @@ static bs_status run_stage(bs_run_ctx *c, const bs_stage *s)
         BS_TRY(s->replan(c));
     const bs_plan_stage *ps = &c->plan->stage[c->stage];
     bs_run_stage_begin(c->summary, ps->name, ps->peak, ps->strategy);
+    int64_t du0 = bs_dir_disk_bytes(c->p->out_dir);
     bs_status st = s->prepare ? s->prepare(c) : BS_OK;
     if (st == BS_OK && s->n_files && bs_checkpoint_done(c->ck, s->name)) {
         st = s->load(c);
         bs_run_stage_resumed(c->summary);
-    } else if (st == BS_OK) {
+    } else if (st == BS_OK && (st = check_disk(c, c->stage)) == BS_OK) {
         st = s->run(c);
         if (st == BS_OK && s->n_files) {
             st = bs_checkpoint_mark(c->ck, s->name, s->n_files, s->files);
@@ -157,6 +177,8 @@ static bs_status run_stage(bs_run_ctx *c, const bs_stage *s)
     }
     if (st == BS_OK && s->finish)
         st = s->finish(c);
+    int64_t du1 = bs_dir_disk_bytes(c->p->out_dir);
+    bs_run_stage_disk(c->summary, ps->disk, du0 >= 0 && du1 >= 0 ? du1 - du0 : -1);
     bs_run_stage_end(c->summary);
     return st;
 }
@@ -190,11 +212,15 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     bs_sort_plan plan;
     BS_TRY(bs_sort_plan_make(rec, p, ctx.n_threads, ctx.budget, 0, &plan));
     BS_TRY(bs_sort_plan_check(&plan, -1));
+    ctx.plan = &plan;
+    if (!p->resume) /* with --resume, the first stage that runs checks what is still to write */
+        BS_TRY(check_disk(&ctx, 0));
     if (!p->quiet) {
         double gib = (double)((size_t)1 << 30);
-        bs_log_info("memory plan: predicted peak %.2f GiB of tracked memory (budget %.2f GiB), %lld batches; "
-                    "`boundsort plan` shows the details",
-                    (double)plan.peak / gib, (double)ctx.budget / gib, (long long)plan.n_batches);
+        bs_log_info("memory plan: predicted peak %.2f GiB of tracked memory (budget %.2f GiB), %lld batches; about "
+                    "%.2f GiB written in OUT; `boundsort plan` shows the details",
+                    (double)plan.peak / gib, (double)ctx.budget / gib, (long long)plan.n_batches,
+                    (double)plan.disk / gib);
     }
     BS_TRY(bs_mkdir_p(p->out_dir));
     BS_TRY(bs_path_join(ctx.stage_dir, sizeof ctx.stage_dir, p->out_dir, ".stages"));
@@ -204,7 +230,6 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     if (p->mem_trace)
         snprintf(run.mem_trace, sizeof run.mem_trace, "%s", p->mem_trace);
     bs_checkpoint ck = {.manifest = NULL};
-    ctx.plan = &plan;
     ctx.summary = &run;
     ctx.ck = &ck;
     bs_status st = ctx_open(&ctx);

@@ -61,6 +61,7 @@ typedef struct bs_run_ctx {
     bs_sort_plan *plan;
     bs_run_summary *summary;
     bs_checkpoint *ck;
+    int disk_warned;           /* --no-disk-check: the disk warning was given */
     /* batches: every batch loop reads through these */
     int64_t nb;                /* samples per batch */
     int64_t halo;              /* samples of context each side */

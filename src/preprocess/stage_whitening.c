@@ -76,6 +76,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "--batch-seconds";
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     bs_plan_stage_total(s);
+    bs_plan_disk(s, 3, (double)C * (sizeof(int32_t) + 2.0 * pl->shapes.whiten_k * sizeof(float))); /* files[] */
 }
 
 static void use_whitener(bs_run_ctx *c)

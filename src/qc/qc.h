@@ -187,6 +187,16 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
  * `sort --no-qc` calls it so no earlier run's tables outlive its clusters. */
 bs_status bs_qc_remove_outputs(const char *out_dir);
 
+/* Disk, for `plan` (plan.h): bs_qc_run's subset of spikes is spilled to a
+ * temporary file, each spike's waveform on its unit's sparse channels;
+ * bs_qc_spill_spike_bytes is the bound for one spike on `probe` at fs_hz
+ * (the widest unit's channels). bs_qc_disk_bytes bounds what bs_qc_run
+ * writes in (or passes through) the Phy folder for n_spikes spikes of
+ * n_units units: every spike's amplitude (4 B), the spill
+ * (max_spikes_per_unit a unit) and the tables. */
+size_t bs_qc_spill_spike_bytes(const bs_qc_params *p, const bs_probe *probe, double fs_hz);
+size_t bs_qc_disk_bytes(const bs_qc_params *p, size_t spill_spike_bytes, int64_t n_spikes, int n_units);
+
 /* Allen rule: 1 (good) or 0 (fail) for one unit's metric row. */
 int bs_qc_label_pass(const double *metrics, const bs_qc_params *p);
 

@@ -424,6 +424,29 @@ static void unit_geometry(qc_ctx *c, const float *sum)
     }
 }
 
+size_t bs_qc_spill_spike_bytes(const bs_qc_params *p, const bs_probe *probe, double fs_hz)
+{
+    int wide = 0; /* most channels within the radius of one channel */
+    for (int a = 0; a < probe->n_chan; a++) {
+        int n = 0;
+        for (int b = 0; b < probe->n_chan; b++) {
+            double dx = probe->x_um[b] - probe->x_um[a], dy = probe->y_um[b] - probe->y_um[a];
+            n += sqrt(dx * dx + dy * dy) <= p->sparsity_radius_um;
+        }
+        wide = n > wide ? n : wide;
+    }
+    int64_t nt = (int64_t)(p->ms_before * fs_hz / 1000.0) + (int64_t)(p->ms_after * fs_hz / 1000.0);
+    return (size_t)wide * (size_t)nt * sizeof(float);
+}
+
+size_t bs_qc_disk_bytes(const bs_qc_params *p, size_t spill_spike_bytes, int64_t n_spikes, int n_units)
+{
+    int64_t subset = (int64_t)n_units * p->max_spikes_per_unit;
+    subset = subset < n_spikes ? subset : n_spikes;
+    return (size_t)n_spikes * sizeof(float) + (size_t)subset * spill_spike_bytes +
+           (size_t)n_units * (BS_QC_N_METRICS + 8) * 32 + (size_t)(BS_QC_N_METRICS + 8) * 4096;
+}
+
 static bs_status run_pass_a(qc_ctx *c)
 {
     pass_a a = {0};

@@ -134,6 +134,27 @@ print([b['bytes'] for b in m['buffers'] if b['what'].startswith('peeling workspa
 done
 $PY -c "import sys; a, b = (int(open(f).read()) for f in sys.argv[1:]); print('peeling workspace at 1 s and 4 s batches:', a, b); sys.exit(0 if a == b else 1)" \
   "$T/match_1.txt" "$T/match_4.txt" && ok || bad "the peeling workspace grows with the batch length"
+# disk (plan.h): each stage's bytes in OUT follow the counts; -o compares the total with the free space of the
+# file system that will hold OUT (its nearest existing folder when OUT does not exist yet)
+for K in 100 200; do
+  "$BS" plan "$T/np1h.bin" --probe "$T/np1/probe.json" --fs 30000 --templates $K -o "$T/not/yet/out" --json \
+    >"$T/planD$K.json" 2>"$T/planD.err" && ok || bad "plan -o at K = $K: $(cat "$T/planD.err")"
+done
+avail=$(df -B1 --output=avail "$T" | tail -1)
+$PY - "$T/planD100.json" "$T/planD200.json" "$avail" <<'PYEOF' && ok || bad "plan disk wrong"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+avail = int(sys.argv[3])
+st = lambda d, n: [s for s in d["stages"] if s["name"] == n][0]["disk_bytes"]
+print("disk at K = 100 / 200:", a["disk_bytes"], b["disk_bytes"], "free", a["disk_free_bytes"], "df", avail)
+assert abs(a["disk_free_bytes"] - avail) <= 0.05 * avail + (64 << 20), (a["disk_free_bytes"], avail)
+assert a["disk_bytes"] == sum(s["disk_bytes"] for s in a["stages"]) + a["disk_qc_bytes"]
+for n in ("detect", "match"):  # per spike: twice the spikes, twice the bytes (plus the fixed 8 KiB a file)
+    assert 1.99 < (st(b, n) - 65536) / (st(a, n) - 65536) < 2.01, (n, st(a, n), st(b, n))
+# the Phy folder holds the dense templates (K x 61 x 384 float32) and the K x K similarity
+assert st(b, "finish") - st(a, "finish") > 100 * 61 * 384 * 4 + (200 * 200 - 100 * 100) * 4
+assert st(a, "whitening") < (1 << 20) and st(a, "basis") < (1 << 20)
+PYEOF
 rm -f "$T/np1h.bin"
 
 finish
