@@ -613,11 +613,15 @@
       const st = R.stages || [];
       const head = [`boundsort ${esc(R.boundsort_version || "?")}`, `total ${P.fmt(R.total_wall_s)} s`, `peak RSS ${P.fmtBytes(R.peak_rss_bytes)}`,
                     `budget ${R.budget_bytes ? P.fmtBytes(R.budget_bytes) : "none"}`].join(" · ");
-      box.innerHTML = `<p>${head}</p><table class="plain"><thead><tr><th>stage</th><th>wall (s)</th><th>planned peak</th><th>tracked peak</th><th>tracked / planned</th><th>RSS peak</th><th>strategy</th></tr></thead><tbody>` +
+      const A = R.artifacts;
+      const art = !A ? "" : !A.removal ? "<p>artifacts: not removed (--no-artifact-removal)</p>" :
+        `<p>artifacts: ${A.periods} period${A.periods === 1 ? "" : "s"} blanked (${P.fmt(A.blanked_s, 3)} s, listed in artifacts.tsv); about ${P.fmt(A.expected_lost_spikes, 0)} spikes of the sorted units fell in them and are lost</p>`;
+      box.innerHTML = `<p>${head}</p>${art}<table class="plain"><thead><tr><th>stage</th><th>wall (s)</th><th>planned peak</th><th>tracked peak</th><th>tracked / planned</th><th>RSS peak</th><th>disk planned</th><th>disk written</th><th>strategy</th></tr></thead><tbody>` +
         st.map((s) => {
           const r = s.planned_peak_bytes > 0 && s.tracked_peak_bytes !== null ? s.tracked_peak_bytes / s.planned_peak_bytes : null;
           return `<tr><td>${esc(s.name || "")}</td><td class="num">${P.fmt(s.wall_s, 2)}</td><td class="num">${P.fmtBytes(s.planned_peak_bytes)}</td><td class="num">${P.fmtBytes(s.tracked_peak_bytes)}</td>` +
-            `<td class="num${r !== null && r > 1 ? " over" : ""}">${r === null ? "" : P.fmt(r, 2)}</td><td class="num">${P.fmtBytes(s.rss_peak_bytes)}</td><td>${esc(s.strategy || "")}</td></tr>`;
+            `<td class="num${r !== null && r > 1 ? " over" : ""}">${r === null ? "" : P.fmt(r, 2)}</td><td class="num">${P.fmtBytes(s.rss_peak_bytes)}</td>` +
+            `<td class="num">${s.disk_planned_bytes == null ? "" : P.fmtBytes(s.disk_planned_bytes)}</td><td class="num">${s.disk_written_bytes == null || s.disk_written_bytes < 0 ? "" : P.fmtBytes(s.disk_written_bytes)}</td><td>${esc(s.strategy || "")}</td></tr>`;
         }).join("") + "</tbody></table>";
       const peak = Math.max(0, ...st.map((s) => Math.max(s.planned_peak_bytes || 0, s.tracked_peak_bytes || 0, s.rss_peak_bytes || 0)));
       drawStageBars($("c-stage-mem"), st, onScale(R.budget_bytes, peak, "stage-note"));

@@ -17,7 +17,8 @@
 static const char *usage_text =
     "usage: boundsort simulate -o DIR [--probe np1|np2|np2-4shank|linear32] [--duration S] [--units N]\n"
     "                          [--drift none|rigid|nonrigid|step] [--drift-um UM] [--seed S] [--fs HZ]\n"
-    "                          [--noise UV] [--spikeglx] [--nwb] [--openephys] [--no-mux] [--threads N] [-q]\n"
+    "                          [--noise UV] [--artifacts RATE] [--spikeglx] [--nwb] [--openephys] [--no-mux]\n"
+    "                          [--threads N] [-q]\n"
     "\n"
     "Writes a ground-truth recording into DIR: recording.bin (int16), probe.json, recording.json,\n"
     "gt_spike_times.npy, gt_spike_units.npy, gt_unit_positions.npy, gt_templates.npy, gt_drift_um.npy.\n"
@@ -31,6 +32,8 @@ static const char *usage_text =
     "  --seed S          random seed (default 1); the same seed gives byte-identical files\n"
     "  --fs HZ           sampling rate (default 30000)\n"
     "  --noise UV        background noise rms per channel, µV (default 10)\n"
+    "  --artifacts RATE  broadband transients (stimulation pulses, chewing, movement) per second on most\n"
+    "                    channels, 300-3000 µV (default 0); listed in DIR/gt_artifacts.tsv\n"
     "  --spikeglx        also write DIR/spikeglx/sim_g0_t0.imec0.ap.bin + .meta (Neuropixels probes)\n"
     "  --nwb             also write DIR/recording.nwb (NWB 2.x, gzip-chunked int16, electrodes table)\n"
     "  --openephys       also write an Open Ephys Record Node folder DIR/openephys/Record Node 101/\n"
@@ -156,6 +159,10 @@ int bs_cmd_simulate(int argc, char **argv)
             if (!parse_double(v, &d) || !(d >= 0 && d <= 1000))
                 return bad_value(a, v, "a noise rms in 0..1000 µV");
             p.noise_uv = d;
+        } else if (strcmp(a, "--artifacts") == 0) {
+            if (!parse_double(v, &d) || !(d >= 0 && d <= 100))
+                return bad_value(a, v, "an artifact rate in 0..100 per second");
+            p.artifact_rate_hz = d;
         } else if (strcmp(a, "--threads") == 0) {
             if (!parse_ll(v, &n) || n < 1 || n > 1024)
                 return bad_value(a, v, "a thread count in 1..1024");

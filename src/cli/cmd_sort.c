@@ -27,7 +27,7 @@
 
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
-    "                          [--no-qc] [--no-drift | --drift-only] [--no-disk-check] [-q]\n"
+    "                          [--no-qc] [--no-drift | --drift-only] [--no-artifact-removal] [--no-disk-check] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -42,6 +42,9 @@ static const char *USAGE_HEAD =
     "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
     "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
     "  --drift-only      estimate the drift (OUT/drift*.npy, driftmap.npy) and stop\n"
+    "  --no-artifact-removal\n"
+    "                    keep broadband artifacts (default: periods where many channels cross a high\n"
+    "                    threshold at once are blanked before detection and matching, OUT/artifacts.tsv)\n"
     "  --no-disk-check   run even when OUT's file system has less free space than the plan says the run\n"
     "                    writes there (default: refused with exit 3 before each stage; `boundsort plan -o OUT`)\n"
     "  -q, --quiet       no progress lines\n";
@@ -80,6 +83,10 @@ int bs_cmd_sort(int argc, char **argv)
         if (strcmp(a, "--no-qc") == 0) {
             run_qc = 0;
             so.sp.no_qc = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-artifact-removal") == 0) {
+            so.sp.no_artifact_removal = 1;
             continue;
         }
         if (strcmp(a, "--no-disk-check") == 0) {

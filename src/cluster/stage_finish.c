@@ -672,6 +672,51 @@ static bs_status replan(bs_run_ctx *c)
     return bs_sort_plan_check(c->plan, c->stage);
 }
 
+/* OUT/artifacts.tsv: the detect stage's periods (its checkpoint), copied
+ * whole, counted and summed for the run summary; removed with the removal
+ * off, so no earlier run's list outlives its sort. */
+static bs_status publish_artifacts(bs_run_ctx *c)
+{
+    char src[4300], dst[4300];
+    BS_TRY(bs_path_join(dst, sizeof dst, c->p->out_dir, BS_ARTIFACTS_TSV));
+    c->n_artifacts = c->artifact_samples = 0;
+    if (c->p->no_artifact_removal) {
+        if (unlink(dst) != 0 && errno != ENOENT)
+            return bs_error(BS_ERR_IO, "%s: cannot remove an earlier run's file: %s", dst, strerror(errno));
+        return BS_OK;
+    }
+    BS_TRY(bs_path_join(src, sizeof src, c->stage_dir, "detect/" BS_ARTIFACTS_TSV));
+    FILE *in;
+    BS_TRY(bs_fopen_input(src, &in));
+    bs_atomic_file out;
+    bs_status st = bs_atomic_open(&out, dst);
+    if (st != BS_OK) {
+        fclose(in);
+        return st;
+    }
+    char line[256];
+    int row = 0;
+    while (st == BS_OK && fgets(line, sizeof line, in)) {
+        long long t0, t1;
+        if (row++ > 0) {
+            if (sscanf(line, "%lld %lld", &t0, &t1) != 2 || t1 <= t0)
+                st = bs_error(BS_ERR_INPUT, "%s: line %d: expected start and end samples", src, row);
+            else
+                c->n_artifacts++, c->artifact_samples += t1 - t0;
+        }
+        if (st == BS_OK && fputs(line, out.fp) == EOF)
+            st = bs_error(BS_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
+    }
+    if (st == BS_OK && ferror(in))
+        st = bs_error(BS_ERR_INPUT, "%s: read failed", src);
+    fclose(in);
+    if (st != BS_OK) {
+        bs_atomic_abort(&out);
+        return st;
+    }
+    return bs_atomic_commit(&out);
+}
+
 static bs_status run(bs_run_ctx *c)
 {
     bs_finish_input fin = {.rec = c->rec,
@@ -683,7 +728,20 @@ static bs_status run(bs_run_ctx *c)
                            .n_pc_chan = c->n_pc_chan,
                            .fp = &c->p->finish,
                            .quiet = c->p->quiet};
-    return bs_finish_run(&fin, &c->n_units, &c->n_final);
+    BS_TRY(bs_finish_run(&fin, &c->n_units, &c->n_final));
+    BS_TRY(publish_artifacts(c));
+    bs_run_summary *r = c->summary;
+    double fs = c->rec->fs_hz, blanked_s = (double)c->artifact_samples / fs;
+    double clear_s = (double)c->rec->n_samples / fs - blanked_s;
+    r->artifact_removal = !c->p->no_artifact_removal;
+    r->n_artifacts = c->n_artifacts;
+    r->artifact_blanked_s = blanked_s;
+    r->artifact_lost_spikes = clear_s > 0 ? (double)c->n_final * blanked_s / clear_s : 0;
+    if (!c->p->quiet && c->n_artifacts)
+        bs_log_info("artifacts: %lld periods blanked (%.3f s, %.2f %% of the recording), listed in %s/%s",
+                    (long long)c->n_artifacts, blanked_s, 100.0 * blanked_s * fs / (double)c->rec->n_samples,
+                    c->p->out_dir, BS_ARTIFACTS_TSV);
+    return BS_OK;
 }
 
 static bs_status finish(bs_run_ctx *c)

@@ -121,9 +121,52 @@ const bs_stage bs_basis_stage = {.name = "basis", .plan = basis_plan, .run = bas
 
 /* Streamed per-spike outputs of detection, in .stages/detect/. */
 enum { DET_TIMES, DET_POS, DET_XY, DET_SCORE, DET_FEATURES, DET_N };
-static const char *const detect_files[DET_N] = {"detect/spike_times.npy", "detect/spike_pos.npy",
-                                                "detect/spike_xy.npy", "detect/spike_score.npy",
-                                                "detect/spike_features.npy"};
+/* Checkpoint files: the streamed spike files and the artifact periods. */
+static const char *const detect_ckpt_files[DET_N + 1] = {
+    "detect/spike_times.npy", "detect/spike_pos.npy", "detect/spike_xy.npy", "detect/spike_score.npy",
+    "detect/spike_features.npy", "detect/" BS_ARTIFACTS_TSV};
+
+/* The artifact periods blanked in the batches' own samples (stage.h: c->art),
+ * as rows of BS_ARTIFACTS_TSV in recording samples; a period that runs on into
+ * the next batch is merged with its continuation there. */
+typedef struct {
+    bs_atomic_file f;
+    int open;
+    int pending;             /* a period waits for its end */
+    int64_t t0, t1;          /* its samples [t0, t1) */
+    int n_chan;
+} artifact_writer;
+
+static bs_status artifact_flush(artifact_writer *w, double fs_hz)
+{
+    if (!w->pending)
+        return BS_OK;
+    w->pending = 0;
+    if (fprintf(w->f.fp, "%lld\t%lld\t%.6f\t%.6f\t%d\n", (long long)w->t0, (long long)w->t1, (double)w->t0 / fs_hz,
+                (double)w->t1 / fs_hz, w->n_chan) < 0)
+        return bs_error(BS_ERR_IO, "%s: write failed", w->f.path);
+    return BS_OK;
+}
+
+static bs_status artifact_add(artifact_writer *w, const bs_run_ctx *c, int64_t b, int64_t n_valid)
+{
+    for (int i = 0; i < c->art_n; i++) {
+        int64_t s = c->art[i].t0 > c->halo ? c->art[i].t0 : c->halo;
+        int64_t e = c->art[i].t1 < c->halo + n_valid ? c->art[i].t1 : c->halo + n_valid;
+        if (s >= e)
+            continue; /* in the halo only: the neighbouring batch owns it */
+        int64_t t0 = b * c->nb + s - c->halo, t1 = b * c->nb + e - c->halo;
+        if (w->pending && t0 <= w->t1) {
+            w->t1 = t1 > w->t1 ? t1 : w->t1;
+            w->n_chan = c->art[i].n_chan > w->n_chan ? c->art[i].n_chan : w->n_chan;
+            continue;
+        }
+        BS_TRY(artifact_flush(w, c->rec->fs_hz));
+        *w = (artifact_writer){.f = w->f, .open = w->open, .pending = 1, .t0 = t0, .t1 = t1,
+                               .n_chan = c->art[i].n_chan};
+    }
+    return BS_OK;
+}
 
 /* Per-batch spike lists are data-dependent: planned at 4x the assumed rate
  * over every assumed template. */
@@ -141,8 +184,9 @@ static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "--batch-seconds";
     bs_plan_stage_total(s);
     s->sure_min -= det_data;
-    /* detect_files: time, position, x/y, score and features of every detected spike */
-    bs_plan_disk(s, DET_N, (double)pl->n_detected * (sizeof(int64_t) + sizeof(int32_t) + 3 * sizeof(float) +
+    /* detect_ckpt_files: time, position, x/y, score and features of every detected spike; the artifact
+       periods (one row per 2 ms at most: small next to the spikes) */
+    bs_plan_disk(s, DET_N + 1, (double)pl->n_detected * (sizeof(int64_t) + sizeof(int32_t) + 3 * sizeof(float) +
                                                       (double)pl->feat_len * sizeof(float)));
     if (pl->p.device >= 0) /* the GPU detector (src/gpu/gpu.h): no assumption enters it */
         s->gpu = s->gpu_sure = bs_gpu_detector_bytes(pl->n_chan, pl->width, pl->p.detect.n_shapes, pl->nt,
@@ -203,6 +247,15 @@ static bs_status detect_run(bs_run_ctx *c)
     bs_progress pb;
     bs_progress_start(&pb, "detect", "batches", c->p->quiet ? 0 : c->n_batches);
     c->n_detected = 0;
+    artifact_writer aw = {.pending = 0};
+    char apath[4300];
+    if (st == BS_OK)
+        st = bs_path_join(apath, sizeof apath, dir, BS_ARTIFACTS_TSV);
+    if (st == BS_OK && (st = bs_atomic_open(&aw.f, apath)) == BS_OK) {
+        aw.open = 1;
+        if (fprintf(aw.f.fp, "%s\n", BS_ARTIFACTS_HEADER) < 0)
+            st = bs_error(BS_ERR_IO, "%s: write failed", apath);
+    }
     bs_gpu_detector *gpu = NULL;
     if (st == BS_OK && c->p->device >= 0)
         st = bs_gpu_detector_create(c->p->device, &c->p->detect, basis, grid, c->rec->probe.n_chan, c->width, &gpu);
@@ -216,6 +269,8 @@ static bs_status detect_run(bs_run_ctx *c)
                                     b * c->nb, gpu, &out);
         if (st == BS_OK)
             st = detect_files_append(&files, &out);
+        if (st == BS_OK)
+            st = artifact_add(&aw, c, b, n_valid);
         c->n_detected += out.n;
         bs_progress_update(&pb, b + 1);
         bs_checkpoint_test_kill("detect", b + 1);
@@ -223,12 +278,16 @@ static bs_status detect_run(bs_run_ctx *c)
     bs_progress_finish(&pb);
     bs_gpu_detector_free(gpu);
     bs_detect_output_free(&out);
+    if (st == BS_OK)
+        st = artifact_flush(&aw, c->rec->fs_hz);
+    if (aw.open)
+        st = st == BS_OK ? bs_atomic_commit(&aw.f) : (bs_atomic_abort(&aw.f), st);
     return bs_npy_set_finish(&files, st);
 }
 
 static bs_status detect_load(bs_run_ctx *c)
 {
-    return bs_stage_rows(c->stage_dir, detect_files[DET_TIMES], &c->n_detected);
+    return bs_stage_rows(c->stage_dir, detect_ckpt_files[DET_TIMES], &c->n_detected);
 }
 
 static bs_status detect_finish(bs_run_ctx *c)
@@ -241,4 +300,5 @@ static bs_status detect_finish(bs_run_ctx *c)
 static const char *const detect_params[] = {"batch", "preprocess", "drift", "detect", NULL};
 
 const bs_stage bs_detect_stage = {.name = "detect", .plan = detect_plan, .prepare = detect_prepare, .run = detect_run,
-    .load = detect_load, .finish = detect_finish, .files = detect_files, .n_files = DET_N, .params = detect_params};
+    .load = detect_load, .finish = detect_finish, .files = detect_ckpt_files, .n_files = DET_N + 1,
+    .params = detect_params};

@@ -189,58 +189,10 @@ static int spike_cmp(const void *a, const void *b)
     return (x->chan > y->chan) - (x->chan < y->chan);
 }
 
-/* k-th smallest of v[0..n) (v is reordered): Hoare selection. */
-static float select_kth(float *v, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        float piv = v[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < piv)
-                i++;
-            while (v[j] > piv)
-                j--;
-            if (i <= j) {
-                float t = v[i];
-                v[i++] = v[j];
-                v[j--] = t;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            break;
-    }
-    return v[k];
-}
-
-/* scale[c] = 1 / σ_c (0 for a flat channel). */
+/* scale[c] = 1 / σ_c (0 for a flat channel): preprocess.h's noise scale. */
 static bs_status noise_scales(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid)
 {
-    const int64_t m = (n_valid + NOISE_STEP - 1) / NOISE_STEP;
-    if (m == 0) {
-        for (int c = 0; c < d->n_chan; c++)
-            d->scale[c] = 0;
-        return BS_OK;
-    }
-    int nth = omp_get_max_threads();
-    float *buf = bs_mem_alloc("drift/noise", (size_t)nth * (size_t)m * sizeof *buf);
-    if (!buf)
-        return BS_ERR_MEMORY;
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int c = 0; c < d->n_chan; c++) {
-        float *v = buf + (size_t)omp_get_thread_num() * (size_t)m;
-        const float *row = x + (size_t)c * (size_t)n_t + halo;
-        for (int64_t i = 0; i < m; i++)
-            v[i] = fabsf(row[i * NOISE_STEP]);
-        float med = select_kth(v, m, m / 2);
-        d->scale[c] = med > 0 ? (float)(0.6745 / med) : 0.0f;
-    }
-    bs_mem_free(buf);
-    return BS_OK;
+    return bs_noise_inv_scales(x, d->n_chan, n_t, halo, n_valid, NOISE_STEP, "drift/noise", d->scale);
 }
 
 /* Is (c, t) the peak of its neighbourhood? v = -x[c, t]·scale[c]. */

@@ -30,6 +30,13 @@ const bs_param_field bs_sort_param_fields[] = {
     INT("preprocess", "whiten_neighbors", whiten_neighbors),
     INT("preprocess", "whiten_stride_batches", whiten_stride),
     F64("preprocess", "max_railed_fraction", max_railed_fraction),
+    INT("preprocess", "no_artifact_removal", no_artifact_removal),
+    F64("preprocess", "artifact_threshold", artifact.threshold),
+    F64("preprocess", "artifact_extend_fraction", artifact.extend_fraction),
+    F64("preprocess", "artifact_channel_fraction", artifact.channel_fraction),
+    INT("preprocess", "artifact_min_channels", artifact.min_channels),
+    F64("preprocess", "artifact_margin_ms", artifact.margin_ms),
+    F64("preprocess", "artifact_taper_ms", artifact.taper_ms),
     /* drift */
     INT("drift", "no_drift", no_drift),
     F32("drift", "th_noise_units", drift.th),

@@ -201,7 +201,11 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
         r->drift_detector = bs_drift_detector_bytes(probe, &p->drift);
         r->drift_estimate = bs_drift_estimate_bytes(probe, &p->drift, pl->n_batches);
     }
-    pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift;
+    if (!p->no_artifact_removal)
+        r->artifact = (size_t)pl->width * sizeof(int32_t) + (size_t)C * sizeof(float) +
+                      (size_t)pl->n_threads * (size_t)(pl->batch_samples / 8 + 1) * sizeof(float) +
+                      (size_t)bs_artifact_max_periods(&p->artifact, rec->fs_hz, pl->width) * sizeof(bs_artifact_period);
+    pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift + r->artifact;
     bs_qc_params qp;
     bs_qc_default_params(&qp);
     r->qc_spill_spike = bs_qc_spill_spike_bytes(&qp, probe, rec->fs_hz);

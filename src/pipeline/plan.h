@@ -90,6 +90,7 @@ typedef struct {
  * stages' plan functions need that come from the probe (no data read). */
 typedef struct {
     size_t reader, scratch, whitener, grid, centers, basis, drift; /* bytes */
+    size_t artifact;       /* artifact counts and periods of one window (0: removal off), bytes */
     size_t drift_hist;     /* drift histograms, bytes (0: no shank qualifies or --no-drift) */
     size_t drift_detector; /* drift peak detector, bytes */
     size_t drift_estimate; /* drift registration, bytes */

@@ -133,6 +133,12 @@ void bs_run_summary_print(const bs_run_summary *r, FILE *out)
     fprintf(out, "%-10s %9.2f %12s %12s %12.1f\n", "total", r->total_wall_s, "", "", mib(r->peak_rss));
     if (r->budget)
         fprintf(out, "budget: %.1f MiB of tracked host memory\n", mib(r->budget));
+    if (r->artifact_removal)
+        fprintf(out, "artifacts: %lld periods blanked, %.3f s in all (OUT/artifacts.tsv); about %.0f spikes of the "
+                     "sorted units fell in them and are lost\n",
+                (long long)r->n_artifacts, r->artifact_blanked_s, r->artifact_lost_spikes);
+    else
+        fprintf(out, "artifacts: not removed (--no-artifact-removal)\n");
 }
 
 bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
@@ -168,6 +174,13 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
         stages = NULL;
         if (r->mem_trace[0])
             cJSON_AddStringToObject(root, "mem_trace", r->mem_trace);
+        cJSON *art = cJSON_AddObjectToObject(root, "artifacts");
+        if (art) {
+            cJSON_AddBoolToObject(art, "removal", r->artifact_removal);
+            cJSON_AddNumberToObject(art, "periods", (double)r->n_artifacts);
+            cJSON_AddNumberToObject(art, "blanked_s", r->artifact_blanked_s);
+            cJSON_AddNumberToObject(art, "expected_lost_spikes", r->artifact_lost_spikes);
+        }
         cJSON *plan = r->plan_json ? cJSON_Parse(r->plan_json) : NULL;
         if (plan)
             cJSON_AddItemToObject(root, "plan", plan);

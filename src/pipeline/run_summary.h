@@ -49,6 +49,12 @@ typedef struct {
     size_t peak_rss;      /* bytes, whole run */
     char mem_trace[4096]; /* trace file path as given, "" when none */
     const char *plan_json; /* the final plan (plan.h JSON), written as "plan"; not owned; may be NULL */
+    /* artifacts (preprocess.h): set by the finish stage */
+    int artifact_removal;      /* 1: artifacts were blanked */
+    int64_t n_artifacts;       /* periods in OUT/artifacts.tsv */
+    double artifact_blanked_s; /* seconds they cover */
+    double artifact_lost_spikes; /* spikes of the sorted units expected in them: every unit's rate outside
+                                    the periods times their length */
 } bs_run_summary;
 
 void bs_run_summary_init(bs_run_summary *r, size_t budget);

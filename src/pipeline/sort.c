@@ -27,6 +27,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->whiten_stride = 10;
     p->basis_stride = 5;
     p->max_railed_fraction = 0.25;
+    bs_artifact_default_params(&p->artifact);
     bs_detect_default_params(&p->detect);
     p->min_template_spikes = 20;
     p->min_template_norm = 0.75;
@@ -112,7 +113,17 @@ static bs_status ctx_open(bs_run_ctx *c)
     BS_TRY(bs_batch_reader_open(&c->reader, rec, c->nb, c->halo, 0));
     c->scratch_bytes = bs_preprocess_scratch_bytes(&with_wh, rec->probe.n_chan, c->width, c->n_threads);
     c->scratch = bs_mem_alloc("sort/preprocess-scratch", c->scratch_bytes ? c->scratch_bytes : 1);
-    return c->scratch ? BS_OK : BS_ERR_MEMORY;
+    if (!c->scratch)
+        return BS_ERR_MEMORY;
+    if (!p->no_artifact_removal) {
+        c->art_max = bs_artifact_max_periods(&p->artifact, rec->fs_hz, c->width);
+        c->art_count = bs_mem_alloc("sort/artifacts", (size_t)c->width * sizeof *c->art_count);
+        c->art = bs_mem_alloc("sort/artifacts", (size_t)c->art_max * sizeof *c->art);
+        c->art_scale = bs_mem_alloc("sort/artifacts", (size_t)rec->probe.n_chan * sizeof *c->art_scale);
+        if (!c->art_count || !c->art || !c->art_scale)
+            return BS_ERR_MEMORY;
+    }
+    return BS_OK;
 }
 
 /* What the context owns (safe on a zeroed context). */
@@ -131,6 +142,9 @@ static void ctx_release(bs_run_ctx *c)
     if (c->have_wh)
         bs_whitener_free(&c->wh);
     bs_mem_free(c->scratch);
+    bs_mem_free(c->art_count);
+    bs_mem_free(c->art);
+    bs_mem_free(c->art_scale);
     bs_batch_reader_close(&c->reader);
 }
 

@@ -66,6 +66,7 @@
 #include "../detect/detect.h"
 #include "../drift/drift.h"
 #include "../io/recording.h"
+#include "../preprocess/preprocess.h"
 
 typedef struct {
     const char *out_dir;       /* output folder */
@@ -79,6 +80,8 @@ typedef struct {
     int basis_stride;          /* one batch in n feeds the temporal bases */
     double max_railed_fraction; /* batches with more of their samples at their channel's extremes (flat
                                    or saturated; batch.h) feed neither (0.25) */
+    bs_artifact_params artifact; /* artifact blanking of every whitened batch (preprocess.h) */
+    int no_artifact_removal;   /* 1: no artifact blanking (--no-artifact-removal) */
     bs_detect_params detect;
     int min_template_spikes;   /* clusters with fewer spikes make no template */
     double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of

@@ -13,13 +13,32 @@
 #include "../io/npy.h"
 #include "../mem/mem.h"
 
+/* Artifacts (preprocess.h), unless the removal is off: blanked in the window
+ * of batch b, whitened (the threshold in whitened units) or not (in units of
+ * each channel's noise scale in this batch: the whitening covariance and the
+ * drift peaks are estimated without them too). */
+static bs_status blank_artifacts(bs_run_ctx *c, float *x, int64_t b, int whitened)
+{
+    c->art_n = 0;
+    if (!c->art_count)
+        return BS_OK;
+    int C = c->rec->probe.n_chan;
+    if (!whitened) {
+        int64_t n_valid = c->rec->n_samples - b * c->nb < c->nb ? c->rec->n_samples - b * c->nb : c->nb;
+        BS_TRY(bs_noise_inv_scales(x, C, c->width, c->halo, n_valid, 8, "sort/artifacts", c->art_scale));
+    }
+    return bs_artifact_blank(&c->p->artifact, c->rec->fs_hz, x, C, c->width, whitened ? NULL : c->art_scale,
+                             c->art_count, c->art, c->art_max, &c->art_n);
+}
+
 /* the window of batch b, just read, preprocessed in place as the context is configured */
 static bs_status preprocess_read(bs_run_ctx *c, int64_t b, float *x)
 {
     bs_preprocess pp = c->pp;
     if (c->have_corr)
         BS_TRY(bs_drift_corrector_whitener(&c->corr, b, &pp.wh));
-    return bs_preprocess_batch(&pp, x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL);
+    BS_TRY(bs_preprocess_batch(&pp, x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL));
+    return blank_artifacts(c, x, b, pp.wh != NULL);
 }
 
 bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
@@ -118,7 +137,8 @@ bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n
     BS_TRY(bs_batch_read(&c->reader, b, x, n_valid));
     bs_preprocess pp = c->pp;
     pp.wh = NULL;
-    return bs_preprocess_batch(&pp, *x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL);
+    BS_TRY(bs_preprocess_batch(&pp, *x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL));
+    return blank_artifacts(c, *x, b, 0);
 }
 
 bs_status bs_stage_rows(const char *stage_dir, const char *rel, int64_t *n)

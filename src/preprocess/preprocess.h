@@ -212,4 +212,62 @@ size_t bs_preprocess_scratch_bytes(const bs_preprocess *pp, int n_chan, int64_t 
 bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int64_t n_t, void *scratch,
                               size_t scratch_bytes, int *zeroed);
 
+/* ------------------------------------------------------- artifacts ------- */
+/* ARTIFACTS (artifact.c; docs/ALGORITHM.md §3.7). Licking, chewing, movement
+ * and stimulation put large transients on most channels at once; left in,
+ * they are detected as spikes on every position and learned as templates
+ * (the 17,345-template sessions). In a whitened window (unit noise variance)
+ * a column is an artifact column when at least max(min_channels,
+ * ceil(channel_fraction x C)) channels reach |x| >= threshold at once:
+ * Gaussian noise puts 0.3 % of the channels there, and a unit's spike a few
+ * neighbouring channels (measured on simulated recordings: at most 20 of 384
+ * Neuropixels channels, 10 of 32 on a linear probe, against the 96 and 24
+ * needed). From each such column the period extends both ways while
+ * max(min_channels / 4, ceil(extend_fraction x C)) channels still cross (the
+ * transient's rise and ringing tail; it starts only from an artifact column,
+ * so spikes elsewhere are never blanked), then by margin_ms on both sides;
+ * spans closer than two tapers merge. Every channel is set to zero over a
+ * span and ramps back with a raised cosine over taper_ms on each side. The
+ * result depends on the window's data alone (per-column counts, fixed
+ * order), never on threads. */
+typedef struct {
+    double threshold;        /* |x| a channel must reach, whitened units (3) */
+    double channel_fraction; /* of the channels, at one column (0.25) */
+    int min_channels;        /* and at least this many (24) */
+    double extend_fraction;  /* the period extends while this fraction (and min_channels / 4) cross (0.1) */
+    double margin_ms;        /* blanked before and after, ms (2) */
+    double taper_ms;         /* raised-cosine ramp on each side of the blanked span, ms (0.5) */
+} bs_artifact_params;
+
+/* The periods a sort blanked (OUT/artifacts.tsv; docs/FORMATS.md): one row
+ * per period in recording samples, end exclusive, and the most channels that
+ * crossed the threshold at one sample of it. */
+#define BS_ARTIFACTS_TSV "artifacts.tsv"
+#define BS_ARTIFACTS_HEADER "start_sample\tend_sample\tstart_s\tend_s\tn_channels"
+
+typedef struct {
+    int64_t t0, t1; /* window columns [t0, t1) the blanking touched (ramps included) */
+    int n_chan;     /* most channels crossing at one column of the period */
+} bs_artifact_period;
+
+void bs_artifact_default_params(bs_artifact_params *p);
+/* Most periods one window of n_t columns can hold (the size of `periods`). */
+int bs_artifact_max_periods(const bs_artifact_params *ap, double fs_hz, int64_t n_t);
+/* Find and blank the artifact periods of the window x (n_chan rows of n_t
+ * columns) in place. Whitened data: inv_scale NULL; otherwise channel c's
+ * values count in units of 1 / inv_scale[c] (bs_noise_inv_scales; a channel
+ * with 0 never crosses). count: n_t int32 of scratch; periods: room for
+ * max_periods (bs_artifact_max_periods); the periods found are returned in
+ * column order. */
+bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
+                            const float *inv_scale, int32_t *count, bs_artifact_period *periods, int max_periods,
+                            int *n_periods);
+
+/* Robust noise scale of each channel of a window that is not whitened:
+ * inv_scale[c] = 0.6745 / median |x[c, first + i step]| over the n columns
+ * from `first` (0 for a flat channel), by exact selection on a copy (tracked
+ * under `tag`: threads x n / step floats). */
+bs_status bs_noise_inv_scales(const float *x, int n_chan, int64_t n_t, int64_t first, int64_t n, int step,
+                              const char *tag, float *inv_scale);
+
 #endif

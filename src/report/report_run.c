@@ -270,7 +270,8 @@ bs_status rp_load_run(rp_data *d)
     }
     d->run_json = root;
     static const char *const nums[] = {"total_wall_s", "peak_rss_bytes", "budget_bytes"};
-    static const char *const stage_nums[] = {"wall_s", "planned_peak_bytes", "tracked_peak_bytes", "rss_peak_bytes"};
+    static const char *const stage_nums[] = {"wall_s", "planned_peak_bytes", "tracked_peak_bytes", "rss_peak_bytes",
+                                             "disk_planned_bytes", "disk_written_bytes"};
     for (size_t i = 0; i < 3; i++)
         BS_TRY(check_field(path, "", root, nums[i], 1));
     BS_TRY(check_field(path, "", root, "boundsort_version", 0));
@@ -286,7 +287,7 @@ bs_status rp_load_run(rp_data *d)
         snprintf(where, sizeof where, "stages[%d].", i++);
         if (!cJSON_IsObject(s))
             return bs_error(BS_ERR_INPUT, "%s: field 'stages[%d]': expected an object", path, i - 1);
-        for (size_t k = 0; k < 4; k++)
+        for (size_t k = 0; k < sizeof stage_nums / sizeof stage_nums[0]; k++)
             BS_TRY(check_field(path, where, s, stage_nums[k], 1));
         BS_TRY(check_field(path, where, s, "name", 0));
         BS_TRY(check_field(path, where, s, "strategy", 0));
@@ -331,10 +332,23 @@ void rp_emit_run(rp_json *j, const rp_data *d)
             copy_field(j, s, "planned_peak_bytes");
             copy_field(j, s, "tracked_peak_bytes");
             copy_field(j, s, "rss_peak_bytes");
+            copy_field(j, s, "disk_planned_bytes");
+            copy_field(j, s, "disk_written_bytes");
             copy_field(j, s, "strategy");
             rpj_end_obj(j);
         }
         rpj_end_arr(j);
+        const cJSON *art = cJSON_GetObjectItemCaseSensitive(root, "artifacts");
+        if (cJSON_IsObject(art)) {
+            rpj_obj(j, "artifacts");
+            rpj_bool(j, "removal", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(art, "removal")));
+            copy_field(j, art, "periods");
+            copy_field(j, art, "blanked_s");
+            copy_field(j, art, "expected_lost_spikes");
+            rpj_end_obj(j);
+        } else {
+            rpj_null(j, "artifacts");
+        }
         rpj_end_obj(j);
     }
     if (!d->mem_bytes) {

@@ -56,7 +56,7 @@ double bs_sim_rng_exp(bs_sim_rng *r);                  /* exponential, mean 1 */
 /* stream purposes */
 enum { BS_SIM_STREAM_UNIT = 1, BS_SIM_STREAM_TRAIN = 2, BS_SIM_STREAM_HASH = 3, BS_SIM_STREAM_HASH_TRAIN = 4,
        BS_SIM_STREAM_NOISE_CHAN = 5, BS_SIM_STREAM_NOISE_LOCAL = 6, BS_SIM_STREAM_NOISE_COMMON = 7,
-       BS_SIM_STREAM_LFP = 8 };
+       BS_SIM_STREAM_LFP = 8, BS_SIM_STREAM_ARTIFACT = 9 };
 
 /* ---- probe layouts (sim_probes.c) ---- */
 typedef struct {
@@ -188,5 +188,28 @@ bs_status bs_sim_write_meta(const char *meta_path, const char *bin_name, const b
 /* ---- Open Ephys output (sim_openephys.c): DIR/openephys/ from DIR/recording.bin ---- */
 bs_status bs_sim_write_openephys(const char *out_dir, const bs_sim_layout *layout, const bs_probe *probe, double fs_hz,
                                  int64_t n_samples, double uv_per_bit);
+
+/* ---- artifacts (sim_artifacts.c) ---- */
+typedef struct {
+    int64_t t0, t1;     /* first sample, one past the last */
+    int kind;           /* 0 stimulation, 1 chewing, 2 movement */
+    double amp_uv;      /* peak amplitude, µV */
+    double p1, p2;      /* shape: stimulation phase ms / recovery tau ms; chewing Hz / tau ms; movement - / tau ms */
+    double y_lo, y_hi;  /* depth range it covers, µm */
+    double g_lo, g_hi;  /* gain at y_lo and at y_hi (before the per-channel jitter) */
+    int n_chan;         /* channels with gain >= 0.25 */
+} bs_sim_artifact;
+
+/* The events of p->artifact_rate_hz over n_samples, in start order (*out
+ * from the accountant, NULL when none). */
+bs_status bs_sim_artifacts_draw(const bs_sim_params *p, const bs_probe *probe, int64_t n_samples,
+                                bs_sim_artifact **out, int64_t *n_out);
+/* Samples of the longest event. */
+int64_t bs_sim_artifacts_max_len(double fs_hz);
+/* Add every event overlapping [t0, t1) to buf (channel-major, row stride B). */
+void bs_sim_artifacts_render(const bs_sim_artifact *a, int64_t n, uint64_t seed, const bs_probe *probe, double fs_hz,
+                             float *buf, int64_t B, int64_t t0, int64_t t1);
+/* out_dir/gt_artifacts.tsv (written even with no events: the header alone). */
+bs_status bs_sim_artifacts_write(const char *out_dir, const bs_sim_artifact *a, int64_t n);
 
 #endif

@@ -94,6 +94,8 @@ bs_status bs_sim_check_params(const bs_sim_params *p)
         return bs_error(BS_ERR_USAGE, "option --noise: expected 0..1000 µV rms, got %g", p->noise_uv);
     if (!(p->hash_per_100um >= 0.0 && p->hash_per_100um <= 100.0))
         return bs_error(BS_ERR_USAGE, "hash units: expected 0..100 per 100 µm, got %g", p->hash_per_100um);
+    if (!(p->artifact_rate_hz >= 0.0 && p->artifact_rate_hz <= 100.0))
+        return bs_error(BS_ERR_USAGE, "artifact rate: expected 0..100 per second, got %g", p->artifact_rate_hz);
     if (!(p->lfp_uv >= 0.0 && p->lfp_uv <= 1000.0))
         return bs_error(BS_ERR_USAGE, "LFP amplitude: expected 0..1000 µV, got %g", p->lfp_uv);
     if (p->block_samples < 64 || p->block_samples > (1 << 22))
@@ -204,6 +206,8 @@ typedef struct {
     int64_t n_samples;
     double uv_per_bit;
     int fd_rec, fd_sglx;
+    const bs_sim_artifact *art;
+    int64_t n_art;
 } render_ctx;
 
 static inline int16_t quantize(float v, float inv)
@@ -258,6 +262,7 @@ static bs_status render(render_ctx *rc)
             int64_t first = lower_bound(rc->sp, rc->n_sp, t0 + w->nt_before - w->nt);
             for (int64_t s = first; s < rc->n_sp && rc->sp[s].t < t1 + w->nt_before + 1; s++)
                 bs_sim_render_spike(w, &rc->units[rc->sp[s].unit], &rc->sp[s], buf, B, t0, t1);
+            bs_sim_artifacts_render(rc->art, rc->n_art, rc->p->seed, w->probe, fs, buf, B, t0, t1);
             /* channel-major floats -> interleaved int16, in tiles of 64 samples to stay in cache */
             for (int64_t i0 = 0; i0 < nb; i0 += 64) {
                 int64_t i1 = i0 + 64 < nb ? i0 + 64 : nb;
@@ -345,6 +350,8 @@ static bs_status write_recording_json(const char *dir, const bs_sim_params *p, c
     cJSON_AddNumberToObject(r, "n_hash_units", n_hash);
     cJSON_AddNumberToObject(r, "n_hash_spikes", (double)s->n_hash_spikes);
     cJSON_AddNumberToObject(r, "gt_collisions_1ms_100um", (double)s->n_collisions);
+    cJSON_AddNumberToObject(r, "artifact_rate_hz", p->artifact_rate_hz);
+    cJSON_AddNumberToObject(r, "n_artifacts", (double)s->n_artifacts);
     cJSON_AddNumberToObject(r, "drift_bin_s", (double)w->bin_samples / p->fs_hz);
     cJSON_AddNumberToObject(r, "drift_bin_samples", (double)w->bin_samples);
     cJSON_AddNumberToObject(r, "drift_n_bins", w->n_bins);
@@ -437,6 +444,7 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
     int n_all = 0, n_hash = 0;
     int64_t n_sp = 0, cap = 0, step_bin = 0;
     bs_atomic_file frec = {0}, fsglx = {0};
+    bs_sim_artifact *art = NULL;
     int rec_open = 0, sglx_open = 0;
     char sglx_dir[4200], path[4200];
 
@@ -555,8 +563,10 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
             goto done;
         sglx_open = 1;
     }
+    if ((st = bs_sim_artifacts_draw(p, &probe, n_samples, &art, &s.n_artifacts)) != BS_OK)
+        goto done;
     render_ctx rc = {p, &w, units, n_all, sp, n_sp, &noise, n_samples, s.uv_per_bit, fileno(frec.fp),
-                     p->spikeglx ? fileno(fsglx.fp) : -1};
+                     p->spikeglx ? fileno(fsglx.fp) : -1, art, s.n_artifacts};
     bs_log_info("simulate: %s, %d channels, %.1f s, %d units (%lld spikes), %d hash units, drift %s",
                 bs_sim_probe_name(p->probe), C, (double)n_samples / p->fs_hz, p->n_units, (long long)s.n_spikes,
                 n_hash, bs_sim_drift_name(p->drift));
@@ -600,6 +610,8 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
     shp[1] = w.n_blocks;
     if ((st = save_npy(out_dir, "gt_drift_um.npy", BS_NPY_F32, 2, shp, w.drift)) != BS_OK)
         goto done;
+    if (p->artifact_rate_hz > 0 && (st = bs_sim_artifacts_write(out_dir, art, s.n_artifacts)) != BS_OK)
+        goto done;
     if ((st = bs_path_join(path, sizeof path, out_dir, "probe.json")) != BS_OK)
         goto done;
     if ((st = bs_probe_write_json(&probe, path)) != BS_OK)
@@ -624,6 +636,7 @@ done:
         for (int u = 0; u < n_all; u++)
             bs_sim_unit_free(&units[u]);
     bs_mem_free(units);
+    bs_mem_free(art);
     bs_mem_free(sp);
     bs_mem_free(gt_t);
     bs_mem_free(gt_u);

@@ -5,7 +5,8 @@
  * many distant tiny "hash" units that are not in the ground truth, (3)
  * band-limited noise that is partly independent per channel, partly shared by
  * nearby channels (spatially smooth sources) and partly common to a whole
- * shank, and (4) a small low-frequency LFP-like wave. Units sit in 3-D near
+ * shank, (4) a small low-frequency LFP-like wave and (5) optionally, large
+ * broadband artifacts on most channels (sim_artifacts.c). Units sit in 3-D near
  * the probe and move with the requested drift; every spike is rendered from
  * its unit's position at its own time, with a per-unit waveform whose
  * amplitude decays with distance and whose shape widens and lags far away.
@@ -65,6 +66,7 @@ typedef struct {
     double lfp_uv;           /* amplitude of each of the 3 LFP-like components, µV */
     int block_samples;       /* samples per rendering block (speed only, never changes the output) */
     int adc_mux;             /* Neuropixels ADC multiplexing: channels sampled at staggered sub-sample times */
+    double artifact_rate_hz; /* broadband transients per second (0: none; sim_artifacts.c), in gt_artifacts.tsv */
 } bs_sim_params;
 
 typedef struct {
@@ -73,6 +75,7 @@ typedef struct {
     int64_t n_spikes;         /* ground-truth spikes */
     int64_t n_hash_spikes;    /* background (not ground-truth) spikes */
     int64_t n_collisions;     /* GT spike pairs within 1 ms whose peak channels are within 100 µm */
+    int64_t n_artifacts;      /* artifact events (gt_artifacts.tsv) */
     double uv_per_bit;        /* µV per int16 unit in recording.bin */
     int nt, nt_before;        /* template length and trough index, samples */
 } bs_sim_summary;

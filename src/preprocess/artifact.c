@@ -1,0 +1,170 @@
+/*
+ * artifact.c - finding and blanking broadband artifacts in a whitened
+ * window (see preprocess.h, "ARTIFACTS").
+ */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "../mem/mem.h"
+#include "preprocess.h"
+
+/* k-th smallest of v[0..n) (v is reordered): Hoare selection. */
+static float select_kth(float *v, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float piv = v[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < piv)
+                i++;
+            while (v[j] > piv)
+                j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}
+
+bs_status bs_noise_inv_scales(const float *x, int n_chan, int64_t n_t, int64_t first, int64_t n, int step,
+                              const char *tag, float *inv_scale)
+{
+    const int64_t m = (n + step - 1) / step;
+    if (m <= 0) {
+        for (int c = 0; c < n_chan; c++)
+            inv_scale[c] = 0;
+        return BS_OK;
+    }
+    int nth = omp_get_max_threads();
+    float *buf = bs_mem_alloc(tag, (size_t)nth * (size_t)m * sizeof *buf);
+    if (!buf)
+        return BS_ERR_MEMORY;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int c = 0; c < n_chan; c++) {
+        float *v = buf + (size_t)omp_get_thread_num() * (size_t)m;
+        const float *row = x + (size_t)c * (size_t)n_t + first;
+        for (int64_t i = 0; i < m; i++)
+            v[i] = fabsf(row[i * step]);
+        float med = select_kth(v, m, m / 2);
+        inv_scale[c] = med > 0 ? (float)(0.6745 / med) : 0.0f;
+    }
+    bs_mem_free(buf);
+    return BS_OK;
+}
+
+void bs_artifact_default_params(bs_artifact_params *p)
+{
+    p->threshold = 3.0;
+    p->channel_fraction = 0.25;
+    p->min_channels = 24;
+    p->extend_fraction = 0.1;
+    p->margin_ms = 2.0;
+    p->taper_ms = 0.5;
+}
+
+static int64_t margin_samples(const bs_artifact_params *ap, double fs_hz)
+{
+    return (int64_t)ceil(ap->margin_ms * fs_hz / 1000.0);
+}
+
+int bs_artifact_max_periods(const bs_artifact_params *ap, double fs_hz, int64_t n_t)
+{
+    return (int)(n_t / (2 * margin_samples(ap, fs_hz) + 1) + 1);
+}
+
+/* Gain of column t near a blanked span [a, b): 0 inside, a raised-cosine ramp
+ * to 1 over `taper` columns on each side. */
+static float ramp(int64_t t, int64_t a, int64_t b, int64_t taper)
+{
+    int64_t d = t < a ? a - t : t - b + 1; /* columns from the span, 1 = adjacent */
+    if (t >= a && t < b)
+        return 0.0f;
+    if (d > taper)
+        return 1.0f;
+    return (float)(0.5 - 0.5 * cos(M_PI * (double)d / (double)(taper + 1)));
+}
+
+bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
+                            const float *inv_scale, int32_t *count, bs_artifact_period *periods, int max_periods,
+                            int *n_periods)
+{
+    *n_periods = 0;
+    int64_t margin = margin_samples(ap, fs_hz);
+    int64_t taper = (int64_t)ceil(ap->taper_ms * fs_hz / 1000.0);
+    int need = (int)ceil(ap->channel_fraction * n_chan);
+    need = need < ap->min_channels ? ap->min_channels : need;
+    int need_ext = (int)ceil(ap->extend_fraction * n_chan);
+    need_ext = need_ext < (ap->min_channels + 3) / 4 ? (ap->min_channels + 3) / 4 : need_ext;
+    if (need > n_chan || n_t < 1)
+        return BS_OK; /* too few channels to tell an artifact from a spike */
+    const float thr = (float)ap->threshold;
+    /* channels crossing at each column: each thread owns a range of columns, so the counts are exact */
+#pragma omp parallel for schedule(static)
+    for (int64_t t0 = 0; t0 < n_t; t0 += 1024) {
+        int64_t t1 = t0 + 1024 < n_t ? t0 + 1024 : n_t;
+        memset(count + t0, 0, (size_t)(t1 - t0) * sizeof *count);
+        for (int c = 0; c < n_chan; c++) {
+            const float *row = x + (size_t)c * (size_t)n_t;
+            const float th = inv_scale ? (inv_scale[c] > 0 ? thr / inv_scale[c] : INFINITY) : thr;
+            for (int64_t t = t0; t < t1; t++)
+                count[t] += !(fabsf(row[t]) < th); /* NaN counts as crossing */
+        }
+    }
+    /* spans: an artifact column extended both ways while need_ext channels cross, then widened by the
+       margin; spans closer than two tapers are one */
+    int np = 0;
+    for (int64_t t = 0; t < n_t;) {
+        if (count[t] < need) {
+            t++;
+            continue;
+        }
+        int64_t a = t, b = t + 1;
+        int peak = count[t];
+        while (a > 0 && count[a - 1] >= need_ext)
+            a--;
+        while (b < n_t && count[b] >= need_ext) {
+            peak = count[b] > peak ? count[b] : peak;
+            b++;
+        }
+        t = b;
+        a = a - margin < 0 ? 0 : a - margin;
+        b = b + margin > n_t ? n_t : b + margin;
+        if (np > 0 && a <= periods[np - 1].t1 + 2 * taper) {
+            bs_artifact_period *q = &periods[np - 1];
+            q->t1 = b > q->t1 ? b : q->t1;
+            q->n_chan = peak > q->n_chan ? peak : q->n_chan;
+            continue;
+        }
+        if (np == max_periods)
+            return bs_error(BS_ERR_INTERNAL, "artifacts: more than %d periods in a window of %lld samples",
+                            max_periods, (long long)n_t);
+        periods[np++] = (bs_artifact_period){a, b, peak};
+    }
+    /* blank: every channel times the gain of the nearest span */
+    for (int i = 0; i < np; i++) {
+        bs_artifact_period *q = &periods[i];
+        int64_t lo = q->t0 - taper < 0 ? 0 : q->t0 - taper, hi = q->t1 + taper > n_t ? n_t : q->t1 + taper;
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < n_chan; c++) {
+            float *row = x + (size_t)c * (size_t)n_t;
+            for (int64_t t = lo; t < hi; t++) {
+                float g = ramp(t, q->t0, q->t1, taper);
+                row[t] = g == 0.0f ? 0.0f : row[t] * g; /* set, not scaled: a NaN becomes 0 too */
+            }
+        }
+        q->t0 = lo, q->t1 = hi; /* reported with the ramps: every column the blanking touched */
+    }
+    *n_periods = np;
+    return BS_OK;
+}
