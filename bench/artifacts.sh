@@ -1,9 +1,10 @@
 #!/bin/bash
 # bench/artifacts.sh - artifact removal on simulated recordings (docs/ALGORITHM.md §3.7): for each seed,
 # the same recording without artifacts, with `--artifacts RATE` sorted with the removal (the default), and
-# sorted with --no-artifact-removal. Prints one markdown row per sort: templates, artifact periods, well-
-# detected units (accuracy >= 0.8), false-positive units, units made of artifacts (not matched to a unit, half or
-# more of their spikes within 2 ms of a simulated event), mean accuracy, wall time and peak RSS.
+# sorted with --no-artifact-removal. Prints one markdown row per sort: templates, artifact periods,
+# well-detected units (accuracy >= 0.8), false-positive units, units made of artifacts (not matched to a
+# ground-truth unit, half or more of their spikes within 2 ms of a simulated event), mean accuracy, wall
+# time and peak RSS.
 #   BOUNDSORT=build/boundsort bash bench/artifacts.sh [SEEDS] [DURATION_S] [RATE] [UNITS] [DRIFT]
 # defaults: "1 2 3" 30 2 40 rigid, NP1 (384 channels), 2 threads, --no-qc. Work folder: $BENCH_TMP or
 # /tmp/bs-bench-artifacts. Needs numpy (/usr/bin/python3 on Debian with python3-numpy).

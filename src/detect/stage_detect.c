@@ -124,7 +124,7 @@ enum { DET_TIMES, DET_POS, DET_XY, DET_SCORE, DET_FEATURES, DET_N };
 /* Checkpoint files: the streamed spike files and the artifact periods. */
 static const char *const detect_ckpt_files[DET_N + 1] = {
     "detect/spike_times.npy", "detect/spike_pos.npy", "detect/spike_xy.npy", "detect/spike_score.npy",
-    "detect/spike_features.npy", "detect/" BS_ARTIFACTS_TSV};
+    "detect/spike_features.npy", ("detect/" BS_ARTIFACTS_TSV)};
 
 /* The artifact periods blanked in the batches' own samples (stage.h: c->art),
  * as rows of BS_ARTIFACTS_TSV in recording samples; a period that runs on into
