@@ -6,36 +6,9 @@
 #include <omp.h>
 #include <string.h>
 
+#include "../common/select.h"
 #include "../mem/mem.h"
 #include "preprocess.h"
-
-/* k-th smallest of v[0..n) (v is reordered): Hoare selection. */
-static float select_kth(float *v, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        float piv = v[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < piv)
-                i++;
-            while (v[j] > piv)
-                j--;
-            if (i <= j) {
-                float t = v[i];
-                v[i++] = v[j];
-                v[j--] = t;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            break;
-    }
-    return v[k];
-}
 
 bs_status bs_noise_inv_scales(const float *x, int n_chan, int64_t n_t, int64_t first, int64_t n, int step,
                               const char *tag, float *inv_scale)
@@ -56,7 +29,7 @@ bs_status bs_noise_inv_scales(const float *x, int n_chan, int64_t n_t, int64_t f
         const float *row = x + (size_t)c * (size_t)n_t + first;
         for (int64_t i = 0; i < m; i++)
             v[i] = fabsf(row[i * step]);
-        float med = select_kth(v, m, m / 2);
+        float med = bs_select_f(v, m, m / 2);
         inv_scale[c] = med > 0 ? (float)(0.6745 / med) : 0.0f;
     }
     bs_mem_free(buf);

@@ -12,8 +12,6 @@
 #include "../export/phy_read.h"
 #include "../io/npy.h"
 
-/* k-th smallest of a[0..n) (a is reordered). */
-float qc_select_f(float *a, int64_t n, int64_t k);
 /* numpy median of a[0..n) (reordered); NaN if n == 0. */
 double qc_median_inplace_f(float *a, int64_t n);
 /* numpy median of a small double array (sorted in place). */

@@ -30,6 +30,7 @@
 
 #include "qc.h"
 #include "qc_internal.h"
+#include "../common/select.h"
 
 static double gamma_prefactor(double a, double x)
 {
@@ -109,45 +110,12 @@ double bs_qc_chi2_sf(double x, double dof)
 
 /* ------------------------------------------------------------- order stats */
 
-/* Rearrange a so that a[k] is the k-th smallest (Hoare selection with a
- * median-of-three pivot); a[0..k) <= a[k] <= a(k..n). */
-float qc_select_f(float *a, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n - 1;
-    while (hi > lo) {
-        int64_t mid = lo + (hi - lo) / 2;
-        float x = a[lo], y = a[mid], z = a[hi];
-        float piv = (x < y) ? ((y < z) ? y : (x < z ? z : x)) : ((x < z) ? x : (y < z ? z : y));
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < piv)
-                i++;
-            while (piv < a[j])
-                j--;
-            if (i <= j) {
-                float t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            break;
-    }
-    return a[k];
-}
-
 double qc_median_inplace_f(float *a, int64_t n)
 {
     if (n <= 0)
         return NAN;
     int64_t h = n / 2;
-    double hi = qc_select_f(a, n, h);
+    double hi = bs_select_f(a, n, h);
     if (n % 2)
         return hi;
     /* the lower middle is the largest of a[0..h) */

@@ -13,23 +13,16 @@
 #include <omp.h>
 #include <stdint.h>
 
+#include "common/rng.h"
 #include "mem/mem.h"
 #include "preprocess/preprocess.h"
 
 #define FS 30000.0
 
-static uint64_t rng_state = 777;
-static double urand(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
-}
+static bs_rng rng_ = {777};
 static float nrand(void)
 {
-    return (float)(sqrt(-2.0 * log(urand())) * cos(2.0 * M_PI * urand()));
+    return (float)bs_rng_normal(&rng_);
 }
 
 static float *noise(int C, int64_t T)
