@@ -8,6 +8,7 @@
 
 #include "../../include/boundsort.h"
 #include "../common/blas_threads.h"
+#include "../common/lsan_options.h" /* sanitized builds: LeakSanitizer scans no TLS */
 #include "../common/tmpfiles.h"
 #include "cli.h"
 

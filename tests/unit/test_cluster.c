@@ -16,7 +16,7 @@
 #include "common/rng.h"
 #include "mem/mem.h"
 
-#include "lsan_openblas.h"
+#include "common/lsan_options.h"
 
 #define D 60
 

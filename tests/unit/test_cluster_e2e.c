@@ -19,7 +19,7 @@
 #include "io/probe.h"
 #include "mem/mem.h"
 
-#include "lsan_openblas.h"
+#include "common/lsan_options.h"
 
 #define C 20
 #define T 90000

@@ -26,7 +26,7 @@
 #include "../../src/io/npy.h"
 #include "../../src/mem/mem.h"
 #include "../../src/cluster/stage_finish.h"
-#include "lsan_openblas.h"
+#include "common/lsan_options.h"
 #include "match_synth.h"
 #include "test.h"
 
