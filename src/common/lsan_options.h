@@ -9,7 +9,9 @@
  * multi-threaded calls: seen in unit tests with OpenBLAS and in a sanitized
  * `boundsort sort` at a minimum memory budget (test_plan). Scanning TLS is
  * turned off instead, which keeps leak detection on; the only roots then
- * lost are glibc's own dlerror buffers (kept in TLS), which are suppressed.
+ * lost are glibc's dlerror buffers and HDF5's per-thread error stacks (kept
+ * in TLS), which are suppressed (HDF5's by its library: the unwinder stops in
+ * it anyway, so no frame of ours would tell its leaks apart).
  * Tracked memory is also checked with bs_mem_live_blocks().
  */
 #ifndef BS_LSAN_OPTIONS_H
@@ -27,7 +29,10 @@
 const char *__lsan_default_options(void);
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_options(void) { return "use_tls=0"; }
-const char *__lsan_default_suppressions(void) { return "leak:_dlerror_run\nleak:_dl_exception_create_format\n"; }
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:_dlerror_run\nleak:_dl_exception_create_format\nleak:libhdf5\n";
+}
 #endif
 
 #endif
