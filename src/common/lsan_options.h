@@ -28,7 +28,7 @@
 #ifdef BS_TEST_ASAN
 const char *__lsan_default_options(void);
 const char *__lsan_default_suppressions(void);
-const char *__lsan_default_options(void) { return "use_tls=0"; }
+const char *__lsan_default_options(void) { return "use_tls=0:print_suppressions=0"; }
 const char *__lsan_default_suppressions(void)
 {
     return "leak:_dlerror_run\nleak:_dl_exception_create_format\nleak:libhdf5\n";
