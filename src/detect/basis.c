@@ -29,6 +29,8 @@ void bs_detect_default_params(bs_detect_params *p)
     p->max_snippets = 50000;
     p->min_sample_snippets = 1000;
     p->seed = 5;
+    p->chunk_candidates_per_pos = 64; /* simulated NP1: at most 25 per position with artifacts removed */
+    p->chunk_spikes_per_pos = 1;
 }
 
 bs_status bs_snippets_init(bs_snippet_set *s, const bs_detect_params *p)

@@ -50,8 +50,17 @@
  * whitened units, with `halo` samples of context on each side of the
  * `n_valid` samples the batch owns. Only spikes whose trough lies in the
  * owned part are reported, so each spike is reported by exactly one batch.
- * Work is split in time chunks over OpenMP threads and merged in chunk order:
- * the output does not depend on the thread count.
+ * Work is split in time chunks of 1,024 owned samples over OpenMP
+ * threads, in waves of a few chunks per thread whose outputs go to the
+ * caller's sink in chunk order: the output does not depend on the thread
+ * count. Memory is bounded whatever the data: a chunk's candidate and spike
+ * lists have hard limits (chunk_candidates_per_pos and chunk_spikes_per_pos
+ * times the grid positions, raised to what a single column can yield); a
+ * chunk that would pass them (an artifact storm: every position above
+ * threshold) is done again in halves, recursively, each part handed on
+ * before the next. Detection at a column depends only on the
+ * samples within nt of it, so the parts give exactly the chunk's spikes, and
+ * bs_detect_batch_bytes is a bound that no recording can exceed.
  */
 #ifndef BS_DETECT_H
 #define BS_DETECT_H
@@ -80,6 +89,9 @@ typedef struct {
     int min_sample_snippets;    /* fewer from the spread sample of batches: read more batches (1000) */
     uint64_t seed;              /* k-means++ seed */
     int exhaustive;             /* 1 = evaluate every (position, time): for tests */
+    /* workspace limits, not parameters of the result (any values give the same spikes) */
+    int chunk_candidates_per_pos; /* candidates one chunk may hold, per grid position */
+    int chunk_spikes_per_pos;     /* detected spikes one chunk may hold, per grid position */
 } bs_detect_params;
 
 void bs_detect_default_params(bs_detect_params *p);
@@ -141,6 +153,8 @@ typedef struct {
     bs_detected_spike *spikes; /* [cap] */
     float *features;           /* [cap × n_chans × n_pcs] */
     int feat_len;              /* n_chans × n_pcs */
+    int64_t limit;             /* most rows it may grow to (0: no limit) */
+    int full;                  /* a row past the limit was refused: the contents are incomplete */
 } bs_detect_output;
 
 bs_status bs_detect_output_init(bs_detect_output *o, int n_chans, int n_pcs);
@@ -164,24 +178,35 @@ typedef struct {
  * depend on the input order. BS_ERR_MEMORY if its scratch cannot be had. */
 bs_status bs_detect_sort_candidates(bs_detect_candidate *c, int64_t n, int64_t c0, int64_t c1);
 
-/* Bytes of the per-chunk spike lists and the batch's output (spikes and
- * features) for a window of n_valid owned samples holding n_spikes spikes. */
-size_t bs_detect_output_bytes(int64_t n_valid, int feat_len, int64_t n_spikes);
+/* Most bytes one bs_detect_batch_on call holds besides the filtering scratch,
+ * for any data: the chunks' candidate and spike lists at their limits, and
+ * with on_gpu the window's candidates from the GPU (a window of n_t samples). */
+size_t bs_detect_batch_bytes(const bs_detect_params *p, int n_pos, int n_chans, int n_threads, int64_t n_t,
+                             int on_gpu);
+
+/* Receives the spikes of consecutive parts of a window, in time order. */
+typedef bs_status (*bs_detect_sink)(void *ctx, const bs_detect_output *part);
+/* A sink that appends each part to the bs_detect_output ctx (no limit). */
+bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part);
 
 /* Scratch bytes bs_detect_batch allocates for one call (all threads). */
 size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads);
 
 /* Detect in one window; `t0` is the absolute sample of column `halo`.
- * Requires halo >= nt. Appends to `out` in time order. */
+ * Requires halo >= nt. Appends to `out` in time order (unbounded: for tests
+ * and short windows; the sort streams through bs_detect_batch_on's sink). */
 bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                           const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
                           int64_t t0, bs_detect_output *out);
-/* The same, with the filtering and the scores of every (position, column)
- * on a GPU (gpu != NULL, src/gpu/gpu.h; a batch whose candidates overflow
- * it is evaluated on the CPU); the output is the same, bit for bit. */
+/* The same, handing the spikes to sink(sink_ctx, part) part by part in
+ * time order (a part is valid during the call only), in bounded memory
+ * (bs_detect_batch_bytes); with gpu != NULL (src/gpu/gpu.h) the filtering and
+ * the scores of every (position, column) run there (a window whose
+ * candidates overflow it is evaluated on the CPU). The spikes are the same,
+ * bit for bit, in every case. */
 struct bs_gpu_detector;
 bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                              const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                             int64_t t0, struct bs_gpu_detector *gpu, bs_detect_output *out);
+                             int64_t t0, struct bs_gpu_detector *gpu, bs_detect_sink sink, void *sink_ctx);
 
 #endif

@@ -168,22 +168,20 @@ static bs_status artifact_add(artifact_writer *w, const bs_run_ctx *c, int64_t b
     return BS_OK;
 }
 
-/* Per-batch spike lists are data-dependent: planned at 4x the assumed rate
- * over every assumed template. */
+/* No buffer follows the data: the spikes stream to the files in parts of
+ * bounded lists (detect.h), whatever a batch holds. */
 static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "detection grid", pl->shapes.grid);
     bs_plan_add(s, "detection scratch", bs_detect_scratch_bytes(pl->n_chan, &pl->p.detect, pl->n_threads));
-    double batch_s = (double)pl->batch_samples / pl->fs_hz;
-    size_t per_batch = (size_t)(4.0 * pl->K * BS_PLAN_ASSUMED_RATE_HZ * batch_s) + 1024;
-    size_t det_data = bs_detect_output_bytes(pl->batch_samples, pl->feat_len, (int64_t)per_batch) + per_batch * 64;
-    bs_plan_add(s, "detected spikes of one batch (data-dependent)", det_data);
+    bs_plan_add(s, "candidate and spike lists (bounded, any data)",
+                bs_detect_batch_bytes(&pl->p.detect, pl->shapes.grid_pos, pl->shapes.grid_chans, pl->n_threads,
+                                      pl->width, pl->p.device >= 0));
     bs_plan_add(s, "stage files", 2 * BS_PLAN_SMALL_BYTES);
-    snprintf(s->strategy, sizeof s->strategy, "features streamed to disk");
-    s->reduce = "--batch-seconds";
+    snprintf(s->strategy, sizeof s->strategy, "spikes streamed to disk");
+    s->reduce = "--threads (lists per thread)";
     bs_plan_stage_total(s);
-    s->sure_min -= det_data;
     /* detect_ckpt_files: time, position, x/y, score and features of every detected spike; the artifact
        periods (one row per 2 ms at most: small next to the spikes) */
     bs_plan_disk(s, DET_N + 1, (double)pl->n_detected * (sizeof(int64_t) + sizeof(int32_t) + 3 * sizeof(float) +
@@ -194,8 +192,10 @@ static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
                                                      pl->p.detect.n_sizes);
 }
 
-static bs_status detect_files_append(bs_npy_set *f, const bs_detect_output *o)
+/* The sink of bs_detect_batch_on: one part of a batch's spikes to the files. */
+static bs_status detect_files_append(void *ctx, const bs_detect_output *o)
 {
+    bs_npy_set *f = ctx;
     enum { BLOCK = 4096 };
     int64_t t[BLOCK];
     int32_t pos[BLOCK];
@@ -242,8 +242,6 @@ static bs_status detect_run(bs_run_ctx *c)
     };
     bs_npy_set files;
     bs_status st = bs_npy_set_open(&files, dir, DET_N, spec);
-    bs_detect_output out;
-    bs_detect_output_init(&out, grid->n_chans, basis->n_pcs);
     bs_progress pb;
     bs_progress_start(&pb, "detect", "batches", c->p->quiet ? 0 : c->n_batches);
     c->n_detected = 0;
@@ -263,21 +261,18 @@ static bs_status detect_run(bs_run_ctx *c)
         float *x;
         int64_t n_valid;
         st = bs_run_read_batch(c, b, &x, &n_valid);
-        bs_detect_output_clear(&out);
         if (st == BS_OK)
             st = bs_detect_batch_on(&c->p->detect, basis, grid, &c->rec->probe, x, c->width, c->halo, n_valid,
-                                    b * c->nb, gpu, &out);
-        if (st == BS_OK)
-            st = detect_files_append(&files, &out);
+                                    b * c->nb, gpu, detect_files_append, &files);
         if (st == BS_OK)
             st = artifact_add(&aw, c, b, n_valid);
-        c->n_detected += out.n;
+        if (st == BS_OK)
+            c->n_detected = files.w[DET_TIMES].shape[0];
         bs_progress_update(&pb, b + 1);
         bs_checkpoint_test_kill("detect", b + 1);
     }
     bs_progress_finish(&pb);
     bs_gpu_detector_free(gpu);
-    bs_detect_output_free(&out);
     if (st == BS_OK)
         st = artifact_flush(&aw, c->rec->fs_hz);
     if (aw.open)

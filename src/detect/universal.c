@@ -21,6 +21,7 @@
 #define VL 8               /* lanes of the per-candidate vectors, floats */
 #define MAX_SCORE_VECTORS 64 /* sizes x shape vectors one score holds */
 #define SCORE_BLOCK 64       /* columns scored together over all positions */
+#define WAVE_PER_THREAD 16   /* work items per thread held at once before they are handed on in order */
 
 typedef float vfloat __attribute__((vector_size(VL * sizeof(float))));
 
@@ -31,12 +32,20 @@ typedef bs_detect_candidate candidate; /* t: window column; q: size * n_shapes +
 typedef struct {
     candidate *c;
     int64_t n, cap;
+    int64_t limit; /* most rows it may hold (0: no limit) */
+    int full;      /* a push past the limit was refused */
 } cand_list;
 
 static bs_status cand_push(cand_list *l, candidate c)
 {
     if (l->n == l->cap) {
+        if (l->limit && l->cap >= l->limit) {
+            l->full = 1;
+            return BS_OK;
+        }
         int64_t cap = l->cap ? 2 * l->cap : 256;
+        if (l->limit && cap > l->limit)
+            cap = l->limit;
         candidate *nc = bs_mem_realloc(l->c, "detect/candidates", (size_t)cap * sizeof *nc);
         if (!nc)
             return BS_ERR_MEMORY;
@@ -54,7 +63,11 @@ bs_status bs_detect_output_init(bs_detect_output *o, int n_chans, int n_pcs)
     return BS_OK;
 }
 
-void bs_detect_output_clear(bs_detect_output *o) { o->n = 0; }
+void bs_detect_output_clear(bs_detect_output *o)
+{
+    o->n = 0;
+    o->full = 0;
+}
 
 void bs_detect_output_free(bs_detect_output *o)
 {
@@ -63,13 +76,20 @@ void bs_detect_output_free(bs_detect_output *o)
     memset(o, 0, sizeof *o);
 }
 
+/* Room for n rows; past o->limit (when set) only o->full is set. */
 static bs_status output_reserve(bs_detect_output *o, int64_t n)
 {
     if (n <= o->cap)
         return BS_OK;
+    if (o->limit && n > o->limit) {
+        o->full = 1;
+        return BS_OK;
+    }
     int64_t cap = o->cap ? o->cap : OUTPUT_MIN_CAP;
     while (cap < n)
         cap *= 2;
+    if (o->limit && cap > o->limit)
+        cap = o->limit;
     bs_detected_spike *s = bs_mem_realloc(o->spikes, "detect/spikes", (size_t)cap * sizeof *s);
     if (!s)
         return BS_ERR_MEMORY;
@@ -82,13 +102,37 @@ static bs_status output_reserve(bs_detect_output *o, int64_t n)
     return BS_OK;
 }
 
-size_t bs_detect_output_bytes(int64_t n_valid, int feat_len, int64_t n_spikes)
+/* The limits of one work item's lists, per grid position: the parameters,
+ * raised to what one column can yield (every position a candidate in each of
+ * the 2 nb + 1 columns around it; one spike per position), so that splitting
+ * always ends. */
+static void chunk_limits(const bs_detect_params *p, int n_pos, int64_t *cands, int64_t *spikes)
 {
-    size_t row = sizeof(bs_detected_spike) + (size_t)feat_len * sizeof(float);
-    int64_t n_chunks = (n_valid + CHUNK_SAMPLES - 1) / CHUNK_SAMPLES;
-    /* every chunk's part starts at OUTPUT_MIN_CAP rows; parts and the batch
-     * output each hold the batch's spikes, at most twice over (doubling) */
-    return (size_t)n_chunks * OUTPUT_MIN_CAP * row + 4 * (size_t)n_spikes * row;
+    int c1 = 2 * p->nt_before + 1;
+    *cands = (int64_t)n_pos * (p->chunk_candidates_per_pos > c1 ? p->chunk_candidates_per_pos : c1);
+    *spikes = (int64_t)n_pos * (p->chunk_spikes_per_pos > 1 ? p->chunk_spikes_per_pos : 1);
+}
+
+static int wave_chunks(int n_threads) { return WAVE_PER_THREAD * n_threads; }
+
+size_t bs_detect_batch_bytes(const bs_detect_params *p, int n_pos, int n_chans, int n_threads, int64_t n_t,
+                             int on_gpu)
+{
+    int64_t lc, ls;
+    chunk_limits(p, n_pos, &lc, &ls);
+    size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
+    size_t nms_fixed = ((size_t)n_pos + 1) * sizeof(int64_t) + (size_t)n_pos * sizeof(float);
+    /* per thread: its candidate list, then either the sort's copy and column
+     * index or the suppression's keep flags and order */
+    size_t sort = (size_t)lc * sizeof(candidate) + (L + 1) * sizeof(int64_t);
+    size_t nms = (size_t)lc * (1 + sizeof(int64_t)) + nms_fixed;
+    size_t per_thread = (size_t)lc * sizeof(candidate) + (sort > nms ? sort : nms) + (size_t)n_pos * sizeof(int);
+    size_t row = sizeof(bs_detected_spike) + (size_t)n_chans * p->n_pcs * sizeof(float);
+    size_t bytes = (size_t)n_threads * per_thread + (size_t)wave_chunks(n_threads) * (size_t)ls * row;
+    if (on_gpu) /* the batch's candidates from the GPU and their sort; each chunk's suppression of its share */
+        bytes += (size_t)BS_GPU_DETECT_CAP * (2 * sizeof(candidate) + 1 + sizeof(int64_t)) +
+                 ((size_t)n_t + 1) * sizeof(int64_t) + (size_t)n_threads * nms_fixed;
+    return bytes;
 }
 
 size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads)
@@ -350,15 +394,49 @@ static bs_status select_maxima(const cand_list *cl, const bs_detect_grid *g, int
     return BS_OK;
 }
 
-/* One chunk: owned columns [ta, tb) of the window. With n_pre >= 0, pre
- * holds the GPU's n_pre candidates of columns [ta - nb, tb + nb) in (t, f)
- * order: the filtering and scoring are skipped and the spikes' filter
- * values recomputed (n_pre < 0: all on the CPU). */
-static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
-                              const bs_probe *probe, const float *x, int64_t n_t, int64_t ta,
-                              int64_t tb, int64_t t_abs0, float *filt, float *mx, float *fs, float *lb, int *pos_scratch,
-                              const candidate *pre, int64_t n_pre, bs_detect_output *out)
+/* First candidate of the (t-sorted) list at column >= t. */
+static int64_t first_at(const candidate *c, int64_t n, int64_t t)
 {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (c[mid].t < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* What every work item of one window shares. */
+typedef struct {
+    const bs_detect_params *p;
+    const bs_temporal_basis *b;
+    const bs_detect_grid *g;
+    const bs_probe *probe;
+    const float *x;
+    int64_t n_t, t_abs0;  /* window length; absolute sample of column 0 */
+    const candidate *pre; /* the GPU's candidates of the window, (t, f) order */
+    int64_t n_pre;        /* their count; -1: all on the CPU */
+    int64_t cand_limit;   /* candidates one work item may hold (chunk_limits) */
+    bs_detect_sink sink;
+    void *sink_ctx;
+} detect_job;
+
+/* One work item: owned columns [ta, tb) of the window, appended to out. With
+ * the GPU's candidates (j->n_pre >= 0) the filtering and scoring are skipped
+ * and the spikes' filter values recomputed. More candidates than
+ * j->cand_limit or more spikes than out->limit: out->full is set and the item
+ * must be done again in parts (its output is then incomplete). */
+static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float *filt, float *mx, float *fs,
+                              float *lb, int *pos_scratch, bs_detect_output *out)
+{
+    const bs_detect_params *p = j->p;
+    const bs_temporal_basis *b = j->b;
+    const bs_detect_grid *g = j->g;
+    const bs_probe *probe = j->probe;
+    const float *x = j->x;
+    int64_t n_t = j->n_t, t_abs0 = j->t_abs0, n_pre = j->n_pre;
     int C = probe->n_chan, K = p->n_shapes, nt = p->nt, nb = p->nt_before, nC = g->n_chans;
     int64_t ca = ta - nb, cb = tb + nb; /* candidate columns */
     size_t L = (size_t)(cb - ca);
@@ -366,10 +444,11 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
      * few float roundings lower keeps a position whose float bound rounds
      * just under its float score */
     float th2 = p->th_universal * p->th_universal * (1.0f - 1e-5f);
-    cand_list found = {0}, cands = {0};
+    cand_list found = {.limit = j->cand_limit}, cands = {0};
     bs_status st = BS_OK;
-    if (n_pre >= 0) {
-        cands = (cand_list){(candidate *)pre, n_pre, n_pre}; /* a view: not freed here */
+    if (n_pre >= 0) { /* a view of this item's columns: not freed here */
+        int64_t lo = first_at(j->pre, n_pre, ca), n = first_at(j->pre, n_pre, cb) - lo;
+        cands = (cand_list){n ? (candidate *)j->pre + lo : NULL, n, n, 0, 0};
         goto suppress;
     }
     /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u] */
@@ -385,9 +464,9 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
     interleave_shapes(filt, C, K, L, fs);
     /* blocks of SCORE_BLOCK columns, so that the interleaved outputs they read
      * stay in cache across all positions */
-    for (size_t i0 = 0; i0 < L && st == BS_OK; i0 += SCORE_BLOCK) {
+    for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += SCORE_BLOCK) {
         size_t n = L - i0 < SCORE_BLOCK ? L - i0 : SCORE_BLOCK;
-        for (int f = 0; f < g->n_pos && st == BS_OK; f++) {
+        for (int f = 0; f < g->n_pos && st == BS_OK && !found.full; f++) {
             /* loose bound for the block's columns at once: lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]² */
             if (!p->exhaustive)
                 loose_bound(mx + i0, L, g->ichan + (size_t)f * nC, nC, n, lb);
@@ -403,6 +482,11 @@ static bs_status detect_chunk(const bs_detect_params *p, const bs_temporal_basis
             }
         }
     }
+    if (found.full) { /* to be done again in parts */
+        out->full = 1;
+        bs_mem_free(found.c);
+        return st;
+    }
     /* to time order (position order inside a column), in place: the sort the GPU's candidates get too */
     if (st == BS_OK)
         st = bs_detect_sort_candidates(found.c, found.n, ca, cb);
@@ -417,7 +501,7 @@ suppress:;
             continue;
         candidate cd = cands.c[e];
         st = output_reserve(out, out->n + 1);
-        if (st != BS_OK)
+        if (st != BS_OK || out->full)
             break;
         size_t i = (size_t)(cd.t - ca);
         int k = cd.q % K;
@@ -456,13 +540,6 @@ suppress:;
     if (n_pre < 0)
         bs_mem_free(cands.c);
     return st;
-}
-
-bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
-                          const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                          int64_t t0, bs_detect_output *out)
-{
-    return bs_detect_batch_on(p, b, g, probe, x, n_t, halo, n_valid, t0, NULL, out);
 }
 
 static int cmp_pos(const void *a, const void *b)
@@ -504,23 +581,57 @@ bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t
     return BS_OK;
 }
 
-/* First candidate of the (t-sorted) list at column >= t. */
-static int64_t first_at(const candidate *c, int64_t n, int64_t t)
+/* One thread's share of the filtering scratch (NULL where the GPU filters). */
+typedef struct {
+    float *filt, *mx, *fs, *lb;
+    int *pos_f;
+} thread_scratch;
+
+static thread_scratch scratch_of(const detect_job *j, float *scratch, int *pos_scratch, int tid)
 {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (c[mid].t < t)
-            lo = mid + 1;
-        else
-            hi = mid;
+    size_t L = CHUNK_SAMPLES + 2 * (size_t)j->p->nt_before;
+    size_t filt_floats = (size_t)j->probe->n_chan * j->p->n_shapes * L, mx_floats = (size_t)j->probe->n_chan * L;
+    size_t fs_floats = (size_t)j->probe->n_chan * padded_shapes(j->p->n_shapes) * L;
+    thread_scratch t = {.pos_f = pos_scratch + (size_t)tid * j->g->n_pos};
+    if (scratch) {
+        t.filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK);
+        t.mx = t.filt + filt_floats;
+        t.fs = t.mx + mx_floats;
+        t.lb = t.fs + fs_floats;
     }
-    return lo;
+    return t;
+}
+
+/* Owned columns [ta, tb) through `out` to the sink, in halves while they
+ * overflow out's lists (one column always fits: chunk_limits). */
+static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const thread_scratch *ts,
+                              bs_detect_output *out)
+{
+    bs_detect_output_clear(out);
+    BS_TRY(detect_chunk(j, ta, tb, ts->filt, ts->mx, ts->fs, ts->lb, ts->pos_f, out));
+    if (!out->full)
+        return out->n ? j->sink(j->sink_ctx, out) : BS_OK;
+    if (tb - ta <= 1)
+        return bs_error(BS_ERR_INTERNAL, "detect: column %lld alone overflows its lists", (long long)ta);
+    int64_t mid = ta + (tb - ta) / 2;
+    BS_TRY(detect_range(j, ta, mid, ts, out));
+    return detect_range(j, mid, tb, ts, out);
+}
+
+bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part)
+{
+    bs_detect_output *out = ctx;
+    BS_TRY(output_reserve(out, out->n + part->n));
+    memcpy(out->spikes + out->n, part->spikes, (size_t)part->n * sizeof *out->spikes);
+    memcpy(out->features + (size_t)out->n * out->feat_len, part->features,
+           (size_t)part->n * out->feat_len * sizeof(float));
+    out->n += part->n;
+    return BS_OK;
 }
 
 bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                              const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                             int64_t t0, struct bs_gpu_detector *gpu, bs_detect_output *out)
+                             int64_t t0, struct bs_gpu_detector *gpu, bs_detect_sink sink, void *sink_ctx)
 {
     if (halo < p->nt || n_t < 2 * halo + n_valid)
         return bs_error(BS_ERR_INTERNAL, "detect: window of %lld samples with halo %lld cannot hold %lld samples",
@@ -543,49 +654,41 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
         }
         on_gpu = n_pre >= 0;
         if (n_pre < 0)
-            bs_log_warn("detect: a batch at sample %lld has more than %lld candidates in %d columns (an artifact?): "
-                        "it is evaluated on the CPU", (long long)t0, (long long)BS_GPU_DETECT_CAP,
-                        BS_GPU_DETECT_TILE);
+            bs_log_warn("detect: a batch at sample %lld has more than %lld candidates (an artifact?): "
+                        "it is evaluated on the CPU", (long long)t0, (long long)BS_GPU_DETECT_CAP);
     }
     int n_chunks = (int)((n_valid + CHUNK_SAMPLES - 1) / CHUNK_SAMPLES);
     int n_threads = omp_get_max_threads();
     if (n_threads > n_chunks)
         n_threads = n_chunks;
-    size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
-    size_t filt_floats = (size_t)probe->n_chan * p->n_shapes * L, mx_floats = (size_t)probe->n_chan * L;
-    size_t fs_floats = (size_t)probe->n_chan * padded_shapes(p->n_shapes) * L;
+    int wave = wave_chunks(n_threads) < n_chunks ? wave_chunks(n_threads) : n_chunks;
+    int64_t spike_limit;
+    detect_job job = {p, b, g, probe, x, n_t, t0 - halo, pre, on_gpu ? n_pre : -1, 0, sink, sink_ctx};
+    chunk_limits(p, g->n_pos, &job.cand_limit, &spike_limit);
     /* the filtering scratch only where the CPU filters */
     float *scratch = on_gpu ? NULL : bs_mem_alloc("detect/scratch", bs_detect_scratch_bytes(probe->n_chan, p, n_threads));
     int *pos_scratch = bs_mem_alloc("detect/nms", (size_t)n_threads * g->n_pos * sizeof(int));
-    bs_detect_output *parts = calloc((size_t)n_chunks, sizeof *parts);
+    bs_detect_output *parts = calloc((size_t)wave, sizeof *parts);
     bs_status st = ((scratch || on_gpu) && pos_scratch && parts) ? BS_OK : BS_ERR_MEMORY;
-    if (st == BS_OK) {
+    for (int w = 0; w < wave && parts; w++) {
+        bs_detect_output_init(&parts[w], g->n_chans, b->n_pcs);
+        parts[w].limit = spike_limit;
+    }
+    /* waves of work items: each wave's items run in parallel, then go to the
+     * sink in order; an item that overflowed its lists is done again here in
+     * halves (detect_range), with the same result */
+    for (int w0 = 0; w0 < n_chunks && st == BS_OK; w0 += wave) {
+        int nw = n_chunks - w0 < wave ? n_chunks - w0 : wave;
         bs_status thread_st = BS_OK;
 #pragma omp parallel num_threads(n_threads)
         {
-            int tid = omp_get_thread_num();
-            float *filt = NULL, *mx = NULL, *fs = NULL, *lb = NULL;
-            if (scratch) {
-                filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK);
-                mx = filt + filt_floats;
-                fs = mx + mx_floats;
-                lb = fs + fs_floats;
-            }
-            int *pos_f = pos_scratch + (size_t)tid * g->n_pos;
+            thread_scratch ts = scratch_of(&job, scratch, pos_scratch, omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
-            for (int ch = 0; ch < n_chunks; ch++) {
-                int64_t ta = halo + (int64_t)ch * CHUNK_SAMPLES;
+            for (int w = 0; w < nw; w++) {
+                int64_t ta = halo + (int64_t)(w0 + w) * CHUNK_SAMPLES;
                 int64_t tb = ta + CHUNK_SAMPLES < halo + n_valid ? ta + CHUNK_SAMPLES : halo + n_valid;
-                bs_detect_output_init(&parts[ch], g->n_chans, b->n_pcs);
-                const candidate *cp = NULL;
-                int64_t n_cp = -1;
-                if (on_gpu) { /* this chunk's columns [ta - nb, tb + nb) */
-                    int64_t lo = first_at(pre, n_pre, ta - p->nt_before);
-                    n_cp = first_at(pre, n_pre, tb + p->nt_before) - lo;
-                    cp = n_cp ? pre + lo : NULL;
-                }
-                bs_status s = detect_chunk(p, b, g, probe, x, n_t, ta, tb, t0 - halo, filt, mx, fs, lb, pos_f, cp,
-                                           n_cp, &parts[ch]);
+                bs_detect_output_clear(&parts[w]);
+                bs_status s = detect_chunk(&job, ta, tb, ts.filt, ts.mx, ts.fs, ts.lb, ts.pos_f, &parts[w]);
                 if (s != BS_OK) {
 #pragma omp critical
                     thread_st = s;
@@ -593,22 +696,32 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
             }
         }
         st = thread_st;
-    }
-    for (int ch = 0; ch < n_chunks && parts; ch++) {
-        if (st == BS_OK && parts[ch].n) {
-            st = output_reserve(out, out->n + parts[ch].n);
-            if (st == BS_OK) {
-                memcpy(out->spikes + out->n, parts[ch].spikes, (size_t)parts[ch].n * sizeof *out->spikes);
-                memcpy(out->features + (size_t)out->n * out->feat_len, parts[ch].features,
-                       (size_t)parts[ch].n * out->feat_len * sizeof(float));
-                out->n += parts[ch].n;
+        thread_scratch ts0 = scratch_of(&job, scratch, pos_scratch, 0);
+        for (int w = 0; w < nw && st == BS_OK; w++) {
+            int64_t ta = halo + (int64_t)(w0 + w) * CHUNK_SAMPLES;
+            int64_t tb = ta + CHUNK_SAMPLES < halo + n_valid ? ta + CHUNK_SAMPLES : halo + n_valid;
+            if (!parts[w].full) {
+                st = parts[w].n ? sink(sink_ctx, &parts[w]) : BS_OK;
+            } else {
+                int64_t mid = ta + (tb - ta) / 2;
+                st = detect_range(&job, ta, mid, &ts0, &parts[w]);
+                if (st == BS_OK)
+                    st = detect_range(&job, mid, tb, &ts0, &parts[w]);
             }
         }
-        bs_detect_output_free(&parts[ch]);
     }
+    for (int w = 0; w < wave && parts; w++)
+        bs_detect_output_free(&parts[w]);
     free(parts);
     bs_mem_free(pre);
     bs_mem_free(scratch);
     bs_mem_free(pos_scratch);
     return st;
+}
+
+bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
+                          const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                          int64_t t0, bs_detect_output *out)
+{
+    return bs_detect_batch_on(p, b, g, probe, x, n_t, halo, n_valid, t0, NULL, bs_detect_output_append, out);
 }

@@ -89,7 +89,7 @@ bs_status bs_gpu_scores(bs_gpu_scorer *g, const float *X, size_t ldx, int64_t n_
 void bs_gpu_scorer_free(bs_gpu_scorer *g);
 
 #define BS_GPU_DETECT_TILE 8192           /* columns filtered and scored per launch */
-#define BS_GPU_DETECT_CAP ((int64_t)1 << 21) /* candidates one tile may yield; more: the CPU does the batch */
+#define BS_GPU_DETECT_CAP ((int64_t)1 << 21) /* candidates one window may yield; more: the CPU does the batch */
 
 /* Device bytes of a detector for n_chan channels, windows of up to n_t
  * samples, n_shapes shapes of nt samples and a grid of n_pos positions with
@@ -119,9 +119,9 @@ bs_status bs_gpu_detector_create(int dev, const bs_detect_params *p, const bs_te
  * exhaustive evaluation gives it, in no particular order (the caller sorts
  * them: bs_detect_sort_candidates), in *cands (host memory under
  * "detect/candidates", the caller frees it with bs_mem_free) and *n.
- * *n = -1 (and no list) when a tile of columns holds more than
- * BS_GPU_DETECT_CAP candidates (an artifact): the caller evaluates the batch
- * on the CPU. Requires c0 >= nt_before and c1 + nt - nt_before <= n_t. */
+ * *n = -1 (and no list) when the columns hold more than BS_GPU_DETECT_CAP
+ * candidates together (an artifact), so the host list stays bounded: the
+ * caller evaluates the batch on the CPU. Requires c0 >= nt_before and c1 + nt - nt_before <= n_t. */
 bs_status bs_gpu_detect_candidates(bs_gpu_detector *d, const float *x, int64_t n_t, int64_t c0, int64_t c1,
                                    bs_detect_candidate **cands, int64_t *n);
 

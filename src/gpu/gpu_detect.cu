@@ -239,7 +239,7 @@ extern "C" bs_status bs_gpu_detect_candidates(bs_gpu_detector *d, const float *x
         unsigned long long cnt = 0;
         CUL(cudaMemcpyAsync(&cnt, d->count, sizeof cnt, cudaMemcpyDeviceToHost, d->stream));
         CUL(cudaStreamSynchronize(d->stream));
-        if ((long long)cnt > (long long)BS_GPU_DETECT_CAP) {
+        if ((long long)cnt > (long long)BS_GPU_DETECT_CAP - n_list) { /* the window's list is bounded too */
             bs_mem_free(list);
             *n = -1;
             return BS_OK;

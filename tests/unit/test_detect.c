@@ -7,6 +7,10 @@
  * a CUDA GPU is usable (src/gpu/gpu.h), detection with the filtering and
  * scoring on it gives the identical bytes, with its tracked GPU memory equal
  * to bs_gpu_detector_bytes (elsewhere that part prints that it was skipped).
+ * An artifact storm (every position above threshold for thousands of
+ * samples) through lists at their smallest limits: chunks overflow and are
+ * done in parts, with the same spikes, and the memory held stays within
+ * bs_detect_batch_bytes.
  */
 #include "test.h"
 
@@ -96,7 +100,7 @@ static bs_status detect_on(const bs_detect_params *p, const bs_temporal_basis *b
                 t = t < 0 ? 0 : t >= T ? T - 1 : t;
                 win[(size_t)c * W + i] = signal_[(size_t)c * T + t];
             }
-        st = bs_detect_batch_on(p, b, g, probe, win, W, HALO, n_valid, start, gpu, out);
+        st = bs_detect_batch_on(p, b, g, probe, win, W, HALO, n_valid, start, gpu, bs_detect_output_append, out);
     }
     free(win);
     return st;
@@ -274,6 +278,60 @@ int main(void)
         bs_detect_output_free(&gout);
     } else {
         printf("GPU detection: skipped (%s)\n", bs_last_error());
+    }
+
+    /* an artifact storm with the lists at their smallest limits (one column's worth): the chunks overflow and
+       are done again in halves; the spikes are the same bytes and the memory within bs_detect_batch_bytes */
+    {
+        int64_t W = NB + 2 * HALO, start = NB;
+        float *win = malloc((size_t)C * W * sizeof(float));
+        for (int c = 0; c < C; c++)
+            memcpy(win + (size_t)c * W, signal_ + (size_t)c * T + start - HALO, (size_t)W * sizeof(float));
+        bs_rng r;
+        bs_rng_seed(&r, 11);
+        for (int64_t t0 = HALO + 2000; t0 < HALO + 6000; t0 += 9) /* broadband pulses, every channel */
+            for (int c = 0; c < C; c++) {
+                double a = 20.0 + 40.0 * bs_rng_uniform(&r);
+                for (int s = -4; s <= 4; s++)
+                    win[(size_t)c * W + (size_t)(t0 + s)] -= (float)(a * exp(-s * s / 4.0));
+            }
+        bs_detect_params pn = p; /* few neighbours: many spikes per chunk, so the spike list overflows too */
+        pn.n_neighbors = 3;
+        bs_detect_grid g3;
+        CHECK(bs_grid_build(&probe, &pn, &g3) == BS_OK);
+        bs_detect_params pm = pn;
+        pm.chunk_candidates_per_pos = 1;
+        pm.chunk_spikes_per_pos = 1;
+        bs_detect_output ref, small;
+        bs_detect_output_init(&ref, g3.n_chans, p.n_pcs);
+        bs_detect_output_init(&small, g3.n_chans, p.n_pcs);
+        omp_set_num_threads(2);
+        CHECK(bs_detect_batch(&pn, &basis, &g3, &probe, win, W, HALO, NB, start, &ref) == BS_OK);
+        int64_t most = 0; /* spikes of the fullest chunk of 1,024 samples */
+        for (int64_t s0 = 0, s1 = 0; s0 < ref.n; s0 = s1) {
+            int64_t k = (ref.spikes[s0].t - start) / 1024;
+            for (s1 = s0; s1 < ref.n && (ref.spikes[s1].t - start) / 1024 == k; s1++)
+                ;
+            most = s1 - s0 > most ? s1 - s0 : most;
+        }
+        size_t base = bs_mem_current(BS_DEV_HOST);
+        bs_mem_reset_peaks();
+        CHECK(bs_detect_batch(&pm, &basis, &g3, &probe, win, W, HALO, NB, start, &small) == BS_OK);
+        /* the output's own growth is the test's, not the detector's */
+        size_t held = bs_mem_peak(BS_DEV_HOST) - base - bs_mem_size(small.spikes) - bs_mem_size(small.features);
+        size_t bound = bs_detect_scratch_bytes(C, &pm, 2) + bs_detect_batch_bytes(&pm, g3.n_pos, g3.n_chans, 2, W, 0);
+        int same = small.n == ref.n && memcmp(small.spikes, ref.spikes, (size_t)ref.n * sizeof *ref.spikes) == 0 &&
+                   memcmp(small.features, ref.features, (size_t)ref.n * ref.feat_len * sizeof(float)) == 0;
+        printf("artifact storm: %lld spikes (%lld in the fullest chunk, limit %d), smallest lists identical: %d, "
+               "held %zu B <= bound %zu B\n",
+               (long long)ref.n, (long long)most, g3.n_pos, same, held, bound);
+        CHECK(most > g3.n_pos); /* the spike list overflowed */
+        CHECK(same);
+        CHECK(held <= bound);
+        bs_detect_output_free(&ref);
+        bs_detect_output_free(&small);
+        bs_grid_free(&g3);
+        free(win);
     }
 
     /* scratch equals its size function (2 threads, 10 chunks per batch) */
