@@ -151,6 +151,9 @@ typedef struct {
 
 /* Bytes a detector holds ("drift/detector"). */
 size_t bs_drift_detector_bytes(const bs_probe *probe, const bs_drift_params *p);
+/* Most bytes of the peak lists bs_drift_detect_to holds ("drift/peaks") for a
+ * batch of n_valid samples on n_threads threads, for any data (peaks.c). */
+size_t bs_drift_peaks_bytes(int n_chan, const bs_drift_params *p, double fs_hz, int64_t n_valid, int n_threads);
 bs_status bs_drift_detector_init(bs_drift_detector *d, const bs_probe *probe, const bs_drift_params *p,
                                  double fs_hz);
 void bs_drift_detector_free(bs_drift_detector *d);
@@ -162,6 +165,11 @@ void bs_drift_detector_free(bs_drift_detector *d);
 bs_status bs_drift_detect_batch(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
                                 int64_t t0, bs_drift_spikes *out);
 void bs_drift_spikes_free(bs_drift_spikes *s);
+/* The same peaks handed to sink(ctx, peaks, n) part by part in (t, chan)
+ * order (a part is valid during the call only), in bounded memory. */
+typedef bs_status (*bs_drift_sink)(void *ctx, const bs_drift_spike *s, int64_t n);
+bs_status bs_drift_detect_to(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                             int64_t t0, bs_drift_sink sink, void *sink_ctx);
 
 /* ------------------------------------------------------------ estimate --- */
 

@@ -33,9 +33,14 @@
  * vertex outside the radius fall back to the centre of mass of those
  * channels' depths weighted by a_e.
  *
- * Order. Tiles run in parallel (OpenMP, fixed contents); each list is sorted
- * by (t, chan) and the lists are concatenated in tile order, so the output
- * is identical for any thread count.
+ * Order. Tiles run in parallel (OpenMP, fixed contents) in waves of
+ * PEAK_WAVE per thread; each list is sorted by (t, chan) and handed on in
+ * tile order, so the output is identical for any thread count.
+ *
+ * Memory. A peak is the strict maximum of its channel over ±w samples, so a
+ * channel holds at most one per w + 1 samples: a tile's list is capped at
+ * that, and a wave's lists (bs_drift_peaks_bytes) are a bound no data can
+ * pass.
  */
 #include <math.h>
 #include <omp.h>
@@ -47,6 +52,7 @@
 #include "drift.h"
 
 #define PK_TILE 4096   /* samples per tile */
+#define PEAK_WAVE 4     /* tiles per thread held at once */
 #define NOISE_STEP 8   /* every n-th own sample feeds the noise scale */
 #define AMP_HALF_MS 0.07 /* per-channel amplitude: max over ± this around the peak, ms */
 #define FIT_FLOOR 0.1f /* channels below this fraction of the peak are left out of the fit */
@@ -109,6 +115,20 @@ static int64_t within(const bs_probe *pr, double r, int with_self, int *off, int
     return n;
 }
 
+/* The temporal suppression half-window w, samples: the halo check covers the
+ * amplitude window too, so it is at least that. */
+static int suppress_half_window(const bs_drift_params *p, double fs_hz)
+{
+    int w = (int)bs_seconds_to_samples(p->nms_ms * 1e-3, fs_hz);
+    int wa = (int)bs_seconds_to_samples(AMP_HALF_MS * 1e-3, fs_hz);
+    return wa > w ? wa : w;
+}
+
+/* Most peaks of one channel in `len` columns: a peak is the strict maximum
+ * of its channel over ±w samples (ties to the earlier one), so two are more
+ * than w apart. */
+static int64_t tile_peaks_max(int64_t len, int w) { return (len + w) / (w + 1); }
+
 size_t bs_drift_detector_bytes(const bs_probe *probe, const bs_drift_params *p)
 {
     size_t C = (size_t)probe->n_chan;
@@ -146,10 +166,8 @@ bs_status bs_drift_detector_init(bs_drift_detector *d, const bs_probe *probe, co
     d->n_chan = C;
     d->th = p->th;
     d->pos_r = p->pos_radius_um;
-    d->w = (int)bs_seconds_to_samples(p->nms_ms * 1e-3, fs_hz);
+    d->w = suppress_half_window(p, fs_hz);
     d->wa = (int)bs_seconds_to_samples(AMP_HALF_MS * 1e-3, fs_hz);
-    if (d->wa > d->w)
-        d->w = d->wa; /* the halo check covers both windows */
     int64_t n_nms = within(probe, p->nms_radius_um, 0, NULL, NULL);
     int64_t n_pos = within(probe, p->pos_radius_um, 1, NULL, NULL);
     const char *T = "drift/detector";
@@ -307,10 +325,63 @@ typedef struct {
     int failed;
 } tile_list;
 
-bs_status bs_drift_detect_batch(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                                int64_t t0, bs_drift_spikes *out)
+/* Tiles held at once: PEAK_WAVE per thread. */
+static int64_t wave_tiles(int n_threads) { return (int64_t)PEAK_WAVE * n_threads; }
+
+size_t bs_drift_peaks_bytes(int n_chan, const bs_drift_params *p, double fs_hz, int64_t n_valid, int n_threads)
 {
-    out->n = 0;
+    int64_t n_tiles = (n_valid + PK_TILE - 1) / PK_TILE, wave = wave_tiles(n_threads);
+    int64_t per_tile = (int64_t)n_chan * tile_peaks_max(n_valid < PK_TILE ? n_valid : PK_TILE,
+                                                         suppress_half_window(p, fs_hz));
+    return (size_t)(wave < n_tiles ? wave : n_tiles) * (size_t)per_tile * sizeof(bs_drift_spike);
+}
+
+/* Peaks of tile k (columns [a, b) of the window) into L, sorted by (t, chan). */
+static void tile_peaks(const bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t t0, int64_t a,
+                       int64_t b, tile_list *L)
+{
+    const int C = d->n_chan;
+    const float th = d->th;
+    const int64_t limit = (int64_t)C * tile_peaks_max(b - a, d->w); /* no data holds more */
+    L->n = 0;
+    for (int c = 0; c < C && !L->failed; c++) {
+        const float *row = x + (size_t)c * (size_t)n_t;
+        const float sc = d->scale[c];
+        if (!(sc > 0))
+            continue;
+        const float lim = -th / sc; /* v >= th  <=>  x <= lim */
+        for (int64_t t = a; t < b; t++) {
+            if (!(row[t] <= lim))
+                continue;
+            float v = -row[t] * sc;
+            if (!(v >= th) || !is_peak(d, x, n_t, c, t, v))
+                continue;
+            if (L->n == L->cap) {
+                int64_t nc = L->cap ? 2 * L->cap : 256;
+                nc = nc < limit ? nc : limit;
+                bs_drift_spike *ns = nc > L->cap ? bs_mem_realloc(L->s, "drift/peaks", (size_t)nc * sizeof *ns)
+                                                 : NULL; /* past the bound: cannot happen */
+                if (!ns) {
+                    L->failed = 1;
+                    break;
+                }
+                L->s = ns;
+                L->cap = nc;
+            }
+            L->s[L->n++] = (bs_drift_spike){.t = t - halo + t0,
+                                            .y_um = peak_depth(d, x, n_t, c, t, v),
+                                            .amp = v,
+                                            .chan = c,
+                                            .shank = d->shank[c]};
+        }
+    }
+    if (!L->failed && L->n > 1)
+        qsort(L->s, (size_t)L->n, sizeof *L->s, spike_cmp);
+}
+
+bs_status bs_drift_detect_to(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                             int64_t t0, bs_drift_sink sink, void *sink_ctx)
+{
     if (n_valid < 0 || halo < d->w || halo + n_valid + d->w > n_t)
         return bs_error(BS_ERR_INTERNAL, "drift: window of %lld samples with halo %lld and %lld own samples: "
                                          "expected a halo of at least %d samples",
@@ -319,72 +390,52 @@ bs_status bs_drift_detect_batch(bs_drift_detector *d, const float *x, int64_t n_
     const int64_t n_tiles = (n_valid + PK_TILE - 1) / PK_TILE;
     if (n_tiles == 0)
         return BS_OK;
-    tile_list *tl = calloc((size_t)n_tiles, sizeof *tl);
+    int64_t wave = wave_tiles(omp_get_max_threads());
+    wave = wave < n_tiles ? wave : n_tiles;
+    tile_list *tl = calloc((size_t)wave, sizeof *tl);
     if (!tl)
-        return bs_error(BS_ERR_MEMORY, "drift: out of memory for %lld peak lists", (long long)n_tiles);
-    const int C = d->n_chan;
-    const float th = d->th;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t k = 0; k < n_tiles; k++) {
-        tile_list *L = &tl[k];
-        int64_t a = halo + k * PK_TILE, b = a + PK_TILE < halo + n_valid ? a + PK_TILE : halo + n_valid;
-        for (int c = 0; c < C && !L->failed; c++) {
-            const float *row = x + (size_t)c * (size_t)n_t;
-            const float sc = d->scale[c];
-            if (!(sc > 0))
-                continue;
-            const float lim = -th / sc; /* v >= th  <=>  x <= lim */
-            for (int64_t t = a; t < b; t++) {
-                if (!(row[t] <= lim))
-                    continue;
-                float v = -row[t] * sc;
-                if (!(v >= th) || !is_peak(d, x, n_t, c, t, v))
-                    continue;
-                if (L->n == L->cap) {
-                    int64_t nc = L->cap ? 2 * L->cap : 256;
-                    bs_drift_spike *ns = bs_mem_realloc(L->s, "drift/peaks", (size_t)nc * sizeof *ns);
-                    if (!ns) {
-                        L->failed = 1;
-                        break;
-                    }
-                    L->s = ns;
-                    L->cap = nc;
-                }
-                L->s[L->n++] = (bs_drift_spike){.t = t - halo + t0,
-                                                .y_um = peak_depth(d, x, n_t, c, t, v),
-                                                .amp = v,
-                                                .chan = c,
-                                                .shank = d->shank[c]};
-            }
-        }
-        if (!L->failed && L->n > 1)
-            qsort(L->s, (size_t)L->n, sizeof *L->s, spike_cmp);
-    }
+        return bs_error(BS_ERR_MEMORY, "drift: out of memory for %lld peak lists", (long long)wave);
     bs_status st = BS_OK;
-    int64_t total = 0;
-    for (int64_t k = 0; k < n_tiles; k++) {
-        if (tl[k].failed)
-            st = BS_ERR_MEMORY;
-        total += tl[k].n;
-    }
-    if (st == BS_OK && total > out->cap) {
-        bs_drift_spike *ns = bs_mem_realloc(out->s, "drift/peaks", (size_t)total * sizeof *ns);
-        if (!ns)
-            st = BS_ERR_MEMORY;
-        else {
-            out->s = ns;
-            out->cap = total;
+    /* waves of tiles in parallel (fixed contents), handed on in tile order */
+    for (int64_t k0 = 0; k0 < n_tiles && st == BS_OK; k0 += wave) {
+        int64_t nw = n_tiles - k0 < wave ? n_tiles - k0 : wave;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t i = 0; i < nw; i++) {
+            int64_t a = halo + (k0 + i) * PK_TILE, b = a + PK_TILE < halo + n_valid ? a + PK_TILE : halo + n_valid;
+            tile_peaks(d, x, n_t, halo, t0, a, b, &tl[i]);
         }
+        for (int64_t i = 0; i < nw && st == BS_OK; i++)
+            st = tl[i].failed ? bs_error(BS_ERR_MEMORY, "drift: out of memory for the peaks of a batch")
+                 : tl[i].n    ? sink(sink_ctx, tl[i].s, tl[i].n)
+                              : BS_OK;
     }
-    for (int64_t k = 0; k < n_tiles; k++) {
-        if (st == BS_OK && tl[k].n) {
-            memcpy(out->s + out->n, tl[k].s, (size_t)tl[k].n * sizeof *out->s);
-            out->n += tl[k].n;
-        }
-        bs_mem_free(tl[k].s);
-    }
+    for (int64_t i = 0; i < wave; i++)
+        bs_mem_free(tl[i].s);
     free(tl);
-    if (st != BS_OK)
-        return bs_error(BS_ERR_MEMORY, "drift: out of memory for the peaks of a batch");
+    return st;
+}
+
+static bs_status append_peaks(void *ctx, const bs_drift_spike *s, int64_t n)
+{
+    bs_drift_spikes *out = ctx;
+    if (out->n + n > out->cap) {
+        int64_t cap = out->cap ? out->cap : 256;
+        while (cap < out->n + n)
+            cap *= 2;
+        bs_drift_spike *ns = bs_mem_realloc(out->s, "drift/peak-list", (size_t)cap * sizeof *ns);
+        if (!ns)
+            return bs_error(BS_ERR_MEMORY, "drift: out of memory for the peaks of a batch");
+        out->s = ns;
+        out->cap = cap;
+    }
+    memcpy(out->s + out->n, s, (size_t)n * sizeof *s);
+    out->n += n;
     return BS_OK;
+}
+
+bs_status bs_drift_detect_batch(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
+                                int64_t t0, bs_drift_spikes *out)
+{
+    out->n = 0;
+    return bs_drift_detect_to(d, x, n_t, halo, n_valid, t0, append_peaks, out);
 }

@@ -43,6 +43,26 @@ static void subsample_add(subsample *s, float t, float y, float a)
     r[0] = t, r[1] = y, r[2] = a;
 }
 
+/* bs_drift_detect_to's sink: a batch's peaks into its time bin's histograms
+ * and the driftmap subsample, part by part. */
+typedef struct {
+    bs_drift *d;
+    subsample *ss;
+    int64_t bin;  /* the batch */
+    double fs_hz;
+    int64_t n;    /* peaks so far */
+} peak_sink;
+
+static bs_status add_peaks(void *ctx, const bs_drift_spike *s, int64_t n)
+{
+    peak_sink *p = ctx;
+    BS_TRY(bs_drift_add(p->d, p->bin, s, n));
+    for (int64_t i = 0; i < n; i++)
+        subsample_add(p->ss, (float)((double)s[i].t / p->fs_hz), s[i].y_um, s[i].amp);
+    p->n += n;
+    return BS_OK;
+}
+
 static bs_status save_npy(const char *dir, const char *name, bs_npy_dtype dt, int ndim, const int64_t *shape,
                           const void *data)
 {
@@ -134,28 +154,23 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
     }
     bs_drift_detector det;
     BS_TRY(bs_drift_detector_init(&det, &rec->probe, a->p, rec->fs_hz));
-    bs_drift_spikes sp = {0};
     subsample ss = {.cap = BS_DRIFTMAP_MAX_ROWS, .stride = 1};
     ss.rows = bs_mem_alloc("drift/driftmap", (size_t)ss.cap * 3 * sizeof(float));
     bs_status st = ss.rows ? BS_OK : BS_ERR_MEMORY;
-    int64_t n_peaks = 0;
+    peak_sink ps = {d, &ss, 0, rec->fs_hz, 0};
     bs_progress pb;
     bs_progress_start(&pb, "drift", "batches", a->quiet ? 0 : a->n_batches);
     for (int64_t b = 0; b < a->n_batches && st == BS_OK; b++) {
         float *x;
         int64_t n_valid;
         st = a->read(a->read_ctx, b, &x, &n_valid);
+        ps.bin = b;
         if (st == BS_OK)
-            st = bs_drift_detect_batch(&det, x, a->width, a->halo, n_valid, b * a->batch_samples, &sp);
-        if (st == BS_OK)
-            st = bs_drift_add(d, b, sp.s, sp.n);
-        for (int64_t i = 0; i < sp.n && st == BS_OK; i++)
-            subsample_add(&ss, (float)((double)sp.s[i].t / rec->fs_hz), sp.s[i].y_um, sp.s[i].amp);
-        n_peaks += sp.n;
+            st = bs_drift_detect_to(&det, x, a->width, a->halo, n_valid, b * a->batch_samples, add_peaks, &ps);
         bs_progress_update(&pb, b + 1);
     }
     bs_progress_finish(&pb);
-    bs_drift_spikes_free(&sp);
+    int64_t n_peaks = ps.n;
     bs_drift_detector_free(&det);
     if (st == BS_OK)
         st = bs_drift_estimate(d);
@@ -228,8 +243,7 @@ static bs_status drift_load(const bs_stage_drift_args *a, const char *stage_dir,
 /* ------------------------------------------------------------ the stage */
 
 /* The histograms grow with the recording (uint8 counts); the peaks of one
- * batch are data-dependent: planned at one peak per channel per 100 samples
- * (24 B each, twice: tile lists and the batch's list). */
+ * batch are planned at their bound for any data (bs_drift_peaks_bytes). */
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     s->reduce = "--no-drift (the histograms grow with the recording)";
@@ -238,19 +252,18 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
         bs_plan_stage_total(s);
         return;
     }
-    size_t peaks = (size_t)pl->n_chan * (size_t)(pl->batch_samples / 100 + 1) * 24 * 2;
+    size_t peaks = bs_drift_peaks_bytes(pl->n_chan, &pl->p.drift, pl->fs_hz, pl->batch_samples, pl->n_threads);
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "depth x amplitude histograms (uint8, per batch)", pl->shapes.drift_hist);
     bs_plan_add(s, "peak detector, noise scales",
                 pl->shapes.drift_detector + (size_t)pl->n_threads * (size_t)pl->batch_samples / 2);
-    bs_plan_add(s, "peaks of one batch (data-dependent)", peaks);
+    bs_plan_add(s, "peaks of one batch (bounded, any data)", peaks);
     bs_plan_add(s, "driftmap subsample", (size_t)BS_DRIFTMAP_MAX_ROWS * 3 * sizeof(float));
     bs_plan_add(s, "registration", pl->shapes.drift_estimate);
     snprintf(s->strategy, sizeof s->strategy,
              pl->shapes.drift_hist ? "threshold peaks, every batch" : "no shank qualifies");
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     bs_plan_stage_total(s);
-    s->sure_min -= peaks;
     /* out_files and ckpt_files: the motion twice (OUT and checkpoint), bin times, the driftmap */
     bs_plan_disk(s, 8, 2.0 * pl->shapes.drift_motion + (double)pl->n_batches * sizeof(double) +
                            (double)BS_DRIFTMAP_MAX_ROWS * 3 * sizeof(float));

@@ -417,8 +417,26 @@ static void test_peaks(void)
     CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 0, &s1) == BS_OK);
     CHECK_MSG(s1.n == 0, "%lld noise peaks", (long long)s1.n);
     CHECK(bs_drift_detect_batch(&det, x, nt, 2, nt - 4, 0, &s1) != BS_OK);
+    bs_drift_detector_free(&det);
+    /* the most peaks any data holds: no spatial suppression and a trough every w + 1 samples on every
+       channel (off the columns the noise scale samples); the lists stay within bs_drift_peaks_bytes */
+    dp.nms_radius_um = 0;
+    CHECK(bs_drift_detector_init(&det, &p, &dp, 30000.0) == BS_OK);
+    for (int c = 0; c < C; c++)
+        for (int64_t i = 0; i < nt; i++)
+            x[(size_t)c * nt + i] = (float)bs_rng_normal(&r) - ((i - halo) % (det.w + 1) == 1 ? 200.0f : 0.0f);
     bs_drift_spikes_free(&s1);
     bs_drift_spikes_free(&s2);
+    s1 = (bs_drift_spikes){0};
+    bs_mem_reset_peaks();
+    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 0, &s1) == BS_OK);
+    size_t bound = bs_drift_peaks_bytes(C, &dp, 30000.0, nv, 2);
+    printf("a peak every %d samples on %d channels: %lld peaks, %zu B held <= %zu B\n", det.w + 1, C,
+           (long long)s1.n, bs_mem_tag_peak("drift/peaks", BS_DEV_HOST), bound);
+    CHECK(s1.n == (int64_t)C * ((nv - 1 + det.w) / (det.w + 1)));
+    CHECK(bs_mem_tag_peak("drift/peaks", BS_DEV_HOST) <= bound);
+    CHECK(2 * bs_mem_tag_peak("drift/peaks", BS_DEV_HOST) >= bound); /* and not loose by more than 2x */
+    bs_drift_spikes_free(&s1);
     bs_drift_detector_free(&det);
     bs_mem_free(x);
     bs_probe_free(&p);
