@@ -205,6 +205,10 @@ typedef struct {
     double r_thresh_underpowered; /* similarity that merges without CCG evidence when the CCG cannot give any (0.8) */
     const double *amp;    /* [K] mean spike amplitude per template (any unit, e.g. whitened); NULL: that rule off */
     int max_lag;          /* lags searched, samples (nt/2 when 0) */
+    double max_rate_hz;   /* a train of more than max_rate_hz x duration_s spikes, or a merge that would make
+                             one, takes no part in merges: no neuron fires that fast on average, and the two
+                             trains a merge compares stay bounded (100 Hz; 0: no limit) */
+    double duration_s;    /* the recording's length, s (0: no limit) */
     double fs_hz;
 } bs_merge_params;
 
@@ -228,8 +232,12 @@ bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64
 typedef struct {
     bs_status (*get)(void *ctx, int k, int slot, const int64_t **t, const int64_t **idx, int64_t *n);
     bs_status (*put)(void *ctx, int k, int j, const int64_t *t, const int64_t *idx, int64_t n);
+    int64_t (*count)(void *ctx, int k); /* spikes of k's train, without reading it */
     void *ctx;
 } bs_train_store;
+
+/* The most spikes of a train that bs_merge_ccg_store reads or makes (INT64_MAX: no limit). */
+int64_t bs_merge_max_train(const bs_merge_params *p);
 
 /* The merge of bs_merge_ccg over a train store (RAM or disk): T becomes the
  * K' surviving templates; for every original cluster k, shift[k] is the

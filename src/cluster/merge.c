@@ -80,7 +80,15 @@ void bs_merge_default_params(bs_merge_params *p, double fs_hz)
     p->r_thresh_underpowered = 0.8;
     p->amp = NULL;
     p->max_lag = 0;
+    p->max_rate_hz = 100.0;
+    p->duration_s = 0;
     p->fs_hz = fs_hz;
+}
+
+int64_t bs_merge_max_train(const bs_merge_params *p)
+{
+    double m = p->max_rate_hz * p->duration_s;
+    return m > 0 && m < 9e18 ? (int64_t)m : INT64_MAX;
 }
 
 /* One template as a view: n channels, ids, waveform [n × nt]. */
@@ -268,6 +276,7 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
                              int32_t *final_id, int *n_merges)
 {
     int K = T->K, nt = T->nt, max_lag = p->max_lag > 0 ? p->max_lag : nt / 2;
+    const int64_t max_train = bs_merge_max_train(p);
     *n_merges = 0;
     mstate s = {K, nt, NULL, NULL};
     bs_status st = BS_OK;
@@ -296,6 +305,10 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
         alive[k] = 1;
         order[k] = k;
         parent[k] = -1;
+        len[k] = ts->count(ts->ctx, k);
+        isref[k] = 0;
+        if (len[k] > max_train)
+            continue; /* faster than any neuron: neither read nor merged */
         st = ts->get(ts->ctx, k, 0, &tk, &ik, &len[k]);
         if (st == BS_OK)
             isref[k] = (uint8_t)bs_ccg_is_good(tk, len[k], p->fs_hz, p->acg_threshold, NULL);
@@ -313,7 +326,7 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
             merged = 0;
             int nc = 0;
             for (int j = 0; j < K; j++) {
-                if (j == k || !alive[j])
+                if (j == k || !alive[j] || len[k] + len[j] > max_train)
                     continue;
                 int lag;
                 double sim = similarity(&s.tv[k], &s.tv[j], nt, max_lag, &lag);
@@ -464,6 +477,8 @@ static bs_status ram_get(void *ctx, int k, int slot, const int64_t **t, const in
     return BS_OK;
 }
 
+static int64_t ram_count(void *ctx, int k) { return ((ram_store *)ctx)->len[k]; }
+
 static void ram_drop(ram_store *r, int k)
 {
     if (r->mtime[k]) { /* list[k] is then a block of its own too */
@@ -527,7 +542,7 @@ bs_status bs_merge_ccg(const bs_merge_params *p, int64_t *t, int32_t *clu, int64
         }
         for (int64_t i = 0; i < n; i++)
             r.list[clu[i]][r.len[clu[i]]++] = i;
-        bs_train_store ts = {ram_get, ram_put, &r};
+        bs_train_store ts = {ram_get, ram_put, ram_count, &r};
         st = bs_merge_ccg_store(p, &ts, T, shift, fid, n_merges);
     }
     if (st == BS_OK)

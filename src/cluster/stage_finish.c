@@ -94,6 +94,8 @@ static bs_status store_put(void *ctx, int k, int j, const int64_t *t, const int6
     return BS_OK;
 }
 
+static int64_t store_count(void *ctx, int k) { return ((disk_store *)ctx)->len[k]; }
+
 static void store_close(disk_store *d)
 {
     bs_bucket_close(&d->tr);
@@ -509,8 +511,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     if (st == BS_OK) {
         bs_merge_params mp = in->fp->merge;
         mp.fs_hz = rec->fs_hz;
+        mp.duration_s = (double)rec->n_samples / rec->fs_hz;
         mp.amp = amp_mean;
-        bs_train_store ts = {store_get, store_put, &ds};
+        bs_train_store ts = {store_get, store_put, store_count, &ds};
         st = bs_merge_ccg_store(&mp, &ts, &T, shift, final_id, &n_merges);
         K2 = T.K;
     }
@@ -640,14 +643,15 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
 /* ------------------------------------------------------------ the stage */
 
 /* Bounded by K (bs_finish_bytes), plus the two spike trains the merge
- * compares: 96 bytes per spike of the largest unit (read buffers of both
- * slots and the merged list), assumed to fire at most 100 Hz until the
- * spikes are known. */
+ * compares: 96 bytes per spike of the longest train it reads or makes (read
+ * buffers of both slots and the merged list), which merge.max_rate_hz bounds
+ * (bs_merge_max_train), and which the spikes bound too. */
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
-    double dur_s = (double)pl->n_samples / pl->fs_hz;
-    int64_t largest = (int64_t)(100.0 * dur_s);
+    bs_merge_params mp = pl->p.finish.merge;
+    mp.duration_s = (double)pl->n_samples / pl->fs_hz;
+    int64_t largest = bs_merge_max_train(&mp);
     if (largest > pl->n_spikes)
         largest = pl->n_spikes;
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
@@ -655,10 +659,12 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
                 bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup));
     bs_plan_add(s, "merges, unit state, reorder and export blocks",
                 bs_finish_bytes(pl->K, pl->nt, pl->n_sup, pl->n_chan, pl->n_pc, npc));
-    bs_plan_add(s, "the two largest units' trains (96 B/spike, <= 100 Hz)", (size_t)largest * 96);
+    bs_plan_add(s, "the two trains a merge compares (96 B/spike, <= merge.max_rate_hz)", (size_t)largest * 96);
     snprintf(s->strategy, sizeof s->strategy, "streamed, trains on disk");
     s->peak = s->min_peak = bs_plan_sum(s);
-    s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (size_t)largest * 96;
+    /* the bound is sure once K is known, unless the spike count that lowered it is an assumption */
+    s->sure_min = pl->k_assumed ? pl->resident
+                                : s->min_peak - (pl->spikes_assumed && largest == pl->n_spikes ? (size_t)largest * 96 : 0);
     s->reduce = "--mem";
     /* trains.bin and merged.bin (each at most every matched spike), then the Phy folder */
     bs_plan_disk(s, 2, (double)pl->n_spikes * 2 * sizeof(tpair));

@@ -109,6 +109,7 @@ const bs_param_field bs_sort_param_fields[] = {
     F64("merge", "ccg_threshold", finish.merge.ccg_threshold),
     F64("merge", "r_thresh_underpowered", finish.merge.r_thresh_underpowered),
     INT("merge", "max_lag_samples", finish.merge.max_lag),
+    F64("merge", "max_rate_hz", finish.merge.max_rate_hz),
     /* shadows */
     F64("shadow", "max_lag_ms", finish.shadow_max_lag_ms),
     INT("shadow", "half_width_samples", finish.shadow.half_width),

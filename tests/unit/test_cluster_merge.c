@@ -7,8 +7,8 @@
  * (too few spikes for the CCG to show anything) merged through the
  * underpowered rule, and not merged without amplitudes, with a 50 % smaller
  * amplitude, with a refractory violation or with a template below 0.8
- * similarity; duplicate removal on a hand-built case, and
- * good/mua labels.
+ * similarity; no merge that would make a train longer than max_rate_hz x
+ * duration; duplicate removal on a hand-built case, and good/mua labels.
  */
 #include "test.h"
 
@@ -152,6 +152,26 @@ int main(void)
     bs_merge_params mp;
     bs_merge_default_params(&mp, 30000.0);
     int merges = 0;
+    /* a merge that would make a train of more than max_rate_hz x duration spikes is not made (one spike
+       short of unit A's), and one that stays within it is */
+    {
+        int64_t *t2 = malloc((size_t)n * sizeof *t2);
+        int32_t *clu2 = malloc((size_t)n * sizeof *clu2);
+        memcpy(t2, t, (size_t)n * sizeof *t2);
+        memcpy(clu2, clu, (size_t)n * sizeof *clu2);
+        bs_merge_params lim = mp;
+        lim.duration_s = 300.0;
+        lim.max_rate_hz = (na - 0.5) / 300.0;
+        CHECK(bs_merge_max_train(&lim) == na - 1);
+        CHECK(bs_merge_ccg(&lim, t2, clu2, n, &T, &merges) == BS_OK);
+        printf("trains limited to %lld spikes: %d merges (unit A has %lld)\n", (long long)bs_merge_max_train(&lim),
+               merges, (long long)na);
+        CHECK(merges == 0 && T.K == 4);
+        mp.duration_s = 300.0;
+        mp.max_rate_hz = (na + 0.5) / 300.0;
+        free(t2);
+        free(clu2);
+    }
     CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
     printf("merges %d, clusters left %d\n", merges, T.K);
     CHECK(merges == 1 && T.K == 3);

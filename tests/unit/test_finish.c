@@ -180,6 +180,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
             pc_chan[k * NPC + j] = sup[k * NSUP + j];
     bs_finish_params fp;
     bs_finish_default_params(&fp); /* duplicates under 0.25 ms */
+    fp.merge.max_rate_hz = 4 * rate_hz; /* every train here may merge (the 400-Hz case is over the default) */
     bs_finish_input in = {&rec, stage, out, &wh, &mt, pc_chan, NPC, &fp, 1};
     int n_units = 0;
     int64_t n_out = 0;
@@ -199,8 +200,9 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     int32_t *clu = malloc(sizeof(int32_t) * n);
     memcpy(tt, t, sizeof(int64_t) * n);
     memcpy(clu, k0, sizeof(int32_t) * n);
-    bs_merge_params mp;
-    bs_merge_default_params(&mp, FS);
+    bs_merge_params mp = fp.merge;
+    mp.fs_hz = FS;
+    mp.duration_s = (double)n_samp / FS;
     int merges = 0;
     CHECK(bs_merge_ccg(&mp, tt, clu, n, &T, &merges) == BS_OK);
     CHECK_MSG(merges == 1 && T.K == 4, "expected templates 0 and 1 to merge: %d merges, %d units", merges, T.K);
