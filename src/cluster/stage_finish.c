@@ -679,13 +679,13 @@ static bs_status replan(bs_run_ctx *c)
 }
 
 /* OUT/artifacts.tsv: the detect stage's periods (its checkpoint), copied
- * whole, counted and summed for the run summary; removed with the removal
- * off, so no earlier run's list outlives its sort. */
-static bs_status publish_artifacts(bs_run_ctx *c)
+ * whole; *n_periods and *n_samples count them and the samples they cover.
+ * Removed with the removal off, so no earlier run's list outlives its sort. */
+static bs_status publish_artifacts(const bs_run_ctx *c, int64_t *n_periods, int64_t *n_samples)
 {
     char src[4300], dst[4300];
     BS_TRY(bs_path_join(dst, sizeof dst, c->p->out_dir, BS_ARTIFACTS_TSV));
-    c->n_artifacts = c->artifact_samples = 0;
+    *n_periods = *n_samples = 0;
     if (c->p->no_artifact_removal) {
         if (unlink(dst) != 0 && errno != ENOENT)
             return bs_error(BS_ERR_IO, "%s: cannot remove an earlier run's file: %s", dst, strerror(errno));
@@ -708,7 +708,7 @@ static bs_status publish_artifacts(bs_run_ctx *c)
             if (sscanf(line, "%lld %lld", &t0, &t1) != 2 || t1 <= t0)
                 st = bs_error(BS_ERR_INPUT, "%s: line %d: expected start and end samples", src, row);
             else
-                c->n_artifacts++, c->artifact_samples += t1 - t0;
+                (*n_periods)++, *n_samples += t1 - t0;
         }
         if (st == BS_OK && fputs(line, out.fp) == EOF)
             st = bs_error(BS_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
@@ -735,17 +735,18 @@ static bs_status run(bs_run_ctx *c)
                            .fp = &c->p->finish,
                            .quiet = c->p->quiet};
     BS_TRY(bs_finish_run(&fin, &c->n_units, &c->n_final));
-    BS_TRY(publish_artifacts(c));
+    int64_t n_periods, n_blanked;
+    BS_TRY(publish_artifacts(c, &n_periods, &n_blanked));
     bs_run_summary *r = c->summary;
-    double fs = c->rec->fs_hz, blanked_s = (double)c->artifact_samples / fs;
+    double fs = c->rec->fs_hz, blanked_s = (double)n_blanked / fs;
     double clear_s = (double)c->rec->n_samples / fs - blanked_s;
     r->artifact_removal = !c->p->no_artifact_removal;
-    r->n_artifacts = c->n_artifacts;
+    r->n_artifacts = n_periods;
     r->artifact_blanked_s = blanked_s;
     r->artifact_lost_spikes = clear_s > 0 ? (double)c->n_final * blanked_s / clear_s : 0;
-    if (!c->p->quiet && c->n_artifacts)
+    if (!c->p->quiet && n_periods)
         bs_log_info("artifacts: %lld periods blanked (%.3f s, %.2f %% of the recording), listed in %s/%s",
-                    (long long)c->n_artifacts, blanked_s, 100.0 * blanked_s * fs / (double)c->rec->n_samples,
+                    (long long)n_periods, blanked_s, 100.0 * blanked_s * fs / (double)c->rec->n_samples,
                     c->p->out_dir, BS_ARTIFACTS_TSV);
     return BS_OK;
 }

@@ -85,8 +85,8 @@ bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need,
                     "does not fit the disk: %s%s write about %.1f MiB (%zu bytes) in %s%s; its "
                     "file system has %.1f MiB free. Free at least %.0f MiB more there or choose another -o "
                     "(--no-disk-check runs anyway: a full disk stops the run with exit 6, and --resume continues it)",
-                    what, pl->disk_qc ? " and the quality metrics" : "", (double)need / MIB, need, out_dir, assumed, (double)free_bytes / MIB,
-                    ceil((double)(need - (size_t)free_bytes) / MIB));
+                    what, pl->disk_qc ? " and the quality metrics" : "", (double)need / MIB, need, out_dir, assumed,
+                    (double)free_bytes / MIB, ceil((double)(need - (size_t)free_bytes) / MIB));
 }
 
 static size_t grid_bytes(const bs_detect_grid *g, int n_sizes)

@@ -75,7 +75,7 @@ typedef struct bs_run_ctx {
     /* artifacts (preprocess.h): blanked in every whitened batch unless p->no_artifact_removal */
     int32_t *art_count;        /* width columns of scratch (NULL: removal off) */
     float *art_scale;          /* per channel: 1 / noise scale of an unwhitened batch */
-    bs_artifact_period *art;   /* the periods of the last whitened batch read, window columns */
+    bs_artifact_period *art;   /* the periods of the last batch read (whitened or not), window columns */
     int art_max, art_n;        /* room in art; periods found */
     /* stage outputs, in stage order */
     bs_whitener wh;            /* whitening */
@@ -93,8 +93,6 @@ typedef struct bs_run_ctx {
     int32_t *pc_idx;           /* match: K × n_pc_chan indices into each template's support */
     int32_t *pc_chan;          /* match: K × n_pc_chan probe channels (pc_feature_ind.npy) */
     int64_t n_matched;         /* match: spikes in .stages/match/ */
-    int64_t n_artifacts;       /* finish: artifact periods in OUT/artifacts.tsv */
-    int64_t artifact_samples;  /* finish: samples they blanked */
     int n_units;               /* finish: units in the Phy folder */
     int64_t n_final;           /* finish: spikes in the Phy folder */
 } bs_run_ctx;
