@@ -135,6 +135,7 @@ typedef struct {
     int pending;             /* a period waits for its end */
     int64_t t0, t1;          /* its samples [t0, t1) */
     int n_chan;
+    int64_t blanked;         /* samples of the periods written */
 } artifact_writer;
 
 static bs_status artifact_flush(artifact_writer *w, double fs_hz)
@@ -142,6 +143,7 @@ static bs_status artifact_flush(artifact_writer *w, double fs_hz)
     if (!w->pending)
         return BS_OK;
     w->pending = 0;
+    w->blanked += w->t1 - w->t0;
     if (fprintf(w->f.fp, "%lld\t%lld\t%.6f\t%.6f\t%d\n", (long long)w->t0, (long long)w->t1, (double)w->t0 / fs_hz,
                 (double)w->t1 / fs_hz, w->n_chan) < 0)
         return bs_error(BS_ERR_IO, "%s: write failed", w->f.path);
@@ -163,7 +165,7 @@ static bs_status artifact_add(artifact_writer *w, const bs_run_ctx *c, int64_t b
         }
         BS_TRY(artifact_flush(w, c->rec->fs_hz));
         *w = (artifact_writer){.f = w->f, .open = w->open, .pending = 1, .t0 = t0, .t1 = t1,
-                               .n_chan = c->art[i].n_chan};
+                               .n_chan = c->art[i].n_chan, .blanked = w->blanked};
     }
     return BS_OK;
 }
@@ -275,6 +277,11 @@ static bs_status detect_run(bs_run_ctx *c)
     bs_gpu_detector_free(gpu);
     if (st == BS_OK)
         st = artifact_flush(&aw, c->rec->fs_hz);
+    if (st == BS_OK && 2 * aw.blanked > c->rec->n_samples) /* the sort will likely find nothing: say why */
+        bs_log_warn("detect: %.1f %% of the recording (%.1f s) was blanked as broadband artifacts (listed in "
+                    "%s/detect/%s); if that is the signal itself, sort with --no-artifact-removal",
+                    100.0 * (double)aw.blanked / (double)c->rec->n_samples, (double)aw.blanked / c->rec->fs_hz,
+                    c->stage_dir, BS_ARTIFACTS_TSV);
     if (aw.open)
         st = st == BS_OK ? bs_atomic_commit(&aw.f) : (bs_atomic_abort(&aw.f), st);
     return bs_npy_set_finish(&files, st);

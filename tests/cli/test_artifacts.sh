@@ -8,6 +8,8 @@
 #  3. the same recording without artifacts: no period (unit test_artifact checks noise and spikes too).
 #  4. --no-artifact-removal: no artifacts.tsv, recorded in params.json and the run summary, and more
 #     templates than with the removal; --resume keeps the list.
+#  5. a recording that is all artifact (a 32-channel raw file of broadband bursts every 10 ms): a warning
+#     that most of it was blanked, exit 2 "no unit ... was found", and no Phy folder.
 # Under the sanitizers (a 384-channel sort is ~80x slower there): 1 s of recording and parts 1-2 only.
 . "$(dirname "$0")/lib.sh"
 
@@ -89,5 +91,24 @@ sys.exit(0 if off > on else 1)"
   cp "$T/o_art/artifacts.tsv" "$T/art_first.tsv"
   expect 0 "" -- "$BS" sort "$T/art" -o "$T/o_art" --threads 2 --no-qc -q --resume
   check "--resume keeps artifacts.tsv" cmp -s "$T/art_first.tsv" "$T/o_art/artifacts.tsv"
+
+  # 5. all artifact
+  "$BS" simulate -o "$T/lin" --probe linear32 --duration 0.2 --units 1 -q >/dev/null 2>&1 || bad "simulate lin failed"
+  "$PY" - "$T/allart.bin" <<'PYEOF' || bad "could not write the all-artifact recording"
+import sys, numpy as np
+r = np.random.default_rng(1)
+C, T = 32, 6 * 30000
+g = r.uniform(0.3, 1.5, C)  # a gain per channel, so the median reference leaves most of it
+s = np.zeros(T)
+for t0 in range(0, T, 300):  # a 6-ms burst every 10 ms
+    s[t0:t0 + 180] = r.normal(0, 400, 180) * np.hanning(180)
+x = g[:, None] * s[None, :] + r.normal(0, 5, (C, T))
+np.clip(x.T, -32000, 32000).astype(np.int16).tofile(sys.argv[1])
+PYEOF
+  expect 2 "no unit with at least .* was found" -- "$BS" sort "$T/allart.bin" --probe "$T/lin/probe.json" --fs 30000 \
+    -o "$T/o_allart" --threads 2 --no-qc -q
+  check "all artifact: the warning says how much was blanked" \
+    grep -q "warning: detect: 9[0-9.]* % of the recording .* was blanked as broadband artifacts" "$T/err.txt"
+  check "all artifact: no Phy folder" test ! -e "$T/o_allart/spike_times.npy" -a ! -e "$T/o_allart/params.py"
 fi
 finish
