@@ -299,7 +299,7 @@ static int chol_solve(double *a, double *b, int D)
     return 0;
 }
 
-/* Scratch: A (D×D), rhs (2D), blk (LDA_BLOCK × D + LDA_BLOCK doubles). */
+/* Scratch: A (D×D), rhs (2D), blk (lb × D + lb doubles, lb = min(n, LDA_BLOCK): the layout's t_blk). */
 static bs_status bimodality(const float *X, int64_t n, int D, const int8_t *side, double ridge, double *A,
                             double *rhs, double *blk, double *score)
 {
@@ -314,11 +314,12 @@ static bs_status bimodality(const float *X, int64_t n, int D, const int8_t *side
     double wa = (double)nb / (double)(na + nb), wb = (double)na / (double)(na + nb);
     memset(A, 0, (size_t)D * D * sizeof *A);
     memset(rhs, 0, (size_t)D * sizeof *rhs);
-    double *yw = blk + (size_t)LDA_BLOCK * D;
+    const int lb = n < LDA_BLOCK ? (int)n : LDA_BLOCK; /* rows of blk; the weighted targets follow them */
+    double *yw = blk + (size_t)lb * D;
     int64_t i = 0;
     while (i < n) {
         int r = 0;
-        for (; i < n && r < LDA_BLOCK; i++) {
+        for (; i < n && r < lb; i++) {
             if (!side[i])
                 continue;
             double w = side[i] > 0 ? wa : wb, sw = sqrt(w);

@@ -220,6 +220,18 @@ int main(void)
     printf("; independent units: %d\n", L);
     CHECK(L == 2 && agreement(truth, lab, n, 2, L) > 0.99);
 
+    /* 4b. the same with fewer spikes than one block of the discriminant (its scratch rows are then the
+     * spike count): split, and the discriminant stays inside the graph's scratch (ASan checks the bounds;
+     * it used to write the weighted targets a full block further on, past the scratch of a small center) */
+    {
+        const int64_t n_few = 400;
+        clouds(&r, 2, 10.0, n_few, X, truth);
+        unit_times(&r, truth, n_few, 2, t);
+        CHECK(bs_cluster_graph(&q, X, n_few, D, t, lab, &L) == BS_OK);
+        printf("400 spikes, two clouds: %d labels\n", L);
+        CHECK(L == 2 && agreement(truth, lab, n_few, 2, L) > 0.99);
+    }
+
     /* 5. a center below min_spikes is one cluster */
     const int n_small = (int)p.min_spikes - 1;
     CHECK(bs_cluster_graph(&p, X, n_small, D, t, lab, &L) == BS_OK);
