@@ -663,8 +663,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     snprintf(s->strategy, sizeof s->strategy, "streamed, trains on disk");
     s->peak = s->min_peak = bs_plan_sum(s);
     /* the bound is sure once K is known, unless the spike count that lowered it is an assumption */
-    s->sure_min = pl->k_assumed ? pl->resident
-                                : s->min_peak - (pl->spikes_assumed && largest == pl->n_spikes ? (size_t)largest * 96 : 0);
+    int trains_assumed = pl->spikes_assumed && largest == pl->n_spikes;
+    s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (trains_assumed ? (size_t)largest * 96 : 0);
     s->reduce = "--mem";
     /* trains.bin and merged.bin (each at most every matched spike), then the Phy folder */
     bs_plan_disk(s, 2, (double)pl->n_spikes * 2 * sizeof(tpair));

@@ -602,13 +602,14 @@ static thread_scratch scratch_of(const detect_job *j, float *scratch, int *pos_s
     return t;
 }
 
-/* Owned columns [ta, tb) through `out` to the sink, in halves while they
- * overflow out's lists (one column always fits: chunk_limits). */
 static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const thread_scratch *ts,
-                              bs_detect_output *out)
+                              bs_detect_output *out);
+
+/* `out` holds detect_chunk's result for owned columns [ta, tb): to the sink,
+ * or, when it overflowed its lists, the columns again in halves (one column
+ * always fits: chunk_limits). */
+static bs_status hand_on(const detect_job *j, int64_t ta, int64_t tb, const thread_scratch *ts, bs_detect_output *out)
 {
-    bs_detect_output_clear(out);
-    BS_TRY(detect_chunk(j, ta, tb, ts->filt, ts->mx, ts->fs, ts->lb, ts->pos_f, out));
     if (!out->full)
         return out->n ? j->sink(j->sink_ctx, out) : BS_OK;
     if (tb - ta <= 1)
@@ -616,6 +617,22 @@ static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const
     int64_t mid = ta + (tb - ta) / 2;
     BS_TRY(detect_range(j, ta, mid, ts, out));
     return detect_range(j, mid, tb, ts, out);
+}
+
+/* Owned columns [ta, tb) through `out` to the sink. */
+static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const thread_scratch *ts,
+                              bs_detect_output *out)
+{
+    bs_detect_output_clear(out);
+    BS_TRY(detect_chunk(j, ta, tb, ts->filt, ts->mx, ts->fs, ts->lb, ts->pos_f, out));
+    return hand_on(j, ta, tb, ts, out);
+}
+
+/* Owned columns [*ta, *tb) of work item c of a window with `halo` and n_valid own samples. */
+static void chunk_columns(int64_t halo, int64_t n_valid, int c, int64_t *ta, int64_t *tb)
+{
+    *ta = halo + (int64_t)c * CHUNK_SAMPLES;
+    *tb = *ta + CHUNK_SAMPLES < halo + n_valid ? *ta + CHUNK_SAMPLES : halo + n_valid;
 }
 
 bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part)
@@ -676,7 +693,7 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
     }
     /* waves of work items: each wave's items run in parallel, then go to the
      * sink in order; an item that overflowed its lists is done again here in
-     * halves (detect_range), with the same result */
+     * halves (hand_on), with the same result */
     for (int w0 = 0; w0 < n_chunks && st == BS_OK; w0 += wave) {
         int nw = n_chunks - w0 < wave ? n_chunks - w0 : wave;
         bs_status thread_st = BS_OK;
@@ -685,8 +702,8 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
             thread_scratch ts = scratch_of(&job, scratch, pos_scratch, omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
             for (int w = 0; w < nw; w++) {
-                int64_t ta = halo + (int64_t)(w0 + w) * CHUNK_SAMPLES;
-                int64_t tb = ta + CHUNK_SAMPLES < halo + n_valid ? ta + CHUNK_SAMPLES : halo + n_valid;
+                int64_t ta, tb;
+                chunk_columns(halo, n_valid, w0 + w, &ta, &tb);
                 bs_detect_output_clear(&parts[w]);
                 bs_status s = detect_chunk(&job, ta, tb, ts.filt, ts.mx, ts.fs, ts.lb, ts.pos_f, &parts[w]);
                 if (s != BS_OK) {
@@ -698,16 +715,9 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
         st = thread_st;
         thread_scratch ts0 = scratch_of(&job, scratch, pos_scratch, 0);
         for (int w = 0; w < nw && st == BS_OK; w++) {
-            int64_t ta = halo + (int64_t)(w0 + w) * CHUNK_SAMPLES;
-            int64_t tb = ta + CHUNK_SAMPLES < halo + n_valid ? ta + CHUNK_SAMPLES : halo + n_valid;
-            if (!parts[w].full) {
-                st = parts[w].n ? sink(sink_ctx, &parts[w]) : BS_OK;
-            } else {
-                int64_t mid = ta + (tb - ta) / 2;
-                st = detect_range(&job, ta, mid, &ts0, &parts[w]);
-                if (st == BS_OK)
-                    st = detect_range(&job, mid, tb, &ts0, &parts[w]);
-            }
+            int64_t ta, tb;
+            chunk_columns(halo, n_valid, w0 + w, &ta, &tb);
+            st = hand_on(&job, ta, tb, &ts0, &parts[w]);
         }
     }
     for (int w = 0; w < wave && parts; w++)

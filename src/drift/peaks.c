@@ -336,7 +336,7 @@ size_t bs_drift_peaks_bytes(int n_chan, const bs_drift_params *p, double fs_hz, 
     return (size_t)(wave < n_tiles ? wave : n_tiles) * (size_t)per_tile * sizeof(bs_drift_spike);
 }
 
-/* Peaks of tile k (columns [a, b) of the window) into L, sorted by (t, chan). */
+/* Peaks of one tile (columns [a, b) of the window) into L, sorted by (t, chan). */
 static void tile_peaks(const bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t t0, int64_t a,
                        int64_t b, tile_list *L)
 {
