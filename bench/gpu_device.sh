@@ -9,7 +9,8 @@
 #
 #   bash bench/gpu_device.sh [SECONDS] [STEPS]     # recording length (120), steps (all: tests sim cpu gpu long k ks4)
 #
-# Steps, each bounded by a timeout so that the run ends: the GPU unit tests (test_gpu, test_peel, test_detect, the CLI test
+# Steps, each bounded by a timeout so that the run ends (gpuold, cpuold: the same sorts with .dev/bin/boundsort_old,
+# the previous code, when bench/gpu_pack.sh was given OLD=REV): the GPU unit tests (test_gpu, test_peel, test_detect, the CLI test
 # tests/cli/test_gpu.sh); a drifting 384-channel Neuropixels 1.0 recording (boundsort simulate, rigid drift,
 # 100 units); boundsort on the CPU (all cores) and with --device cuda on it, with accuracy against ground
 # truth (boundsort compare) and the spikes in which the two differ; a 300-s recording sorted with --device cuda; K = 17,345 templates matched with
@@ -55,7 +56,7 @@ ARGS=("$REC/recording.bin" --probe "$REC/probe.json" --fs 30000 --no-qc -q --thr
 
 sort_one() { # label, extra args
   local label=$1; shift
-  timeout 300 "$B" sort "${ARGS[@]}" -o "$W/$label" "$@" >"$O/sort_$label.log" 2>&1; local rc=$?
+  timeout 300 "${SORT_BIN:-$B}" sort "${ARGS[@]}" -o "$W/$label" "$@" >"$O/sort_$label.log" 2>&1; local rc=$?
   cp "$W/$label/run_summary.json" "$O/run_summary_$label.json" 2>/dev/null
   "$B" compare "$W/$label" "$REC" --json >"$O/compare_$label.json" 2>>"$O/sort_$label.log"
   $PY - "$O/run_summary_$label.json" "$O/compare_$label.json" "$SEC" "$label" "$rc" <<'PYEOF' | tee -a "$S"
@@ -65,7 +66,7 @@ try:
     r = json.load(open(rs)); c = json.loads(open(cp).readline())
 except Exception as e:
     print(f"{label}: rc {rc}, no summary ({e})"); sys.exit(0)
-st = ", ".join(f"{s['name']} {s['wall_s']:.1f}" for s in r["stages"])
+st = ", ".join(f"{s['name']} {s['wall_s']:.1f} (read {s.get('read_preprocess_s', 0):.1f})" for s in r["stages"])
 gp = max(s.get("gpu_peak_bytes", 0) for s in r["stages"])
 print(f"{label}: rc {rc}; wall {r['total_wall_s']:.1f} s = {float(sec) / r['total_wall_s']:.1f}x real time; peak RSS "
       f"{r['peak_rss_bytes'] / 2**20:.0f} MiB; GPU tracked peak {gp / 2**20:.1f} MiB; stages: {st}; "
@@ -73,8 +74,13 @@ print(f"{label}: rc {rc}; wall {r['total_wall_s']:.1f} s = {float(sec) / r['tota
       f"{c['n_false_positive']} false positive units")
 PYEOF
 }
-has cpu && sort_one cpu
 has gpu && sort_one gpu --device cuda --gpu-mem 8G
+has cpu && sort_one cpu
+# the previous code's binary (bench/gpu_pack.sh OLD=REV), interleaved in the same run for a same-machine baseline
+if [ -x "$D/bin/boundsort_old" ]; then
+  has gpuold && SORT_BIN=$D/bin/boundsort_old sort_one gpu_old --device cuda --gpu-mem 8G
+  has cpuold && SORT_BIN=$D/bin/boundsort_old sort_one cpu_old
+fi
 if has cpu && has gpu; then
   $PY - "$W/cpu" "$W/gpu" <<'PYEOF' | tee -a "$S"
 import sys

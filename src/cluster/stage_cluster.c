@@ -11,10 +11,14 @@
  *      .stages/cluster/center_index.bin grouped by center (a bucket file,
  *      src/pipeline/stage_io.h), in time order within a center. The stage is
  *      then re-planned with the real count of its largest center.
- *   2. Per center, in center order: at most max_center_spikes of its spikes
- *      (more are subsampled evenly in time: item i·m/cap for i < cap, a
- *      parameter since it shapes the result), their times and features
- *      gathered by index, clustered (bs_cluster_center).
+ *   2. Per center: at most max_center_spikes of its spikes (more are
+ *      subsampled evenly in time: item i·m/cap for i < cap, a parameter
+ *      since it shapes the result), their times and features gathered by
+ *      index, clustered (bs_cluster_center). Centers are independent, so W
+ *      of them are clustered at once, one per thread (W = the plan's
+ *      cluster_width: the threads, fewer when the budget holds fewer
+ *      centers' buffers), and their clusters are then taken in center order:
+ *      the templates do not depend on W, the threads or the budget.
  *   3. Acceptance: a cluster makes a template when it has at least
  *      min_template_spikes spikes and its mean waveform's norm (the norm of
  *      its mean features: the PC basis is orthonormal) is at least
@@ -187,6 +191,79 @@ typedef struct {
 } center_item;
 #define CENTER_READ 65536 /* index entries per read */
 
+/* What every center's clustering reads (shared, read-only: the files by pread). */
+typedef struct {
+    const bs_cluster_params *cp;
+    const bs_cluster_centers *centers;
+    const bs_detect_grid *grid;
+    const bs_temporal_basis *basis;
+    const bs_bucket_file *bk; /* the spike index grouped by center */
+    const bs_npy_rows *r_t, *r_feat;
+    const int64_t *count; /* spikes per center */
+    int64_t cap;          /* max_center_spikes (0: none) */
+} center_src;
+
+/* One center's clustering and its status (message copied: bs_error's is per thread). */
+typedef struct {
+    bs_center_templates ct;
+    bs_status st;
+    char msg[512];
+} center_result;
+
+/* Center k: its spikes read back (at most cap, evenly in time) and clustered into *ct (empty for a center
+ * without spikes). Allocates and frees its own buffers, so centers can run at once. */
+static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct)
+{
+    memset(ct, 0, sizeof *ct);
+    int64_t m_all = c->count[k], m = m_all;
+    if (m == 0)
+        return BS_OK;
+    /* a center with more than max_center_spikes spikes is subsampled
+     * evenly in time (a parameter: it shapes the result, like the batch):
+     * item i*m/cap for i < cap, picked while its index is read in blocks */
+    if (c->cap > 0 && m > c->cap)
+        m = c->cap;
+    int64_t *sel = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *sel);
+    int32_t *pos_of = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *pos_of);
+    center_item *items = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *items);
+    bs_status st = sel && pos_of && items ? BS_OK : BS_ERR_MEMORY;
+    int64_t want = 0;
+    for (int64_t s0 = 0; s0 < m_all && st == BS_OK && want < m; s0 += CENTER_READ) {
+        int64_t n = m_all - s0 < CENTER_READ ? m_all - s0 : CENTER_READ;
+        st = bs_bucket_read(c->bk, k, s0, n, items);
+        while (st == BS_OK && want < m) {
+            int64_t j = m == m_all ? want : (int64_t)((double)want * (double)m_all / (double)m);
+            if (j >= s0 + n)
+                break;
+            sel[want] = items[j - s0].i;
+            pos_of[want++] = items[j - s0].pos;
+        }
+    }
+    bs_mem_free(items);
+    bs_detected_spike *spk = st == BS_OK ? bs_mem_calloc("sort/center-spikes", (size_t)m, sizeof *spk) : NULL;
+    int64_t *times = st == BS_OK ? bs_mem_alloc("sort/center-spikes", (size_t)m * sizeof *times) : NULL;
+    float *feat = st == BS_OK ? bs_mem_alloc("sort/center-features", (size_t)m * c->r_feat->row_bytes) : NULL;
+    int32_t *labels = st == BS_OK ? bs_mem_alloc("sort/center-labels", (size_t)m * sizeof *labels) : NULL;
+    if (st == BS_OK)
+        st = spk && times && feat && labels ? bs_npy_rows_gather(c->r_t, sel, m, times) : BS_ERR_MEMORY;
+    if (st == BS_OK)
+        st = bs_npy_rows_gather(c->r_feat, sel, m, feat);
+    if (st == BS_OK) {
+        for (int64_t i = 0; i < m; i++) {
+            spk[i].t = times[i];
+            spk[i].pos = pos_of[i];
+        }
+        st = bs_cluster_center(c->cp, c->centers, k, c->grid, c->basis, spk, feat, m, labels, ct);
+    }
+    bs_mem_free(spk);
+    bs_mem_free(times);
+    bs_mem_free(feat);
+    bs_mem_free(labels);
+    bs_mem_free(sel);
+    bs_mem_free(pos_of);
+    return st;
+}
+
 /* Per spatial center, read its detected spikes back from disk, cluster them,
  * and keep every cluster that passes the acceptance rule as a template. */
 static bs_status cluster_templates(bs_run_ctx *ctx)
@@ -207,9 +284,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     r_t.fd = r_pos.fd = r_feat.fd = -1;
     bs_bucket_file bk = {.fd = -1};
     int64_t *count = NULL;
-    int64_t *sel = NULL;
     int32_t *spos = NULL;
-    center_item *items = NULL;
     bs_status st = bs_centers_build(probe, grid, &cp, &centers);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_t, dir, "spike_times.npy", BS_NPY_I64);
@@ -221,8 +296,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     if (st == BS_OK) { /* spike indices grouped by center on disk (in time order within a center) */
         count = bs_mem_calloc("sort/center-index", (size_t)centers.n_centers + 1, sizeof *count);
         spos = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *spos);
-        items = bs_mem_alloc("sort/center-index", CENTER_READ * sizeof *items);
-        st = count && spos && items ? BS_OK : BS_ERR_MEMORY;
+        st = count && spos ? BS_OK : BS_ERR_MEMORY;
         for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += CENTER_READ) {
             int64_t c = n - s0 < CENTER_READ ? n - s0 : CENTER_READ;
             st = bs_npy_rows_read(&r_pos, s0, c, spos);
@@ -260,68 +334,39 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     }
     lt->n_sup = probe->n_chan < 32 ? probe->n_chan : 32;
     lt->P = basis->n_pcs;
+    const center_src src = {&cp, &centers, grid, basis, &bk, &r_t, &r_feat, count, cap};
+    int W = plan->cluster_width > 0 ? plan->cluster_width : 1;
+    center_result *res = bs_mem_calloc("sort/center-results", (size_t)W, sizeof *res);
+    if (st == BS_OK && !res)
+        st = BS_ERR_MEMORY;
     bs_progress pb;
     bs_progress_start(&pb, "cluster", "centers", ctx->p->quiet ? 0 : centers.n_centers);
-    for (int k = 0; k < centers.n_centers && st == BS_OK; k++) {
-        int64_t m_all = count[k], m = m_all;
-        if (m == 0)
-            continue;
-        /* a center with more than max_center_spikes spikes is subsampled
-         * evenly in time (a parameter: it shapes the result, like the batch):
-         * item i*m/cap for i < cap, picked while its index is read in blocks */
-        if (cap > 0 && m > cap)
-            m = cap;
-        sel = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *sel);
-        int32_t *pos_of = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *pos_of);
-        if (!sel || !pos_of) {
-            bs_mem_free(pos_of);
-            st = BS_ERR_MEMORY;
-            break;
+    /* waves of W centers clustered at once (each alone: inner loops run on the center's thread when W > 1),
+       their templates then appended in center order, so the result does not depend on W */
+    for (int k0 = 0; k0 < centers.n_centers && st == BS_OK; k0 += W) {
+        int nw = centers.n_centers - k0 < W ? centers.n_centers - k0 : W;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nw) if (nw > 1)
+        for (int w = 0; w < nw; w++) {
+            res[w].st = cluster_one(&src, k0 + w, &res[w].ct);
+            if (res[w].st != BS_OK)
+                snprintf(res[w].msg, sizeof res[w].msg, "%s", bs_last_error());
         }
-        int64_t want = 0;
-        for (int64_t s0 = 0; s0 < m_all && st == BS_OK && want < m; s0 += CENTER_READ) {
-            int64_t c = m_all - s0 < CENTER_READ ? m_all - s0 : CENTER_READ;
-            st = bs_bucket_read(&bk, k, s0, c, items);
-            while (st == BS_OK && want < m) {
-                int64_t j = m == m_all ? want : (int64_t)((double)want * (double)m_all / (double)m);
-                if (j >= s0 + c)
-                    break;
-                sel[want] = items[j - s0].i;
-                pos_of[want++] = items[j - s0].pos;
-            }
+        for (int w = 0; w < nw; w++) {
+            const bs_center_templates *ct = &res[w].ct;
+            if (st == BS_OK && res[w].st != BS_OK)
+                st = bs_error(res[w].st, "%s", res[w].msg);
+            /* a cluster too small, or whose mean waveform is well under the matching threshold (its matched
+               spikes would be mostly noise crossings that the template happens to fit), makes no template */
+            for (int j = 0; j < ct->n_clusters && st == BS_OK; j++)
+                if (ct->n_spikes[j] >= ctx->p->min_template_spikes &&
+                    centroid_norm(ct, j, lt->P) >= ctx->p->min_template_norm * ctx->p->match_threshold)
+                    st = append_template(lt, probe, ct, j);
+            bs_center_templates_free(&res[w].ct);
+            bs_progress_update(&pb, k0 + w + 1);
+            bs_checkpoint_test_kill("cluster", k0 + w + 1);
         }
-        bs_detected_spike *spk = bs_mem_calloc("sort/center-spikes", (size_t)m, sizeof *spk);
-        int64_t *times = bs_mem_alloc("sort/center-spikes", (size_t)m * sizeof *times);
-        float *feat = bs_mem_alloc("sort/center-features", (size_t)m * r_feat.row_bytes);
-        int32_t *labels = bs_mem_alloc("sort/center-labels", (size_t)m * sizeof *labels);
-        bs_center_templates ct = {0};
-        st = spk && times && feat && labels ? bs_npy_rows_gather(&r_t, sel, m, times) : BS_ERR_MEMORY;
-        if (st == BS_OK)
-            st = bs_npy_rows_gather(&r_feat, sel, m, feat);
-        if (st == BS_OK) {
-            for (int64_t i = 0; i < m; i++) {
-                spk[i].t = times[i];
-                spk[i].pos = pos_of[i];
-            }
-            st = bs_cluster_center(&cp, &centers, k, grid, basis, spk, feat, m, labels, &ct);
-        }
-        /* a cluster too small, or whose mean waveform is well under the matching threshold (its matched
-           spikes would be mostly noise crossings that the template happens to fit), makes no template */
-        for (int j = 0; j < ct.n_clusters && st == BS_OK; j++)
-            if (ct.n_spikes[j] >= ctx->p->min_template_spikes &&
-                centroid_norm(&ct, j, lt->P) >= ctx->p->min_template_norm * ctx->p->match_threshold)
-                st = append_template(lt, probe, &ct, j);
-        bs_center_templates_free(&ct);
-        bs_mem_free(spk);
-        bs_mem_free(times);
-        bs_mem_free(feat);
-        bs_mem_free(labels);
-        bs_mem_free(sel);
-        bs_mem_free(pos_of);
-        sel = NULL;
-        bs_progress_update(&pb, k + 1);
-        bs_checkpoint_test_kill("cluster", k + 1);
     }
+    bs_mem_free(res);
     bs_progress_finish(&pb);
     if (st == BS_OK && lt->K == 0)
         st = bs_error(BS_ERR_INPUT,
@@ -329,10 +374,8 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
                       "(%lld spikes detected)",
                       ctx->rec->data_path, ctx->p->min_template_spikes,
                       ctx->p->min_template_norm * ctx->p->match_threshold, (long long)n);
-    bs_mem_free(sel);
     bs_mem_free(count);
     bs_mem_free(spos);
-    bs_mem_free(items);
     bs_bucket_close(&bk);
     bs_npy_rows_close(&r_t);
     bs_npy_rows_close(&r_pos);
@@ -341,23 +384,38 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     return st;
 }
 
-/* One center at a time: its spikes' rows and the graph clustering, for the
- * largest center (capped), plus the index of every detected spike. */
+/* W centers at a time (cluster_width: as many as threads allow and the
+ * budget holds, at least one), each with its spikes' rows and the graph
+ * clustering of the largest center (capped), plus the index of every
+ * detected spike. */
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     int64_t m = pl->center_spikes, cap = pl->p.max_center_spikes;
     if (cap > 0 && m > cap)
         m = cap;
+    size_t staging = bs_bucket_bytes(pl->n_centers, 16, (size_t)4 << 20) + (size_t)CENTER_READ * sizeof(int32_t);
+    size_t rows = (size_t)m * ((size_t)pl->feat_len * sizeof(float) + sizeof(bs_detected_spike) + 8 + 4 + 8 + 4) +
+                  (size_t)CENTER_READ * sizeof(center_item);
+    size_t graph = bs_cluster_center_bytes(m, pl->center_chans, pl->n_pc, &pl->cp);
+    size_t result = (size_t)pl->center_chans * pl->n_pc * 64 * 16 + sizeof(center_result);
+    size_t templates = (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4);
+    size_t fixed = pl->cluster_fixed + staging + templates + BS_PLAN_SMALL_BYTES, per = rows + graph + result;
+    int W = pl->n_threads < pl->n_centers ? pl->n_threads : pl->n_centers;
+    while (W > 1 && pl->budget && fixed + (size_t)W * per > pl->budget)
+        W--;
+    W = W < 1 ? 1 : W;
+    pl->cluster_width = W;
     bs_plan_add(s, "batch reader, grid, centers", pl->cluster_fixed);
-    size_t staging = bs_bucket_bytes(pl->n_centers, 16, (size_t)4 << 20) + (size_t)65536 * (16 + 4);
     bs_plan_add(s, "center index staging (index on disk)", staging);
-    bs_plan_add(s, "one center: spikes and features",
-                (size_t)m * ((size_t)pl->feat_len * sizeof(float) + sizeof(bs_detected_spike) + 8 + 4 + 8 + 12));
-    bs_plan_add(s, "one center: graph clustering", bs_cluster_center_bytes(m, pl->center_chans, pl->n_pc, &pl->cp));
-    bs_plan_add(s, "templates so far", (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4) +
-                                           (size_t)pl->center_chans * pl->n_pc * 64 * 16);
-    snprintf(s->strategy, sizeof s->strategy, "one center at a time, <= %lld spikes", (long long)cap);
-    s->peak = s->min_peak = bs_plan_sum(s);
+    bs_plan_add(s, "centers at once (the strategy's count): spikes and features", (size_t)W * rows);
+    bs_plan_add(s, "centers at once: graph clustering", (size_t)W * graph);
+    bs_plan_add(s, "centers at once: their clusters", (size_t)W * result);
+    bs_plan_add(s, "templates so far", templates);
+    bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
+    snprintf(s->strategy, sizeof s->strategy, "%d center%s at a time, <= %lld spikes", W, W > 1 ? "s" : "",
+             (long long)cap);
+    s->peak = bs_plan_sum(s);
+    s->min_peak = fixed + per;
     s->sure_min = pl->spikes_assumed ? pl->cluster_fixed + staging : s->min_peak;
     s->reduce = "--max-center-spikes";
     /* center_index.bin (every detected spike), then files[]: supports and low-rank templates */

@@ -125,6 +125,7 @@ typedef struct {
     size_t gpu_peak;         /* max over stages of their GPU bytes */
     int gpu_short;           /* 1: the failing stage fails the GPU budget (not the host's) */
     bs_pair_mode pair_mode;
+    int cluster_width;       /* centers the clustering stage clusters at once: as many as threads and budget allow */
     bs_plan_stage stage[BS_PLAN_MAX_STAGES]; /* one per stage of the table (stages.h), in run order */
     int n_stages;
     size_t peak;             /* max over stages */

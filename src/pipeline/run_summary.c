@@ -37,6 +37,16 @@ static size_t current_hwm(void)
     return kb * 1024;
 }
 
+/* CPU seconds (user + system) of the whole process so far: every thread's. */
+static double process_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
 static void reset_hwm(void)
 {
     FILE *f = fopen("/proc/self/clear_refs", "w");
@@ -68,6 +78,7 @@ void bs_run_stage_begin(bs_run_summary *r, const char *name, size_t planned_peak
     reset_hwm();
     bs_mem_reset_peaks();
     r->t_stage_s = bs_now_s();
+    r->cpu_stage_s = process_cpu_s();
 }
 
 void bs_run_stage_resumed(bs_run_summary *r)
@@ -80,6 +91,12 @@ void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak)
 {
     if (r->n < BS_RUN_MAX_STAGES)
         r->stage[r->n].planned_peak = planned_peak;
+}
+
+void bs_run_stage_read(bs_run_summary *r, double seconds)
+{
+    if (r->n < BS_RUN_MAX_STAGES)
+        r->stage[r->n].read_s += seconds;
 }
 
 void bs_run_stage_disk(bs_run_summary *r, size_t planned, int64_t written)
@@ -97,6 +114,7 @@ void bs_run_stage_end(bs_run_summary *r)
     bs_run_stage *s = &r->stage[r->n++];
     double now = bs_now_s();
     s->wall_s = now - r->t_stage_s;
+    s->cpu_s = process_cpu_s() - r->cpu_stage_s;
     s->tracked_peak = bs_mem_peak(BS_DEV_HOST);
     s->gpu_peak = bs_mem_peak(BS_DEV_GPU);
     s->rss_peak = current_hwm();
@@ -112,10 +130,17 @@ static double mib(size_t b)
     return (double)b / (1024.0 * 1024.0);
 }
 
+/* A stage's CPU time over what its threads could have used in its wall time (0..1, a little over with
+ * the kernel's own threads). */
+static double cpu_use(const bs_run_summary *r, const bs_run_stage *s)
+{
+    return s->wall_s > 0 ? s->cpu_s / s->wall_s / (r->n_threads > 0 ? r->n_threads : 1) : 0;
+}
+
 void bs_run_summary_print(const bs_run_summary *r, FILE *out)
 {
-    fprintf(out, "%-10s %9s %12s %12s %12s %12s  %s\n", "stage", "wall s", "planned MiB", "tracked MiB", "RSS MiB",
-            "disk MiB", "strategy");
+    fprintf(out, "%-10s %9s %9s %7s %12s %12s %12s %12s  %s\n", "stage", "wall s", "read s", "CPU %", "planned MiB",
+            "tracked MiB", "RSS MiB", "disk MiB", "strategy");
     for (int i = 0; i < r->n; i++) {
         const bs_run_stage *s = &r->stage[i];
         char planned[32] = "-";
@@ -124,13 +149,18 @@ void bs_run_summary_print(const bs_run_summary *r, FILE *out)
         char disk[32] = "-";
         if (s->disk_written >= 0)
             snprintf(disk, sizeof disk, "%.1f", (double)s->disk_written / (1024.0 * 1024.0));
-        fprintf(out, "%-10s %9.2f %12s %12.1f %12.1f %12s  %s", s->name, s->wall_s, planned, mib(s->tracked_peak),
-                mib(s->rss_peak), disk, s->strategy);
+        fprintf(out, "%-10s %9.2f %9.2f %7.0f %12s %12.1f %12.1f %12s  %s", s->name, s->wall_s, s->read_s,
+                100.0 * cpu_use(r, s), planned, mib(s->tracked_peak), mib(s->rss_peak), disk, s->strategy);
         if (s->gpu_peak)
             fprintf(out, "; GPU tracked peak %.1f MiB", mib(s->gpu_peak));
         fputc('\n', out);
     }
-    fprintf(out, "%-10s %9.2f %12s %12s %12.1f\n", "total", r->total_wall_s, "", "", mib(r->peak_rss));
+    double read_s = 0;
+    for (int i = 0; i < r->n; i++)
+        read_s += r->stage[i].read_s;
+    fprintf(out, "%-10s %9.2f %9.2f %7s %12s %12s %12.1f\n", "total", r->total_wall_s, read_s, "", "", "",
+            mib(r->peak_rss));
+    fprintf(out, "CPU %%: CPU time (user + system) / wall time / %d threads\n", r->n_threads > 0 ? r->n_threads : 1);
     if (r->budget)
         fprintf(out, "budget: %.1f MiB of tracked host memory\n", mib(r->budget));
     if (r->artifact_removal)
@@ -151,6 +181,7 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
         cJSON_AddNumberToObject(root, "total_wall_s", r->total_wall_s);
         cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)r->peak_rss);
         cJSON_AddNumberToObject(root, "budget_bytes", (double)r->budget);
+        cJSON_AddNumberToObject(root, "threads", r->n_threads);
         for (int i = 0; i < r->n; i++) {
             const bs_run_stage *s = &r->stage[i];
             cJSON *o = cJSON_CreateObject();
@@ -160,6 +191,9 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
             }
             cJSON_AddStringToObject(o, "name", s->name);
             cJSON_AddNumberToObject(o, "wall_s", s->wall_s);
+            cJSON_AddNumberToObject(o, "read_preprocess_s", s->read_s);
+            cJSON_AddNumberToObject(o, "cpu_s", s->cpu_s);
+            cJSON_AddNumberToObject(o, "cpu_utilisation", cpu_use(r, s));
             cJSON_AddNumberToObject(o, "planned_peak_bytes", (double)s->planned_peak);
             cJSON_AddNumberToObject(o, "tracked_peak_bytes", (double)s->tracked_peak);
             cJSON_AddNumberToObject(o, "rss_peak_bytes", (double)s->rss_peak);

@@ -8,12 +8,14 @@
  * (bs_mem_reset_peaks) and the kernel's peak-RSS counter (writing "5" to
  * /proc/self/clear_refs resets VmHWM on Linux >= 4.0; where that fails the
  * RSS column is the process peak so far), and notes the time;
- * bs_run_stage_end() reads the tracked peak (host), VmHWM and the time.
+ * bs_run_stage_end() reads the tracked peak (host), VmHWM, the time and the
+ * process's CPU time (getrusage: user + system of every thread).
  * So every stage's numbers are its own.
  *
  * JSON (written atomically): {"boundsort_version", "total_wall_s",
- * "peak_rss_bytes", "budget_bytes", "stages": [{"name", "wall_s",
- * "planned_peak_bytes", "tracked_peak_bytes", "rss_peak_bytes", "strategy",
+ * "peak_rss_bytes", "budget_bytes", "threads", "stages": [{"name", "wall_s",
+ * "read_preprocess_s", "cpu_s", "cpu_utilisation" (cpu_s / wall_s / threads), "planned_peak_bytes", "tracked_peak_bytes",
+ * "rss_peak_bytes", "strategy",
  * "gpu_peak_bytes" where a GPU was used}],
  * "mem_trace": the trace file as given (only when a trace was recorded),
  * "plan": the plan re-made with the real counts (plan.h JSON)}.
@@ -33,6 +35,8 @@ typedef struct {
     char name[24];
     char strategy[64];
     double wall_s;
+    double read_s;        /* wall seconds of wall_s spent reading and preprocessing batches (stage.h) */
+    double cpu_s;         /* CPU seconds (user + system, all threads) the process used during the stage */
     size_t planned_peak;  /* bytes, host, from the plan (0: not planned) */
     size_t tracked_peak;  /* bytes, host, measured by the accountant */
     size_t gpu_peak;      /* bytes, GPU (--device cuda), measured by the accountant; 0 on the CPU */
@@ -45,6 +49,8 @@ typedef struct {
     bs_run_stage stage[BS_RUN_MAX_STAGES];
     int n;
     double t0_s, t_stage_s, total_wall_s;
+    double cpu_stage_s;   /* process CPU seconds at the running stage's start */
+    int n_threads;        /* OpenMP threads of the run (the CPU utilisation's denominator) */
     size_t budget;        /* bytes, host (0: none) */
     size_t peak_rss;      /* bytes, whole run */
     char mem_trace[4096]; /* trace file path as given, "" when none */
@@ -64,6 +70,10 @@ void bs_run_stage_end(bs_run_summary *r);
 void bs_run_stage_resumed(bs_run_summary *r);
 /* The running stage's plan changed (re-planned with real counts). */
 void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak);
+
+/* Seconds the running stage spent reading and preprocessing a batch, added
+ * to its read_s. */
+void bs_run_stage_read(bs_run_summary *r, double seconds);
 
 /* The running stage's disk: planned and written (bytes; see bs_run_stage). */
 void bs_run_stage_disk(bs_run_summary *r, size_t planned, int64_t written);

@@ -241,6 +241,7 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     BS_TRY(bs_mkdir_p(ctx.stage_dir));
     bs_run_summary run;
     bs_run_summary_init(&run, ctx.budget);
+    run.n_threads = ctx.n_threads;
     if (p->mem_trace)
         snprintf(run.mem_trace, sizeof run.mem_trace, "%s", p->mem_trace);
     bs_checkpoint ck = {.manifest = NULL};

@@ -11,6 +11,7 @@
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../io/npy.h"
+#include "../common/progress.h"
 #include "../mem/mem.h"
 
 /* Artifacts (preprocess.h), unless the removal is off: blanked in the window
@@ -41,10 +42,19 @@ static bs_status preprocess_read(bs_run_ctx *c, int64_t b, float *x)
     return blank_artifacts(c, x, b, pp.wh != NULL);
 }
 
+/* wall time since t0 to the running stage's read-and-preprocess total; st passes through */
+static bs_status count_read(bs_run_ctx *c, double t0, bs_status st)
+{
+    if (c->summary)
+        bs_run_stage_read(c->summary, bs_now_s() - t0);
+    return st;
+}
+
 bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
 {
-    BS_TRY(bs_batch_read(&c->reader, b, x, n_valid));
-    return preprocess_read(c, b, *x);
+    double t0 = bs_now_s();
+    bs_status st = bs_batch_read(&c->reader, b, x, n_valid);
+    return count_read(c, t0, st == BS_OK ? preprocess_read(c, b, *x) : st);
 }
 
 bs_status bs_sample_batches_init(bs_sample_batches *s, const bs_run_ctx *c, int stride, const char *what)
@@ -67,7 +77,8 @@ static int seen(const bs_sample_batches *s, int64_t b)
 /* batch cand read; *usable = 1 (then it is preprocessed) or 0 (flat or saturated) */
 static bs_status take(bs_run_ctx *c, bs_sample_batches *s, int64_t cand, float **x, int64_t *n_valid, int *usable)
 {
-    BS_TRY(bs_batch_read(&c->reader, cand, x, n_valid));
+    double t0 = bs_now_s();
+    BS_TRY(count_read(c, t0, bs_batch_read(&c->reader, cand, x, n_valid)));
     double railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
     *usable = railed <= c->p->max_railed_fraction;
     s->seen[cand / 8] |= (uint8_t)(1u << (cand % 8));
@@ -76,7 +87,8 @@ static bs_status take(bs_run_ctx *c, bs_sample_batches *s, int64_t cand, float *
         return BS_OK;
     }
     s->n_used++;
-    return preprocess_read(c, cand, *x);
+    double t1 = bs_now_s();
+    return count_read(c, t1, preprocess_read(c, cand, *x));
 }
 
 bs_status bs_sample_batches_next(bs_run_ctx *c, bs_sample_batches *s, int more, int64_t *b, float **x,
@@ -134,11 +146,15 @@ bs_status bs_sample_batches_end(const bs_run_ctx *c, bs_sample_batches *s, bs_st
 
 bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
 {
-    BS_TRY(bs_batch_read(&c->reader, b, x, n_valid));
+    double t0 = bs_now_s();
     bs_preprocess pp = c->pp;
     pp.wh = NULL;
-    BS_TRY(bs_preprocess_batch(&pp, *x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL));
-    return blank_artifacts(c, *x, b, 0);
+    bs_status st = bs_batch_read(&c->reader, b, x, n_valid);
+    if (st == BS_OK)
+        st = bs_preprocess_batch(&pp, *x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL);
+    if (st == BS_OK)
+        st = blank_artifacts(c, *x, b, 0);
+    return count_read(c, t0, st);
 }
 
 bs_status bs_stage_rows(const char *stage_dir, const char *rel, int64_t *n)

@@ -1,8 +1,12 @@
 /*
  * whiten.c - local (per-channel neighbourhood) ZCA whitening.
  *
- * Covariance: each batch's central columns X (C x NT) give X Xᵀ through
- * cblas_ssyrk (upper triangle, float); the float result divided by NT is added
+ * Covariance: each batch's central columns X (C x NT) give X Xᵀ (upper
+ * triangle, float) in blocks of WH_COV_BLOCK channels, one BLAS call per
+ * block (cblas_ssyrk on the diagonal, cblas_sgemm above it), the blocks
+ * spread over the threads: the blocks are fixed by C alone and each is one
+ * single-threaded call, so the sums do not depend on the thread count. The
+ * float result divided by NT is added
  * into a double accumulator, so the sum over many batches loses nothing to
  * float rounding. finalize divides by the number of batches and mirrors the
  * upper triangle.
@@ -32,7 +36,8 @@
 #include "pp_internal.h"
 #include "preprocess.h"
 
-#define WH_TILE 256 /* samples per tile */
+#define WH_TILE 256     /* samples per tile */
+#define WH_COV_BLOCK 64 /* channels per block of the covariance product */
 
 /* ---------------------------------------------------------- covariance --- */
 
@@ -67,7 +72,23 @@ bs_status bs_whiten_cov_add(bs_whiten_cov *acc, const float *x, int64_t n_t, int
     const int64_t nt = t1 - t0;
     if (nt > 0x7fffffff || n_t > 0x7fffffff)
         return bs_error(BS_ERR_INPUT, "whitening: window of %lld samples: expected < 2^31", (long long)n_t);
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, C, (int)nt, 1.0f, x + t0, (int)n_t, 0.0f, acc->tmp, C);
+    const int nb = (C + WH_COV_BLOCK - 1) / WH_COV_BLOCK, n_pairs = nb * (nb + 1) / 2;
+    float *tmp = acc->tmp;
+#pragma omp parallel for schedule(dynamic, 1) if (n_pairs > 1)
+    for (int q = 0; q < n_pairs; q++) {
+        int bi = 0, r = q; /* q -> block pair (bi, bj), bi <= bj, row by row */
+        while (r >= nb - bi)
+            r -= nb - bi++;
+        int bj = bi + r, i0 = bi * WH_COV_BLOCK, j0 = bj * WH_COV_BLOCK;
+        int ni = C - i0 < WH_COV_BLOCK ? C - i0 : WH_COV_BLOCK, nj = C - j0 < WH_COV_BLOCK ? C - j0 : WH_COV_BLOCK;
+        const float *xi = x + (size_t)i0 * (size_t)n_t + t0, *xj = x + (size_t)j0 * (size_t)n_t + t0;
+        if (bi == bj)
+            cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, ni, (int)nt, 1.0f, xi, (int)n_t, 0.0f,
+                        tmp + (size_t)i0 * C + i0, C);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, (int)nt, 1.0f, xi, (int)n_t, xj, (int)n_t,
+                        0.0f, tmp + (size_t)i0 * C + j0, C);
+    }
     const double inv = 1.0 / (double)nt;
     for (int i = 0; i < C; i++)
         for (int j = i; j < C; j++)

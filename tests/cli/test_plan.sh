@@ -85,6 +85,12 @@ for o, budget in (("o_gen", 4 << 30), ("o_fly", None)):
     for s in d["stages"]:
         assert 0 < s["tracked_peak_bytes"] <= s["planned_peak_bytes"], (o, s)
         assert s["wall_s"] >= 0 and s["rss_peak_bytes"] > 0
+        # reading and preprocessing is part of the stage's wall time; the batch stages read, clustering does not
+        assert 0 <= s["read_preprocess_s"] <= s["wall_s"], (o, s)
+        assert (s["read_preprocess_s"] > 0) == (s["name"] in ("whitening", "drift", "basis", "detect", "match")), s
+        # CPU time over the threads' wall time: at most 1, with a little slack for the kernel's accounting
+        assert s["cpu_s"] >= 0 and 0 <= s["cpu_utilisation"] <= 1.2, (o, s)
+        assert abs(s["cpu_utilisation"] - s["cpu_s"] / max(s["wall_s"], 1e-9) / d["threads"]) < 1e-6, s
     b = d["budget_bytes"]
     overhead = d["plan"]["overhead_bytes"]
     assert d["peak_rss_bytes"] <= b + overhead, (d["peak_rss_bytes"], b, overhead)

@@ -49,7 +49,10 @@ sys.exit(0 if errs and np.median(errs) < 15 and max(errs) < 45 else 1)
 PYEOF
 
 # thread-count independence
-# (without qc: test_qc checks qc's own thread independence)
+# (without qc: test_qc checks qc's own thread independence); on 2 threads two clustering centers run at once, on
+# 1 thread one: the templates must not depend on it
+grep -q '"strategy":[[:space:]]*"2 centers at a time' "$T/out2/run_summary.json" && ok ||
+  bad "the 2-thread sort did not cluster 2 centers at once"
 "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out1" --threads 1 -q --no-qc \
   && ok || bad "sort --threads 1 failed"
 for f in "$T"/out1/*.npy "$T"/out1/*.tsv; do

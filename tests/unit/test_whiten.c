@@ -429,9 +429,50 @@ static void test_batch(void)
     bs_mem_free(b);
 }
 
+/* More channels than one block of the covariance product (whiten.c: 64): the
+ * blocks' sums are X Xᵀ within float rounding of a double reference, and the
+ * same bytes on 1 and 3 threads. */
+static void test_cov_blocks(void)
+{
+    const int C = 150; /* blocks of 64, 64 and 22 channels */
+    const int64_t H = 50, B = 3000, T = B + 2 * H;
+    float *x = bs_mem_alloc("test/wh", (size_t)C * T * sizeof(float));
+    double *cov1 = bs_mem_alloc("test/wh", (size_t)C * C * sizeof(double));
+    double *cov3 = bs_mem_alloc("test/wh", (size_t)C * C * sizeof(double));
+    for (size_t i = 0; i < (size_t)C * T; i++)
+        x[i] = (float)nrand() + (float)(i / T % 7); /* channel offsets: not a diagonal matrix */
+    double *cov[2] = {cov1, cov3};
+    int threads[2] = {1, 3};
+    for (int r = 0; r < 2; r++) {
+        omp_set_num_threads(threads[r]);
+        bs_whiten_cov acc;
+        CHECK(bs_whiten_cov_init(&acc, C) == BS_OK);
+        CHECK(bs_whiten_cov_add(&acc, x, T, H, H + B) == BS_OK);
+        CHECK(bs_whiten_cov_finalize(&acc, cov[r]) == BS_OK);
+        bs_whiten_cov_free(&acc);
+    }
+    omp_set_num_threads(2);
+    CHECK(memcmp(cov1, cov3, (size_t)C * C * sizeof(double)) == 0);
+    double err = 0;
+    for (int a = 0; a < C; a++)
+        for (int b = 0; b < C; b++) {
+            double s = 0;
+            for (int64_t t = H; t < H + B; t++)
+                s += (double)x[a * T + t] * x[b * T + t];
+            s /= (double)B;
+            double e = fabs(cov1[a * C + b] - s) / sqrt(cov1[a * C + a] * cov1[b * C + b]);
+            err = e > err ? e : err;
+        }
+    CHECK_MSG(err < 1e-5, "block covariance error %g (relative to the variances)", err);
+    bs_mem_free(x);
+    bs_mem_free(cov1);
+    bs_mem_free(cov3);
+}
+
 int main(void)
 {
     test_neighbours();
+    test_cov_blocks();
     test_fixture();
     test_noise();
     test_batch();
