@@ -126,7 +126,7 @@ static const char *const detect_ckpt_files[DET_N + 1] = {
     "detect/spike_times.npy", "detect/spike_pos.npy", "detect/spike_xy.npy", "detect/spike_score.npy",
     "detect/spike_features.npy", ("detect/" BS_ARTIFACTS_TSV)};
 
-/* The artifact periods blanked in the batches' own samples (stage.h: c->art),
+/* The artifact periods blanked in the batches' own samples (stage.h: c->rd.art),
  * as rows of BS_ARTIFACTS_TSV in recording samples; a period that runs on into
  * the next batch is merged with its continuation there. */
 typedef struct {
@@ -152,20 +152,20 @@ static bs_status artifact_flush(artifact_writer *w, double fs_hz)
 
 static bs_status artifact_add(artifact_writer *w, const bs_run_ctx *c, int64_t b, int64_t n_valid)
 {
-    for (int i = 0; i < c->art_n; i++) {
-        int64_t s = c->art[i].t0 > c->halo ? c->art[i].t0 : c->halo;
-        int64_t e = c->art[i].t1 < c->halo + n_valid ? c->art[i].t1 : c->halo + n_valid;
+    for (int i = 0; i < c->rd.art_n; i++) {
+        int64_t s = c->rd.art[i].t0 > c->halo ? c->rd.art[i].t0 : c->halo;
+        int64_t e = c->rd.art[i].t1 < c->halo + n_valid ? c->rd.art[i].t1 : c->halo + n_valid;
         if (s >= e)
             continue; /* in the halo only: the neighbouring batch owns it */
         int64_t t0 = b * c->nb + s - c->halo, t1 = b * c->nb + e - c->halo;
         if (w->pending && t0 <= w->t1) {
             w->t1 = t1 > w->t1 ? t1 : w->t1;
-            w->n_chan = c->art[i].n_chan > w->n_chan ? c->art[i].n_chan : w->n_chan;
+            w->n_chan = c->rd.art[i].n_chan > w->n_chan ? c->rd.art[i].n_chan : w->n_chan;
             continue;
         }
         BS_TRY(artifact_flush(w, c->rec->fs_hz));
         *w = (artifact_writer){.f = w->f, .open = w->open, .pending = 1, .t0 = t0, .t1 = t1,
-                               .n_chan = c->art[i].n_chan, .blanked = w->blanked};
+                               .n_chan = c->rd.art[i].n_chan, .blanked = w->blanked};
     }
     return BS_OK;
 }
@@ -184,6 +184,7 @@ static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
     snprintf(s->strategy, sizeof s->strategy, "spikes streamed to disk");
     s->reduce = "--threads (lists per thread)";
     bs_plan_stage_total(s);
+    bs_plan_read_ahead(pl, s);
     /* detect_ckpt_files: time, position, x/y, score and features of every detected spike; the artifact
        periods (one row per 2 ms at most: small next to the spikes) */
     bs_plan_disk(s, DET_N + 1, (double)pl->n_detected * (sizeof(int64_t) + sizeof(int32_t) + 3 * sizeof(float) +

@@ -264,6 +264,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
              pl->shapes.drift_hist ? "threshold peaks, every batch" : "no shank qualifies");
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     bs_plan_stage_total(s);
+    bs_plan_read_ahead(pl, s);
     /* out_files and ckpt_files: the motion twice (OUT and checkpoint), bin times, the driftmap */
     bs_plan_disk(s, 8, 2.0 * pl->shapes.drift_motion + (double)pl->n_batches * sizeof(double) +
                            (double)BS_DRIFTMAP_MAX_ROWS * 3 * sizeof(float));
@@ -318,8 +319,8 @@ static bs_status finish(bs_run_ctx *c)
     c->stop = c->p->drift_only;
     if (!bs_drift_any(&c->drift))
         return BS_OK;
-    BS_TRY(bs_drift_corrector_init(&c->corr, &c->drift, &c->rec->probe, &c->wh));
-    c->have_corr = 1;
+    BS_TRY(bs_drift_corrector_init(&c->rd.corr, &c->drift, &c->rec->probe, &c->wh));
+    c->rd.have_corr = 1;
     return BS_OK;
 }
 

@@ -40,6 +40,15 @@ void bs_plan_add(bs_plan_stage *s, const char *what, size_t bytes)
         s->buf[s->n_buf++] = (bs_plan_buffer){what, bytes};
 }
 
+void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s)
+{
+    if (pl->n_threads < 2 || (pl->budget && s->peak + pl->read_ahead > pl->budget))
+        return;
+    bs_plan_add(s, "read-ahead: the next batch, read and preprocessed on a second thread", pl->read_ahead);
+    s->peak += pl->read_ahead;
+    s->read_ahead = 1;
+}
+
 size_t bs_plan_sum(const bs_plan_stage *s)
 {
     size_t b = 0;
@@ -206,6 +215,14 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
                       (size_t)pl->n_threads * (size_t)(pl->batch_samples / 8 + 1) * sizeof(float) +
                       (size_t)bs_artifact_max_periods(&p->artifact, rec->fs_hz, pl->width) * sizeof(bs_artifact_period);
     pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift + r->artifact;
+    int ht = bs_read_ahead_threads(pl->n_threads);
+    pl->read_ahead = r->reader + bs_preprocess_scratch_bytes(&pp, C, pl->width, ht) +
+                     (r->drift_hist ? bs_drift_corrector_bytes(probe) : 0);
+    if (!p->no_artifact_removal)
+        pl->read_ahead += (size_t)pl->width * sizeof(int32_t) + (size_t)C * sizeof(float) +
+                          (size_t)ht * (size_t)(pl->batch_samples / 8 + 1) * sizeof(float) +
+                          (size_t)bs_artifact_max_periods(&p->artifact, rec->fs_hz, pl->width) *
+                              sizeof(bs_artifact_period);
     bs_qc_params qp;
     bs_qc_default_params(&qp);
     r->qc_spill_spike = bs_qc_spill_spike_bytes(&qp, probe, rec->fs_hz);
@@ -417,6 +434,7 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
             break;
         cJSON_AddStringToObject(o, "name", s->name);
         cJSON_AddStringToObject(o, "strategy", s->strategy);
+        cJSON_AddBoolToObject(o, "read_ahead", s->read_ahead);
         cJSON_AddNumberToObject(o, "peak_bytes", (double)s->peak);
         cJSON_AddNumberToObject(o, "min_peak_bytes", (double)s->min_peak);
         cJSON_AddNumberToObject(o, "sure_min_bytes", (double)s->sure_min);

@@ -99,6 +99,12 @@ void bs_run_stage_read(bs_run_summary *r, double seconds)
         r->stage[r->n].read_s += seconds;
 }
 
+void bs_run_stage_read_ahead(bs_run_summary *r)
+{
+    if (r->n < BS_RUN_MAX_STAGES)
+        r->stage[r->n].read_ahead = 1;
+}
+
 void bs_run_stage_disk(bs_run_summary *r, size_t planned, int64_t written)
 {
     if (r->n < BS_RUN_MAX_STAGES) {
@@ -151,6 +157,8 @@ void bs_run_summary_print(const bs_run_summary *r, FILE *out)
             snprintf(disk, sizeof disk, "%.1f", (double)s->disk_written / (1024.0 * 1024.0));
         fprintf(out, "%-10s %9.2f %9.2f %7.0f %12s %12.1f %12.1f %12s  %s", s->name, s->wall_s, s->read_s,
                 100.0 * cpu_use(r, s), planned, mib(s->tracked_peak), mib(s->rss_peak), disk, s->strategy);
+        if (s->read_ahead)
+            fputs("; read ahead", out);
         if (s->gpu_peak)
             fprintf(out, "; GPU tracked peak %.1f MiB", mib(s->gpu_peak));
         fputc('\n', out);
@@ -192,6 +200,7 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
             cJSON_AddStringToObject(o, "name", s->name);
             cJSON_AddNumberToObject(o, "wall_s", s->wall_s);
             cJSON_AddNumberToObject(o, "read_preprocess_s", s->read_s);
+            cJSON_AddBoolToObject(o, "read_ahead", s->read_ahead);
             cJSON_AddNumberToObject(o, "cpu_s", s->cpu_s);
             cJSON_AddNumberToObject(o, "cpu_utilisation", cpu_use(r, s));
             cJSON_AddNumberToObject(o, "planned_peak_bytes", (double)s->planned_peak);

@@ -14,7 +14,7 @@
  *
  * JSON (written atomically): {"boundsort_version", "total_wall_s",
  * "peak_rss_bytes", "budget_bytes", "threads", "stages": [{"name", "wall_s",
- * "read_preprocess_s", "cpu_s", "cpu_utilisation" (cpu_s / wall_s / threads), "planned_peak_bytes", "tracked_peak_bytes",
+ * "read_preprocess_s", "read_ahead", "cpu_s", "cpu_utilisation" (cpu_s / wall_s / threads), "planned_peak_bytes", "tracked_peak_bytes",
  * "rss_peak_bytes", "strategy",
  * "gpu_peak_bytes" where a GPU was used}],
  * "mem_trace": the trace file as given (only when a trace was recorded),
@@ -37,6 +37,7 @@ typedef struct {
     double wall_s;
     double read_s;        /* wall seconds of wall_s spent reading and preprocessing batches (stage.h) */
     double cpu_s;         /* CPU seconds (user + system, all threads) the process used during the stage */
+    int read_ahead;       /* 1: the stage read its next batch on a second thread (stage.h) */
     size_t planned_peak;  /* bytes, host, from the plan (0: not planned) */
     size_t tracked_peak;  /* bytes, host, measured by the accountant */
     size_t gpu_peak;      /* bytes, GPU (--device cuda), measured by the accountant; 0 on the CPU */
@@ -74,6 +75,9 @@ void bs_run_stage_replan(bs_run_summary *r, size_t planned_peak);
 /* Seconds the running stage spent reading and preprocessing a batch, added
  * to its read_s. */
 void bs_run_stage_read(bs_run_summary *r, double seconds);
+
+/* The running stage reads ahead. */
+void bs_run_stage_read_ahead(bs_run_summary *r);
 
 /* The running stage's disk: planned and written (bytes; see bs_run_stage). */
 void bs_run_stage_disk(bs_run_summary *r, size_t planned, int64_t written);

@@ -108,22 +108,9 @@ static bs_status ctx_open(bs_run_ctx *c)
     const bs_sort_params *p = c->p;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &c->hp));
     c->pp = (bs_preprocess){.remove_mean = 1, .car = 1, .hp = &c->hp};
-    bs_preprocess with_wh = c->pp;
-    with_wh.wh = &c->wh; /* size for the whitening step too; set for real by the whitening stage */
-    BS_TRY(bs_batch_reader_open(&c->reader, rec, c->nb, c->halo, 0));
-    c->scratch_bytes = bs_preprocess_scratch_bytes(&with_wh, rec->probe.n_chan, c->width, c->n_threads);
-    c->scratch = bs_mem_alloc("sort/preprocess-scratch", c->scratch_bytes ? c->scratch_bytes : 1);
-    if (!c->scratch)
-        return BS_ERR_MEMORY;
-    if (!p->no_artifact_removal) {
+    if (!p->no_artifact_removal)
         c->art_max = bs_artifact_max_periods(&p->artifact, rec->fs_hz, c->width);
-        c->art_count = bs_mem_alloc("sort/artifacts", (size_t)c->width * sizeof *c->art_count);
-        c->art = bs_mem_alloc("sort/artifacts", (size_t)c->art_max * sizeof *c->art);
-        c->art_scale = bs_mem_alloc("sort/artifacts", (size_t)rec->probe.n_chan * sizeof *c->art_scale);
-        if (!c->art_count || !c->art || !c->art_scale)
-            return BS_ERR_MEMORY;
-    }
-    return BS_OK;
+    return bs_read_lane_open(&c->rd, c, c->n_threads, "sort/preprocess-scratch", "sort/artifacts");
 }
 
 /* What the context owns (safe on a zeroed context). */
@@ -136,16 +123,11 @@ static void ctx_release(bs_run_ctx *c)
     bs_learned_templates_free(&c->lt);
     bs_grid_free(&c->grid);
     bs_basis_free(&c->basis);
-    if (c->have_corr)
-        bs_drift_corrector_free(&c->corr);
+    bs_run_read_ahead_end(c);
+    bs_read_lane_close(&c->rd);
     bs_drift_free(&c->drift);
     if (c->have_wh)
         bs_whitener_free(&c->wh);
-    bs_mem_free(c->scratch);
-    bs_mem_free(c->art_count);
-    bs_mem_free(c->art);
-    bs_mem_free(c->art_scale);
-    bs_batch_reader_close(&c->reader);
 }
 
 /* Disk: the stages from `from` on (all of them run once one does) against
@@ -182,8 +164,10 @@ static bs_status run_stage(bs_run_ctx *c, const bs_stage *s)
     if (st == BS_OK && s->n_files && bs_checkpoint_done(c->ck, s->name)) {
         st = s->load(c);
         bs_run_stage_resumed(c->summary);
-    } else if (st == BS_OK && (st = check_disk(c, c->stage)) == BS_OK) {
+    } else if (st == BS_OK && (st = check_disk(c, c->stage)) == BS_OK &&
+               (st = bs_run_read_ahead_begin(c)) == BS_OK) {
         st = s->run(c);
+        bs_run_read_ahead_end(c);
         if (st == BS_OK && s->n_files) {
             st = bs_checkpoint_mark(c->ck, s->name, s->n_files, s->files);
             bs_checkpoint_test_kill(s->name, BS_CKPT_END);
@@ -217,7 +201,7 @@ static bs_status write_summary(bs_run_ctx *c)
 bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
 {
     bs_run_ctx ctx = {0};
-    ctx.reader.fd = -1; /* closing a reader that was never opened is a no-op */
+    ctx.rd.reader.fd = -1; /* closing a reader that was never opened is a no-op */
     ctx.rec = rec;
     ctx.p = p;
     BS_TRY(ctx_geometry(&ctx, rec, p));

@@ -1,7 +1,7 @@
 /*
- * stage.c - the helpers every stage shares (see stage.h): reading a batch
- * through the run's preprocessing, and the checkpoint file plumbing of
- * OUT/.stages/<stage>/.
+ * stage.c - the helpers every stage shares (see stage.h): the batches a
+ * statistic is estimated from, and the checkpoint file plumbing of
+ * OUT/.stages/<stage>/ (reading a batch: read_lane.c).
  */
 #include "stage.h"
 
@@ -13,49 +13,6 @@
 #include "../io/npy.h"
 #include "../common/progress.h"
 #include "../mem/mem.h"
-
-/* Artifacts (preprocess.h), unless the removal is off: blanked in the window
- * of batch b, whitened (the threshold in whitened units) or not (in units of
- * each channel's noise scale in this batch: the whitening covariance and the
- * drift peaks are estimated without them too). */
-static bs_status blank_artifacts(bs_run_ctx *c, float *x, int64_t b, int whitened)
-{
-    c->art_n = 0;
-    if (!c->art_count)
-        return BS_OK;
-    int C = c->rec->probe.n_chan;
-    if (!whitened) {
-        int64_t n_valid = c->rec->n_samples - b * c->nb < c->nb ? c->rec->n_samples - b * c->nb : c->nb;
-        BS_TRY(bs_noise_inv_scales(x, C, c->width, c->halo, n_valid, 8, "sort/artifacts", c->art_scale));
-    }
-    return bs_artifact_blank(&c->p->artifact, c->rec->fs_hz, x, C, c->width, whitened ? NULL : c->art_scale,
-                             c->art_count, c->art, c->art_max, &c->art_n);
-}
-
-/* the window of batch b, just read, preprocessed in place as the context is configured */
-static bs_status preprocess_read(bs_run_ctx *c, int64_t b, float *x)
-{
-    bs_preprocess pp = c->pp;
-    if (c->have_corr)
-        BS_TRY(bs_drift_corrector_whitener(&c->corr, b, &pp.wh));
-    BS_TRY(bs_preprocess_batch(&pp, x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL));
-    return blank_artifacts(c, x, b, pp.wh != NULL);
-}
-
-/* wall time since t0 to the running stage's read-and-preprocess total; st passes through */
-static bs_status count_read(bs_run_ctx *c, double t0, bs_status st)
-{
-    if (c->summary)
-        bs_run_stage_read(c->summary, bs_now_s() - t0);
-    return st;
-}
-
-bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
-{
-    double t0 = bs_now_s();
-    bs_status st = bs_batch_read(&c->reader, b, x, n_valid);
-    return count_read(c, t0, st == BS_OK ? preprocess_read(c, b, *x) : st);
-}
 
 bs_status bs_sample_batches_init(bs_sample_batches *s, const bs_run_ctx *c, int stride, const char *what)
 {
@@ -78,7 +35,10 @@ static int seen(const bs_sample_batches *s, int64_t b)
 static bs_status take(bs_run_ctx *c, bs_sample_batches *s, int64_t cand, float **x, int64_t *n_valid, int *usable)
 {
     double t0 = bs_now_s();
-    BS_TRY(count_read(c, t0, bs_batch_read(&c->reader, cand, x, n_valid)));
+    bs_status st = bs_batch_read(&c->rd.reader, cand, x, n_valid);
+    if (c->summary)
+        bs_run_stage_read(c->summary, bs_now_s() - t0);
+    BS_TRY(st);
     double railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
     *usable = railed <= c->p->max_railed_fraction;
     s->seen[cand / 8] |= (uint8_t)(1u << (cand % 8));
@@ -88,7 +48,10 @@ static bs_status take(bs_run_ctx *c, bs_sample_batches *s, int64_t cand, float *
     }
     s->n_used++;
     double t1 = bs_now_s();
-    return count_read(c, t1, preprocess_read(c, cand, *x));
+    st = bs_run_preprocess_read(c, cand, *x);
+    if (c->summary)
+        bs_run_stage_read(c->summary, bs_now_s() - t1);
+    return st;
 }
 
 bs_status bs_sample_batches_next(bs_run_ctx *c, bs_sample_batches *s, int more, int64_t *b, float **x,
@@ -142,19 +105,6 @@ bs_status bs_sample_batches_end(const bs_run_ctx *c, bs_sample_batches *s, bs_st
         bs_log_info("%s: %lld flat or saturated batches of %.3g s passed over; estimated from %lld others", s->what,
                     (long long)s->n_skipped, batch_s, (long long)s->n_used);
     return BS_OK;
-}
-
-bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
-{
-    double t0 = bs_now_s();
-    bs_preprocess pp = c->pp;
-    pp.wh = NULL;
-    bs_status st = bs_batch_read(&c->reader, b, x, n_valid);
-    if (st == BS_OK)
-        st = bs_preprocess_batch(&pp, *x, c->rec->probe.n_chan, c->width, c->scratch, c->scratch_bytes, NULL);
-    if (st == BS_OK)
-        st = blank_artifacts(c, *x, b, 0);
-    return count_read(c, t0, st);
 }
 
 bs_status bs_stage_rows(const char *stage_dir, const char *rel, int64_t *n)

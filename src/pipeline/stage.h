@@ -48,6 +48,24 @@
 #include "run_summary.h"
 #include "sort.h"
 
+/* What reading one batch needs (read_lane.c): a batch reader (its own file
+ * descriptor and window), the preprocessing scratch, the artifact arrays and
+ * the drift-corrected whitener of the batch last read. */
+typedef struct {
+    bs_batch_reader reader;
+    void *scratch;             /* preprocessing scratch */
+    size_t scratch_bytes;      /* bytes */
+    /* artifacts (preprocess.h): blanked in every whitened batch unless p->no_artifact_removal */
+    int32_t *art_count;        /* width columns of scratch (NULL: removal off) */
+    float *art_scale;          /* per channel: 1 / noise scale of an unwhitened batch */
+    bs_artifact_period *art;   /* the periods of the last batch read (whitened or not), window columns */
+    int art_n;                 /* periods found */
+    bs_drift_corrector corr;   /* per-batch drift-corrected whitening (once the drift stage ran) */
+    int have_corr;
+} bs_read_lane;
+
+struct bs_read_ahead; /* read_lane.c */
+
 typedef struct bs_run_ctx {
     /* the run */
     const bs_recording *rec;
@@ -67,22 +85,15 @@ typedef struct bs_run_ctx {
     int64_t halo;              /* samples of context each side */
     int64_t width;             /* window columns = nb + 2 halo, samples */
     int64_t n_batches;
-    bs_batch_reader reader;
     bs_highpass hp;
     bs_preprocess pp;          /* mean removal, median reference, high-pass; whitening once built */
-    void *scratch;             /* preprocessing scratch, allocated once */
-    size_t scratch_bytes;      /* bytes */
-    /* artifacts (preprocess.h): blanked in every whitened batch unless p->no_artifact_removal */
-    int32_t *art_count;        /* width columns of scratch (NULL: removal off) */
-    float *art_scale;          /* per channel: 1 / noise scale of an unwhitened batch */
-    bs_artifact_period *art;   /* the periods of the last batch read (whitened or not), window columns */
-    int art_max, art_n;        /* room in art; periods found */
+    bs_read_lane rd;           /* the lane batches are read through (its art: the last batch's artifacts) */
+    int art_max;               /* room in a lane's art */
+    struct bs_read_ahead *ra;  /* the second lane and its thread, in a stage that reads ahead (NULL: none) */
     /* stage outputs, in stage order */
     bs_whitener wh;            /* whitening */
     int have_wh;
     bs_drift drift;            /* drift: the motion estimate */
-    bs_drift_corrector corr;   /* drift: per-batch drift-corrected whitening */
-    int have_corr;
     bs_temporal_basis basis;   /* basis: temporal PCs and detection shapes */
     bs_detect_grid grid;       /* detect: the grid of positions */
     int64_t n_detected;        /* detect: spikes in .stages/detect/ */
@@ -113,8 +124,25 @@ typedef struct {
 } bs_stage;
 
 /* Batch b read and preprocessed as the context is configured: whitened once
- * the whitening stage ran, drift-corrected once the drift stage did. */
+ * the whitening stage ran, drift-corrected once the drift stage did. The
+ * window stays valid (and writable) until the next read. In a stage that
+ * reads ahead, batch b + 1 is then read on the helper thread (read_lane.c). */
 bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+
+/* The run's lane (sort.c) and a stage's second lane: open with the
+ * preprocessing scratch for n_threads, allocations under tag; close is safe
+ * on a zeroed lane whose reader.fd is -1. */
+bs_status bs_read_lane_open(bs_read_lane *l, const bs_run_ctx *c, int n_threads, const char *scratch_tag,
+                            const char *art_tag);
+void bs_read_lane_close(bs_read_lane *l);
+/* The window of batch b, just read through c->rd, preprocessed in place as
+ * the context is configured (the sampler's reads, stage.c). */
+bs_status bs_run_preprocess_read(bs_run_ctx *c, int64_t b, float *x);
+/* Around a stage's run (sort.c): when its plan holds a second lane
+ * (bs_plan_stage.read_ahead), open it and start the helper thread; after the
+ * run, wait for the helper, stop it and close the lane. */
+bs_status bs_run_read_ahead_begin(bs_run_ctx *c);
+void bs_run_read_ahead_end(bs_run_ctx *c);
 /* The batches a statistic is estimated from (the whitening covariance, the
  * spike shapes of the basis stage): the recording is cut into
  * ceil(n_batches / stride) segments of consecutive batches, and from each
