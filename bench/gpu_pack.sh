@@ -2,7 +2,8 @@
 # bench/gpu_pack.sh - build what bench/gpu_device.sh runs on a GPU machine that has no compiler, OpenBLAS or
 # network: .dev/bin (boundsort with the CUDA backend and without HDF5, test_gpu, test_peel, test_detect,
 # bench_match_stress), .dev/libs.tar.xz (the shared libraries they load besides glibc and the CUDA driver)
-# with OLD=REV also .dev/bin/boundsort_old (revision REV built the same way), and, if PyPI is reachable, .dev/whl (Kilosort 4 and faiss-cpu wheels for the GPU machine's Python 3.12).
+# with OLD=REV also .dev/bin/boundsort_old (revision REV built the same way), and, if PyPI is reachable,
+# .dev/whl (Kilosort 4 and faiss-cpu wheels for the GPU machine's Python 3.12).
 # .dev is ignored by git (.gitignore); a device tool carries it to the GPU machine with the repository.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

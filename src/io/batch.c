@@ -164,42 +164,71 @@ static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
         }                                                                                                    \
     } while (0)
 
-/* Convert rows [0, nrows) of the raw block into window columns [j0, j0+nrows);
- * row k is file sample s0 + k. */
-static bs_status convert_block(bs_batch_reader *r, int64_t nrows, int64_t j0, int64_t s0)
+/* Convert rows [k0, k1) of the raw block into window columns [j0 + k0, j0 + k1).
+ * float32 files: the first non-finite value (channel by channel, then row)
+ * stops the tile; *bad_c and *bad_k say where (-1: none). */
+static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64_t j0, int *bad_c, int64_t *bad_k)
 {
     const bs_recording *rec = r->rec;
     const unsigned char *raw = r->raw;
     const size_t rb = r->row_bytes;
     const double off = rec->offset;
-    for (int64_t k0 = 0; k0 < nrows; k0 += TILE_ROWS) {
-        const int64_t k1 = k0 + TILE_ROWS < nrows ? k0 + TILE_ROWS : nrows;
-        for (int c = 0; c < rec->probe.n_chan; c++) {
-            const double g = rec->uv_per_bit[c];
-            float *dst = r->out + (size_t)c * (size_t)r->width + j0;
-            switch (rec->dtype) {
-            case BS_SAMPLE_I16: GATHER(int16_t); break;
-            case BS_SAMPLE_U16: GATHER(uint16_t); break;
-            case BS_SAMPLE_I32: GATHER(int32_t); break;
-            case BS_SAMPLE_F32: {
-                const unsigned char *src = raw + (size_t)rec->probe.column[c] * 4;
-                for (int64_t k = k0; k < k1; k++) {
-                    float v;
-                    memcpy(&v, src + (size_t)k * rb, sizeof v);
-                    dst[k] = (float)(((double)v - off) * g);
-                    if (!isfinite(dst[k]))
-                        return bs_error(BS_ERR_INPUT,
-                                        "%s: sample %lld, channel %d (file column %d): expected a finite float32 "
-                                        "value%s, got %g",
-                                        rec->data_path, (long long)(s0 + k), c, rec->probe.column[c],
-                                        isfinite(v) ? " whose scaled value fits a float32" : "", (double)v);
+    *bad_c = -1;
+    *bad_k = -1;
+    for (int c = 0; c < rec->probe.n_chan; c++) {
+        const double g = rec->uv_per_bit[c];
+        float *dst = r->out + (size_t)c * (size_t)r->width + j0;
+        switch (rec->dtype) {
+        case BS_SAMPLE_I16: GATHER(int16_t); break;
+        case BS_SAMPLE_U16: GATHER(uint16_t); break;
+        case BS_SAMPLE_I32: GATHER(int32_t); break;
+        case BS_SAMPLE_F32: {
+            const unsigned char *src = raw + (size_t)rec->probe.column[c] * 4;
+            for (int64_t k = k0; k < k1; k++) {
+                float v;
+                memcpy(&v, src + (size_t)k * rb, sizeof v);
+                dst[k] = (float)(((double)v - off) * g);
+                if (!isfinite(dst[k])) {
+                    *bad_c = c;
+                    *bad_k = k;
+                    return;
                 }
-                break;
             }
-            }
+            break;
+        }
         }
     }
-    return BS_OK;
+}
+
+/* Convert rows [0, nrows) of the raw block into window columns [j0, j0+nrows);
+ * row k is file sample s0 + k. The tiles are spread over the threads (each
+ * writes its own columns, with the same arithmetic on any thread); a
+ * non-finite float32 is reported for the first tile that has one, as a
+ * single thread going through the tiles in order would find it. */
+static bs_status convert_block(bs_batch_reader *r, int64_t nrows, int64_t j0, int64_t s0)
+{
+    const bs_recording *rec = r->rec;
+    const int64_t n_tiles = (nrows + TILE_ROWS - 1) / TILE_ROWS;
+    int64_t first_bad = n_tiles; /* tile */
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (n_tiles > 1)
+    for (int64_t t = 0; t < n_tiles; t++) {
+        int64_t k0 = t * TILE_ROWS, k1 = k0 + TILE_ROWS < nrows ? k0 + TILE_ROWS : nrows, bad_k;
+        int bad_c;
+        convert_tile(r, k0, k1, j0, &bad_c, &bad_k);
+        if (bad_c >= 0 && t < first_bad)
+            first_bad = t;
+    }
+    if (first_bad == n_tiles)
+        return BS_OK;
+    int64_t k0 = first_bad * TILE_ROWS, k1 = k0 + TILE_ROWS < nrows ? k0 + TILE_ROWS : nrows, k;
+    int c;
+    convert_tile(r, k0, k1, j0, &c, &k); /* again, for where */
+    float v;
+    memcpy(&v, (const unsigned char *)r->raw + (size_t)rec->probe.column[c] * 4 + (size_t)k * r->row_bytes, sizeof v);
+    return bs_error(BS_ERR_INPUT,
+                    "%s: sample %lld, channel %d (file column %d): expected a finite float32 value%s, got %g",
+                    rec->data_path, (long long)(s0 + k), c, rec->probe.column[c],
+                    isfinite(v) ? " whose scaled value fits a float32" : "", (double)v);
 }
 
 bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *n_valid)

@@ -26,7 +26,9 @@
  * to the reader and stays valid (and writable: filter it in place) until the
  * next read or close.
  *
- * Threads: a reader is not shared between threads. To read batches in
+ * Threads: the conversion of a block spreads its tiles of rows over the
+ * OpenMP threads (each tile's arithmetic is the same on any thread). A
+ * reader is not shared between threads. To read batches in
  * parallel, open one reader per thread on the same (read-only) bs_recording;
  * each has its own file descriptor and buffers and pread() has no shared file
  * position, so any batches can be read concurrently.

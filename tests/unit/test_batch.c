@@ -268,6 +268,26 @@ static void test_nan(void)
           NULL);
     bs_batch_reader_close(&r);
     bs_recording_close(&rec);
+
+    /* a window of many conversion tiles (128 rows each) converted on 3 threads: the value reported is the one
+       a single thread going tile by tile, channel by channel, would meet first: in the tile of rows 640..767,
+       channel 0 (column 2) at 720 before channel 1 (column 0) at 700; not the later tile's at 900 */
+    fp = fopen(bin, "wb");
+    for (int t = 0; t < 1000; t++)
+        for (int c = 0; c < 3; c++) {
+            float v = (t == 720 && c == 2) || (t == 700 && c == 0) || (t == 900 && c == 2) ? NAN : 1.0f;
+            fwrite(&v, sizeof v, 1, fp);
+        }
+    fclose(fp);
+    opt.uv_per_bit = 1.0;
+    CHECK(bs_recording_open(bin, &opt, &rec) == BS_OK);
+    CHECK(bs_batch_reader_open(&r, &rec, 1000, 0, 0) == BS_OK);
+    omp_set_num_threads(3);
+    CHECK(bs_batch_read(&r, 0, &w, &nv) == BS_ERR_INPUT);
+    CHECK_MSG(strstr(bs_last_error(), "sample 720, channel 0 (file column 2)") != NULL, "%s", bs_last_error());
+    omp_set_num_threads(2);
+    bs_batch_reader_close(&r);
+    bs_recording_close(&rec);
 }
 
 static void test_bytes(void)
