@@ -397,7 +397,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     size_t rows = (size_t)m * ((size_t)pl->feat_len * sizeof(float) + sizeof(bs_detected_spike) + 8 + 4 + 8 + 4) +
                   (size_t)CENTER_READ * sizeof(center_item);
     size_t graph = bs_cluster_center_bytes(m, pl->center_chans, pl->n_pc, &pl->cp);
-    size_t result = (size_t)pl->center_chans * pl->n_pc * 64 * 16 + sizeof(center_result);
+    /* a center's clusters (bs_center_templates: mean features and waveform per channel), up to 64 of them */
+    size_t result = 64 * ((size_t)pl->center_chans * (pl->n_pc + (size_t)pl->nt) * sizeof(float) + 32) +
+                    sizeof(center_result);
     size_t templates = (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4);
     size_t fixed = pl->cluster_fixed + staging + templates + BS_PLAN_SMALL_BYTES, per = rows + graph + result;
     int W = pl->n_threads < pl->n_centers ? pl->n_threads : pl->n_centers;
