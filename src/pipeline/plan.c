@@ -215,14 +215,8 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
                       (size_t)pl->n_threads * (size_t)(pl->batch_samples / 8 + 1) * sizeof(float) +
                       (size_t)bs_artifact_max_periods(&p->artifact, rec->fs_hz, pl->width) * sizeof(bs_artifact_period);
     pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift + r->artifact;
-    int ht = bs_read_ahead_threads(pl->n_threads);
-    pl->read_ahead = r->reader + bs_preprocess_scratch_bytes(&pp, C, pl->width, ht) +
-                     (r->drift_hist ? bs_drift_corrector_bytes(probe) : 0);
-    if (!p->no_artifact_removal)
-        pl->read_ahead += (size_t)pl->width * sizeof(int32_t) + (size_t)C * sizeof(float) +
-                          (size_t)ht * (size_t)(pl->batch_samples / 8 + 1) * sizeof(float) +
-                          (size_t)bs_artifact_max_periods(&p->artifact, rec->fs_hz, pl->width) *
-                              sizeof(bs_artifact_period);
+    /* the helper's team is as large as the stage's (read_lane.c), so its lane is the run's reading buffers */
+    pl->read_ahead = r->reader + r->scratch + r->artifact + (r->drift_hist ? bs_drift_corrector_bytes(probe) : 0);
     bs_qc_params qp;
     bs_qc_default_params(&qp);
     r->qc_spill_spike = bs_qc_spill_spike_bytes(&qp, probe, rec->fs_hz);

@@ -122,8 +122,8 @@ typedef struct {
     size_t cluster_fixed;    /* bytes of the clustering stage besides the index and one center */
     bs_cluster_params cp;     /* p.cluster with the recording's rate and detect.dmin_um: what the clustering stage runs with */
     size_t resident;         /* bytes live through every batch loop: reader, scratch, whitener */
-    size_t read_ahead;       /* bytes of a second lane (stage.h: reader, scratch for bs_read_ahead_threads,
-                                artifact arrays, drift-corrected whitener) */
+    size_t read_ahead;       /* bytes of a second lane (stage.h): what `resident` holds for reading (reader,
+                                scratch, artifact arrays) and a drift-corrected whitener */
     size_t budget;           /* bytes of tracked host memory (0: none) */
     size_t gpu_budget;       /* bytes of tracked GPU memory (--gpu-mem; 0: none or the CPU) */
     size_t gpu_peak;         /* max over stages of their GPU bytes */
@@ -171,13 +171,6 @@ void bs_sort_plan_update(bs_sort_plan *plan, int from, int K, int64_t pair_nnz, 
  * strategy and nothing assumed). */
 void bs_plan_add(bs_plan_stage *s, const char *what, size_t bytes);
 size_t bs_plan_sum(const bs_plan_stage *s);
-/* Threads of the read-ahead helper's OpenMP team for a run of n_threads: all of them, beside the stage's own team
- * (on 2 cores half of them made the helper the bottleneck where the stage computes little, as drift does; a full
- * team measured even with no read-ahead there, the two teams sharing the cores). */
-static inline int bs_read_ahead_threads(int n_threads)
-{
-    return n_threads > 1 ? n_threads : 1;
-}
 /* A batch stage's last plan step, after its peak is set: with at least 2
  * threads, and when the peak plus a second lane fits the budget (or there is
  * none), the stage reads ahead: the lane is added to its buffers and its

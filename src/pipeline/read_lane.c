@@ -10,7 +10,10 @@
  * Read-ahead. In a stage whose plan holds a second lane
  * (bs_plan_stage.read_ahead: at least 2 threads and room in the budget),
  * bs_run_read_ahead_begin opens it and starts a helper thread with its own
- * OpenMP team of bs_read_ahead_threads() threads (plan.h). Each time the stage takes
+ * OpenMP team, as large as the stage's (on 2 cores a team of half the
+ * threads made the helper the bottleneck where the stage computes little, as
+ * drift does; a full team measured even with no read-ahead there, the two
+ * teams sharing the cores). Each time the stage takes
  * batch b, the helper is given batch b + 1 (same kind of read) to read and
  * preprocess into the second lane while the stage works on b; when the stage
  * asks for b + 1, the two lanes are swapped (the windows do not move, so the
@@ -39,7 +42,6 @@ enum { RA_IDLE, RA_PENDING, RA_DONE };
 struct bs_read_ahead {
     bs_read_lane lane; /* the lane the helper fills */
     bs_run_ctx *c;
-    int n_threads;     /* the helper's OpenMP team */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -134,7 +136,7 @@ bs_status bs_run_preprocess_read(bs_run_ctx *c, int64_t b, float *x)
 static void *helper_main(void *arg)
 {
     struct bs_read_ahead *ra = arg;
-    omp_set_num_threads(ra->n_threads); /* this thread's team (a new thread starts from the defaults) */
+    omp_set_num_threads(ra->c->n_threads); /* this thread's team (a new thread starts from the defaults) */
     pthread_mutex_lock(&ra->mu);
     for (;;) {
         while (ra->state != RA_PENDING && !ra->quit)
@@ -218,8 +220,7 @@ bs_status bs_run_read_ahead_begin(bs_run_ctx *c)
     if (!ra)
         return bs_error(BS_ERR_MEMORY, "read-ahead: out of memory");
     ra->c = c;
-    ra->n_threads = bs_read_ahead_threads(c->n_threads);
-    bs_status st = bs_read_lane_open(&ra->lane, c, ra->n_threads, "sort/read-ahead", "sort/read-ahead");
+    bs_status st = bs_read_lane_open(&ra->lane, c, c->n_threads, "sort/read-ahead", "sort/read-ahead");
     if (st == BS_OK && c->rd.have_corr) {
         st = bs_drift_corrector_init(&ra->lane.corr, &c->drift, &c->rec->probe, &c->wh);
         ra->lane.have_corr = st == BS_OK;
