@@ -4,6 +4,12 @@ sorter.py - BoundsortSorter: the SpikeInterface wrapper around the `boundsort so
 Mechanism (SpikeInterface's folder-based protocol for external command-line sorters; every method
 is a classmethod working on `<folder>/sorter_output/` so a run can be restarted elsewhere):
 
+* The sorting parameters are boundsort's own table (`boundsort params --defaults --json`, kept beside this
+  file as params_table.json; the C suite checks that it equals the program's): each is a parameter of the
+  sorter, named as Kilosort 4 names it where it has such a name (`Th_universal`, `Th_learned`, `nblocks`,
+  `batch_size`, `tmin`, ...) and `<group>_<name>` otherwise (`cluster_n_init`), with the table's
+  description. Those that differ from the table's defaults go into `boundsort_params.json` under their
+  group, passed with --params (the program checks each value's range).
 * `_setup_recording` writes what `boundsort sort` reads:
     - the raw binary: the user's own int16 file is re-used when the recording is exactly one int16
       file, samples x channels, with no header (`binary_compatible_with`); otherwise
@@ -12,7 +18,8 @@ is a classmethod working on `<folder>/sorter_output/` so a run can be restarted 
       values and its own gain.
     - `probe.json`: the recording's probe as probeinterface JSON, with device_channel_indices
       0..C-1 = the columns of the binary.
-    - `boundsort_params.json` when `sort_params` is given (passed with --params).
+    - `boundsort_params.json` when a sorting parameter differs from its default or `sort_params` is given
+      (passed with --params).
     - `boundsort_cmd.json`: the exact command line (argv list) and the binary path it uses.
 * `_run_from_folder` runs that command line with subprocess, writes everything it prints to
   `sorter_output/boundsort.log` (SpikeInterface copies that file into spikeinterface_log.json) and
@@ -36,6 +43,21 @@ import numpy as np
 from spikeinterface.sorters.basesorter import BaseSorter, get_job_kwargs
 
 
+def _load_table():
+    """The sorting parameters: {sorter parameter name: table row}, in the table's order."""
+    with open(Path(__file__).with_name("params_table.json"), "r", encoding="utf8") as f:
+        rows = json.load(f)
+    table = {}
+    for row in rows:
+        if row["key"] == "drift.no_drift":
+            continue  # the `no_drift` option (--no-drift), or nblocks = 0
+        table[row["kilosort"] or f"{row['group']}_{row['name']}"] = row
+    return table
+
+
+SORT_PARAMS = _load_table()
+
+
 class BoundsortError(RuntimeError):
     """`boundsort sort` exited with a non-zero code; the message holds what it printed."""
 
@@ -54,6 +76,7 @@ class BoundsortSorter(BaseSorter):
     handle_multi_segment = False
 
     _default_params = {
+        **{name: row["default"] for name, row in SORT_PARAMS.items()},
         "mem": None,
         "gpu_mem": None,
         "device": "cpu",
@@ -69,6 +92,8 @@ class BoundsortSorter(BaseSorter):
     }
 
     _params_description = {
+        **{name: f"{row['description']} ({row['type']} in [{row['min']:g}, {row['max']:g}]"
+           + (", or 0" if row["zero_auto"] else "") + f"; boundsort {row['key']})" for name, row in SORT_PARAMS.items()},
         "mem": "Host memory budget, e.g. '4G' (boundsort sort --mem). None: boundsort's default.",
         "gpu_mem": "GPU memory budget with a cuda device, e.g. '10G' (--gpu-mem). None: the GPU's memory less 1 GiB.",
         "device": "'cpu', 'cuda' or 'cuda:N' (--device): detection and matching scores on that GPU.",
@@ -78,7 +103,8 @@ class BoundsortSorter(BaseSorter):
         "quiet": "Print only warnings and errors (-q).",
         "batch_seconds": "Batch length in seconds (--batch-seconds). None: boundsort's default (2 s). "
         "The batch length is part of the result.",
-        "sort_params": "dict of further sorting parameters written into the --params JSON file.",
+        "sort_params": "dict of sorting parameters in boundsort's own spelling ({'group': {'name': value}} or "
+        "{'group.name': value}), written into the --params JSON file over the parameters above.",
         "params_file": "An existing parameters JSON file passed with --params (merged with "
         "sort_params into boundsort_params.json when that is set too).",
         "uv_per_bit": "µV per int16 step used when the recording is float (µV) and has to be written "
@@ -138,6 +164,21 @@ class BoundsortSorter(BaseSorter):
             raise ValueError("boundsort: 'sort_params' must be a dict or None")
         if not float(params["uv_per_bit"]) > 0:
             raise ValueError("boundsort: 'uv_per_bit' must be > 0")
+        for name, row in SORT_PARAMS.items():  # the program checks them too; this says so before any copy
+            v = params.get(name)
+            if v is None:
+                continue
+            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) or \
+                (isinstance(v, bool) and row["type"] == "flag")
+            if ok:
+                x = float(v)
+                whole = x == int(x) if np.isfinite(x) else False
+                ok = (row["type"] == "number" or whole) and (
+                    row["min"] <= x <= row["max"] or (x == 0 and (row["zero_auto"] or name == "nblocks")))
+            if not ok:
+                raise ValueError(f"boundsort: '{name}' = {v!r}: expected {'0 or ' if row['zero_auto'] else ''}"
+                                 f"{'an integer' if row['type'] != 'number' else 'a number'} in "
+                                 f"[{row['min']:g}, {row['max']:g}] ({row['description']})")
         return params
 
     @classmethod
@@ -178,15 +219,11 @@ class BoundsortSorter(BaseSorter):
         probegroup = recording.get_probegroup()
         probeinterface.write_probeinterface(out / "probe.json", probegroup)
 
-        # parameters file for --params
+        # parameters file for --params: params_file, then the table's parameters that differ from their
+        # defaults (by group), then sort_params
         params_path = None
-        if params["sort_params"]:
-            extra = {}
-            if params["params_file"]:
-                with open(params["params_file"], "r", encoding="utf8") as f:
-                    extra.update(json.load(f))
-            if params["sort_params"]:
-                extra.update(params["sort_params"])
+        extra = cls.params_file_content(params)
+        if extra:
             params_path = out / "boundsort_params.json"
             with open(params_path, "w", encoding="utf8") as f:
                 json.dump(extra, f, indent=2)
@@ -197,6 +234,31 @@ class BoundsortSorter(BaseSorter):
         with open(out / "boundsort_cmd.json", "w", encoding="utf8") as f:
             json.dump({"argv": argv, "binary": str(bin_path), "reused_binary": bool(reuse),
                        "fs_hz": fs, "n_chan": n_chan, "uv_per_bit": uv_per_bit}, f, indent=2)
+
+    @classmethod
+    def params_file_content(cls, params):
+        """What boundsort_params.json holds for these parameters ({} when it is not needed)."""
+        changed = {}
+        for name, row in SORT_PARAMS.items():
+            v = params.get(name, row["default"])
+            if v is None or v == row["default"]:
+                continue
+            v = v.item() if hasattr(v, "item") else v
+            if name == "nblocks" and v == 0:  # Kilosort's "no drift correction": boundsort reads it as such
+                changed.setdefault("", {})["nblocks"] = 0
+                continue
+            changed.setdefault(row["group"], {})[row["name"]] = v
+        if not changed and not params.get("sort_params"):
+            return {}
+        extra = {}
+        if params.get("params_file"):
+            with open(params["params_file"], "r", encoding="utf8") as f:
+                extra.update(json.load(f))
+        extra.update(changed.pop("", {}))
+        for group, values in changed.items():  # over params_file's group, field by field
+            extra.setdefault(group, {}).update(values)
+        extra.update(params.get("sort_params") or {})
+        return extra
 
     @classmethod
     def command_line(cls, bin_path, probe_path, fs, n_chan, uv_per_bit, phy_dir, params, params_path=None):

@@ -60,10 +60,11 @@ def _use_boundsort(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def recording():
+def recording(tmp_path_factory):
     rec, _ = generate_ground_truth_recording(durations=[3.0], sampling_frequency=30000.0, num_channels=8,
                                              num_units=3, seed=7)
-    return rec
+    # saved as float32 (µV): newer SpikeInterface sorts only recordings it can serialize
+    return rec.save(folder=tmp_path_factory.mktemp("gt") / "rec", dtype="float32", progress_bar=False)
 
 
 PARAMS = dict(threads=2, batch_seconds=2.0, uv_per_bit=0.25)
@@ -154,3 +155,38 @@ def test_reuses_int16_binary(recording, tmp_path):
     assert cmd["argv"][1] == str(src)
     assert cmd["argv"][cmd["argv"].index("--uv-per-bit") + 1] == "1.0"  # the recording's own gain
     assert "--params" not in cmd["argv"] and "--no-drift" not in cmd["argv"]
+
+
+def test_kilosort_named_parameters_exposed():
+    p = get_default_sorter_params("boundsort")
+    desc = BoundsortSorter._params_description
+    table = json.loads((REPO / "python" / "boundsort_si" / "params_table.json").read_text())
+    for name in ("Th_universal", "Th_learned", "Th_single_ch", "whitening_range", "highpass_cutoff", "nblocks",
+                 "batch_size", "tmin", "tmax", "dmin", "dminx", "nt", "nt0min", "max_peels"):
+        assert name in p and name in desc, name
+        row = next(r for r in table if r["kilosort"] == name)
+        assert p[name] == row["default"] and row["key"] in desc[name]
+    assert p["Th_learned"] == 8 and p["cluster_n_init"] == 200  # a field without a Kilosort name: group_name
+    with pytest.raises(ValueError, match="Th_learned"):
+        BoundsortSorter._check_params(None, None, {**p, "Th_learned": 0.01})
+    with pytest.raises(ValueError, match="'nt' = 60.5"):
+        BoundsortSorter._check_params(None, None, {**p, "nt": 60.5})
+    BoundsortSorter._check_params(None, None, {**p, "nblocks": 0})  # Kilosort's "no drift correction"
+
+
+@needs_boundsort
+def test_parameters_file(recording, tmp_path):
+    folder = tmp_path / "bs"
+    run_sorter("boundsort", recording, folder=folder, raise_error=False, with_output=False, threads=1,
+               Th_learned=7.5, nblocks=0, cluster_n_init=150, tmax=2.5, sort_params={"finish.duplicate_ms": 0.3})
+    so = folder / "sorter_output"
+    written = json.loads((so / "boundsort_params.json").read_text())
+    assert written == {"nblocks": 0, "match": {"threshold_whitened": 7.5}, "cluster": {"n_init": 150},
+                       "batch": {"tmax_s": 2.5}, "finish.duplicate_ms": 0.3}
+    argv = json.loads((so / "boundsort_cmd.json").read_text())["argv"]
+    assert argv[argv.index("--params") + 1] == str(so / "boundsort_params.json")
+    if SORT_AVAILABLE:  # what the sort used, from its own record
+        used = json.loads((so / "phy" / "params.json").read_text())
+        assert used["match"]["threshold_whitened"] == 7.5 and used["drift"]["no_drift"] == 1
+        assert used["cluster"]["n_init"] == 150 and used["batch"]["tmax_s"] == 2.5
+        assert used["finish"]["duplicate_ms"] == 0.3

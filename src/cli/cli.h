@@ -25,6 +25,7 @@ int bs_cmd_qc(int argc, char **argv);
 int bs_cmd_report(int argc, char **argv);
 int bs_cmd_batch(int argc, char **argv);
 int bs_cmd_export_nwb(int argc, char **argv);
+int bs_cmd_params(int argc, char **argv);
 
 /* 1 if argv holds -h or --help. */
 int bs_cli_wants_help(int argc, char **argv);
@@ -72,9 +73,13 @@ int bs_cli_recording_usage_error(const char *cmd, const char *head, const char *
  * them (value stored), 0 if not, -1 with a message for a bad value. */
 typedef struct {
     bs_sort_params sp;
-    double batch_s; /* seconds, 0 = default */
+    double batch_s;          /* seconds, 0 = default */
+    const char *params_path; /* --params FILE, or NULL */
 } bs_sort_cli;
 int bs_cli_sort_option(const char *name, const char *value, bs_sort_cli *o, char *msg, size_t msglen);
+/* o->sp = the defaults, then the parameters file of argv's `--params FILE` (the last one) if any, so the
+ * options parsed after it override the file whatever their order. */
+bs_status bs_cli_sort_defaults(int argc, char **argv, bs_sort_cli *o);
 /* The machine's RAM against the run: BS_ERR_MEMORY when the untracked overhead of `threads`
  * (bs_plan_overhead_bytes) plus `need` (the least tracked memory the run needs; 0 if unknown) exceeds it,
  * a "warning: " line on stderr when the budget plus that overhead does. */
@@ -90,6 +95,8 @@ bs_status bs_cli_gpu_setup(bs_sort_params *sp, int need_device);
     "                    does not depend on it; a run that cannot fit is refused before reading data\n"      \
     "  --max-center-spikes N  spikes clustered per spatial center, more are subsampled (default 200000)\n"      \
     "  --device D        cpu (default), cuda or cuda:N: the matcher's scores on that GPU, the rest on the CPU\n"  \
-    "  --gpu-mem SIZE    budget of tracked GPU memory with --device cuda (default: its memory less 1 GiB)\n"
+    "  --gpu-mem SIZE    budget of tracked GPU memory with --device cuda (default: its memory less 1 GiB)\n"   \
+    "  --params FILE     parameters file (JSON; Kilosort 4's names accepted; `boundsort params --defaults`);\n" \
+    "                    the options here override it\n"
 
 #endif

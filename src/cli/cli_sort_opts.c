@@ -10,6 +10,7 @@
 
 #include "../gpu/gpu.h"
 #include "../mem/mem.h"
+#include "../pipeline/params.h"
 #include "../pipeline/plan.h"
 #include "cli.h"
 
@@ -47,6 +48,8 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
         } else {
             return snprintf(msg, len, "--device: expected cpu, cuda or cuda:N, got '%s'", v), -1;
         }
+    } else if (strcmp(a, "--params") == 0) {
+        o->params_path = v; /* read first, by bs_cli_sort_defaults */
     } else if (strcmp(a, "--max-center-spikes") == 0) {
         if (!bs_cli_parse_long(v, 1000, 1000000000LL, &n))
             return snprintf(msg, len, "--max-center-spikes: expected a count >= 1000, got '%s'", v), -1;
@@ -55,6 +58,16 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
         return 0;
     }
     return 1;
+}
+
+bs_status bs_cli_sort_defaults(int argc, char **argv, bs_sort_cli *o)
+{
+    bs_sort_default_params(&o->sp);
+    const char *path = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--params") == 0)
+            path = argv[++i];
+    return path && path[0] ? bs_sort_params_read(path, &o->sp) : BS_OK;
 }
 
 bs_status bs_cli_machine_check(size_t budget, int threads, size_t need)

@@ -12,6 +12,8 @@
  * printed), else the exit code of the first job that failed (2 for a
  * recording that cannot be sorted), 1 usage, 2 bad ROOT or state.
  */
+#include <errno.h>
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +22,15 @@
 
 #include "../jobs/jobs.h"
 #include "../mem/mem.h"
+#include "../pipeline/params.h"
 #include "../pipeline/plan.h"
 #include "cli.h"
 
 static const char *USAGE =
     "usage: boundsort batch ROOT [-o OUTROOT] [--list | --dry-run | --status | --retry-failed] [--json]\n"
     "                            [--jobs N] [--mem TOTAL] [--mem-per-task SIZE] [--margin PCT] [--threads N]\n"
-    "                            [--batch-seconds S] [--max-center-spikes N] [--no-drift] [--no-qc] [--restart]\n"
+    "                            [--batch-seconds S] [--max-center-spikes N] [--params FILE] [--no-drift] [--no-qc]\n"
+    "                            [--restart]\n"
     "                            [--slurm [--cpus-per-task N] [--time T] [--partition P] [--account A]\n"
     "                                     [--gres G] [--job-name NAME]] [-q] [-- SORT OPTIONS...]\n"
     "\n"
@@ -50,7 +54,7 @@ static const char *USAGE =
     "  --mem-per-task SIZE  every job's sort --mem (default: its planned peak + margin)\n"
     "  --margin PCT         added to each planned peak, percent (default 25)\n"
     "  --threads N          threads per job (default: local cores / jobs; SLURM --cpus-per-task)\n"
-    "  --batch-seconds S, --max-center-spikes N, --no-drift, --no-qc: passed to every sort\n"
+    "  --batch-seconds S, --max-center-spikes N, --params FILE, --no-drift, --no-qc: passed to every sort\n"
     "  --slurm              submit one SLURM job array (one task per recording; --mem = the largest job's\n"
     "                       need, as SLURM gives every task of an array the same memory; each task gets its\n"
     "                       own sort --mem, so a plan that does not fit is refused with exit 3, not killed)\n"
@@ -173,7 +177,9 @@ int bs_cmd_batch(int argc, char **argv)
     batch_cli c = {.jobs = 1, .cpus = 0};
     bs_jobs_opts o = {.margin = 0.25};
     bs_sort_cli so = {.batch_s = 0};
-    bs_sort_default_params(&so.sp);
+    bs_status pst = bs_cli_sort_defaults(argc, argv, &so);
+    if (pst != BS_OK)
+        return bs_cli_fail(pst);
     double d;
     int i;
     for (i = 1; i < argc; i++) {
@@ -243,6 +249,9 @@ int bs_cmd_batch(int argc, char **argv)
     }
     if (!c.root)
         return usage_error("%s", "missing the folder ROOT");
+    pst = bs_sort_params_check(&so.sp);
+    if (pst != BS_OK)
+        return bs_cli_fail(pst);
     if (c.status + c.retry + c.list + c.dry_run > 1 && !(c.dry_run && c.retry))
         return usage_error("%s", "--list, --dry-run, --status and --retry-failed exclude each other");
     if (so.sp.mem_budget)
@@ -286,6 +295,12 @@ int bs_cmd_batch(int argc, char **argv)
     o.sp = so.sp;
     o.sp.threads = o.threads;
     o.batch_s = so.batch_s;
+    char params_abs[PATH_MAX];
+    if (so.params_path) { /* each job's sort reads it from its own folder */
+        if (!realpath(so.params_path, params_abs))
+            return bs_cli_fail(bs_error(BS_ERR_INPUT, "%s: %s", so.params_path, strerror(errno)));
+        o.params_path = params_abs;
+    }
     bs_jobs b;
     bs_status st = bs_jobs_discover(&o, &b);
     if (st != BS_OK)

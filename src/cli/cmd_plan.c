@@ -13,6 +13,7 @@
 
 #include "../common/fileio.h"
 #include "../common/samples.h"
+#include "../pipeline/params.h"
 #include "../pipeline/plan.h"
 #include "cli.h"
 
@@ -39,7 +40,9 @@ int bs_cmd_plan(int argc, char **argv)
     }
     bs_open_options opt = {0};
     bs_sort_cli so = {.batch_s = 0};
-    bs_sort_default_params(&so.sp);
+    bs_status pst = bs_cli_sort_defaults(argc, argv, &so);
+    if (pst != BS_OK)
+        return bs_cli_fail(pst);
     const char *rec_path = NULL;
     int json = 0;
     long long K = 0;
@@ -79,12 +82,20 @@ int bs_cmd_plan(int argc, char **argv)
     }
     if (!rec_path)
         return usage_error("%s", "missing the recording REC");
+    pst = bs_sort_params_check(&so.sp);
+    if (pst != BS_OK)
+        return bs_cli_fail(pst);
     bs_recording rec;
     bs_status st = bs_recording_open(rec_path, &opt, &rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
     if (so.batch_s > 0)
         so.sp.batch_samples = bs_seconds_to_samples(so.batch_s, rec.fs_hz);
+    st = bs_sort_window(&rec, &so.sp);
+    if (st != BS_OK) {
+        bs_recording_close(&rec);
+        return bs_cli_fail(st);
+    }
     st = bs_cli_gpu_setup(&so.sp, 0);
     if (st != BS_OK) {
         bs_recording_close(&rec);

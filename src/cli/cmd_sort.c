@@ -20,6 +20,7 @@
 #include "../export/nwb_export.h"
 #include "../export/source.h"
 #include "../mem/mem.h"
+#include "../pipeline/params.h"
 #include "../pipeline/plan.h"
 #include "../pipeline/sort.h"
 #include "../qc/qc.h"
@@ -62,7 +63,9 @@ int bs_cmd_sort(int argc, char **argv)
     }
     bs_open_options opt = {0};
     bs_sort_cli so = {.batch_s = 0};
-    bs_sort_default_params(&so.sp);
+    bs_status pst = bs_cli_sort_defaults(argc, argv, &so);
+    if (pst != BS_OK)
+        return bs_cli_fail(pst);
     const char *rec_path = NULL, *trace_path = NULL;
     int nwb = 0;
     int run_qc = 1;
@@ -129,6 +132,9 @@ int bs_cmd_sort(int argc, char **argv)
     }
     if (!rec_path)
         return usage_error("%s", "missing the recording REC");
+    pst = bs_sort_params_check(&so.sp);
+    if (pst != BS_OK)
+        return bs_cli_fail(pst);
     if (!so.sp.out_dir)
         return usage_error("%s", "missing the output folder (-o OUT)");
     if (so.sp.drift_only)
@@ -154,6 +160,11 @@ int bs_cmd_sort(int argc, char **argv)
         return bs_cli_fail(st);
     if (so.batch_s > 0)
         so.sp.batch_samples = bs_seconds_to_samples(so.batch_s, rec.fs_hz);
+    st = bs_sort_window(&rec, &so.sp);
+    if (st != BS_OK) {
+        bs_recording_close(&rec);
+        return bs_cli_fail(st);
+    }
     if (so.sp.quiet)
         bs_log_set_level(BS_LOG_WARN);
     /* temporaries a killed run left in OUT; SIGTERM / SIGINT remove this run's own (src/common/tmpfiles.h) */

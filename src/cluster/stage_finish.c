@@ -560,7 +560,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     bs_phy_header h = {.dat_path = dat,
                        .n_channels_dat = rec->n_cols,
                        .dtype = dtype_names[rec->dtype],
-                       .offset_bytes = rec->data_offset,
+                       /* Phy reads a window (tmin_s) from its first sample, like the sort */
+                       .offset_bytes = rec->data_offset + (uint64_t)rec->row0 * (uint64_t)rec->n_cols *
+                                                              bs_sample_bytes(rec->dtype),
                        .sample_rate_hz = rec->fs_hz,
                        .hp_filtered = 0,
                        .n_samples = rec->n_samples,

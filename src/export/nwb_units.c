@@ -49,6 +49,7 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *summ
 #include "../mem/mem.h"
 #include "nwb_write.h"
 #include "phy_read.h"
+#include "source.h"
 
 #define BLOCK 65536          /* spikes per read */
 #define MAX_CLUSTER (1 << 24) /* cluster ids must be below this */
@@ -77,6 +78,7 @@ typedef struct {
     /* NWB input */
     bs_recording rec;
     int have_rec;
+    int64_t window0;             /* the file sample spike time 0 is (a sort of a part: source.json's window) */
     char table[1024];            /* electrodes table path */
     char units[64];              /* Units group path */
 } exporter;
@@ -467,7 +469,7 @@ static bs_status to_seconds(exporter *x, int64_t *slots, int64_t n)
             BS_TRY(bs_nwb_sample_times(&x->rec, slots + i0, m, tmp));
         else
             for (int64_t i = 0; i < m; i++)
-                tmp[i] = (double)slots[i0 + i] / x->fs;
+                tmp[i] = (double)(x->window0 + slots[i0 + i]) / x->fs;
         memcpy(slots + i0, tmp, (size_t)m * sizeof *tmp);
     }
     return BS_OK;
@@ -791,9 +793,14 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *sum)
     snprintf(x->dir, sizeof x->dir, "%s", o->phy_dir);
     bs_h5_quiet();
     bs_status st = bs_phy_read_sample_rate(x->dir, &x->fs);
+    bs_source src;
+    if (bs_source_read(x->dir, &src) == BS_OK && src.window[0] > 0)
+        x->window0 = src.window[0]; /* a Phy folder boundsort did not write has no source.json: from 0 */
     if (st == BS_OK && o->input_nwb) {
         st = bs_nwb_open(o->input_nwb, o->series, &x->rec);
         x->have_rec = st == BS_OK;
+        if (st == BS_OK && x->window0 > 0)
+            st = bs_recording_window(&x->rec, x->window0, x->rec.n_samples);
         if (st == BS_OK && fabs(x->rec.fs_hz - x->fs) > 1e-6 * x->fs)
             st = bs_error(BS_ERR_INPUT, "%s: sampling rate %.9g Hz, but %s/params.py says %.9g Hz: is this the "
                                         "recording that was sorted?",

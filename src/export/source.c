@@ -55,6 +55,11 @@ bs_status bs_source_write(const char *out_dir, const char *rec_path, const bs_op
     cJSON_AddNumberToObject(o, "n_chan", rec->probe.n_chan);
     cJSON_AddNumberToObject(o, "n_cols", rec->n_cols);
     cJSON_AddNumberToObject(o, "n_samples", (double)rec->n_samples);
+    if (rec->windowed) { /* the part sorted (tmin_s / tmax_s) */
+        cJSON *w = cJSON_AddArrayToObject(o, "window");
+        cJSON_AddItemToArray(w, cJSON_CreateNumber((double)rec->row0));
+        cJSON_AddItemToArray(w, cJSON_CreateNumber((double)(rec->row0 + rec->n_samples)));
+    }
     cJSON_AddStringToObject(o, "dtype", bs_sample_type_name(rec->dtype));
     cJSON_AddNumberToObject(o, "uv_per_bit", rec->probe.n_chan > 0 && rec->uv_per_bit ? rec->uv_per_bit[0] : 1.0);
     cJSON_AddNumberToObject(o, "offset", rec->offset);
@@ -127,6 +132,16 @@ static bs_status parse(const cJSON *root, const char *path, bs_source *s)
     BS_TRY(get_number(root, "n_samples", path, 0, 9e15, &n_samples));
     s->n_chan = (int)n_chan;
     s->n_samples = (int64_t)n_samples;
+    s->window[0] = s->window[1] = -1;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "window");
+    if (w && !cJSON_IsNull(w)) {
+        const cJSON *a = cJSON_GetArrayItem(w, 0), *b = cJSON_GetArrayItem(w, 1);
+        if (!cJSON_IsArray(w) || cJSON_GetArraySize(w) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
+            !(a->valuedouble >= 0) || !(b->valuedouble > a->valuedouble) || b->valuedouble > 9e15)
+            return bs_error(BS_ERR_INPUT, "%s: field 'window': expected [first sample, end sample]", path);
+        s->window[0] = (int64_t)a->valuedouble;
+        s->window[1] = (int64_t)b->valuedouble;
+    }
 
     const cJSON *oo = cJSON_GetObjectItemCaseSensitive(root, "open_options");
     if (!cJSON_IsObject(oo))
@@ -182,6 +197,13 @@ bs_status bs_source_open(const bs_source *s, bs_recording *rec)
     bs_open_options o = s->opt;
     o.fs_unchecked = 1; /* the rate was accepted when sort wrote source.json */
     BS_TRY(bs_recording_open(s->recording, &o, rec));
+    if (s->window[0] >= 0) { /* the part the sort read */
+        bs_status st = bs_recording_window(rec, s->window[0], s->window[1]);
+        if (st != BS_OK) {
+            bs_recording_close(rec);
+            return bs_error_context(st, "the sort read that part of it: did the recording shrink?");
+        }
+    }
     const char *what = NULL;
     if (s->fs_hz > 0 && fabs(rec->fs_hz - s->fs_hz) > 1e-9 * s->fs_hz)
         what = "sampling rate";

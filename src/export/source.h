@@ -24,6 +24,9 @@
  *                     "dtype": "int16", "uv_per_bit": 0.195, "offset": 0,
  *                     "header_bytes": 0, "probe_index": 0, "stream": null,
  *                     "series": null}}
+ * A sort of a part of the recording (tmin_s / tmax_s) adds "window": [first
+ * sample, end sample) of the file; bs_source_open() reopens that window, and
+ * n_samples is its length.
  * Absent or null options mean "not given" (the reader's default). The
  * top-level "stream" is the stream the reader opened (Open Ephys stream,
  * NWB ElectricalSeries) and null for single-stream formats.
@@ -50,7 +53,8 @@ typedef struct {
     char format[16];
     double fs_hz;         /* Hz */
     int n_chan;           /* probe channels */
-    int64_t n_samples;    /* samples per channel */
+    int64_t n_samples;    /* samples per channel (of the window, when there is one) */
+    int64_t window[2];    /* the samples [first, end) of the file the sort read (tmin_s / tmax_s); -1, -1: all */
 } bs_source;
 
 /* Write OUT/source.json for the recording `rec` opened from `rec_path` with

@@ -125,6 +125,7 @@ void bs_batch_reader_close(bs_batch_reader *r)
 static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
 {
     const bs_recording *rec = r->rec;
+    row0 += rec->row0; /* a window's start */
     if (rec->read_rows)
         return rec->read_rows(rec, row0, nrows, r->raw);
     size_t want = (size_t)nrows * r->row_bytes, got = 0;

@@ -782,7 +782,7 @@ bs_status bs_nwb_sample_times(const bs_recording *rec, const int64_t *samples, i
                             (long long)samples[i], (long long)rec->n_samples);
     if (!info->has_timestamps) {
         for (int64_t i = 0; i < n; i++)
-            t_s[i] = info->starting_time_s + (double)samples[i] / rec->fs_hz;
+            t_s[i] = info->starting_time_s + (double)(rec->row0 + samples[i]) / rec->fs_hz;
         return BS_OK;
     }
     const nwb_source *S = rec->source;
@@ -794,7 +794,7 @@ bs_status bs_nwb_sample_times(const bs_recording *rec, const int64_t *samples, i
     for (int64_t i0 = 0; i0 < n && st == BS_OK; i0 += BLOCK) {
         int64_t k = n - i0 < BLOCK ? n - i0 : BLOCK;
         for (int64_t i = 0; i < k; i++)
-            coord[i] = (hsize_t)samples[i0 + i];
+            coord[i] = (hsize_t)(rec->row0 + samples[i0 + i]);
         hsize_t kk = (hsize_t)k;
         hid_t fs = H5Dget_space(S->ts), ms = H5Screate_simple(1, &kk, NULL);
         herr_t e = H5Sselect_elements(fs, H5S_SELECT_SET, (size_t)k, coord);

@@ -85,6 +85,21 @@ bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_rec
     return BS_OK;
 }
 
+bs_status bs_recording_window(bs_recording *rec, int64_t start, int64_t end)
+{
+    if (start < 0 || end > rec->n_samples || end <= start)
+        return bs_error(BS_ERR_INPUT,
+                        "%s: samples [%lld, %lld) (%.6g to %.6g s) are not a part of the recording, which has %lld "
+                        "samples (%.6g s)",
+                        rec->data_path, (long long)start, (long long)end, (double)start / rec->fs_hz,
+                        (double)end / rec->fs_hz, (long long)rec->n_samples, (double)rec->n_samples / rec->fs_hz);
+    rec->row0 += start;
+    rec->first_sample += start;
+    rec->n_samples = end - start;
+    rec->windowed = 1;
+    return BS_OK;
+}
+
 void bs_recording_close(bs_recording *rec)
 {
     if (!rec)

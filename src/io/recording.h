@@ -35,7 +35,11 @@ typedef struct bs_recording {
     bs_sample_type dtype;
     int n_cols;           /* columns per sample in the file (all saved channels) */
     uint64_t data_offset; /* bytes before the first sample */
-    int64_t n_samples;    /* samples per channel (from the real file size) */
+    int64_t n_samples;    /* samples per channel (from the real file size; a window's length after
+                             bs_recording_window) */
+    int64_t row0;         /* samples of the file before the first one used: a window's start (0: none);
+                             sample t of the recording is row row0 + t of the file (io/batch.c adds it) */
+    int windowed;         /* 1 after bs_recording_window */
     double fs_hz;         /* sampling rate, Hz */
     float *uv_per_bit;    /* [probe.n_chan] µV per raw unit */
     float offset;         /* raw units subtracted before scaling (0 for signed ints) */
@@ -81,6 +85,9 @@ typedef struct {
  * BS_FS_MIN_HZ..BS_FS_MAX_HZ (given or read from the file) is bad input unless opt->fs_unchecked. */
 bs_status bs_recording_open(const char *path, const bs_open_options *opt, bs_recording *rec);
 void bs_recording_close(bs_recording *rec);
+/* Keep only samples [start, end) of rec (within its current samples): n_samples becomes end - start and
+ * row0 and first_sample move by start. BS_ERR_INPUT when the window is empty or outside the recording. */
+bs_status bs_recording_window(bs_recording *rec, int64_t start, int64_t end);
 
 /* The raw-binary reader behind bs_recording_open (src/io/raw.c): a headerless
  * (or header_bytes-prefixed) interleaved binary described by opt. */

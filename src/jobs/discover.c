@@ -135,6 +135,12 @@ static void plan_job(const bs_jobs_opts *o, bs_job *j)
     bs_sort_params sp = o->sp;
     if (o->batch_s > 0)
         sp.batch_samples = bs_seconds_to_samples(o->batch_s, rec.fs_hz);
+    st = bs_sort_window(&rec, &sp); /* the part sort will read (tmin_s / tmax_s) */
+    if (st != BS_OK) {
+        bs_recording_close(&rec);
+        job_fail(j, bs_last_error());
+        return;
+    }
     size_t overhead = bs_plan_overhead_bytes(o->threads);
     size_t cap = o->mem_per_task;
     if (!cap)
@@ -156,7 +162,7 @@ static void plan_job(const bs_jobs_opts *o, bs_job *j)
     bs_open_options opt2;
     open_options(j, &opt2);
     if (bs_recording_open(j->rec, &opt2, &rec) == BS_OK) {
-        if (bs_sort_plan_make(&rec, &sp, o->threads, j->sort_mem, 0, &plan) == BS_OK) {
+        if (bs_sort_window(&rec, &sp) == BS_OK && bs_sort_plan_make(&rec, &sp, o->threads, j->sort_mem, 0, &plan) == BS_OK) {
             j->plan_fits = plan.fits;
             if (!plan.fits && bs_sort_plan_check(&plan, -1) != BS_OK)
                 snprintf(j->reason, sizeof j->reason, "boundsort will refuse it (exit 3): %s", bs_last_error());

@@ -99,6 +99,7 @@ typedef struct {
     const char *outroot;     /* OUTROOT (NULL: ROOT's sibling "<ROOT>_sorted") */
     bs_sort_params sp;       /* threads, batch length, drift, cap: as sort takes them */
     double batch_s;          /* --batch-seconds, 0 = default */
+    const char *params_path; /* --params FILE as an absolute path (sp holds what it sets), or NULL */
     int threads;             /* threads per job (planned and passed to sort) */
     size_t total_mem;        /* local: bytes all running jobs may use together */
     size_t mem_per_task;     /* fixed sort budget per job, bytes (0: from the plan) */

@@ -39,7 +39,7 @@ static char *xstrdup(const char *s)
 }
 
 /* The sort arguments of a job: sort REC -o OUT --mem B --threads T --resume [--stream S] [--no-qc]
- * [--device cuda:N] [--gpu-mem G] ... (a raw
+ * [--params FILE] [--no-drift] [--device cuda:N] [--gpu-mem G] ... (a raw
  * folder's REC is the folder: its recording.json and probe file describe it). */
 static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *t)
 {
@@ -65,8 +65,18 @@ static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *
         a[n++] = "--batch-seconds";
         a[n++] = NUM("%.17g", o->batch_s);
     }
+    if (o->params_path) { /* before the options that override it */
+        a[n++] = "--params";
+        a[n++] = o->params_path;
+    }
     if (o->sp.no_drift)
         a[n++] = "--no-drift";
+    bs_sort_params def;
+    bs_sort_default_params(&def);
+    if (o->sp.max_center_spikes != def.max_center_spikes) {
+        a[n++] = "--max-center-spikes";
+        a[n++] = NUM("%lld", (long long)o->sp.max_center_spikes);
+    }
     if (o->sp.device >= 0) { /* each task checks its own GPU (a SLURM task's, with --gres gpu:1) */
         a[n++] = "--device";
         a[n++] = NUM("cuda:%d", o->sp.device);

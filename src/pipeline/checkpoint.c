@@ -86,6 +86,7 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
     fnv_i64(&h, rec->n_cols);
     fnv_i64(&h, (int64_t)rec->data_offset);
     fnv_i64(&h, rec->n_samples);
+    fnv_i64(&h, rec->row0);
     fnv_f64(&h, rec->fs_hz);
     fnv_f64(&h, rec->offset);
     const bs_probe *pr = &rec->probe;
@@ -100,14 +101,16 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
     BS_TRY(hash_data_edges(&h, rec));
     /* every algorithm parameter (params.h; threads, budget, trace and verbosity never change the output);
        the drift stage's own parameters only when it runs */
+    bs_sort_params q = *p; /* the batch and halo as resolved: 0 (automatic) and its value are one run */
+    bs_sort_batch_geometry(p, rec->fs_hz, &q.batch_samples, &q.halo_samples);
     for (int i = 0; i < bs_n_sort_param_fields; i++) {
         const bs_param_field *f = &bs_sort_param_fields[i];
-        if (p->no_drift && strcmp(f->group, "drift") == 0 && f->offset != offsetof(bs_sort_params, no_drift))
+        if (q.no_drift && strcmp(f->group, "drift") == 0 && f->offset != offsetof(bs_sort_params, no_drift))
             continue;
         if (bs_param_is_int(f))
-            fnv_i64(&h, bs_param_int(p, f));
+            fnv_i64(&h, bs_param_int(&q, f));
         else
-            fnv_f64(&h, bs_param_real(p, f));
+            fnv_f64(&h, bs_param_real(&q, f));
     }
     *key = h;
     return BS_OK;

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,112 +14,172 @@
 #include "../common/fileio.h"
 #include "stages.h"
 
-#define P_(g, n, t, field) {g, n, t, offsetof(bs_sort_params, field)}
-#define INT(g, n, field) P_(g, n, BS_PARAM_INT, field)
-#define I64(g, n, field) P_(g, n, BS_PARAM_I64, field)
-#define U64(g, n, field) P_(g, n, BS_PARAM_U64, field)
-#define F32(g, n, field) P_(g, n, BS_PARAM_F32, field)
-#define F64(g, n, field) P_(g, n, BS_PARAM_F64, field)
+#define P_(g, n, t, field, lo, hi, z, ks, d) {g, n, t, offsetof(bs_sort_params, field), lo, hi, z, ks, d}
+#define INT(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_INT, f, lo, hi, 0, ks, d)
+#define I64(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_I64, f, lo, hi, 0, ks, d)
+#define U64(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_U64, f, lo, hi, 0, ks, d)
+#define F32(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_F32, f, lo, hi, 0, ks, d)
+#define F64(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_F64, f, lo, hi, 0, ks, d)
+#define FLAG(g, n, f, d) P_(g, n, BS_PARAM_INT, f, 0, 1, 0, NULL, d)
+/* 0 is accepted besides [lo, hi]: "automatic" */
+#define I64Z(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_I64, f, lo, hi, 1, ks, d)
+#define INTZ(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_INT, f, lo, hi, 1, ks, d)
+#define F32Z(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_F32, f, lo, hi, 1, ks, d)
+#define F64Z(g, n, f, lo, hi, ks, d) P_(g, n, BS_PARAM_F64, f, lo, hi, 1, ks, d)
+#define SEED_MAX 9007199254740992.0 /* 2^53: every integer up to it is exact in JSON */
 
 const bs_param_field bs_sort_param_fields[] = {
-    /* batches */
-    I64("batch", "batch_samples", batch_samples),
-    I64("batch", "halo_samples", halo_samples),
+    /* batches and the part of the recording sorted */
+    I64Z("batch", "batch_samples", batch_samples, 1000, 36000000, "batch_size",
+         "samples per batch; 0: 2 s at the recording's rate"),
+    I64Z("batch", "halo_samples", halo_samples, 1, 1000000, NULL,
+         "samples of context read on each side of a batch; 0: 20 ms (at least one waveform)"),
+    F64("batch", "tmin_s", tmin_s, 0, 1e9, "tmin", "start of the part of the recording sorted, s"),
+    F64Z("batch", "tmax_s", tmax_s, 1e-3, 1e9, "tmax",
+         "end of the part of the recording sorted, s; 0: the end of the recording (Kilosort: inf)"),
     /* preprocessing and whitening */
-    F64("preprocess", "highpass_hz", highpass_hz),
-    INT("preprocess", "highpass_order", highpass_order),
-    INT("preprocess", "whiten_neighbors", whiten_neighbors),
-    INT("preprocess", "whiten_stride_batches", whiten_stride),
-    F64("preprocess", "max_railed_fraction", max_railed_fraction),
-    INT("preprocess", "no_artifact_removal", no_artifact_removal),
-    F64("preprocess", "artifact_threshold", artifact.threshold),
-    F64("preprocess", "artifact_extend_fraction", artifact.extend_fraction),
-    F64("preprocess", "artifact_channel_fraction", artifact.channel_fraction),
-    INT("preprocess", "artifact_min_channels", artifact.min_channels),
-    F64("preprocess", "artifact_margin_ms", artifact.margin_ms),
-    F64("preprocess", "artifact_taper_ms", artifact.taper_ms),
+    F64("preprocess", "highpass_hz", highpass_hz, 1, 20000, "highpass_cutoff",
+        "high-pass cutoff, Hz (below the Nyquist frequency)"),
+    INT("preprocess", "highpass_order", highpass_order, 1, 8, NULL, "Butterworth order of the high-pass filter"),
+    INT("preprocess", "whiten_neighbors", whiten_neighbors, 1, 4096, "whitening_range",
+        "channels in each channel's local whitening neighbourhood"),
+    INT("preprocess", "whiten_stride_batches", whiten_stride, 1, 100000, NULL,
+        "one batch in this many feeds the whitening covariance (Kilosort: nskip)"),
+    F64("preprocess", "max_railed_fraction", max_railed_fraction, 0, 1, NULL,
+        "batches with more of their samples flat or saturated feed neither the covariance nor the bases"),
+    FLAG("preprocess", "no_artifact_removal", no_artifact_removal,
+         "1: keep broadband artifacts (--no-artifact-removal)"),
+    F64("preprocess", "artifact_threshold", artifact.threshold, 0.5, 10000, NULL,
+        "|x| a channel must reach to count towards an artifact, whitened units"),
+    F64("preprocess", "artifact_extend_fraction", artifact.extend_fraction, 0, 1, NULL,
+        "an artifact period extends while this fraction of the channels crosses"),
+    F64("preprocess", "artifact_channel_fraction", artifact.channel_fraction, 0, 1, NULL,
+        "fraction of the channels crossing at one sample that starts an artifact period"),
+    INT("preprocess", "artifact_min_channels", artifact.min_channels, 1, 100000, NULL,
+        "and at least this many channels"),
+    F64("preprocess", "artifact_margin_ms", artifact.margin_ms, 0, 1000, NULL,
+        "blanked before and after an artifact period, ms"),
+    F64("preprocess", "artifact_taper_ms", artifact.taper_ms, 0, 1000, NULL,
+        "raised-cosine ramp on each side of a blanked span, ms"),
     /* drift */
-    INT("drift", "no_drift", no_drift),
-    F32("drift", "th_noise_units", drift.th),
-    F32("drift", "nms_radius_um", drift.nms_radius_um),
-    F32("drift", "nms_ms", drift.nms_ms),
-    F32("drift", "pos_radius_um", drift.pos_radius_um),
-    F32("drift", "bin_um", drift.bin_um),
-    INT("drift", "n_amp_bins", drift.n_amp),
-    F32("drift", "amp_max_noise_units", drift.amp_max),
-    INT("drift", "n_blocks", drift.n_blocks),
-    INT("drift", "rigid_max_shift_bins", drift.rigid_max_shift),
-    INT("drift", "rigid_iters", drift.rigid_iters),
-    INT("drift", "block_max_shift_bins", drift.block_max_shift),
-    F64("drift", "smooth_sigma_shift_bins", drift.smooth_sigma[0]),
-    F64("drift", "smooth_sigma_time_bins", drift.smooth_sigma[1]),
-    F64("drift", "smooth_sigma_blocks", drift.smooth_sigma[2]),
-    INT("drift", "min_channels", drift.min_channels),
-    F32("drift", "min_height_um", drift.min_height_um),
-    F32("drift", "min_block_um", drift.min_block_um),
-    F32("drift", "min_spikes_per_bin", drift.min_spikes_per_bin),
-    F32("drift", "sig_interp_um", drift.sig_interp_um),
-    F32("drift", "krige_radius_um", drift.krige_radius_um),
-    F64("drift", "ridge", drift.ridge),
+    FLAG("drift", "no_drift", no_drift, "1: no drift estimation or correction (Kilosort: nblocks = 0)"),
+    F32("drift", "th_noise_units", drift.th, 1, 1000, NULL, "peak threshold of the drift detector, noise units"),
+    F32("drift", "nms_radius_um", drift.nms_radius_um, 0, 10000, NULL, "spatial suppression radius of peaks, µm"),
+    F32("drift", "nms_ms", drift.nms_ms, 0, 20, NULL, "temporal suppression half-window of peaks, ms"),
+    F32("drift", "pos_radius_um", drift.pos_radius_um, 1, 10000, NULL, "channels used for a peak's depth, µm"),
+    F32("drift", "bin_um", drift.bin_um, 0.5, 1000, "binning_depth", "depth bin of the drift histograms, µm"),
+    INT("drift", "n_amp_bins", drift.n_amp, 1, 1000, NULL, "log-amplitude bins of the drift histograms"),
+    F32("drift", "amp_max_noise_units", drift.amp_max, 2, 100000, NULL, "top of the amplitude bins, noise units"),
+    INT("drift", "n_blocks", drift.n_blocks, 1, 100, "nblocks",
+        "nonrigid blocks requested (2n-1 half-overlapping); 1: rigid"),
+    INT("drift", "rigid_max_shift_bins", drift.rigid_max_shift, 1, 1000, NULL,
+        "rigid search range, depth bins each way"),
+    INT("drift", "rigid_iters", drift.rigid_iters, 1, 1000, NULL, "rigid registration rounds, at most"),
+    INT("drift", "block_max_shift_bins", drift.block_max_shift, 1, 1000, NULL,
+        "block search range, depth bins each way"),
+    F64("drift", "smooth_sigma_shift_bins", drift.smooth_sigma[0], 0, 100, NULL,
+        "Gaussian smoothing of the block scores along the shift (Kilosort: drift_smoothing[0])"),
+    F64("drift", "smooth_sigma_time_bins", drift.smooth_sigma[1], 0, 100, NULL,
+        "along time (Kilosort: drift_smoothing[1])"),
+    F64("drift", "smooth_sigma_blocks", drift.smooth_sigma[2], 0, 100, NULL,
+        "along the blocks (Kilosort: drift_smoothing[2])"),
+    INT("drift", "min_channels", drift.min_channels, 1, 100000, NULL, "contacts a shank needs for any estimate"),
+    F32("drift", "min_height_um", drift.min_height_um, 0, 100000, NULL, "shank height needed for any estimate, µm"),
+    F32("drift", "min_block_um", drift.min_block_um, 1, 100000, NULL, "shank height per nonrigid block, µm"),
+    F32("drift", "min_spikes_per_bin", drift.min_spikes_per_bin, 0, 1e9, NULL,
+        "median peaks per time bin a shank needs for an estimate"),
+    F32("drift", "sig_interp_um", drift.sig_interp_um, 0.1, 1000, "sig_interp",
+        "σ of the kriging kernel of drift correction, µm"),
+    F32("drift", "krige_radius_um", drift.krige_radius_um, 1, 10000, NULL, "channels used per kriging estimate, µm"),
+    F64("drift", "ridge", drift.ridge, 0, 1000, NULL, "ridge of the kriging (kernel diagonal = 1)"),
     /* shapes and detection */
-    INT("detect", "basis_stride_batches", basis_stride),
-    INT("detect", "nt_samples", detect.nt),
-    INT("detect", "nt_before_samples", detect.nt_before),
-    INT("detect", "n_pcs", detect.n_pcs),
-    INT("detect", "n_shapes", detect.n_shapes),
-    F32("detect", "th_single_ch_whitened", detect.th_single_ch),
-    F32("detect", "th_universal_whitened", detect.th_universal),
-    INT("detect", "n_chans", detect.n_chans),
-    INT("detect", "n_sizes", detect.n_sizes),
-    F32("detect", "min_template_size_um", detect.min_template_size_um),
-    INT("detect", "n_neighbors", detect.n_neighbors),
-    F32("detect", "dmin_um", detect.dmin_um),
-    F32("detect", "dminx_um", detect.dminx_um),
-    F32("detect", "max_channel_distance_um", detect.max_channel_distance_um),
-    INT("detect", "max_snippets", detect.max_snippets),
-    INT("detect", "min_sample_snippets", detect.min_sample_snippets),
-    U64("detect", "seed", detect.seed),
-    INT("detect", "exhaustive", detect.exhaustive),
+    INT("detect", "basis_stride_batches", basis_stride, 1, 100000, NULL,
+        "one batch in this many feeds the temporal bases (Kilosort: nskip)"),
+    INT("detect", "nt_samples", detect.nt, 11, 301, "nt", "waveform length, samples (odd)"),
+    INT("detect", "nt_before_samples", detect.nt_before, 1, 299, "nt0min", "samples of a waveform before its trough"),
+    INT("detect", "n_pcs", detect.n_pcs, 1, 16, "n_pcs", "temporal principal components of the features"),
+    INT("detect", "n_shapes", detect.n_shapes, 1, 32, "n_templates", "universal shapes of detection"),
+    F32("detect", "th_single_ch_whitened", detect.th_single_ch, 0.5, 1000, "Th_single_ch",
+        "peak threshold of the snippets that learn the shapes, whitened units"),
+    F32("detect", "th_universal_whitened", detect.th_universal, 0.5, 1000, "Th_universal",
+        "detection threshold with the universal templates, whitened units"),
+    INT("detect", "n_chans", detect.n_chans, 1, 64, "nearest_chans", "channels per detection position and feature"),
+    INT("detect", "n_sizes", detect.n_sizes, 1, 20, "template_sizes", "spatial envelope sizes of detection"),
+    F32("detect", "min_template_size_um", detect.min_template_size_um, 1, 1000, "min_template_size",
+        "σ of the smallest spatial envelope, µm"),
+    INT("detect", "n_neighbors", detect.n_neighbors, 1, 1000, "nearest_templates",
+        "positions in the spatial suppression of detection"),
+    F32Z("detect", "dmin_um", detect.dmin_um, 5, 1000, "dmin",
+         "vertical step of the detection grid x 2, µm; 0: the median contact spacing"),
+    F32("detect", "dminx_um", detect.dminx_um, 5, 1000, "dminx", "horizontal step of the detection grid x 2, µm"),
+    F32("detect", "max_channel_distance_um", detect.max_channel_distance_um, 1, 10000, "max_channel_distance",
+        "grid positions farther than this from every contact are dropped, µm"),
+    INT("detect", "max_snippets", detect.max_snippets, 100, 10000000, NULL, "snippets that learn the shapes, at most"),
+    INT("detect", "min_sample_snippets", detect.min_sample_snippets, 0, 10000000, NULL,
+        "fewer snippets in the sampled batches: read more batches"),
+    U64("detect", "seed", detect.seed, 0, SEED_MAX, NULL, "k-means++ seed of the shapes"),
+    FLAG("detect", "exhaustive", detect.exhaustive, "1: score every position and time (slow; for tests)"),
     /* clustering and template acceptance */
-    INT("cluster", "n_neighbors", cluster.n_neighbors),
-    INT("cluster", "downsampling", cluster.downsampling),
-    INT("cluster", "max_subset", cluster.max_subset),
-    INT("cluster", "n_init", cluster.n_init),
-    INT("cluster", "n_init_candidates", cluster.n_init_candidates),
-    INT("cluster", "n_iter", cluster.n_iter),
-    F64("cluster", "lam", cluster.lam),
-    I64("cluster", "min_spikes", cluster.min_spikes),
-    F64("cluster", "modularity_split", cluster.modularity_split),
-    F64("cluster", "bimodality_merge", cluster.bimodality_merge),
-    F64("cluster", "ridge", cluster.ridge),
-    F64("cluster", "ccg_threshold", cluster.ccg_threshold),
-    INT("cluster", "refractory_test", cluster.refractory_test),
-    U64("cluster", "seed", cluster.seed),
-    F64("cluster", "x_step_um", cluster.x_step_um),
-    I64("cluster", "max_center_spikes", max_center_spikes),
-    INT("cluster", "min_template_spikes", min_template_spikes),
-    F64("cluster", "min_template_norm_of_threshold", min_template_norm),
+    INT("cluster", "n_neighbors", cluster.n_neighbors, 1, 64, "cluster_neighbors", "k of the kNN graph"),
+    INT("cluster", "downsampling", cluster.downsampling, 1, 100000, "cluster_downsampling",
+        "every k-th spike is a landmark of the graph"),
+    INT("cluster", "max_subset", cluster.max_subset, 100, 10000000, "max_cluster_subset",
+        "landmarks per center, at most"),
+    INT("cluster", "n_init", cluster.n_init, 1, 1024, NULL, "clusters of the initialisation"),
+    INT("cluster", "n_init_candidates", cluster.n_init_candidates, 1, 1024, NULL,
+        "candidates drawn per greedy initialisation step"),
+    INT("cluster", "n_iter", cluster.n_iter, 1, 10000, NULL, "assignment sweeps, at most"),
+    F64("cluster", "lam", cluster.lam, 0, 100, NULL, "modularity penalty"),
+    I64("cluster", "min_spikes", cluster.min_spikes, 1, 1000000000, NULL,
+        "centers with fewer spikes make one cluster"),
+    F64("cluster", "modularity_split", cluster.modularity_split, 0, 10, NULL,
+        "tree ratio below which a split is kept"),
+    F64("cluster", "bimodality_merge", cluster.bimodality_merge, 0, 1, NULL,
+        "dip score below which the two sides of a split collapse"),
+    F64("cluster", "ridge", cluster.ridge, 0, 100, NULL, "regulariser of the split discriminant"),
+    F64("cluster", "ccg_threshold", cluster.ccg_threshold, 0, 10, NULL,
+        "bound of the cross-refractory test that collapses a split"),
+    FLAG("cluster", "refractory_test", cluster.refractory_test, "1: collapse cross-refractory sides of a split"),
+    U64("cluster", "seed", cluster.seed, 0, SEED_MAX, NULL, "seed of the initialisation"),
+    F64("cluster", "x_step_um", cluster.x_step_um, 1, 100000, NULL,
+        "horizontal spacing of the spatial centers on wide shanks, µm"),
+    I64("cluster", "max_center_spikes", max_center_spikes, 1000, 1000000000, NULL,
+        "spikes clustered per center; more are subsampled evenly"),
+    INT("cluster", "min_template_spikes", min_template_spikes, 1, 1000000000, NULL,
+        "clusters with fewer spikes make no template"),
+    F64("cluster", "min_template_norm_of_threshold", min_template_norm, 0, 100, NULL,
+        "clusters whose mean waveform's norm is under this fraction of the matching threshold make no template"),
     /* matching */
-    F32("match", "threshold_whitened", match_threshold),
-    INT("match", "max_iter", match_max_iter),
-    I64("match", "window_samples", match_window_samples),
-    INT("match", "n_pc_chan", n_pc_chan),
+    F32("match", "threshold_whitened", match_threshold, 0.5, 1000, "Th_learned",
+        "template-matching threshold, whitened units (--threshold)"),
+    INT("match", "max_iter", match_max_iter, 1, 10000, "max_peels", "peeling iterations per window"),
+    I64Z("match", "window_samples", match_window_samples, 64, 100000000, NULL,
+         "central samples of a peeling window (memory, not the result, when >= 4 waveforms); 0: the batch"),
+    INT("match", "n_pc_chan", n_pc_chan, 1, 64, NULL, "channels per spike in pc_features.npy"),
     /* merges */
-    F64("merge", "r_thresh", finish.merge.r_thresh),
-    F64("merge", "acg_threshold", finish.merge.acg_threshold),
-    F64("merge", "ccg_threshold", finish.merge.ccg_threshold),
-    F64("merge", "r_thresh_underpowered", finish.merge.r_thresh_underpowered),
-    INT("merge", "max_lag_samples", finish.merge.max_lag),
-    F64("merge", "max_rate_hz", finish.merge.max_rate_hz),
+    F64("merge", "r_thresh", finish.merge.r_thresh, 0, 1, NULL, "template similarity needed to test a merge"),
+    F64("merge", "acg_threshold", finish.merge.acg_threshold, 0, 10, "acg_threshold",
+        "refractory bound of the merged autocorrelogram"),
+    F64("merge", "ccg_threshold", finish.merge.ccg_threshold, 0, 10, "ccg_threshold",
+        "refractory bound of the cross-correlogram"),
+    F64("merge", "r_thresh_underpowered", finish.merge.r_thresh_underpowered, 0, 1, NULL,
+        "similarity that merges without correlogram evidence when the trains are too short for any"),
+    INTZ("merge", "max_lag_samples", finish.merge.max_lag, 1, 300, NULL,
+         "lags of the template similarity, samples; 0: half a waveform"),
+    F64("merge", "max_rate_hz", finish.merge.max_rate_hz, 1, 1000000, NULL,
+        "trains faster than this on average take no part in merges, Hz"),
     /* shadows */
-    F64("shadow", "max_lag_ms", finish.shadow_max_lag_ms),
-    INT("shadow", "half_width_samples", finish.shadow.half_width),
-    I64("shadow", "min_count", finish.shadow.min_count),
-    F64("shadow", "min_fraction", finish.shadow.min_fraction),
-    F64("shadow", "min_ratio", finish.shadow.min_ratio),
+    F64("shadow", "max_lag_ms", finish.shadow_max_lag_ms, 0, 100, NULL, "lags examined for shadow units, ms"),
+    INT("shadow", "half_width_samples", finish.shadow.half_width, 0, 1000, NULL,
+        "the lag window is 2 x this + 1 samples"),
+    I64("shadow", "min_count", finish.shadow.min_count, 0, 1000000000, NULL, "spikes in the window"),
+    F64("shadow", "min_fraction", finish.shadow.min_fraction, 0, 1, NULL, "of the shadow's spikes in the window"),
+    F64("shadow", "min_ratio", finish.shadow.min_ratio, 0, 1000000, NULL, "window count over chance"),
     /* duplicates and labels */
-    F64("finish", "duplicate_ms", finish.duplicate_ms),
-    F64("finish", "label_acg_threshold", finish.label_acg_threshold),
+    F64("finish", "duplicate_ms", finish.duplicate_ms, 0, 100, "duplicate_spike_ms",
+        "same-unit spikes closer than this are duplicates, ms"),
+    F64("finish", "label_acg_threshold", finish.label_acg_threshold, 0, 10, NULL,
+        "a unit is good when its autocorrelogram passes the refractory test at this bound"),
 };
 const int bs_n_sort_param_fields = (int)(sizeof bs_sort_param_fields / sizeof bs_sort_param_fields[0]);
 
@@ -164,6 +225,86 @@ double bs_param_real(const bs_sort_params *p, const bs_param_field *f)
     return (double)bs_param_int(p, f);
 }
 
+const bs_param_field *bs_param_find(const char *group, const char *name)
+{
+    for (int i = 0; i < bs_n_sort_param_fields; i++)
+        if (strcmp(bs_sort_param_fields[i].group, group) == 0 && strcmp(bs_sort_param_fields[i].name, name) == 0)
+            return &bs_sort_param_fields[i];
+    return NULL;
+}
+
+/* "expected an integer in [1, 64]" (with "0 (automatic) or"), for messages. */
+static void range_text(const bs_param_field *f, char *buf, size_t len)
+{
+    if (bs_param_is_int(f) && f->lo == 0 && f->hi == 1)
+        snprintf(buf, len, "expected 0 or 1 (or false / true)");
+    else
+        snprintf(buf, len, "expected %s%s in [%.10g, %.10g]", f->zero_auto ? "0 (automatic) or " : "",
+                 bs_param_is_int(f) ? "an integer" : "a number", f->lo, f->hi);
+}
+
+static int in_range(const bs_param_field *f, double v)
+{
+    if (!isfinite(v))
+        return 0;
+    if (bs_param_is_int(f) && v != floor(v))
+        return 0;
+    if (f->zero_auto && v == 0)
+        return 1;
+    if (f->type == BS_PARAM_F32) /* compared as stored: 0.1 given is the float 0.1 the limit is */
+        return (float)v >= (float)f->lo && (float)v <= (float)f->hi;
+    return v >= f->lo && v <= f->hi;
+}
+
+bs_status bs_param_set(bs_sort_params *p, const bs_param_field *f, double v, const char *where)
+{
+    if (!in_range(f, v)) {
+        char r[96];
+        range_text(f, r, sizeof r);
+        return bs_error(BS_ERR_USAGE, "%s%s.%s = %.10g: %s%s%s%s", where ? where : "", f->group, f->name, v, r,
+                        f->kilosort ? " (Kilosort: " : "", f->kilosort ? f->kilosort : "", f->kilosort ? ")" : "");
+    }
+    char *a = (char *)p + f->offset;
+#define STORE(type) do { type x_ = (type)v; memcpy(a, &x_, sizeof x_); } while (0)
+    switch (f->type) {
+    case BS_PARAM_INT: STORE(int); break;
+    case BS_PARAM_I64: STORE(int64_t); break;
+    case BS_PARAM_U64: STORE(uint64_t); break;
+    case BS_PARAM_F32: STORE(float); break;
+    case BS_PARAM_F64: STORE(double); break;
+    }
+#undef STORE
+    return BS_OK;
+}
+
+bs_status bs_sort_params_check(const bs_sort_params *p)
+{
+    for (int i = 0; i < bs_n_sort_param_fields; i++) {
+        const bs_param_field *f = &bs_sort_param_fields[i];
+        double v = bs_param_real(p, f);
+        if (!in_range(f, v)) {
+            char r[96];
+            range_text(f, r, sizeof r);
+            return bs_error(BS_ERR_USAGE, "parameter %s.%s = %.10g: %s", f->group, f->name, v, r);
+        }
+    }
+    const bs_detect_params *d = &p->detect;
+    if (d->nt % 2 == 0)
+        return bs_error(BS_ERR_USAGE, "parameter detect.nt_samples = %d: expected an odd number of samples (Kilosort: nt)",
+                        d->nt);
+    if (d->nt_before > d->nt - 2)
+        return bs_error(BS_ERR_USAGE,
+                        "parameter detect.nt_before_samples = %d: expected at most nt_samples - 2 = %d (Kilosort: nt0min)",
+                        d->nt_before, d->nt - 2);
+    if (p->finish.merge.max_lag >= d->nt)
+        return bs_error(BS_ERR_USAGE, "parameter merge.max_lag_samples = %d: expected less than nt_samples = %d",
+                        p->finish.merge.max_lag, d->nt);
+    if (p->tmax_s > 0 && p->tmax_s <= p->tmin_s)
+        return bs_error(BS_ERR_USAGE, "parameters batch.tmin_s = %g and tmax_s = %g: expected tmax_s > tmin_s (or 0: the end)",
+                        p->tmin_s, p->tmax_s);
+    return BS_OK;
+}
+
 static cJSON *group_of(cJSON *root, const char *name)
 {
     cJSON *g = cJSON_GetObjectItemCaseSensitive(root, name);
@@ -192,7 +333,7 @@ bs_status bs_sort_params_write(const bs_sort_params *p, int64_t batch_samples, i
     for (int i = 0; i < bs_n_sort_param_fields; i++) {
         const bs_param_field *f = &bs_sort_param_fields[i];
         cJSON *g = group_of(root, f->group);
-        double v = bs_param_is_int(f) ? (double)bs_param_int(&q, f) : bs_param_real(&q, f);
+        double v = bs_param_real(&q, f);
         if (f->type == BS_PARAM_F32) { /* the float's own digits, not its double expansion */
             char num[32];
             snprintf(num, sizeof num, "%.7g", v);

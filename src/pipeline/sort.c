@@ -49,12 +49,30 @@ void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batc
     *halo = p->halo_samples > 0 ? p->halo_samples : (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * fs_hz / 30000.0);
     if (*halo < p->detect.nt)
         *halo = p->detect.nt;
+    int64_t w = bs_seconds_to_samples(p->drift.nms_ms * 1e-3, fs_hz) + 1; /* the drift peaks' suppression */
+    if (!p->no_drift && *halo < w)
+        *halo = w;
 }
 
 int64_t bs_sort_peel_window(const bs_sort_params *p, int64_t batch_samples)
 {
     int64_t w = p->match_window_samples;
     return w > 0 && w < batch_samples ? w : batch_samples;
+}
+
+bs_status bs_sort_window(bs_recording *rec, const bs_sort_params *p)
+{
+    if (p->tmin_s <= 0 && p->tmax_s <= 0)
+        return BS_OK;
+    int64_t n = rec->n_samples, a = bs_seconds_to_samples(p->tmin_s, rec->fs_hz);
+    int64_t b = p->tmax_s > 0 ? bs_seconds_to_samples(p->tmax_s, rec->fs_hz) : n;
+    if (b > n)
+        b = n;
+    if (a >= b)
+        return bs_error(BS_ERR_INPUT, "%s: tmin_s = %g s is not before the end of the part to sort (%g s; the "
+                        "recording lasts %g s)",
+                        rec->data_path, p->tmin_s, (double)b / rec->fs_hz, (double)n / rec->fs_hz);
+    return bs_recording_window(rec, a, b);
 }
 
 /* The run's batch geometry, and the checks that need the recording. */
@@ -204,6 +222,7 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     ctx.rd.reader.fd = -1; /* closing a reader that was never opened is a no-op */
     ctx.rec = rec;
     ctx.p = p;
+    BS_TRY(bs_sort_params_check(p));
     BS_TRY(ctx_geometry(&ctx, rec, p));
     BS_TRY(ctx_resources(&ctx, p));
     /* plan before touching the data or the output folder */

@@ -72,6 +72,8 @@ typedef struct {
     const char *out_dir;       /* output folder */
     int64_t batch_samples;     /* samples per batch (0: 2 s) */
     int64_t halo_samples;      /* samples of context each side (0: 20 ms) */
+    double tmin_s, tmax_s;     /* the part of the recording sorted, s (tmax_s 0: to its end); spike times
+                                  count from tmin_s (bs_sort_window) */
     int threads;               /* OpenMP threads the process was set to (0: whatever it runs with) */
     double highpass_hz;        /* high-pass cutoff, Hz */
     int highpass_order;        /* Butterworth order */
@@ -115,13 +117,19 @@ void bs_sort_default_params(bs_sort_params *p);
 
 /* The batch geometry of a run at fs_hz, samples: p->batch_samples (default
  * 2 s) per batch and p->halo_samples (default BS_PREPROCESS_HALO_DEFAULT at
- * 30 kHz, scaled to the rate, at least one template length) of context on
+ * 30 kHz, scaled to the rate, at least one template length and the drift
+ * peaks' suppression window) of context on
  * each side. The planner and the run both take it from here. */
 void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batch_samples, int64_t *halo);
 
 /* Central samples of a peeling window: match_window_samples, at most one
  * batch (a larger window would only hold more empty scores). */
 int64_t bs_sort_peel_window(const bs_sort_params *p, int64_t batch_samples);
+
+/* Narrow rec to the part p sorts, [tmin_s, tmax_s) rounded to samples (tmax_s 0 or past the end: to the
+ * end); nothing when tmin_s = tmax_s = 0. BS_ERR_INPUT when tmin_s is at or past the end. Every command that
+ * sorts or plans calls it right after opening the recording. */
+bs_status bs_sort_window(bs_recording *rec, const bs_sort_params *p);
 
 bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p);
 

@@ -111,6 +111,14 @@ for s in 1 2 3; do "$BS" simulate -o "$R/sess$s" --probe linear32 --duration $du
 [ $rc = 0 ] && [ "$(grep -c '^boundsort sort .* --device cuda:1 --gpu-mem 8192M' "$T/dry_gpu.txt")" = 3 ] && ok \
   || bad "dry run with --device (rc $rc): $(cat "$T/dry_gpu.txt")"
 expect_fixed 1 "--gpu-mem is the budget of --device cuda" -- "$BS" batch "$R" -o "$O" --dry-run --gpu-mem 8G
+# a parameters file reaches every job's sort by its absolute path (before the options that override it);
+# a bad one is refused before anything is planned
+echo '{"Th_learned": 9, "tmax": 3}' >"$T/bp.json"
+(cd "$T" && "$BS" batch "$R" -o "$O" --dry-run --no-qc --params bp.json --max-center-spikes 5000) >"$T/dry_p.txt"; rc=$?
+[ $rc = 0 ] && [ "$(grep -c "^boundsort sort .* --params $T/bp.json --max-center-spikes 5000" "$T/dry_p.txt")" = 3 ] \
+  && ok || bad "dry run with --params (rc $rc): $(cat "$T/dry_p.txt")"
+echo '{"Th_lerned": 9}' >"$T/bp2.json"
+expect_fixed 1 "the nearest known one is 'Th_learned'" -- "$BS" batch "$R" -o "$O" --dry-run --params "$T/bp2.json"
 mkdir -p "$O/sess2"; echo "in the way" > "$O/sess2/recording"     # job 1 cannot write its output
 "$BS" batch "$R" -o "$O" --jobs 2 --mem 2G --threads 1 --no-qc >"$T/run1.txt" 2>&1; rc=$?
 [ $rc = 2 ] && ok || bad "batch with one failing job exited $rc, expected 2: $(cat "$T/run1.txt")"

@@ -193,6 +193,13 @@ static void test_read(void)
     CHECK(bs_nwb_sample_times(&rec, smp, 2, ts) == BS_OK);
     CHECK_NEAR(ts[0], 0.25, 0);
     CHECK_NEAR(ts[1], 0.25 + 0.01, 1e-12);
+    /* a window (sort's tmin_s): sample 0 is the window's first, times stay the recording's */
+    CHECK(bs_recording_window(&rec, 100, T) == BS_OK && rec.n_samples == T - 100 && rec.row0 == 100);
+    CHECK(rec.first_sample == 7600);
+    CHECK(bs_nwb_sample_times(&rec, smp, 2, ts) == BS_OK);
+    CHECK_NEAR(ts[0], 0.25 + 100 / 30000.0, 1e-12);
+    CHECK_NEAR(ts[1], 0.25 + 400 / 30000.0, 1e-12);
+    CHECK(bs_recording_window(&rec, 0, T) != BS_OK); /* past the (window's) end */
     bs_recording_close(&rec);
 
     /* float64 volts with an offset; no channel_conversion; region without a table reference */
@@ -218,6 +225,13 @@ static void test_read(void)
     CHECK(bs_nwb_sample_times(&rec, smp, 2, ts) == BS_OK);
     CHECK_NEAR(ts[0], 3.0, 0);
     CHECK_NEAR(ts[1], 3.0 + 999 / 25000.0, 0);
+    double t5[2];
+    int64_t s5[2] = {5, 6};
+    CHECK(bs_nwb_sample_times(&rec, s5, 2, t5) == BS_OK);
+    CHECK(bs_recording_window(&rec, 5, rec.n_samples) == BS_OK); /* timestamps of a window: row0 + sample */
+    smp[1] = 1;
+    CHECK(bs_nwb_sample_times(&rec, smp, 2, ts) == BS_OK);
+    CHECK(ts[0] == t5[0] && ts[1] == t5[1]);
     bs_recording_close(&rec);
 
     /* two series: --series by name or path */
