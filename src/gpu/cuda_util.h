@@ -10,10 +10,10 @@
 #include <cuda_runtime.h>
 
 extern "C" { /* the C headers (gpu.h declares its own functions extern "C") */
-#include "common/status.h"
-#include "mem/mem.h"
+#include "../common/status.h"
+#include "../mem/mem.h"
 }
-#include "gpu/gpu.h"
+#include "gpu.h"
 
 static inline bs_status bs_cuda_fail(cudaError_t e, const char *what)
 {

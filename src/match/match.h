@@ -53,7 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/status.h"
+#include "../common/status.h"
 
 #define BS_MATCH_MAX_SUP 64     /* channels per template support, at most */
 #define BS_MATCH_MAX_PC 16      /* temporal components, at most */
