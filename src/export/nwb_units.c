@@ -339,6 +339,14 @@ static hid_t make_vector(hid_t g, const char *name, hid_t ftype, int rank, const
     return bs_h5_dataset(g, name, ftype, ftype, rank, dims, chunk0, NULL);
 }
 
+/* The file type of an index column whose largest entry is max: the smallest unsigned integer that holds it,
+ * as pynwb writes them (SpikeInterface's NWB sorting reader expects those widths). */
+static hid_t index_type(uint64_t max)
+{
+    return max <= UINT8_MAX ? H5T_STD_U8LE : max <= UINT16_MAX ? H5T_STD_U16LE
+           : max <= UINT32_MAX ? H5T_STD_U32LE : H5T_STD_U64LE;
+}
+
 static bs_status write_slice(hid_t d, int rank, const hsize_t *start, const hsize_t *count, hid_t mtype,
                              const void *buf)
 {
@@ -371,7 +379,7 @@ static bs_status write_waveforms(exporter *x, hid_t g)
     hsize_t wd[3] = {(hsize_t)x->U, (hsize_t)nt, (hsize_t)E}, ed = (hsize_t)(x->U * E), id = (hsize_t)x->U;
     hid_t dw = make_vector(g, "waveform_mean", H5T_IEEE_F32LE, 3, wd, 64);
     hid_t de = dw >= 0 ? make_vector(g, "electrodes", H5T_STD_I64LE, 1, &ed, 65536) : -1;
-    hid_t di = de >= 0 ? make_vector(g, "electrodes_index", H5T_STD_U64LE, 1, &id, 65536) : -1;
+    hid_t di = de >= 0 ? make_vector(g, "electrodes_index", index_type((uint64_t)ed), 1, &id, 65536) : -1;
     float *tm = bs_mem_alloc("export/nwb-waveform", (size_t)nt * C * sizeof *tm);
     float *acc = bs_mem_alloc("export/nwb-waveform", (size_t)nt * C * sizeof *acc);
     float *uv = bs_mem_alloc("export/nwb-waveform", (size_t)nt * C * sizeof *uv);
@@ -541,7 +549,7 @@ static bs_status write_spike_times(exporter *x, hid_t g, int *passes)
     if (st == BS_OK) {
         for (int64_t u = 0; u < x->U; u++)
             fill[u] = x->offset[u + 1];
-        hid_t di = make_vector(g, "spike_times_index", H5T_STD_U64LE, 1, &nu, 0);
+        hid_t di = make_vector(g, "spike_times_index", index_type((uint64_t)x->S), 1, &nu, 0);
         if (di < 0)
             st = BS_ERR_INPUT;
         hsize_t z = 0;

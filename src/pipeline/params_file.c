@@ -157,17 +157,12 @@ static bs_status set_json(loader *L, const bs_param_field *f, const cJSON *v, co
     return set(L, f, x, key);
 }
 
-static const bs_param_field *field(const char *group, const char *name)
-{
-    return bs_param_find(group, name);
-}
-
 /* nblocks, nskip, drift_smoothing: 1 if key was one of them. */
 static int special(loader *L, const char *key, const cJSON *v, bs_status *st)
 {
     if (strcmp(key, "nblocks") == 0) {
         double x = 0;
-        const bs_param_field *nb = field("drift", "n_blocks"), *off = field("drift", "no_drift");
+        const bs_param_field *nb = bs_param_find("drift", "n_blocks"), *off = bs_param_find("drift", "no_drift");
         *st = value_of(L, nb, v, key, &x);
         if (*st == BS_OK && x == 0) { /* Kilosort: no drift correction */
             *st = set(L, off, 1, key);
@@ -179,9 +174,9 @@ static int special(loader *L, const char *key, const cJSON *v, bs_status *st)
         return 1;
     }
     if (strcmp(key, "nskip") == 0) {
-        *st = set_json(L, field("preprocess", "whiten_stride_batches"), v, key);
+        *st = set_json(L, bs_param_find("preprocess", "whiten_stride_batches"), v, key);
         if (*st == BS_OK)
-            *st = set_json(L, field("detect", "basis_stride_batches"), v, key);
+            *st = set_json(L, bs_param_find("detect", "basis_stride_batches"), v, key);
         return 1;
     }
     if (strcmp(key, "drift_smoothing") == 0) {
@@ -193,7 +188,7 @@ static int special(loader *L, const char *key, const cJSON *v, bs_status *st)
         }
         *st = BS_OK;
         for (int k = 0; k < 3 && *st == BS_OK; k++)
-            *st = set_json(L, field("drift", names[k]), cJSON_GetArrayItem(v, k), key);
+            *st = set_json(L, bs_param_find("drift", names[k]), cJSON_GetArrayItem(v, k), key);
         return 1;
     }
     return 0;
@@ -272,6 +267,9 @@ bs_status bs_sort_params_parse(const char *text, const char *name, bs_sort_param
     } else if (!cJSON_IsObject(root)) {
         st = bs_error(BS_ERR_USAGE, "%s: expected a JSON object of parameters", name);
     }
+    if (st == BS_OK && bs_n_sort_param_fields > MAX_FIELDS)
+        st = bs_error(BS_ERR_INTERNAL, "params_file.c: MAX_FIELDS %d < %d parameters", MAX_FIELDS,
+                      bs_n_sort_param_fields);
     if (st == BS_OK) {
         loader *L = calloc(1, sizeof *L);
         if (!L) {

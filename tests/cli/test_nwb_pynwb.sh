@@ -6,7 +6,8 @@
 #     group_name, and get_data_in_units() equals recording.bin x µV/bit;
 #   - pynwb reads the Units table of `sort --nwb` (a copy of the input) and
 #     of `export-nwb` (a new file) with one row per cluster, the right spike
-#     count per unit and spike times = samples / rate;
+#     count per unit and spike times = samples / rate, and index columns in the
+#     smallest unsigned width that holds them (as pynwb writes them);
 #   - nwbinspector (with pynwb's validation) reports nothing of importance
 #     CRITICAL, ERROR or PYNWB_VALIDATION on the three files, except
 #     check_subject_exists: neither a simulation nor a Phy folder says who the
@@ -75,6 +76,12 @@ for name in ("out/units.nwb", "new.nwb"):
         assert wm.ndim == 2 and np.isfinite(wm).all() and 1e-6 < np.ptp(wm) < 1e-2, np.ptp(wm)  # volts
         assert len(u["electrodes"][0]) == wm.shape[1]
         assert "KSLabel" in u.colnames, u.colnames
+        # index columns in the smallest unsigned width that holds them, as pynwb writes them (SpikeInterface's
+        # NWB sorting reader needs that)
+        def width(m):
+            return np.uint8 if m <= 255 else np.uint16 if m <= 65535 else np.uint32 if m < 2**32 else np.uint64
+        for col, m in (("spike_times_index", counts.sum()), ("electrodes_index", len(u["electrodes"].data))):
+            assert u[col].data.dtype == width(m), (name, col, u[col].data.dtype, m)
         if name == "out/units.nwb":
             assert "ElectricalSeries" in nwb.acquisition
     print(f"{name}: {len(ids)} units, {counts.sum()} spikes, columns {list(u.colnames)}")
