@@ -7,7 +7,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev clang libclang-rt-14-dev libomp-dev
       python3 python3-numpy python3-scipy libhdf5-dev python3-venv
       chromium chromium-driver  # the report's browser tests (Selenium from PyPI in a venv)
-      munge slurmctld slurmd slurm-client snakemake)  # batch: single-node SLURM and Snakemake tests
+      munge slurmctld slurmd slurm-client snakemake  # batch: single-node SLURM and Snakemake tests
+      debootstrap)  # test_wheel: a clean Debian root to install the pip wheel in
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

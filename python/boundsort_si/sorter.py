@@ -28,7 +28,8 @@ is a classmethod working on `<folder>/sorter_output/` so a run can be restarted 
   Kilosort/Phy reader.
 
 The `boundsort` program is found through, in order: `BoundsortSorter.set_boundsort_path(path)`,
-the BOUNDSORT environment variable, `boundsort` on PATH.
+the BOUNDSORT environment variable, the program installed with the `boundsort` Python package (pip install
+boundsort), `boundsort` on PATH.
 """
 from __future__ import annotations
 
@@ -115,9 +116,9 @@ class BoundsortSorter(BaseSorter):
     sorter_description = """boundsort is a Kilosort4-class spike sorter written in C11 that plans every large
     buffer against a memory budget, so it never runs out of memory. It writes a Phy folder."""
 
-    installation_mesg = """boundsort is a C program: build it (bash scripts/build.sh in the boundsort
-    repository) and put `boundsort` on PATH, set the BOUNDSORT environment variable to its path, or call
-    BoundsortSorter.set_boundsort_path(path)."""
+    installation_mesg = """pip install "boundsort[spikeinterface]" (the program and this sorter), or build
+    it (bash scripts/build.sh in the boundsort repository) and put `boundsort` on PATH, set the BOUNDSORT
+    environment variable to its path, or call BoundsortSorter.set_boundsort_path(path)."""
 
     # ---------------------------------------------------------------- the program
     @classmethod
@@ -132,7 +133,11 @@ class BoundsortSorter(BaseSorter):
         for cand in (cls.boundsort_path, os.environ.get("BOUNDSORT")):
             if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
                 return str(Path(cand).absolute())
-        return shutil.which("boundsort")
+        try:
+            from boundsort import binary  # the program a pip install put beside this package
+        except ImportError:
+            binary = None
+        return (binary and binary()) or shutil.which("boundsort")
 
     @classmethod
     def is_installed(cls):
