@@ -8,7 +8,7 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libcjson-dev clang libcla
       python3 python3-numpy python3-scipy libhdf5-dev python3-venv
       chromium chromium-driver  # the report's browser tests (Selenium from PyPI in a venv)
       munge slurmctld slurmd slurm-client snakemake  # batch: single-node SLURM and Snakemake tests
-      debootstrap)  # test_wheel: a clean Debian root to install the pip wheel in
+      debootstrap buildah)  # test_wheel: a clean Debian root for the pip wheel, the container image
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

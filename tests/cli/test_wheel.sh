@@ -8,9 +8,12 @@
 #   HDF5), `pip install "boundsort-*.whl[spikeinterface]"` (its dependencies downloaded here beforehand,
 #   installed there with --no-index) gives a `boundsort` that sorts, and SpikeInterface's
 #   run_sorter("boundsort", ...) works with no `import boundsort_si` (boundsort.pth) and returns the
-#   units of the Phy folder.
-# Needs PyPI (skipped when it cannot be reached); the clean-root part needs root and debootstrap
-# (scripts/deps.sh installs it), and reads the Debian mirror from this machine's apt sources. Skipped
+#   units of the Phy folder;
+# * the container image (Containerfile, scripts/build_image.sh) built with buildah on that root runs
+#   `boundsort` (a sort byte-identical to the build's) and SpikeInterface knows the sorter in it; it is
+#   saved as the docker archive boundsort.def bootstraps from.
+# Needs PyPI (skipped when it cannot be reached); the clean-root part needs root and debootstrap, the
+# image part buildah (scripts/deps.sh installs both), and reads the Debian mirror from this machine's apt sources. Skipped
 # under the sanitizers (the wheel is a release build of its own).
 . "$(dirname "$0")/lib.sh"
 
@@ -46,16 +49,42 @@ done
 if [ "$(id -u)" != 0 ] || ! command -v debootstrap >/dev/null; then
   echo "not root or no debootstrap: the clean-root part is skipped"; finish; exit
 fi
-R=$T/root
-cleanup() { mountpoint -q "$R/proc" && umount "$R/proc"; mountpoint -q "$R/proc" || rm -rf "$R"; }
-trap cleanup EXIT
+R=$T/root ctr="" img=""
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+cleanup() {
+  [ -z "$ctr" ] || buildah rm "$ctr" >/dev/null 2>&1
+  [ -z "$img" ] || buildah rmi "$img" "localhost/boundsort-base:$codename" >/dev/null 2>&1
+  mountpoint -q "$R/proc" && umount "$R/proc"
+  mountpoint -q "$R/proc" || rm -rf "$R"
+}
+trap cleanup EXIT
 mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
 [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $3 == "'"$codename"'" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
 debootstrap --variant=minbase --include=python3,python3-venv "$codename" "$R" $mirror >"$T/debootstrap.log" 2>&1 \
   && ok || { bad "debootstrap failed: $(tail -5 "$T/debootstrap.log")"; finish; exit; }
 ls "$R"/usr/lib/*/libopenblas* "$R"/usr/lib/*/libcjson* "$R"/usr/lib/*/libhdf5* >/dev/null 2>&1 \
   && bad "the clean root has OpenBLAS, cJSON or HDF5" || ok
+# the container image (Containerfile) on that root, built with buildah, run with `buildah run` (chroot
+# isolation: no container runtime is needed; podman/docker run need one that can set rlimits)
+if command -v buildah >/dev/null; then
+  img=localhost/boundsort-test:$v
+  bash "$SRC/scripts/build_image.sh" --wheel "$whl" --base-root "$R" --tag "$img" --save "$T/image.tar" \
+    >"$T/image.log" 2>&1 && ok || bad "build_image.sh failed: $(tail -5 "$T/image.log")"
+  tar -xOf "$T/image.tar" manifest.json 2>/dev/null | grep -q "$img" && ok || bad "image.tar is not a docker archive of $img"
+  rm -f "$T/image.tar"
+  ctr=$(buildah from "$img" 2>/dev/null) && ok || bad "buildah from $img"
+  [ "$(buildah run --isolation chroot "$ctr" -- boundsort --version 2>/dev/null)" = "boundsort $v" ] && ok \
+    || bad "boundsort --version in the image"
+  buildah copy -q "$ctr" "$T/sim" /sim >/dev/null
+  buildah run --isolation chroot "$ctr" -- sh -c 'boundsort sort /sim -o /out -q --no-qc --threads 2 &&
+    python -c "import spikeinterface.sorters as s; assert \"boundsort\" in s.installed_sorters()"' \
+    >"$T/image_sort.log" 2>&1 && ok || bad "sort or SpikeInterface in the image failed: $(tail -5 "$T/image_sort.log")"
+  buildah run --isolation chroot "$ctr" -- cat /out/spike_times.npy >"$T/image_spike_times.npy" 2>/dev/null
+  cmp -s "$T/image_spike_times.npy" "$T/out_build/spike_times.npy" && ok || bad "the image's sort differs from the build's"
+else
+  echo "no buildah: the image part is skipped"
+fi
+
 pyv=$(chroot "$R" python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 mkdir -p "$R/wheels"
 python3 -m pip download -q -d "$R/wheels" --python-version "$pyv" --only-binary=:all: \
