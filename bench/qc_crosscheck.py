@@ -259,7 +259,7 @@ def main():
     old = tuple(int(x) for x in si_version.split(".")[:2]) < (0, 104)
     # SpikeInterface < 0.104 finds main channels and amplitudes on the negative peak only
     run([args.boundsort, "qc", out, "--max-spikes-per-unit", 1000000000, "-q"] + (["--peak-sign", "neg"] if old else []))
-    h, rows = read_tsv(out / "qc_metrics.tsv")
+    h, rows = read_tsv(out / "qc" / "qc_metrics.tsv")
     ours = {int(r[0]): {m: float(v) for m, v in zip(h[1:], r[1:])} for r in rows}
     theirs, noise = si_metrics(sim, out, work, si_version)
     # definitions that changed after 0.102 (bench/README.md): not failures of boundsort

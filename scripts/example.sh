@@ -27,4 +27,4 @@ echo "== report"
 "$bs" report "$out/sorted"
 echo
 echo "Phy folder: $out/sorted   (open with: phy template-gui $out/sorted/params.py)"
-echo "Report:     $out/sorted/report.html   (quality metrics: $out/sorted/qc_metrics.tsv)"
+echo "Report:     $out/sorted/report.html   (quality metrics: $out/sorted/qc/qc_metrics.tsv)"

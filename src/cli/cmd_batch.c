@@ -20,6 +20,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
+#include "../common/fileio.h"
 #include "../jobs/jobs.h"
 #include "../mem/mem.h"
 #include "../pipeline/params.h"
@@ -32,7 +35,8 @@ static const char *USAGE =
     "                            [--batch-seconds S] [--max-center-spikes N] [--params FILE] [--no-drift] [--no-qc]\n"
     "                            [--restart]\n"
     "                            [--slurm [--cpus-per-task N] [--time T] [--partition P] [--account A]\n"
-    "                                     [--gres G] [--job-name NAME]] [-q] [-- SORT OPTIONS...]\n"
+    "                                     [--gres G] [--job-name NAME] [--max-running N] [--sbatch-extra FILE]]\n"
+    "                            [-q] [-- SORT OPTIONS...]\n"
     "\n"
     "Finds every recording under ROOT and sorts each one with `boundsort sort` into OUTROOT, mirroring\n"
     "the input tree. Recordings: SpikeGLX *.ap.bin (with .meta; one job per probe), Open Ephys folders\n"
@@ -44,7 +48,8 @@ static const char *USAGE =
     "  -o, --out OUTROOT    outputs (default: ROOT's sibling folder <ROOT>_sorted)\n"
     "  --list               list the recordings (size, duration, channels, planned memory) and stop\n"
     "  --json               the listing or the status as JSON; with --dry-run, the jobs and their sort\n"
-    "                       arguments as state.json would hold them (what pipeline/Snakefile reads)\n"
+    "                       arguments as state.json would hold them (what pipeline/Snakefile reads), and\n"
+    "                       with --slurm also the sbatch script (\"sbatch_script\")\n"
     "  --dry-run            list, then print the sort commands (or with --slurm the sbatch script); run nothing\n"
     "  --status             done / failed (with the reason) / running / pending per recording\n"
     "  --retry-failed       rerun only the failed (or interrupted) jobs of the recorded batch (sort --resume)\n"
@@ -60,6 +65,9 @@ static const char *USAGE =
     "                       own sort --mem, so a plan that does not fit is refused with exit 3, not killed)\n"
     "  --cpus-per-task N    SLURM: CPUs per task = sort threads (default 4)\n"
     "  --time T, --partition P, --account A, --gres G (e.g. gpu:1), --job-name NAME: passed to sbatch\n"
+    "  --max-running N      SLURM: at most N tasks of the array run at once (--array=0-K%N)\n"
+    "  --sbatch-extra FILE  SLURM: its #SBATCH lines are added to the script's (not --array, --output,\n"
+    "                       --mem*), its other lines (module load ..., conda activate ...) run before each sort\n"
     "  -q                   no progress lines\n"
     "  -- SORT OPTIONS      the rest is appended to every `boundsort sort` command\n"
     "\n"
@@ -76,8 +84,9 @@ static int usage_error(const char *fmt, const char *arg)
 typedef struct {
     const char *root, *outroot;
     int list, json, dry_run, status, retry, restart, slurm, quiet;
-    long long jobs, cpus;
+    long long jobs, cpus, max_running;
     const char *time, *partition, *account, *gres, *job_name;
+    char *sbatch_extra; /* --sbatch-extra's text (heap), NULL: none */
 } batch_cli;
 
 static int state_exists(const char *outroot)
@@ -114,14 +123,28 @@ static int run_local(bs_jobs_state *s, const int *which, int n, const batch_cli 
 
 static int submit_slurm(bs_jobs_state *s, const int *which, int n, const batch_cli *c)
 {
-    bs_slurm_opts so = {s->cpus_per_task, s->time, s->partition, s->account, s->gres, s->job_name, NULL, s->overhead};
+    bs_slurm_opts so = {s->cpus_per_task, s->time,        s->partition,    s->account,
+                        s->gres,          s->job_name,    s->max_running, s->sbatch_extra, s->overhead};
     char *script = NULL;
     bs_status st = bs_jobs_slurm(s, which, n, &so, !c->dry_run, &script);
     if (st != BS_OK) {
         free(script);
         return bs_cli_fail(st);
     }
-    if (c->dry_run) {
+    if (c->dry_run && c->json) { /* the jobs as state.json would hold them, and the script */
+        char *text = bs_jobs_state_json(s);
+        cJSON *r = text ? cJSON_Parse(text) : NULL;
+        char *out = r && cJSON_AddStringToObject(r, "sbatch_script", script) ? cJSON_Print(r) : NULL;
+        if (out)
+            printf("%s\n", out);
+        cJSON_free(out);
+        cJSON_Delete(r);
+        free(text);
+        if (!out) {
+            free(script);
+            return bs_cli_fail(bs_error(BS_ERR_MEMORY, "batch: out of memory"));
+        }
+    } else if (c->dry_run) {
         printf("%s", script);
     } else if (!c->quiet) {
         printf("submitted %d task(s) as SLURM array job %.*s (script %s/submit-%d.sbatch)\n", n,
@@ -139,6 +162,12 @@ static int do_retry(const batch_cli *c, const char *outroot, size_t total, int t
     if (st != BS_OK)
         return bs_cli_fail(st);
     bs_jobs_state_poll(&s);
+    if (c->max_running > 0) /* given again with --retry-failed: replaces the recorded one */
+        s.max_running = (int)c->max_running;
+    if (c->sbatch_extra) {
+        free(s.sbatch_extra);
+        s.sbatch_extra = strdup(c->sbatch_extra);
+    }
     int *which = malloc(sizeof(int) * (size_t)(s.n ? s.n : 1));
     int n = 0;
     int slurm = strcmp(s.mode, "slurm") == 0;
@@ -168,7 +197,8 @@ static int do_retry(const batch_cli *c, const char *outroot, size_t total, int t
     return rc;
 }
 
-int bs_cmd_batch(int argc, char **argv)
+/* The command; *owned: the --sbatch-extra text it read (freed by bs_cmd_batch, whatever the return). */
+static int batch_cmd(int argc, char **argv, char **owned)
 {
     if (bs_cli_wants_help(argc, argv)) {
         fputs(USAGE, stdout);
@@ -226,6 +256,19 @@ int bs_cmd_batch(int argc, char **argv)
         } else if (strcmp(a, "--jobs") == 0) {
             if (!bs_cli_parse_long(v, 1, 4096, &c.jobs))
                 return usage_error("--jobs: expected a job count >= 1, got '%s'", v);
+        } else if (strcmp(a, "--max-running") == 0) {
+            if (!bs_cli_parse_long(v, 1, 1000000, &c.max_running))
+                return usage_error("--max-running: expected a task count >= 1, got '%s'", v);
+        } else if (strcmp(a, "--sbatch-extra") == 0) {
+            size_t len = 0;
+            free(*owned);
+            *owned = c.sbatch_extra = NULL;
+            bs_status rst = bs_read_text_file(v, 65537, owned, &len);
+            if (rst == BS_OK)
+                rst = bs_jobs_sbatch_extra_check(*owned, len, v);
+            if (rst != BS_OK)
+                return bs_cli_fail(rst);
+            c.sbatch_extra = *owned;
         } else if (strcmp(a, "--cpus-per-task") == 0) {
             if (!bs_cli_parse_long(v, 1, 4096, &c.cpus))
                 return usage_error("--cpus-per-task: expected a CPU count >= 1, got '%s'", v);
@@ -252,6 +295,8 @@ int bs_cmd_batch(int argc, char **argv)
     pst = bs_sort_params_check(&so.sp);
     if (pst != BS_OK)
         return bs_cli_fail(pst);
+    if ((c.max_running || c.sbatch_extra) && !c.slurm && !c.retry)
+        return usage_error("%s", "--max-running and --sbatch-extra are options of --slurm");
     if (c.status + c.retry + c.list + c.dry_run > 1 && !(c.dry_run && c.retry))
         return usage_error("%s", "--list, --dry-run, --status and --retry-failed exclude each other");
     if (so.sp.mem_budget)
@@ -340,6 +385,11 @@ int bs_cmd_batch(int argc, char **argv)
     snprintf(s.account, sizeof s.account, "%s", c.account ? c.account : "");
     snprintf(s.gres, sizeof s.gres, "%s", c.gres ? c.gres : "");
     snprintf(s.job_name, sizeof s.job_name, "%s", c.job_name ? c.job_name : "");
+    s.max_running = (int)c.max_running;
+    if (c.sbatch_extra && !(s.sbatch_extra = strdup(c.sbatch_extra))) {
+        bs_jobs_state_free(&s);
+        return bs_cli_fail(bs_error(BS_ERR_MEMORY, "batch: out of memory"));
+    }
     int *which = malloc(sizeof(int) * (size_t)(s.n ? s.n : 1));
     int nw = 0;
     for (int k = 0; which && k < s.n; k++)
@@ -375,5 +425,13 @@ int bs_cmd_batch(int argc, char **argv)
     }
     free(which);
     bs_jobs_state_free(&s);
+    return rc;
+}
+
+int bs_cmd_batch(int argc, char **argv)
+{
+    char *owned = NULL;
+    int rc = batch_cmd(argc, argv, &owned);
+    free(owned);
     return rc;
 }

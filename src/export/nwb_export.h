@@ -22,7 +22,7 @@
  *     spike-count-weighted mean of the templates of the unit's spikes
  *     (templates.npy, whitened), unwhitened with whitening_mat_inv.npy
  *     (µV) and scaled to volts as NWB requires.
- *   one column per column of qc_metrics.tsv, cluster_qc_label.tsv,
+ *   one column per column of qc/qc_metrics.tsv, cluster_qc_label.tsv,
  *     cluster_KSLabel.tsv, cluster_group.tsv, cluster_Amplitude.tsv and
  *     cluster_ContamPct.tsv that are present (numbers as float64 with NaN
  *     for missing cells, text otherwise; a name already used is skipped).

@@ -72,7 +72,10 @@
 #define BS_PHY_CLUSTER_AMPLITUDE "cluster_Amplitude.tsv"
 #define BS_PHY_CLUSTER_CONTAMPCT "cluster_ContamPct.tsv"
 #define BS_PHY_CLUSTER_QC_LABEL "cluster_qc_label.tsv"  /* written by qc */
-#define BS_PHY_QC_METRICS "qc_metrics.tsv"              /* written by qc */
+/* written by qc, in a folder of its own: read_phy (SpikeInterface) merges every top-level .tsv with a
+ * cluster_id column, and this table repeats the cluster_<metric>.tsv files Phy shows */
+#define BS_PHY_QC_METRICS "qc/qc_metrics.tsv"
+#define BS_PHY_QC_METRICS_LEGACY "qc_metrics.tsv" /* where earlier builds wrote it (qc removes it) */
 
 typedef struct {
     /* params.py */

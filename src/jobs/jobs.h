@@ -154,6 +154,8 @@ typedef struct {
     /* SLURM options of the first submission, kept for --retry-failed */
     int cpus_per_task;
     char time[64], partition[128], account[128], gres[64], job_name[128];
+    int max_running;        /* --max-running: at most this many array tasks at once (%N), 0: no limit */
+    char *sbatch_extra;     /* --sbatch-extra's text (heap; NULL: none): #SBATCH lines and setup lines */
     size_t overhead;        /* bytes, untracked per-task overhead added to the array's --mem */
     int n_submissions;
     int n;
@@ -198,7 +200,8 @@ typedef struct {
     const char *account;
     const char *gres;        /* e.g. "gpu:1", NULL: none */
     const char *job_name;    /* default "boundsort-batch" */
-    const char *extra;       /* extra #SBATCH line options, NULL: none */
+    int max_running;         /* array throttle (--array=0-N%max_running), 0: none */
+    const char *extra;       /* --sbatch-extra text (bs_jobs_sbatch_extra_check'ed), NULL: none */
     size_t overhead;         /* untracked bytes per task added to the largest sort budget */
 } bs_slurm_opts;
 
@@ -208,8 +211,17 @@ typedef struct {
 bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const bs_slurm_opts *so, int submit,
                          char **script);
 
+/* Check the text of an --sbatch-extra file (named path in messages): lines starting "#SBATCH" are
+ * sbatch directives, added after boundsort's own; every other line (module load, conda activate,
+ * export, comments) runs before the sort. Refused (BS_ERR_USAGE): a NUL byte, more than 64 KiB, and
+ * directives boundsort sets from its plan or needs: --array/-a (use --max-running), --output/-o,
+ * --mem/--mem-per-cpu/--mem-per-gpu (the plan's; use --mem-per-task). */
+bs_status bs_jobs_sbatch_extra_check(const char *text, size_t len, const char *path);
+
 /* Run argv (argv[0] looked up on PATH) and capture up to len-1 bytes of its
  * stdout into buf; returns its exit code, or -1 if it could not run. */
 int bs_jobs_capture(const char *const *argv, char *buf, size_t len);
+/* The same, with its stderr (lines joined with "; ") in err (err_len bytes; NULL: discarded). */
+int bs_jobs_capture_err(const char *const *argv, char *buf, size_t len, char *err, size_t err_len);
 
 #endif

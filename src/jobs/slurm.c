@@ -50,21 +50,34 @@
 
 int bs_jobs_capture(const char *const *argv, char *buf, size_t len)
 {
+    return bs_jobs_capture_err(argv, buf, len, NULL, 0);
+}
+
+int bs_jobs_capture_err(const char *const *argv, char *buf, size_t len, char *err, size_t err_len)
+{
     int fd[2];
     buf[0] = '\0';
-    if (pipe(fd) != 0)
+    if (err && err_len)
+        err[0] = '\0';
+    FILE *ef = err && err_len ? tmpfile() : NULL; /* a file, not a pipe: no deadlock whatever the sizes */
+    if (pipe(fd) != 0) {
+        if (ef)
+            fclose(ef);
         return -1;
+    }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         close(fd[0]);
         close(fd[1]);
+        if (ef)
+            fclose(ef);
         return -1;
     }
     if (pid == 0) {
         close(fd[0]);
         dup2(fd[1], 1);
-        int dn = open("/dev/null", O_WRONLY);
+        int dn = ef ? fileno(ef) : open("/dev/null", O_WRONLY);
         if (dn >= 0)
             dup2(dn, 2);
         execvp(argv[0], (char *const *)argv);
@@ -89,8 +102,31 @@ int bs_jobs_capture(const char *const *argv, char *buf, size_t len)
     close(fd[0]);
     int status;
     while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
+        if (errno != EINTR) {
+            if (ef)
+                fclose(ef);
             return -1;
+        }
+    if (ef) { /* stderr, its lines joined with "; ", control characters dropped */
+        rewind(ef);
+        size_t n = 0;
+        int c, prev_nl = 0;
+        while ((c = fgetc(ef)) != EOF && n + 3 < err_len) {
+            if (c == '\n') {
+                prev_nl = 1;
+                continue;
+            }
+            if (prev_nl && n > 0) {
+                err[n++] = ';';
+                err[n++] = ' ';
+            }
+            prev_nl = 0;
+            if (c >= 0x20 && c != 0x7f)
+                err[n++] = (char)c;
+        }
+        err[n] = '\0';
+        fclose(ef);
+    }
     if (!WIFEXITED(status) || WEXITSTATUS(status) == 127)
         return -1;
     return WEXITSTATUS(status);
@@ -150,6 +186,73 @@ static bs_status sbatch_output(char **text, size_t *len, size_t *cap, const char
     return BS_OK;
 }
 
+/* The next line of text at *p (its length in *n, without the newline); 0 at the end. */
+static int next_line(const char **p, const char **line, size_t *n)
+{
+    if (!*p || !**p)
+        return 0;
+    *line = *p;
+    *n = strcspn(*p, "\n");
+    *p += *n + ((*p)[*n] == '\n');
+    return 1;
+}
+
+static int is_directive(const char *line, size_t n)
+{
+    return n >= 7 && strncmp(line, "#SBATCH", 7) == 0;
+}
+
+/* The --sbatch-extra lines that are directives (directives = 1) or the others (the setup; a "#!" line dropped). */
+static void extra_lines(char **text, size_t *len, size_t *cap, const char *extra, int directives)
+{
+    const char *p = extra, *line;
+    size_t n;
+    while (next_line(&p, &line, &n)) {
+        size_t m = n;
+        while (m > 0 && line[m - 1] == '\r')
+            m--;
+        if (is_directive(line, m) != directives || (!directives && m >= 2 && strncmp(line, "#!", 2) == 0))
+            continue;
+        append(text, len, cap, "%.*s\n", (int)m, line);
+    }
+}
+
+bs_status bs_jobs_sbatch_extra_check(const char *text, size_t len, const char *path)
+{
+    if (len > 65536)
+        return bs_error(BS_ERR_USAGE, "%s: --sbatch-extra: %zu bytes; at most 64 KiB", path, len);
+    if (memchr(text, '\0', len))
+        return bs_error(BS_ERR_USAGE, "%s: --sbatch-extra: a NUL byte: not a text file", path);
+    static const struct {
+        const char *opt, *why;
+    } refused[] = {
+        {"--array", "boundsort writes the array; throttle it with --max-running N"},
+        {"-a", "boundsort writes the array; throttle it with --max-running N"},
+        {"--output", "boundsort writes the logs under OUTROOT/.batch/logs"},
+        {"-o", "boundsort writes the logs under OUTROOT/.batch/logs"},
+        {"--mem", "the array's memory comes from the plan; set the budget with --mem-per-task"},
+        {"--mem-per-cpu", "the array's memory comes from the plan; set the budget with --mem-per-task"},
+        {"--mem-per-gpu", "the array's memory comes from the plan; set the budget with --mem-per-task"},
+    };
+    const char *p = text, *line;
+    size_t n;
+    int k = 0;
+    while (next_line(&p, &line, &n)) {
+        k++;
+        if (!is_directive(line, n))
+            continue;
+        const char *o = line + 7;
+        while (o < line + n && (*o == ' ' || *o == '\t'))
+            o++;
+        size_t ol = strcspn(o, "= \t\r\n");
+        for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++)
+            if (ol == strlen(refused[r].opt) && strncmp(o, refused[r].opt, ol) == 0)
+                return bs_error(BS_ERR_USAGE, "%s: line %d: #SBATCH %s is not allowed in --sbatch-extra: %s", path,
+                                k, refused[r].opt, refused[r].why);
+    }
+    return BS_OK;
+}
+
 bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const bs_slurm_opts *so, int submit,
                          char **script)
 {
@@ -181,7 +284,10 @@ bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const b
     char b1[32];
     append(&sc, &slen, &scap, "#!/bin/bash\n");
     append(&sc, &slen, &scap, "#SBATCH --job-name=%s\n", so->job_name && so->job_name[0] ? so->job_name : "boundsort-batch");
-    append(&sc, &slen, &scap, "#SBATCH --array=0-%d\n", n_which - 1);
+    if (so->max_running > 0)
+        append(&sc, &slen, &scap, "#SBATCH --array=0-%d%%%d\n", n_which - 1, so->max_running);
+    else
+        append(&sc, &slen, &scap, "#SBATCH --array=0-%d\n", n_which - 1);
     append(&sc, &slen, &scap, "#SBATCH --mem=%zuM\n", mem_mib);
     append(&sc, &slen, &scap, "#SBATCH --cpus-per-task=%d\n", so->cpus_per_task);
     if (so->time && so->time[0])
@@ -192,6 +298,7 @@ bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const b
         append(&sc, &slen, &scap, "#SBATCH --account=%s\n", so->account);
     if (so->gres && so->gres[0])
         append(&sc, &slen, &scap, "#SBATCH --gres=%s\n", so->gres);
+    extra_lines(&sc, &slen, &scap, so->extra, 1);
     if (sbatch_output(&sc, &slen, &scap, s->state_dir) != BS_OK) {
         free(tl);
         free(sc);
@@ -209,6 +316,10 @@ bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const b
            "# instead of being killed by the scheduler.\n"
            "# Line SLURM_ARRAY_TASK_ID+1 of TASKS: batch job id, then the `boundsort sort` arguments (tab-separated).\n",
            bs_mem_format(so->overhead, b1, sizeof b1));
+    if (so->extra && so->extra[0]) {
+        append(&sc, &slen, &scap, "# --sbatch-extra: the setup lines\n");
+        extra_lines(&sc, &slen, &scap, so->extra, 0);
+    }
     append(&sc, &slen, &scap, "set -u\nBOUNDSORT=");
     sh_quote(&sc, &slen, &scap, exe);
     append(&sc, &slen, &scap, "\nSTATE=");
@@ -244,14 +355,18 @@ bs_status bs_jobs_slurm(bs_jobs_state *s, const int *which, int n_which, const b
         return st;
     for (int i = 0; i < n_which; i++)
         bs_jobs_task_clear(s, s->tasks[which[i]].id);
-    char out[512];
+    char out[512], err[1024];
     const char *argv[] = {"sbatch", "--parsable", script_path, NULL};
-    int rc = bs_jobs_capture(argv, out, sizeof out);
+    int rc = bs_jobs_capture_err(argv, out, sizeof out, err, sizeof err);
     char *end;
     long long job = strtoll(out, &end, 10);
-    if (rc != 0 || job <= 0 || (*end != '\0' && *end != '\n' && *end != ';'))
-        return bs_error(BS_ERR_INPUT, "%s: sbatch %s (output '%.200s'); the script is kept for `sbatch %s`",
-                        script_path, rc < 0 ? "could not run (is SLURM installed?)" : "failed", out, script_path);
+    if (rc != 0 || job <= 0 || (*end != '\0' && *end != '\n' && *end != ';')) {
+        if (rc < 0)
+            return bs_error(BS_ERR_INPUT, "%s: sbatch could not run (is SLURM installed?); the script is kept for "
+                            "`sbatch %s`", script_path, script_path);
+        return bs_error(BS_ERR_INPUT, "%s: sbatch failed (exit %d): %s; the script is kept for `sbatch %s`",
+                        script_path, rc, err[0] ? err : out[0] ? out : "it printed nothing", script_path);
+    }
     for (int i = 0; i < n_which; i++)
         snprintf(s->tasks[which[i]].slurm_id, sizeof s->tasks[which[i]].slurm_id, "%lld_%d", job, i);
     s->n_submissions = k;

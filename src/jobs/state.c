@@ -149,6 +149,8 @@ char *bs_jobs_state_json(const bs_jobs_state *s)
     add_str(sl, "account", s->account);
     add_str(sl, "gres", s->gres);
     add_str(sl, "job_name", s->job_name);
+    cJSON_AddNumberToObject(sl, "max_running", s->max_running);
+    add_str(sl, "sbatch_extra", s->sbatch_extra ? s->sbatch_extra : "");
     cJSON_AddNumberToObject(sl, "overhead_bytes", (double)s->overhead);
     cJSON *ja = cJSON_AddArrayToObject(r, "jobs");
     for (int i = 0; i < s->n; i++) {
@@ -249,6 +251,13 @@ bs_status bs_jobs_state_read(const char *outroot, bs_jobs_state *s)
         COPY(s->account, get_str(sl, "account"));
         COPY(s->gres, get_str(sl, "gres"));
         COPY(s->job_name, get_str(sl, "job_name"));
+        if (get_num(sl, "max_running", &d) && d >= 0 && d <= 1e6)
+            s->max_running = (int)d;
+        const char *ex = get_str(sl, "sbatch_extra");
+        if (ex && ex[0] && !(s->sbatch_extra = strdup(ex))) {
+            cJSON_Delete(r);
+            return bs_error(BS_ERR_MEMORY, "batch: out of memory");
+        }
         if (get_num(sl, "overhead_bytes", &d) && d >= 0 && d < 1e18)
             s->overhead = (size_t)d;
     }
@@ -323,6 +332,8 @@ void bs_jobs_state_free(bs_jobs_state *s)
     free(s->tasks);
     s->tasks = NULL;
     s->n = 0;
+    free(s->sbatch_extra);
+    s->sbatch_extra = NULL;
 }
 
 static void task_file(const bs_jobs_state *s, int id, const char *ext, char *buf, size_t len)

@@ -179,7 +179,7 @@ typedef struct {
 bs_status bs_qc_check_folder(const char *dir);
 
 /* Compute every metric for the Phy folder `out_dir` on the recording `rec`
- * and write qc_metrics.tsv, cluster_<metric>.tsv, cluster_qc_label.tsv and
+ * and write qc/qc_metrics.tsv, cluster_<metric>.tsv, cluster_qc_label.tsv and
  * curation.json there (atomically). summary may be NULL. */
 bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_params *p, bs_qc_summary *summary);
 

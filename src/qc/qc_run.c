@@ -20,7 +20,7 @@
  *   6. PCA metrics   per unit, on its neighbourhood's projections.
  *   7. unit groups   spike times, amplitudes and depths gathered for groups
  *                    of units: the train, amplitude and drift metrics.
- *   8. outputs       qc_metrics.tsv, cluster_<metric>.tsv,
+ *   8. outputs       qc/qc_metrics.tsv, cluster_<metric>.tsv,
  *                    cluster_qc_label.tsv, curation.json (qc_write.c).
  */
 #include <errno.h>

@@ -68,7 +68,7 @@ int64_t qc_neighbourhood_points(const qc_ctx *c, int u);
 bs_status qc_pca_metrics(qc_ctx *c);
 /* Spike-train, amplitude, SNR and drift metrics per unit group (qc_units.c). */
 bs_status qc_unit_metrics(qc_ctx *c);
-/* qc_metrics.tsv, cluster_<metric>.tsv, cluster_qc_label.tsv, curation.json. */
+/* qc/qc_metrics.tsv, cluster_<metric>.tsv, cluster_qc_label.tsv, curation.json. */
 bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary);
 
 #endif

@@ -1,7 +1,10 @@
 /*
  * qc_write.c - the files bs_qc_run leaves in the Phy folder, each written
  * atomically (src/common/fileio.h):
- *   qc_metrics.tsv         cluster_id, then one column per metric (qc.h order)
+ *   qc/qc_metrics.tsv      cluster_id, then one column per metric (qc.h order),
+ *                          in a folder of its own so that SpikeInterface's
+ *                          read_phy, which merges every top-level .tsv, does
+ *                          not get each metric twice
  *   cluster_<metric>.tsv   cluster_id, <metric>: one file per metric, which
  *                          Phy shows as a column of its cluster view
  *   cluster_qc_label.tsv   cluster_id, qc_label: good (passes the Allen rule)
@@ -41,6 +44,13 @@ static bs_status write_table(const qc_ctx *c, const char *name, int m0, int m1, 
 {
     char path[4200];
     BS_TRY(bs_path_join(path, sizeof path, c->dir, name));
+    char *slash = strrchr(path, '/');
+    if (strchr(name, '/') && slash) { /* a table in a subfolder of OUT */
+        *slash = '\0';
+        bs_status st = bs_mkdir_p(path);
+        *slash = '/';
+        BS_TRY(st);
+    }
     bs_atomic_file f;
     BS_TRY(bs_atomic_open(&f, path));
     fprintf(f.fp, "cluster_id");
@@ -71,6 +81,10 @@ static bs_status write_table(const qc_ctx *c, const char *name, int m0, int m1, 
 bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
 {
     BS_TRY(write_table(c, BS_PHY_QC_METRICS, 0, BS_QC_N_METRICS, 0));
+    char legacy[4200]; /* an earlier build's copy at the top level would be merged by read_phy */
+    BS_TRY(bs_path_join(legacy, sizeof legacy, c->dir, BS_PHY_QC_METRICS_LEGACY));
+    if (unlink(legacy) != 0 && errno != ENOENT)
+        return bs_error(BS_ERR_IO, "%s: cannot remove an earlier run's table: %s", legacy, strerror(errno));
     for (int m = 0; m < BS_QC_N_METRICS; m++) {
         char name[128];
         snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[m]);
@@ -97,7 +111,7 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
     bs_mem_free(cu);
     if (st == BS_OK && !c->p->quiet)
         bs_log_info("qc: %d of %d units pass (isi_violations_ratio < %g, presence_ratio > %g, amplitude_cutoff < %g); "
-                    "qc_metrics.tsv, cluster_qc_label.tsv and curation.json in %s",
+                    BS_PHY_QC_METRICS ", cluster_qc_label.tsv and curation.json in %s",
                     n_good, c->K, c->p->label_isi_max, c->p->label_presence_min, c->p->label_cutoff_max, c->dir);
     if (summary) {
         summary->n_units = c->K;
@@ -110,10 +124,11 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
 bs_status bs_qc_remove_outputs(const char *out_dir)
 {
     char name[128], path[4300];
-    for (int i = -3; i < BS_QC_N_METRICS; i++) {
+    for (int i = -4; i < BS_QC_N_METRICS; i++) {
+        static const char *const fixed[] = {BS_PHY_QC_METRICS_LEGACY, BS_PHY_QC_METRICS, BS_PHY_CLUSTER_QC_LABEL,
+                                            "curation.json"};
         if (i < 0)
-            snprintf(name, sizeof name, "%s",
-                     i == -3 ? BS_PHY_QC_METRICS : i == -2 ? BS_PHY_CLUSTER_QC_LABEL : "curation.json");
+            snprintf(name, sizeof name, "%s", fixed[i + 4]);
         else
             snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[i]);
         BS_TRY(bs_path_join(path, sizeof path, out_dir, name));

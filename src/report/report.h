@@ -6,7 +6,7 @@
  * with base64 typed arrays, drawn by web/plot.js + web/report.js):
  *   - a sortable, filterable unit table: cluster id, labels (group, KSLabel,
  *     qc_label), spike count, firing rate, mean amplitude, position, peak
- *     channel, every column of qc_metrics.tsv and the KS cluster tables;
+ *     channel, every column of qc/qc_metrics.tsv and the KS cluster tables;
  *   - per unit: its template on the probe layout, autocorrelogram, amplitudes
  *     over time and spike positions (at most `spikes_per_unit` spikes, evenly
  *     spread over the unit's train), cross-correlograms with its

@@ -2,7 +2,7 @@
  * report_tables.c - the per-cluster tables of the folder, as columns of the
  * unit table: cluster_group.tsv (the label curation starts from),
  * cluster_KSLabel.tsv, cluster_qc_label.tsv, cluster_Amplitude.tsv,
- * cluster_ContamPct.tsv and qc_metrics.tsv (every column), each when present.
+ * cluster_ContamPct.tsv and qc/qc_metrics.tsv (every column), each when present.
  *
  * Each file is read with the Phy-folder reader (src/export/phy_read.h,
  * bs_tsv_read_rows: phylib's format, tab- or comma-separated, CRLF

@@ -100,7 +100,8 @@ def add_optional(folder, seed=5):
                                 (str(v[k]) if isinstance(v[k], int) else f"{v[k]:.6g}") for k in QC_METRICS])
         ok = v["isi_violations_ratio"] < 0.5 and v["presence_ratio"] > 0.8 and v["amplitude_cutoff"] < 0.1
         labels.append([str(i), "good" if ok else "fail"])
-    write_tsv(os.path.join(folder, "qc_metrics.tsv"), ["cluster_id"] + QC_METRICS, rows)
+    os.makedirs(os.path.join(folder, "qc"), exist_ok=True)
+    write_tsv(os.path.join(folder, "qc", "qc_metrics.tsv"), ["cluster_id"] + QC_METRICS, rows)
     write_tsv(os.path.join(folder, "cluster_qc_label.tsv"), ["cluster_id", "qc_label"], labels)
 
     # estimated motion: 2 s bins, 3 blocks over the probe, each following the true motion with an offset

@@ -7,6 +7,8 @@
 # small output validates, the big task is refused by boundsort itself (exit 3 in its status, SLURM state
 # FAILED, not OUT_OF_MEMORY) and --status shows the planner's reason; --retry-failed resubmits only it.
 # An OUTROOT holding spaces, '#', '%' and '"' is submitted too: sbatch parses the quoted --output line.
+# --max-running 1 and --sbatch-extra (directives and setup lines) on a second array; --dry-run --json
+# with --slurm; a forbidden directive, and an unknown partition (sbatch's own error text in the message).
 # Skips (77) without root or the SLURM packages, and under the sanitizers (the normal build runs it).
 # BS_BATCH_DOCS=DIR saves the dry-run script and the status summary there (docs/batch/).
 . "$(dirname "$0")/lib.sh"
@@ -82,6 +84,38 @@ for _ in $(seq 600); do [ -z "$(squeue -h -j "$job3" -o %i 2>/dev/null)" ] && br
 [ -f "$O3/.batch/logs/slurm-${job3}_0.out" ] && ok || bad "no SLURM log in '$O3/.batch/logs': $(ls -R "$T" | head -30)"
 "$BS" batch "$R3" -o "$O3" --status --json | $PY -c "
 import json,sys; c=json.load(sys.stdin)['counts']; assert c['done']==1, c" && ok || bad "the OUTROOT with spaces: task not done: $("$BS" batch "$R3" -o "$O3" --status 2>&1; cat "$O3"/.batch/logs/* 2>&1 | tail -20)"
+
+# --max-running 1 (the array's %1 throttle) and --sbatch-extra: its #SBATCH lines join the script's, its
+# other lines run before each sort; forbidden directives and an sbatch failure are reported with reasons
+R4="$T/root4"; O4="$T/out4"
+mkdir -p "$R4" && cp -r "$R/lab/sess1" "$R/lab/sess2" "$R4/"
+printf '#!/bin/bash\n#SBATCH --comment=bs-extra-test\nexport BS_SETUP_MARK=setup-ran\necho "$BS_SETUP_MARK"\n' >"$T/extra.sh"
+"$BS" batch "$R4" -o "$O4" "${ARGS[@]}" --max-running 1 --sbatch-extra "$T/extra.sh" --dry-run --json -q >"$T/dry4.json"; rc=$?
+$PY - "$T/dry4.json" <<'PY' && [ $rc = 0 ] && ok || bad "--dry-run --json with --slurm: $(head -c 600 "$T/dry4.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+lines = d["sbatch_script"].splitlines()
+assert "#SBATCH --array=0-1%1" in lines and "#SBATCH --comment=bs-extra-test" in lines, lines[:12]
+# the directives come before the first command (sbatch stops reading them there); the setup before the sort
+first_cmd = next(i for i, l in enumerate(lines) if l and not l.startswith("#"))
+assert lines.index("#SBATCH --comment=bs-extra-test") < first_cmd and lines.count("#!/bin/bash") == 1
+assert lines.index('echo "$BS_SETUP_MARK"') < next(i for i, l in enumerate(lines) if '"$BOUNDSORT" sort' in l)
+assert d["slurm"]["max_running"] == 1 and "bs-extra-test" in d["slurm"]["sbatch_extra"] and len(d["jobs"]) == 2
+PY
+"$BS" batch "$R4" -o "$O4" "${ARGS[@]}" --max-running 1 --sbatch-extra "$T/extra.sh" -q >"$T/submit4.txt" 2>&1; rc=$?
+[ $rc = 0 ] && ok || bad "submission with --max-running/--sbatch-extra exited $rc: $(cat "$T/submit4.txt")"
+job4=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['jobs'][0]['slurm_id'].split('_')[0])" "$O4/.batch/state.json")
+scontrol -o show job "$job4" 2>/dev/null | grep -q "ArrayTaskThrottle=1" && ok || bad "no ArrayTaskThrottle=1 on job $job4"
+for _ in $(seq 600); do [ -z "$(squeue -h -j "$job4" -o %i 2>/dev/null)" ] && break; sleep 0.5; done
+"$BS" batch "$R4" -o "$O4" --status --json | $PY -c "
+import json,sys; c=json.load(sys.stdin)['counts']; assert c['done']==2, c" && ok || bad "--max-running 1: not done"
+[ "$(cat "$O4"/.batch/logs/slurm-"${job4}"_*.out 2>/dev/null | grep -c '^setup-ran$')" = 2 ] && ok \
+  || bad "the --sbatch-extra setup lines did not run in each task: $(cat "$O4"/.batch/logs/slurm-* 2>&1 | head)"
+printf '#SBATCH --mem=100G\n' >"$T/extra_bad.sh"
+expect 1 "line 1: #SBATCH --mem is not allowed in --sbatch-extra" "$BS" batch "$R4" -o "$T/o5" --slurm --sbatch-extra "$T/extra_bad.sh" --dry-run -q
+expect 1 "options of --slurm" "$BS" batch "$R4" -o "$T/o5" --max-running 2 --dry-run -q
+# sbatch's own words when it refuses the job (an unknown partition)
+expect 2 "sbatch failed (exit 1): sbatch: error: .*[Pp]artition" "$BS" batch "$R4" -o "$T/o6" "${ARGS[@]}" --partition nosuchpart -q
 
 if [ -n "${BS_BATCH_DOCS:-}" ]; then
   mkdir -p "$BS_BATCH_DOCS"

@@ -33,7 +33,7 @@ expect_fixed 2 "spike_times.npy: is a folder, expected a file" -- $TO "$BS" qc "
 # --- qc failing after a complete Phy folder ---------------------------------------------------------
 # qc_metrics.tsv is a folder: qc cannot rename its output into place (an I/O error, 6); the Phy folder
 # is complete, so sort warns and exits 0
-mkdir -p "$T/qcfail/qc_metrics.tsv/x"
+mkdir -p "$T/qcfail/qc/qc_metrics.tsv/x"
 expect_fixed 0 "warning: the Phy folder is complete, but qc failed (I/O error" -- \
   "$BS" sort "$R" --probe "$P" --fs 30000 -o "$T/qcfail" -q
 check "the Phy folder is there" test -s "$T/qcfail/params.py" -a -s "$T/qcfail/spike_times.npy"

@@ -113,8 +113,8 @@ same_outputs "$T/s_oe" "$T/s_raw" "linear32 Open Ephys vs raw"
 # source.json names the stream read, and qc reopens the recording through it
 $PY -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if s['format']=='openephys' and s['stream']=='Rhythm Data' and s['open_options']['stream'] is None else 1)" \
   "$T/s_oe/source.json" && ok || bad "source.json of the Open Ephys sort: $(cat "$T/s_oe/source.json")"
-cp "$T/s_oe/qc_metrics.tsv" "$T/qc_first.tsv"
-"$BS" qc "$T/s_oe" -q && cmp -s "$T/s_oe/qc_metrics.tsv" "$T/qc_first.tsv" && ok || bad "qc rerun through source.json"
+cp "$T/s_oe/qc/qc_metrics.tsv" "$T/qc_first.tsv"
+"$BS" qc "$T/s_oe" -q && cmp -s "$T/s_oe/qc/qc_metrics.tsv" "$T/qc_first.tsv" && ok || bad "qc rerun through source.json"
 grep -q "n_channels_dat = 37" "$T/s_oe/params.py" && grep -qF "Rhythm Data/continuous.dat" "$T/s_oe/params.py" \
   && ok || bad "params.py of the Open Ephys sort: $(cat "$T/s_oe/params.py")"
 $PY - "$T/s_oe" "$LREC/continuous/Acquisition_Board-100.Rhythm Data" <<'PY' && ok || bad "spike times to sample numbers"

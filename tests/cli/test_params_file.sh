@@ -130,9 +130,9 @@ done
 grep -qx "offset = $((tmin * 1920000))" "$T/win/params.py" && ok || bad "params.py offset: $(grep offset "$T/win/params.py")"
 "$PY" -c "import json,sys; s=json.load(open(sys.argv[1])); a,b=int(sys.argv[2])*30000,int(sys.argv[3])*30000; sys.exit(not (s['window'] == [a, b] and s['n_samples'] == b - a))" \
   "$T/win/source.json" $tmin $tmax && ok || bad "source.json does not record the window"
-cp "$T/win/cluster_KSLabel.tsv" "$T/kslabel.tsv"; cp "$T/win/qc_metrics.tsv" "$T/qc_before.tsv"
+cp "$T/win/cluster_KSLabel.tsv" "$T/kslabel.tsv"; cp "$T/win/qc/qc_metrics.tsv" "$T/qc_before.tsv"
 "$BS" qc "$T/win" -q && ok || bad "qc of the windowed sort failed"
-cmp -s "$T/qc_before.tsv" "$T/win/qc_metrics.tsv" && ok || bad "qc reopened another part of the recording"
+cmp -s "$T/qc_before.tsv" "$T/win/qc/qc_metrics.tsv" && ok || bad "qc reopened another part of the recording"
 "$BS" validate "$T/win" >/dev/null && ok || bad "validate of the windowed sort failed"
 echo '{"tmin": 20}' >"$T/late.json" # past the end
 expect_fixed 2 "is not before the end of the part to sort" "$BS" sort "${REC[@]}" -o "$T/late" --params "$T/late.json"

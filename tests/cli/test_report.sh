@@ -102,7 +102,7 @@ PYEOF
 
 # 1b. without any optional file: each absence is a note on the page
 cp -r "$T/out" "$T/bare"
-rm -f "$T/bare"/{spike_positions.npy,run_summary.json,qc_metrics.tsv,cluster_qc_label.tsv,drift.npy,driftmap.npy,amplitudes.npy,similar_templates.npy}
+rm -f "$T/bare"/{spike_positions.npy,run_summary.json,qc/qc_metrics.tsv,cluster_qc_label.tsv,drift.npy,driftmap.npy,amplitudes.npy,similar_templates.npy}
 expect 0 "" "$BS" report "$T/bare" -q
 $PY - "$T/bare/report.html" "$FIX" <<'PYEOF' && ok || bad "notes of the bare folder"
 import sys, os
@@ -139,7 +139,7 @@ def want(cond, what):
         errors.append(what)
 ids = decode(d["unit_ids"]).tolist()
 col = {c["key"]: c for c in d["columns"]}
-lines = [l.split("\t") for l in open(os.path.join(out, "qc_metrics.tsv")).read().splitlines()]
+lines = [l.split("\t") for l in open(os.path.join(out, "qc", "qc_metrics.tsv")).read().splitlines()]
 for k, name in enumerate(lines[0][1:], 1):
     want(name in col and col[name]["kind"] == "num", f"qc column {name}")
     if name not in col:
@@ -226,12 +226,12 @@ c = np.load('$T/bad/spike_clusters.npy'); c[3] = -4; np.save('$T/bad/spike_clust
 expect 2 "spike_clusters.npy: row 3: expected an integer id" "$BS" report "$T/bad"
 cp "$T/out/spike_clusters.npy" "$T/bad/"
 cp "$T/first.html" "$T/bad/report.html"
-printf 'id\tsnr\n1\t2\n' >"$T/bad/qc_metrics.tsv"
+mkdir -p "$T/bad/qc"; printf 'id\tsnr\n1\t2\n' >"$T/bad/qc/qc_metrics.tsv"
 expect 2 "qc_metrics.tsv: line 1: expected a header starting with 'cluster_id'" "$BS" report "$T/bad"
 cmp -s "$T/bad/report.html" "$T/first.html" && ok || bad "a failed run changed the previous report.html"
-printf 'cluster_id\tsnr\nx\t2\n' >"$T/bad/qc_metrics.tsv"
+printf 'cluster_id\tsnr\nx\t2\n' >"$T/bad/qc/qc_metrics.tsv"
 expect 2 "line 2: field 'cluster_id'" "$BS" report "$T/bad"
-rm "$T/bad/qc_metrics.tsv"
+rm "$T/bad/qc/qc_metrics.tsv"
 printf '{"stages": [{"name": "x", "wall_s": "slow"}]}' >"$T/bad/run_summary.json"
 expect 2 "run_summary.json: field 'stages\[0\].wall_s': expected a number" "$BS" report "$T/bad"
 printf '{"stages": ' >"$T/bad/run_summary.json"

@@ -8,7 +8,8 @@
 #   HDF5), `pip install "boundsort-*.whl[spikeinterface]"` (its dependencies downloaded here beforehand,
 #   installed there with --no-index) gives a `boundsort` that sorts, and SpikeInterface's
 #   run_sorter("boundsort", ...) works with no `import boundsort_si` (boundsort.pth) and returns the
-#   units of the Phy folder;
+#   units of the Phy folder; read_phy gives each quality metric once (no `*_repeat` property), and
+#   read_nwb_sorting reads the units.nwb of export-nwb with the same spike trains;
 # * the container image (Containerfile, scripts/build_image.sh) built with buildah on that root runs
 #   `boundsort` (a sort byte-identical to the build's) and SpikeInterface knows the sorter in it; it is
 #   saved as the docker archive boundsort.def bootstraps from.
@@ -88,7 +89,7 @@ fi
 pyv=$(chroot "$R" python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 mkdir -p "$R/wheels"
 python3 -m pip download -q -d "$R/wheels" --python-version "$pyv" --only-binary=:all: \
-  "spikeinterface>=0.101" probeinterface numpy pandas >"$T/download.log" 2>&1 && ok \
+  "spikeinterface>=0.101" probeinterface numpy pandas h5py >"$T/download.log" 2>&1 && ok \
   || bad "downloading SpikeInterface for python $pyv failed: $(tail -5 "$T/download.log")"
 cp "$whl" "$R/wheels/"
 cp -r "$T/sim" "$R/sim"
@@ -103,12 +104,22 @@ rec = rec.save(folder="/si_rec")
 sorting = run_sorter("boundsort", rec, folder="/si_out", threads=2)
 n = sum(len(sorting.get_unit_spike_train(u)) for u in sorting.unit_ids)
 assert n == len(np.load("/si_out/sorter_output/phy/spike_times.npy")), n
-import boundsort_si
+# the Phy folder and the NWB units, read by SpikeInterface: each metric once, the same spike trains
+import subprocess
+import boundsort, boundsort_si
+from spikeinterface.extractors import read_nwb_sorting, read_phy
+phy = "/si_out/sorter_output/phy"
+keys = read_phy(phy).get_property_keys()
+assert "snr" in keys and not [k for k in keys if k.endswith("_repeat")], keys
+subprocess.run([boundsort.binary(), "export-nwb", phy, "-o", "/units.nwb"], check=True)
+nwb = read_nwb_sorting("/units.nwb")
+trains = lambda s: sorted(tuple(s.get_unit_spike_train(u)) for u in s.unit_ids)
+assert trains(nwb) == trains(sorting), "the NWB units are not the Phy folder's"
 print(len(sorting.unit_ids), n, boundsort_si.__version__)
 PYEOF
 mount -t proc proc "$R/proc"
 chroot "$R" /bin/sh -c "python3 -m venv /v && /v/bin/pip install -q --no-index --find-links /wheels \
-  \"/wheels/$(basename "$whl")[spikeinterface]\"" >"$T/chroot_pip.log" 2>&1 && ok \
+  \"/wheels/$(basename "$whl")[spikeinterface]\" h5py" >"$T/chroot_pip.log" 2>&1 && ok \
   || bad "pip install in the clean root failed: $(tail -5 "$T/chroot_pip.log")"
 [ "$(chroot "$R" /v/bin/boundsort --version)" = "boundsort $v" ] && ok || bad "boundsort --version in the clean root"
 chroot "$R" /v/bin/boundsort sort /sim -o /out -q --no-qc --threads 2 >"$T/chroot_sort.log" 2>&1 && ok \
