@@ -1,6 +1,6 @@
 /*
  * cmd_export_nwb.c - `boundsort export-nwb OUT [--input-nwb IN] [--series
- * NAME] [-o FILE.nwb] [--spike-buffer N]`: the units of the Phy folder OUT as
+ * NAME] [-o FILE.nwb] [--spike-buffer N] [metadata options]`: the units of the Phy folder OUT as
  * an NWB Units table (src/export/nwb_export.h), in a copy of the NWB
  * recording IN or in a new file. Without --input-nwb, OUT/source.json (when
  * `sort` wrote one) names the recording: an NWB one is used as IN (its
@@ -19,6 +19,8 @@
 
 static const char *usage_text =
     "usage: boundsort export-nwb OUT [--input-nwb IN] [--series NAME] [-o FILE.nwb] [--spike-buffer N]\n"
+    "                            [--subject-json F] [--experimenter NAME ...] [--institution X] [--lab X]\n"
+    "                            [--experiment-description X] [--session-description X] [--keywords A,B]\n"
     "\n"
     "Writes the sorted units of the Phy folder OUT into an NWB file (Units table: spike times in seconds,\n"
     "mean waveforms in volts on each unit's electrodes, quality metrics and labels as columns).\n"
@@ -26,7 +28,15 @@ static const char *usage_text =
     "                    (default: the NWB recording named by OUT/source.json, else a new file)\n"
     "  --series NAME     its ElectricalSeries, when it has several\n"
     "  -o FILE.nwb       output file (default OUT/units.nwb)\n"
-    "  --spike-buffer N  spikes held in memory at once while grouping them by unit (default 4194304)\n";
+    "  --spike-buffer N  spikes held in memory at once while grouping them by unit (default 4194304)\n"
+    "The file's metadata (/general; nwbinspector reports a file without a subject as CRITICAL). Refused\n"
+    "where a copied input already has the field:\n"
+    "  --subject-json F  a JSON object of NWB Subject fields (strings): subject_id, species (\"Mus musculus\"),\n"
+    "                    sex (M, F, U, O), age (ISO 8601 duration: \"P90D\"), description, genotype, strain,\n"
+    "                    weight, date_of_birth\n"
+    "  --experimenter NAME  \"Last, First\"; repeat for several\n"
+    "  --institution X, --lab X, --experiment-description X, --keywords A,B (comma-separated)\n"
+    "  --session-description X  a new file's (default: where the units came from)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -72,6 +82,9 @@ int bs_cmd_export_nwb(int argc, char **argv)
         return BS_OK;
     }
     bs_nwb_export_opts o = {0};
+    bs_nwb_general meta = {0};
+    const char *experimenters[16];
+    meta.experimenters = experimenters;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = NULL;
@@ -88,6 +101,22 @@ int bs_cmd_export_nwb(int argc, char **argv)
             o.series = v;
         else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0)
             o.out_path = v;
+        else if (strcmp(a, "--subject-json") == 0)
+            meta.subject_json = v;
+        else if (strcmp(a, "--experimenter") == 0) {
+            if (meta.n_experimenters == 16)
+                return usage_error("%s", "--experimenter: at most 16");
+            experimenters[meta.n_experimenters++] = v;
+        } else if (strcmp(a, "--institution") == 0)
+            meta.institution = v;
+        else if (strcmp(a, "--lab") == 0)
+            meta.lab = v;
+        else if (strcmp(a, "--experiment-description") == 0)
+            meta.experiment_description = v;
+        else if (strcmp(a, "--session-description") == 0)
+            meta.session_description = v;
+        else if (strcmp(a, "--keywords") == 0)
+            meta.keywords = v;
         else if (strcmp(a, "--spike-buffer") == 0) {
             if (!bs_cli_parse_long(v, 1, LLONG_MAX / 16, &n))
                 return usage_error("--spike-buffer: expected a number of spikes >= 1, got '%s'", v);
@@ -97,6 +126,7 @@ int bs_cmd_export_nwb(int argc, char **argv)
     }
     if (!o.phy_dir)
         return usage_error("%s", "missing the sorting folder OUT");
+    o.meta = &meta;
     char in[4096] = "", series[1024] = "";
     if (!o.input_nwb) {
         from_source_json(o.phy_dir, in, sizeof in, series, sizeof series);

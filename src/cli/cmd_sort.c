@@ -206,7 +206,7 @@ int bs_cmd_sort(int argc, char **argv)
     }
     bs_recording_close(&rec);
     if (st == BS_OK && nwb) {
-        bs_nwb_export_opts no = {so.sp.out_dir, from_nwb ? rec_path : NULL, opt.series, NULL, 0};
+        bs_nwb_export_opts no = {so.sp.out_dir, from_nwb ? rec_path : NULL, opt.series, NULL, 0, NULL};
         st = bs_nwb_export(&no, NULL);
     }
     if (st != BS_OK)

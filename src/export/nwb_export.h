@@ -25,7 +25,10 @@
  *   one column per column of qc/qc_metrics.tsv, cluster_qc_label.tsv,
  *     cluster_KSLabel.tsv, cluster_group.tsv, cluster_Amplitude.tsv and
  *     cluster_ContamPct.tsv that are present (numbers as float64 with NaN
- *     for missing cells, text otherwise; a name already used is skipped).
+ *     for missing cells, text otherwise; a name already used is skipped, and
+ *     so is a numeric column without a single value: all NaN).
+ * With bs_nwb_general, the subject, experimenter, institution, lab, keywords
+ * and experiment description under /general (nwb_general.c).
  *
  * Memory: spike times are never all in RAM. A first pass counts spikes per
  * cluster; then units are taken in consecutive groups whose spikes fit the
@@ -48,12 +51,29 @@
 #define BS_NWB_SPIKE_BUFFER ((size_t)4 << 20) /* spikes (32 MiB of float64) */
 #define BS_NWB_UNIT_ELECTRODES 12             /* electrodes per unit (fewer if the probe has fewer) */
 
+/* The file's metadata that nwbinspector asks for (NULL/0: not written). In a copy of an input NWB file
+ * they are added where the input has none, and refused where it has one. */
+typedef struct {
+    const char *subject_json;         /* a JSON object: subject_id, species, sex, age, ... (bs_nwb_subject_keys) */
+    const char *const *experimenters; /* [n_experimenters] "Last, First" */
+    int n_experimenters;
+    const char *institution, *lab, *experiment_description;
+    const char *session_description;  /* a new file's (default: where the units came from) */
+    const char *keywords;             /* comma-separated */
+} bs_nwb_general;
+
+/* The keys a subject JSON object may have (NWB's Subject fields, all text), NULL-terminated. */
+extern const char *const bs_nwb_subject_keys[];
+/* Check m before anything is written (nwb_general.c): the subject JSON and the names. */
+bs_status bs_nwb_general_check(const bs_nwb_general *m);
+
 typedef struct {
     const char *phy_dir;   /* the sorting: a Phy folder */
     const char *input_nwb; /* the NWB recording it came from, or NULL: write a new file */
     const char *series;    /* that file's ElectricalSeries (NULL: the only one) */
     const char *out_path;  /* NULL: <phy_dir>/units.nwb */
     size_t spike_buffer;   /* spikes held at once (0: BS_NWB_SPIKE_BUFFER) */
+    const bs_nwb_general *meta; /* NULL: none */
 } bs_nwb_export_opts;
 
 typedef struct {

@@ -599,8 +599,13 @@ static bs_status write_quality(exporter *x, hid_t g, const char **cols, int *n_c
                 continue;
             hid_t d;
             if (col->numeric) {
-                for (int64_t u = 0; u < x->U; u++)
+                int64_t n_val = 0;
+                for (int64_t u = 0; u < x->U; u++) {
                     num[u] = row[u] >= 0 ? col->num[row[u]] : NAN;
+                    n_val += !isnan(num[u]);
+                }
+                if (n_val == 0 && x->U > 0)
+                    continue; /* no value at all: nwbinspector's check_col_not_nan */
                 d = bs_h5_dataset(g, col->name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &nu, 0, num);
             } else {
                 for (int64_t u = 0; u < x->U; u++)
@@ -663,7 +668,8 @@ static bs_status new_file(exporter *x, hid_t file)
              "units sorted by boundsort from %s (session_start_time is when the sorting was written: the "
              "recording's start is not known from a Phy folder)",
              x->dir);
-    bs_nwb_file_desc fd = {id, desc, start, now, x->hash};
+    const bs_nwb_general *m = x->o->meta;
+    bs_nwb_file_desc fd = {id, m && m->session_description ? m->session_description : desc, start, now, x->hash};
     BS_TRY(bs_nwb_write_skeleton(file, &fd));
     /* positions and shanks */
     bs_npy_header h;
@@ -800,7 +806,9 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *sum)
     x->rt.fd = x->rc.fd = x->rk.fd = x->rtm.fd = -1;
     snprintf(x->dir, sizeof x->dir, "%s", o->phy_dir);
     bs_h5_quiet();
-    bs_status st = bs_phy_read_sample_rate(x->dir, &x->fs);
+    bs_status st = bs_nwb_general_check(o->meta);
+    if (st == BS_OK)
+        st = bs_phy_read_sample_rate(x->dir, &x->fs);
     bs_source src;
     if (bs_source_read(x->dir, &src) == BS_OK && src.window[0] > 0)
         x->window0 = src.window[0]; /* a Phy folder boundsort did not write has no source.json: from 0 */
@@ -864,6 +872,8 @@ bs_status bs_nwb_export(const bs_nwb_export_opts *o, bs_nwb_export_summary *sum)
         if (st == BS_OK)
             st = new_file(x, file);
     }
+    if (st == BS_OK)
+        st = bs_nwb_write_general(file, o->meta, x->hash);
     if (st == BS_OK)
         st = write_units(x, file, sum);
     if (file >= 0 && H5Fclose(file) < 0 && st == BS_OK)

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "../common/status.h"
+#include "nwb_export.h"
 
 #define BS_NWB_VERSION "2.7.0"
 #define BS_NWB_ELECTRODES "/general/extracellular_ephys/electrodes"
@@ -53,6 +54,8 @@ typedef struct {
     const char *device_description;
 } bs_nwb_electrodes;
 
+/* The metadata of m (nwb_export.h) under /general (nwb_general.c); refused where the file has it. */
+bs_status bs_nwb_write_general(hid_t file, const bs_nwb_general *m, uint64_t seed);
 /* Root attributes, required datasets and the standard empty groups. */
 bs_status bs_nwb_write_skeleton(hid_t file, const bs_nwb_file_desc *d);
 /* Device, electrode groups and the electrodes table. */

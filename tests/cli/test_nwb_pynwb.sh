@@ -8,10 +8,13 @@
 #     of `export-nwb` (a new file) with one row per cluster, the right spike
 #     count per unit and spike times = samples / rate, and index columns in the
 #     smallest unsigned width that holds them (as pynwb writes them);
+#   - export-nwb's metadata options (--subject-json, --experimenter, ...)
+#     read back through pynwb, in a new file and in a copy; a copy whose input
+#     has a subject, and malformed subjects, are refused with exit 2;
 #   - nwbinspector (with pynwb's validation) reports nothing of importance
-#     CRITICAL, ERROR or PYNWB_VALIDATION on the three files, except
-#     check_subject_exists: neither a simulation nor a Phy folder says who the
-#     subject was, and a copy keeps the input file's subject.
+#     CRITICAL, ERROR or PYNWB_VALIDATION on the five files, and no all-NaN
+#     column, except check_subject_exists where no subject was given: neither
+#     a simulation nor a Phy folder says who the subject was.
 # Skipped (77) when the venv cannot be set up (no python3 venv module, or
 # PyPI unreachable) or the build has no HDF5.
 . "$(dirname "$0")/lib.sh"
@@ -36,6 +39,23 @@ PY=$VENV/bin/python
 
 "$BS" sort "$T/sim/recording.nwb" -o "$T/out" --threads 2 -q --nwb && ok || bad "sort --nwb failed"
 "$BS" export-nwb "$T/out" -o "$T/new.nwb" >/dev/null && ok || bad "export-nwb (new file) failed"
+# the file's metadata: a subject (nwbinspector's only CRITICAL check on our files), experimenters, ...
+printf '{"subject_id": "M12", "species": "Mus musculus", "sex": "M", "age": "P90D", "description": "simulated"}' \
+  >"$T/subject.json"
+META=(--subject-json "$T/subject.json" --experimenter "Doe, Jane" --experimenter "Roe, Rick" --institution "Example U"
+      --lab "Ephys lab" --experiment-description "a simulated recording" --keywords "spike sorting, simulation")
+"$BS" export-nwb "$T/out" -o "$T/meta.nwb" "${META[@]}" --session-description "sorted test" >/dev/null && ok \
+  || bad "export-nwb with metadata (new file) failed"
+"$BS" export-nwb "$T/out" --input-nwb "$T/sim/recording.nwb" -o "$T/meta_copy.nwb" "${META[@]}" >/dev/null && ok \
+  || bad "export-nwb with metadata (copy) failed"
+expect 2 "already has /general/subject" "$BS" export-nwb "$T/out" --input-nwb "$T/meta_copy.nwb" -o "$T/x.nwb" "${META[@]}"
+[ ! -e "$T/x.nwb" ] && ok || bad "a refused export left $T/x.nwb"
+printf '{"subject_id": "M1", "sex": "male"}' >"$T/bad_sex.json"
+expect 2 '"sex" must be one of M, F, U' "$BS" export-nwb "$T/out" -o "$T/x.nwb" --subject-json "$T/bad_sex.json"
+printf '{"subject_id": "M1", "specie": "Mus musculus"}' >"$T/bad_key.json"
+expect 2 '"specie" is not a field of NWB' "$BS" export-nwb "$T/out" -o "$T/x.nwb" --subject-json "$T/bad_key.json"
+printf '{"subject_id": "M1", "age": "90 days"}' >"$T/bad_age.json"
+expect 2 '"age" must be an ISO 8601 duration' "$BS" export-nwb "$T/out" -o "$T/x.nwb" --subject-json "$T/bad_age.json"
 
 $PY -W ignore - "$T" <<'EOF' && ok || bad "pynwb checks failed"
 import json, sys
@@ -85,15 +105,27 @@ for name in ("out/units.nwb", "new.nwb"):
         if name == "out/units.nwb":
             assert "ElectricalSeries" in nwb.acquisition
     print(f"{name}: {len(ids)} units, {counts.sum()} spikes, columns {list(u.colnames)}")
+for name in ("meta.nwb", "meta_copy.nwb"):
+    with NWBHDF5IO(f"{T}/{name}", "r") as io:
+        nwb = io.read()
+        s = nwb.subject
+        assert (s.subject_id, s.species, s.sex, s.age, s.age__reference) == ("M12", "Mus musculus", "M", "P90D", "birth"), s
+        assert tuple(nwb.experimenter) == ("Doe, Jane", "Roe, Rick"), nwb.experimenter
+        assert (nwb.institution, nwb.lab, nwb.experiment_description) == ("Example U", "Ephys lab", "a simulated recording")
+        assert tuple(nwb.keywords[:]) == ("spike sorting", "simulation"), nwb.keywords[:]
+        assert name != "meta.nwb" or nwb.session_description == "sorted test", nwb.session_description
+        assert len(nwb.units.id[:]) > 0
 EOF
 
-for f in "$T/sim/recording.nwb" "$T/out/units.nwb" "$T/new.nwb"; do
+for f in "$T/sim/recording.nwb" "$T/out/units.nwb" "$T/new.nwb" "$T/meta.nwb" "$T/meta_copy.nwb"; do
   "$VENV/bin/nwbinspector" "$f" --json-file-path "$T/inspect.json" --overwrite >"$T/inspect.txt" 2>&1
   $PY - "$T/inspect.json" "$f" <<'EOF' && ok || bad "nwbinspector: $f has CRITICAL/ERROR-level issues"
 import json, sys
 msgs = json.load(open(sys.argv[1]))["messages"]
-serious = [m for m in msgs if m["importance"] in ("CRITICAL", "ERROR", "PYNWB_VALIDATION")
-           and m["check_function_name"] != "check_subject_exists"]
+# a subject only where export-nwb was given one; no all-NaN column anywhere
+serious = [m for m in msgs if (m["importance"] in ("CRITICAL", "ERROR", "PYNWB_VALIDATION")
+           and (m["check_function_name"] != "check_subject_exists" or "meta" in sys.argv[2]))
+           or m["check_function_name"] == "check_col_not_nan"]
 for m in serious:
     print(m["importance"], m["check_function_name"], m["location"], m["message"])
 print(f"{sys.argv[2]}: {len(msgs)} inspector messages, {len(serious)} serious")

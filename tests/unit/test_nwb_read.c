@@ -426,7 +426,7 @@ static void test_export(void)
 
     char out[4300];
     snprintf(out, sizeof out, "%s/u.nwb", g_dir);
-    bs_nwb_export_opts o = {dir, NULL, NULL, out, 2};
+    bs_nwb_export_opts o = {dir, NULL, NULL, out, 2, NULL};
     bs_nwb_export_summary sum;
     CHECK(bs_nwb_export(&o, &sum) == BS_OK);
     CHECK(sum.n_units == 3 && sum.n_spikes == 6 && sum.n_quality_columns == 2);
