@@ -25,6 +25,7 @@ int bs_cmd_qc(int argc, char **argv);
 int bs_cmd_report(int argc, char **argv);
 int bs_cmd_batch(int argc, char **argv);
 int bs_cmd_export_nwb(int argc, char **argv);
+int bs_cmd_export_raw(int argc, char **argv);
 int bs_cmd_params(int argc, char **argv);
 
 /* 1 if argv holds -h or --help. */

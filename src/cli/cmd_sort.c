@@ -18,6 +18,7 @@
 #include "../common/samples.h"
 #include "../common/tmpfiles.h"
 #include "../export/nwb_export.h"
+#include "../export/phy.h"
 #include "../export/source.h"
 #include "../mem/mem.h"
 #include "../pipeline/params.h"
@@ -28,6 +29,7 @@
 
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
+    "                          [--export-raw]\n"
     "                          [--no-qc] [--no-drift | --drift-only] [--no-artifact-removal] [--no-disk-check] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
@@ -39,6 +41,8 @@ static const char *USAGE_HEAD =
     "  --threshold X     template-matching threshold, whitened units (default 8)\n"
     "  --nwb             also write the units as NWB: OUT/units.nwb (a copy of an NWB input with a\n"
     "                    Units table, else a new file; see boundsort export-nwb)\n"
+    "  --export-raw      also write OUT/recording.dat, a plain binary copy of the sorted recording that\n"
+    "                    params.py names, for inputs Phy cannot read (NWB; see boundsort export-raw)\n"
     "  --no-qc           skip the quality metrics (boundsort qc) at the end\n"
     "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
     "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
@@ -67,7 +71,7 @@ int bs_cmd_sort(int argc, char **argv)
     if (pst != BS_OK)
         return bs_cli_fail(pst);
     const char *rec_path = NULL, *trace_path = NULL;
-    int nwb = 0;
+    int nwb = 0, export_raw = 0;
     int run_qc = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -79,8 +83,8 @@ int bs_cmd_sort(int argc, char **argv)
             so.sp.resume = 1;
             continue;
         }
-        if (strcmp(a, "--nwb") == 0) {
-            nwb = 1;
+        if (strcmp(a, "--nwb") == 0 || strcmp(a, "--export-raw") == 0) {
+            *(a[2] == 'n' ? &nwb : &export_raw) = 1;
             continue;
         }
         if (strcmp(a, "--no-qc") == 0) {
@@ -204,6 +208,8 @@ int bs_cmd_sort(int argc, char **argv)
     } else if (st == BS_OK && !so.sp.drift_only) {
         st = bs_qc_remove_outputs(so.sp.out_dir);
     }
+    if (st == BS_OK && export_raw && !so.sp.drift_only)
+        st = bs_export_raw(so.sp.out_dir, &rec);
     bs_recording_close(&rec);
     if (st == BS_OK && nwb) {
         bs_nwb_export_opts no = {so.sp.out_dir, from_nwb ? rec_path : NULL, opt.series, NULL, 0, NULL};

@@ -29,6 +29,7 @@ static const command commands[] = {
     {"report", bs_cmd_report, "self-contained HTML report and curation page"},
     {"batch", bs_cmd_batch, "sort every recording under a folder, locally or on SLURM"},
     {"export-nwb", bs_cmd_export_nwb, "write the sorted units into an NWB file"},
+    {"export-raw", bs_cmd_export_raw, "a plain binary copy of the recording for Phy (NWB input)"},
     {"params", bs_cmd_params, "the sorting parameters: defaults, ranges, Kilosort names; check a file"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -639,6 +639,61 @@ static void py_string(FILE *fp, const char *s)
     fputc('\'', fp);
 }
 
+/* 1 when the params.py line assigns `key` ("key = ..."). */
+static int is_key(const char *line, const char *key)
+{
+    size_t n = strlen(key);
+    if (strncmp(line, key, n) != 0)
+        return 0;
+    line += n;
+    line += strspn(line, " ");
+    return *line == '=';
+}
+
+bs_status bs_phy_set_raw_data(const char *dir, const char *dat_path, int n_channels_dat, const char *dtype,
+                              uint64_t offset)
+{
+    static const char *const keys[4] = {"dat_path", "n_channels_dat", "dtype", "offset"};
+    char path[4200], *text = NULL;
+    size_t len = 0;
+    BS_TRY(bs_path_join(path, sizeof path, dir, BS_PHY_PARAMS));
+    BS_TRY(bs_read_text_file(path, (size_t)1 << 20, &text, &len));
+    bs_atomic_file f;
+    bs_status st = bs_atomic_open(&f, path);
+    int found = 0;
+    for (char *line = text, *next; st == BS_OK && line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        int k = 0;
+        while (k < 4 && !is_key(line, keys[k]))
+            k++;
+        if (k == 4) {
+            fprintf(f.fp, "%s\n", line);
+            continue;
+        }
+        found |= 1 << k;
+        fprintf(f.fp, "%s = ", keys[k]);
+        if (k == 0)
+            py_string(f.fp, dat_path);
+        else if (k == 1)
+            fprintf(f.fp, "%d", n_channels_dat);
+        else if (k == 2)
+            fprintf(f.fp, "'%s'", dtype);
+        else
+            fprintf(f.fp, "%" PRIu64, offset);
+        fputc('\n', f.fp);
+    }
+    free(text);
+    if (st != BS_OK)
+        return st;
+    if (found != 15) {
+        bs_atomic_abort(&f);
+        return bs_error(BS_ERR_INPUT, "%s: expected the lines dat_path, n_channels_dat, dtype and offset", path);
+    }
+    return bs_atomic_commit(&f);
+}
+
 static bs_status write_params(bs_phy_writer *w)
 {
     char path[4200];

@@ -75,6 +75,7 @@
 /* written by qc, in a folder of its own: read_phy (SpikeInterface) merges every top-level .tsv with a
  * cluster_id column, and this table repeats the cluster_<metric>.tsv files Phy shows */
 #define BS_PHY_QC_METRICS "qc/qc_metrics.tsv"
+#define BS_PHY_RAW_COPY "recording.dat" /* written by export-raw / sort --export-raw */
 #define BS_PHY_QC_METRICS_LEGACY "qc_metrics.tsv" /* where earlier builds wrote it (qc removes it) */
 
 typedef struct {
@@ -172,6 +173,16 @@ void bs_phy_writer_abort(bs_phy_writer *w);
  * path, like KS4 writes, so the folder keeps working when Phy is started
  * from elsewhere. BS_ERR_INPUT if the file does not exist. */
 bs_status bs_phy_resolve_dat_path(const char *rec_path, char *out, size_t out_len);
+
+/* Rewrite OUT/params.py's raw-data lines (dat_path, n_channels_dat, dtype, offset), keeping the others
+ * (atomically). BS_ERR_INPUT when params.py is missing or lacks one of them. */
+bs_status bs_phy_set_raw_data(const char *dir, const char *dat_path, int n_channels_dat, const char *dtype,
+                              uint64_t offset);
+
+/* A plain binary copy of the sorted rows of `rec` (every file column, its sample type) in
+ * dir/BS_PHY_RAW_COPY, which params.py then names (raw_copy.c: for NWB input, which Phy cannot read). */
+struct bs_recording;
+bs_status bs_export_raw(const char *dir, const struct bs_recording *rec);
 
 /* Zero-lag cosine similarity of n templates of `len` floats each: out[i*n+j]
  * = <a_i, a_j> / (|a_i| |a_j|), 0 when either norm is 0; 1 on the diagonal

@@ -5,8 +5,9 @@
 # like the raw binary + probe.json; sorting the NWB file and the raw binary
 # gives identical outputs (every .npy and .tsv byte for byte); `sort --nwb`
 # and `export-nwb` write units.nwb; a four-shank probe gets its shanks from
-# group_name; bad invocations exit with clear messages. Skipped (77) when the
-# build has no HDF5.
+# group_name; `export-raw` and `sort --export-raw` write recording.dat (the
+# samples, the sorted window's rows) and point params.py at it; bad
+# invocations exit with clear messages. Skipped (77) when the build has no HDF5.
 . "$(dirname "$0")/lib.sh"
 
 # Under the sanitizers (BS_SANITIZED=1, about 20x slower) a shorter recording is sorted from NWB only;
@@ -93,6 +94,26 @@ assert a["probe"]["n_shanks"] == 4 == b["probe"]["n_shanks"]
 for ca, cb in zip(a["channels"], b["channels"]):
     assert (ca["x_um"], ca["y_um"], ca["shank"]) == (cb["x_um"], cb["y_um"], cb["shank"]), (ca, cb)
 EOF
+
+# the raw copy for Phy (sort --export-raw, export-raw): every column, int16, the sorted window's rows
+"$BS" export-raw "$T/o_nwb" >/dev/null && ok || bad "export-raw failed"
+grep -qx "dat_path = 'recording.dat'" "$T/o_nwb/params.py" && grep -qx "offset = 0" "$T/o_nwb/params.py" \
+  && grep -qx "n_channels_dat = 32" "$T/o_nwb/params.py" && grep -qx "dtype = 'int16'" "$T/o_nwb/params.py" && ok \
+  || bad "params.py after export-raw: $(head -4 "$T/o_nwb/params.py")"
+cmp -s "$T/o_nwb/recording.dat" "$T/sim/recording.bin" && ok || bad "recording.dat is not the recording's samples"
+"$BS" validate "$T/o_nwb" >/dev/null 2>&1 && ok || bad "the folder with recording.dat does not validate"
+printf '{"tmin": 1, "tmax": 3}' >"$T/window.json"
+"$BS" sort "$T/sim/recording.nwb" -o "$T/o_win" --params "$T/window.json" --threads 2 -q --no-qc --export-raw && ok \
+  || bad "sort --export-raw of a window failed"
+$PY - "$T/sim/recording.bin" "$T/o_win/recording.dat" <<'EOF' && ok || bad "the window's raw copy is not rows [1 s, 3 s)"
+import sys
+import numpy as np
+a = np.fromfile(sys.argv[1], dtype="<i2").reshape(-1, 32)[30000:90000]
+b = np.fromfile(sys.argv[2], dtype="<i2").reshape(-1, 32)
+assert a.shape == b.shape and (a == b).all(), (a.shape, b.shape)
+EOF
+expect 2 "source.json" "$BS" export-raw "$T/nowhere"
+expect 1 "missing the sorting folder OUT" "$BS" export-raw
 
 # bad invocations
 expect_line 1 "boundsort: $T/sim/recording.nwb: an NWB file carries its own geometry (electrodes table rel_x/rel_y): --probe is for raw binaries" \
