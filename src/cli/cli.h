@@ -30,6 +30,9 @@ int bs_cmd_params(int argc, char **argv);
 
 /* 1 if argv holds -h or --help. */
 int bs_cli_wants_help(int argc, char **argv);
+/* The one folder argument of a command that takes nothing else (validate, export-raw): *dir, or a usage
+ * message naming `cmd` on stderr and BS_ERR_USAGE. */
+int bs_cli_one_folder(int argc, char **argv, const char *cmd, const char *usage, const char **dir);
 /* Print "boundsort: <message>" for a failed status and return the status. */
 int bs_cli_fail(bs_status st);
 /* A subcommand a later release provides: prints its usage and that it is not

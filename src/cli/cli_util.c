@@ -157,3 +157,24 @@ int bs_cli_recording_usage_error(const char *cmd, const char *head, const char *
     bs_cli_print_recording_usage(stderr, head);
     return BS_ERR_USAGE;
 }
+
+int bs_cli_one_folder(int argc, char **argv, const char *cmd, const char *usage, const char **dir)
+{
+    *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "boundsort %s: unknown option '%s'\n\n%s", cmd, argv[i], usage);
+            return BS_ERR_USAGE;
+        }
+        if (*dir) {
+            fprintf(stderr, "boundsort %s: one folder expected, got '%s' and '%s'\n\n%s", cmd, *dir, argv[i], usage);
+            return BS_ERR_USAGE;
+        }
+        *dir = argv[i];
+    }
+    if (!*dir) {
+        fprintf(stderr, "boundsort %s: missing the folder OUT\n\n%s", cmd, usage);
+        return BS_ERR_USAGE;
+    }
+    return BS_OK;
+}

@@ -27,19 +27,9 @@ int bs_cmd_export_raw(int argc, char **argv)
         fputs(usage_text, stdout);
         return BS_OK;
     }
-    const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-' || out) {
-            fprintf(stderr, "boundsort export-raw: %s %s\n\n%s", argv[i][0] == '-' ? "unknown option" : "one folder only:",
-                    argv[i], usage_text);
-            return BS_ERR_USAGE;
-        }
-        out = argv[i];
-    }
-    if (!out) {
-        fprintf(stderr, "boundsort export-raw: missing the sorting folder OUT\n\n%s", usage_text);
+    const char *out;
+    if (bs_cli_one_folder(argc, argv, "export-raw", usage_text, &out) != BS_OK)
         return BS_ERR_USAGE;
-    }
     bs_source src;
     bs_recording rec;
     bs_status st = bs_source_read(out, &src);

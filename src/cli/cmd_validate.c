@@ -27,23 +27,9 @@ int bs_cmd_validate(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
-    const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "boundsort validate: unknown option '%s'\n\n%s", argv[i], usage_text);
-            return BS_ERR_USAGE;
-        }
-        if (dir) {
-            fprintf(stderr, "boundsort validate: one folder expected, got '%s' and '%s'\n\n%s", dir, argv[i],
-                    usage_text);
-            return BS_ERR_USAGE;
-        }
-        dir = argv[i];
-    }
-    if (!dir) {
-        fputs(usage_text, stderr);
+    const char *dir;
+    if (bs_cli_one_folder(argc, argv, "validate", usage_text, &dir) != BS_OK)
         return BS_ERR_USAGE;
-    }
     bs_phy_summary s;
     bs_status st = bs_phy_validate_summary(dir, stdout, &s);
     if (st != BS_OK)

@@ -113,7 +113,7 @@ b = np.fromfile(sys.argv[2], dtype="<i2").reshape(-1, 32)
 assert a.shape == b.shape and (a == b).all(), (a.shape, b.shape)
 EOF
 expect 2 "source.json" "$BS" export-raw "$T/nowhere"
-expect 1 "missing the sorting folder OUT" "$BS" export-raw
+expect 1 "missing the folder OUT" "$BS" export-raw
 
 # bad invocations
 expect_line 1 "boundsort: $T/sim/recording.nwb: an NWB file carries its own geometry (electrodes table rel_x/rel_y): --probe is for raw binaries" \
