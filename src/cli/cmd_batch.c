@@ -166,7 +166,10 @@ static int do_retry(const batch_cli *c, const char *outroot, size_t total, int t
         s.max_running = (int)c->max_running;
     if (c->sbatch_extra) {
         free(s.sbatch_extra);
-        s.sbatch_extra = strdup(c->sbatch_extra);
+        if (!(s.sbatch_extra = strdup(c->sbatch_extra))) {
+            bs_jobs_state_free(&s);
+            return bs_cli_fail(bs_error(BS_ERR_MEMORY, "batch: out of memory"));
+        }
     }
     int *which = malloc(sizeof(int) * (size_t)(s.n ? s.n : 1));
     int n = 0;

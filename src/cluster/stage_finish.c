@@ -556,10 +556,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     dat[0] = '\0'; /* a recording that is not a plain binary (NWB) gets dat_path = [] */
     if (st == BS_OK && !rec->read_rows)
         st = bs_phy_resolve_dat_path(rec->data_path, dat, sizeof dat);
-    static const char *dtype_names[] = {"int16", "uint16", "int32", "float32"};
     bs_phy_header h = {.dat_path = dat,
                        .n_channels_dat = rec->n_cols,
-                       .dtype = dtype_names[rec->dtype],
+                       .dtype = bs_sample_type_name(rec->dtype),
                        /* Phy reads a window (tmin_s) from its first sample, like the sort */
                        .offset_bytes = rec->data_offset + (uint64_t)rec->row0 * (uint64_t)rec->n_cols *
                                                               bs_sample_bytes(rec->dtype),

@@ -53,9 +53,8 @@ static bs_status subject_parse(const bs_nwb_general *m, cJSON **out)
                                                      "description, genotype, strain, weight, date_of_birth)"
                           : !cJSON_IsString(v)     ? "must be a string"
                           : !v->valuestring[0]     ? "is empty"
-                          : strcmp(v->string, "sex") == 0 && strlen(v->valuestring) != 1
-                              ? "must be one of M, F, U (unknown), O (other)"
-                          : strcmp(v->string, "sex") == 0 && !strchr("MFUO", v->valuestring[0])
+                          : strcmp(v->string, "sex") == 0 &&
+                                  (v->valuestring[1] != '\0' || !strchr("MFUO", v->valuestring[0]))
                               ? "must be one of M, F, U (unknown), O (other)"
                           : strcmp(v->string, "age") == 0 && v->valuestring[0] != 'P'
                               ? "must be an ISO 8601 duration such as P90D (90 days) or P1Y2M"

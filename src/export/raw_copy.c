@@ -29,7 +29,6 @@
 
 bs_status bs_export_raw(const char *out_dir, const bs_recording *rec)
 {
-    static const char *dtype_names[] = {"int16", "uint16", "int32", "float32"};
     const size_t sb = bs_sample_bytes(rec->dtype), row_bytes = sb * (size_t)rec->n_cols;
     const uint64_t total = (uint64_t)rec->n_samples * row_bytes;
     char path[4200];
@@ -75,6 +74,6 @@ bs_status bs_export_raw(const char *out_dir, const bs_recording *rec)
             bs_atomic_abort(&f);
     }
     if (st == BS_OK)
-        st = bs_phy_set_raw_data(out_dir, BS_PHY_RAW_COPY, rec->n_cols, dtype_names[rec->dtype], 0);
+        st = bs_phy_set_raw_data(out_dir, BS_PHY_RAW_COPY, rec->n_cols, bs_sample_type_name(rec->dtype), 0);
     return st;
 }
