@@ -215,6 +215,8 @@ typedef struct {
     bs_phy_writer *pw;
     const bs_npy_rows *r_a, *r_f;
     int K, K2, P, npc;
+    int n_tf;               /* template features per spike, 0: none */
+    const int32_t *tf_ind;  /* [K x n_tf] their templates */
     /* per template (K) and per unit (K2) */
     double *amp_sum; /* [K + K2] */
     int64_t *amp_n;  /* [K + K2] */
@@ -226,7 +228,7 @@ typedef struct {
     /* the block being filled */
     int64_t n_blk, *ts, *ix;
     int32_t *bk, *cs;
-    float *ba, *bf, *bxy;
+    float *ba, *bf, *bxy, *btf;
     int64_t n_out, n_dup, n_shadow, n_blocks;
 } export_state;
 
@@ -247,6 +249,10 @@ static bs_status flush_block(export_state *e)
     BS_TRY(bs_phy_writer_append_spikes(e->pw, c, e->ts, e->bk, e->cs, e->ba, e->bf));
     spike_positions(&e->in->rec->probe, e->bk, e->bf, c, e->P, e->npc, e->in->pc_chan, e->bxy);
     BS_TRY(bs_phy_writer_append_positions(e->pw, c, e->bxy));
+    if (e->n_tf) {
+        bs_template_features(e->in->mt, e->in->pc_chan, e->npc, e->tf_ind, e->n_tf, c, e->bk, e->bf, e->btf);
+        BS_TRY(bs_phy_writer_append_template_features(e->pw, c, e->btf));
+    }
     e->n_out += c;
     e->n_blk = 0;
     bs_checkpoint_test_kill("finish", ++e->n_blocks);
@@ -432,7 +438,7 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, int K
 
 /* ------------------------------------------------------------ the stage */
 
-size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan)
+size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan, int n_tf)
 {
     size_t k = (size_t)K, C = (size_t)n_chan;
     size_t b = 0;
@@ -447,8 +453,15 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
                               (size_t)n_pc * n_pc_chan * sizeof(float));
     b += C * C * 2 * sizeof(float) + bs_whitener_inverse_bytes(n_chan); /* export whitening */
     b += (size_t)nt * C * sizeof(float) + (size_t)n_sup * nt * sizeof(float); /* one dense template */
+    b += (size_t)OUT_BLOCK * (size_t)n_tf * sizeof(float);                      /* a block's template features */
+    b += k * (size_t)n_tf * sizeof(int32_t) + bs_template_neighbors_bytes(K, n_sup, n_chan); /* their rows */
     b += bs_phy_writer_bytes(K, nt, n_chan) + ((size_t)1 << 20);
     return b;
+}
+
+int bs_finish_n_tf(const bs_finish_params *p, int K)
+{
+    return p->n_template_features < K ? p->n_template_features : K;
 }
 
 void bs_finish_default_params(bs_finish_params *p)
@@ -459,6 +472,7 @@ void bs_finish_default_params(bs_finish_params *p)
     bs_merge_default_params(&p->merge, 0);
     p->shadow_max_lag_ms = 0.5;
     bs_shadow_default_params(&p->shadow, 0);
+    p->n_template_features = 32;
 }
 
 bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes)
@@ -535,6 +549,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     memset(&e, 0, sizeof e);
     e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc;
     e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.half_width = sp.half_width;
+    e.n_tf = bs_finish_n_tf(in->fp, K);
+    int32_t *tf_ind = NULL;
     if (st == BS_OK) {
         e.amp_sum = bs_mem_calloc("finish/units", (size_t)K + K2 + 1, sizeof *e.amp_sum);
         e.amp_n = bs_mem_calloc("finish/units", (size_t)K + K2 + 1, sizeof *e.amp_n);
@@ -547,8 +563,12 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         e.ba = bs_mem_alloc("finish/block", OUT_BLOCK * sizeof *e.ba);
         e.bf = bs_mem_alloc("finish/block", (size_t)OUT_BLOCK * P * npc * sizeof *e.bf);
         e.bxy = bs_mem_alloc("finish/block", (size_t)OUT_BLOCK * 2 * sizeof *e.bxy);
-        if (!(e.amp_sum && e.amp_n && e.acg && e.last && e.ts && e.ix && e.bk && e.cs && e.ba && e.bf && e.bxy))
+        e.btf = bs_mem_alloc("finish/block", (size_t)OUT_BLOCK * (e.n_tf ? e.n_tf : 1) * sizeof *e.btf);
+        tf_ind = bs_mem_alloc("finish/template-neighbours", (size_t)K * (e.n_tf ? e.n_tf : 1) * sizeof *tf_ind);
+        if (!(e.amp_sum && e.amp_n && e.acg && e.last && e.ts && e.ix && e.bk && e.cs && e.ba && e.bf && e.bxy &&
+              e.btf && tf_ind))
             st = BS_ERR_MEMORY;
+        e.tf_ind = tf_ind;
         for (int u = 0; u <= K2 && e.last; u++)
             e.last[u] = -1;
     }
@@ -574,6 +594,10 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_phy_writer_open(&e.pw, in->out_dir, &h);
     if (st == BS_OK)
         st = bs_phy_writer_set_probe(e.pw, probe);
+    if (st == BS_OK && e.n_tf)
+        st = bs_template_neighbors(mt, in->pc_chan, npc, e.n_tf, tf_ind);
+    if (st == BS_OK && e.n_tf)
+        st = bs_phy_writer_set_template_feature_ind(e.pw, e.n_tf, tf_ind);
     float *W = NULL, *Winv = NULL;
     if (st == BS_OK) {
         W = bs_mem_alloc("finish/export-whitening", (size_t)C * C * sizeof *W);
@@ -635,7 +659,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
     bs_mem_free(e.ts), bs_mem_free(e.ix), bs_mem_free(e.bk), bs_mem_free(e.cs), bs_mem_free(e.ba),
-        bs_mem_free(e.bf), bs_mem_free(e.bxy);
+        bs_mem_free(e.bf), bs_mem_free(e.bxy), bs_mem_free(e.btf), bs_mem_free(tf_ind);
     bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
@@ -659,7 +683,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "templates (channel-sparse, low-rank)",
                 bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup));
     bs_plan_add(s, "merges, unit state, reorder and export blocks",
-                bs_finish_bytes(pl->K, pl->nt, pl->n_sup, pl->n_chan, pl->n_pc, npc));
+                bs_finish_bytes(pl->K, pl->nt, pl->n_sup, pl->n_chan, pl->n_pc, npc,
+                                bs_finish_n_tf(&pl->p.finish, pl->K)));
     bs_plan_add(s, "the two trains a merge compares (96 B/spike, <= merge.max_rate_hz)", (size_t)largest * 96);
     snprintf(s->strategy, sizeof s->strategy, "streamed, trains on disk");
     s->peak = s->min_peak = bs_plan_sum(s);
@@ -669,7 +694,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "--mem";
     /* trains.bin and merged.bin (each at most every matched spike), then the Phy folder */
     bs_plan_disk(s, 2, (double)pl->n_spikes * 2 * sizeof(tpair));
-    s->disk += bs_phy_folder_bytes(pl->n_spikes, pl->K, pl->nt, pl->n_chan, pl->n_pc, npc);
+    s->disk += bs_phy_folder_bytes(pl->n_spikes, pl->K, pl->nt, pl->n_chan, pl->n_pc, npc,
+                                   bs_finish_n_tf(&pl->p.finish, pl->K));
 }
 
 /* The real spike count: re-plan, refuse if it no longer fits. */

@@ -24,7 +24,9 @@
  *      same-unit duplicates are dropped on the fly; the rest go to the Phy
  *      writer in blocks, with their amplitudes and PC features read back by
  *      index, their positions, per-template and per-unit amplitude sums, and
- *      each unit's autocorrelogram accumulated as a stream (bs_acg_stream).
+ *      each unit's autocorrelogram accumulated as a stream (bs_acg_stream),
+ *      and their template features (match.h: projections on the nearest
+ *      templates, from the PC features just read).
  *   4. Labels from the streamed autocorrelograms; templates and unit tables.
  *
  * RAM: O(K) per-template state (K units × 8 KiB of autocorrelogram counts),
@@ -55,6 +57,8 @@ typedef struct {
     double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */
     bs_shadow_params shadow;    /* half_width (samples), min_count, min_fraction, min_ratio (cluster.h);
                                    max_lag is set by the stage */
+    int n_template_features;    /* templates per spike in template_features.npy, Phy's template-feature
+                                   view (32, as Kilosort 2 and 3; capped at the template count; 0: none) */
 } bs_finish_params;
 
 void bs_finish_default_params(bs_finish_params *p);
@@ -74,7 +78,9 @@ typedef struct {
 /* Bytes the stage allocates for K templates of n_sup channels, besides the
  * trains the merge holds (2 × 32 bytes per spike of the two largest units
  * compared). */
-size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan);
+size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan, int n_tf);
+/* Template features per spike for K templates: n_template_features capped at K. */
+int bs_finish_n_tf(const bs_finish_params *p, int K);
 
 bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes);
 

@@ -2,7 +2,8 @@
  * phy.c - the Phy folder writer (see phy.h for the contract).
  *
  * State: one bs_npy_writer per streamed file (per-spike arrays, templates,
- * pc_feature_ind, optionally similar_templates), the last spike time written
+ * pc_feature_ind, optionally similar_templates, spike positions and template
+ * features), the last spike time written
  * (to refuse out-of-order blocks), a presence byte per cluster id seen (so the
  * cluster tables get a row for every id; O(max cluster id), not O(spikes)),
  * and the small per-channel / per-cluster arrays set by the caller.
@@ -31,10 +32,11 @@
 #include "../io/npy.h"
 #include "../mem/mem.h"
 
-enum { S_TIMES, S_TEMPLATES, S_CLUSTERS, S_AMPS, S_PCF, S_TPL, S_PCIND, S_SIM, S_POS, S_COUNT };
+enum { S_TIMES, S_TEMPLATES, S_CLUSTERS, S_AMPS, S_PCF, S_TPL, S_PCIND, S_SIM, S_POS, S_TF, S_TFIND, S_COUNT };
 static const char *const stream_names[S_COUNT] = {
-    BS_PHY_SPIKE_TIMES, BS_PHY_SPIKE_TEMPLATES,   BS_PHY_SPIKE_CLUSTERS, BS_PHY_AMPLITUDES,     BS_PHY_PC_FEATURES,
-    BS_PHY_TEMPLATES,   BS_PHY_PC_FEATURE_IND,    BS_PHY_SIMILAR_TEMPLATES, BS_PHY_SPIKE_POSITIONS};
+    BS_PHY_SPIKE_TIMES,     BS_PHY_SPIKE_TEMPLATES,   BS_PHY_SPIKE_CLUSTERS,   BS_PHY_AMPLITUDES,
+    BS_PHY_PC_FEATURES,     BS_PHY_TEMPLATES,         BS_PHY_PC_FEATURE_IND,   BS_PHY_SIMILAR_TEMPLATES,
+    BS_PHY_SPIKE_POSITIONS, BS_PHY_TEMPLATE_FEATURES, BS_PHY_TEMPLATE_FEATURE_IND};
 
 #define MAX_COMMITTED 32
 
@@ -51,6 +53,8 @@ struct bs_phy_writer {
     int64_t n_tpl_rows;   /* templates appended */
     int64_t n_sim_rows;   /* similar_templates rows appended */
     int64_t n_pos_rows;   /* spike_positions rows appended */
+    int n_tf;             /* template features per spike; 0 until set_template_feature_ind */
+    int64_t n_tf_rows;    /* template_features rows appended */
     double *tpl_norm;     /* [T] L2 norm of each template (whitened units) */
     uint8_t *present;     /* [present_cap] 1 if that cluster id has spikes */
     int64_t present_cap;
@@ -139,8 +143,8 @@ bs_status bs_phy_writer_open(bs_phy_writer **out, const char *dir, const bs_phy_
     for (int i = 0; i < S_COUNT && st == BS_OK; i++) {
         if ((i == S_PCF || i == S_PCIND) && h->n_pc == 0)
             continue;
-        if (i == S_SIM || i == S_POS)
-            continue; /* opened on the first streamed row */
+        if (i == S_SIM || i == S_POS || i == S_TF || i == S_TFIND)
+            continue; /* opened on the first streamed row, or when set */
         st = join(w, stream_names[i], path, sizeof path);
         if (st != BS_OK)
             break;
@@ -256,6 +260,64 @@ bs_status bs_phy_writer_append_positions(bs_phy_writer *w, int64_t n, const floa
         return bs_error(BS_ERR_IO, "%s: cannot write spike_positions.npy", w->dir);
     }
     w->n_pos_rows += n;
+    return BS_OK;
+}
+
+bs_status bs_phy_writer_set_template_feature_ind(bs_phy_writer *w, int n_tf, const int32_t *ind)
+{
+    int64_t T = w->h.n_templates;
+    if (w->n_tf || w->n_spikes)
+        return bs_error(BS_ERR_INTERNAL, "%s: template_feature_ind is set once, before the first spike", w->dir);
+    if (n_tf < 1 || n_tf > T || n_tf > 4096 || !ind)
+        return bs_error(BS_ERR_INTERNAL, "%s: %d template features per spike for %" PRId64 " templates (1..%s)",
+                        w->dir, n_tf, T, "min(templates, 4096)");
+    for (int64_t k = 0; k < T; k++)
+        for (int a = 0; a < n_tf; a++) {
+            int32_t v = ind[k * n_tf + a];
+            int dup = 0;
+            for (int b = 0; b < a; b++)
+                dup |= ind[k * n_tf + b] == v;
+            if (v < 0 || v >= T || dup)
+                return bs_error(BS_ERR_INTERNAL,
+                                "%s: template_feature_ind row %" PRId64 " has %d at %d (ids must be distinct, "
+                                "0..%" PRId64 ")",
+                                w->dir, k, v, a, T - 1);
+        }
+    char path[4200];
+    int64_t row[1] = {n_tf};
+    for (int i = S_TF; i <= S_TFIND; i++) {
+        BS_TRY(join(w, stream_names[i], path, sizeof path));
+        BS_TRY(bs_npy_writer_open(&w->s[i], path, i == S_TF ? BS_NPY_F32 : BS_NPY_U32, 2, row));
+        w->open[i] = 1;
+    }
+    w->n_tf = n_tf;
+    /* uint32, as Kilosort writes it (values checked above), a block of rows at a time */
+    uint32_t buf[4096];
+    int64_t rows_per = (int64_t)(sizeof buf / sizeof buf[0]) / n_tf;
+    for (int64_t k0 = 0; k0 < T; k0 += rows_per) {
+        int64_t c = T - k0 < rows_per ? T - k0 : rows_per;
+        for (int64_t q = 0; q < c * n_tf; q++)
+            buf[q] = (uint32_t)ind[k0 * n_tf + q];
+        if (bs_npy_writer_append(&w->s[S_TFIND], buf, c) != BS_OK) {
+            w->failed = 1;
+            return bs_error(BS_ERR_IO, "%s: cannot write %s", w->dir, BS_PHY_TEMPLATE_FEATURE_IND);
+        }
+    }
+    return BS_OK;
+}
+
+bs_status bs_phy_writer_append_template_features(bs_phy_writer *w, int64_t n, const float *features)
+{
+    if (n <= 0)
+        return BS_OK;
+    if (!w->n_tf || w->n_tf_rows + n > w->n_spikes)
+        return bs_error(BS_ERR_INTERNAL, "%s: %" PRId64 " template feature rows for %" PRId64 " spikes%s", w->dir,
+                        w->n_tf_rows + n, w->n_spikes, w->n_tf ? "" : " before template_feature_ind");
+    if (bs_npy_writer_append(&w->s[S_TF], features, n) != BS_OK) {
+        w->failed = 1;
+        return bs_error(BS_ERR_IO, "%s: cannot write %s", w->dir, BS_PHY_TEMPLATE_FEATURES);
+    }
+    w->n_tf_rows += n;
     return BS_OK;
 }
 
@@ -526,12 +588,14 @@ static int64_t similarity_block(int64_t T, size_t tbytes)
     return B < 1 ? 1 : (B > T ? T : B);
 }
 
-size_t bs_phy_folder_bytes(int64_t S, int64_t T, int nt, int C, int n_pc, int n_pc_chan)
+size_t bs_phy_folder_bytes(int64_t S, int64_t T, int nt, int C, int n_pc, int n_pc_chan, int n_tf)
 {
     size_t per_spike = sizeof(int64_t) + 2 * sizeof(int32_t) + sizeof(float) + 2 * sizeof(float) +
-                       (size_t)n_pc * (size_t)n_pc_chan * sizeof(float);
-    size_t per_template = ((size_t)nt * (size_t)C + (size_t)C + (size_t)T + (size_t)n_pc_chan) * sizeof(float) +
-                          4 * 32; /* dense template, channel index, similarity row, pc channels; 4 table rows */
+                       ((size_t)n_pc * (size_t)n_pc_chan + (size_t)n_tf) * sizeof(float);
+    size_t per_template = ((size_t)nt * (size_t)C + (size_t)C + (size_t)T + (size_t)n_pc_chan + (size_t)n_tf) *
+                              sizeof(float) +
+                          4 * 32; /* dense template, channel index, similarity row, pc channels, template-feature
+                                     row; 4 table rows */
     size_t per_channel = 2 * sizeof(int32_t) + 2 * sizeof(float) + 2 * (size_t)C * sizeof(float);
     return (size_t)S * per_spike + (size_t)T * per_template + (size_t)C * per_channel + (S_COUNT + 12) * 4096;
 }
@@ -803,19 +867,28 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
  * read templates as sparse, SpikeInterface reads cluster_info.tsv instead of
  * our tables, per-spike extras have the old spike count, and .phy/ caches
  * the old clusters. */
-static bs_status remove_stale(bs_phy_writer *w, int wrote_positions)
+/* 1 if this writer committed dir/name. */
+static int committed_here(const bs_phy_writer *w, const char *path)
+{
+    for (int i = 0; i < w->n_committed; i++)
+        if (strcmp(w->committed[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+static bs_status remove_stale(bs_phy_writer *w)
 {
     static const char *const stale[] = {
-        "template_ind.npy", "cluster_info.tsv", "pc_feature_spike_ids.npy", "template_features.npy",
-        "template_feature_ind.npy", BS_PHY_SPIKE_POSITIONS, "spike_detection_templates.npy",
+        "template_ind.npy", "cluster_info.tsv", "pc_feature_spike_ids.npy", BS_PHY_TEMPLATE_FEATURES,
+        BS_PHY_TEMPLATE_FEATURE_IND, "template_feature_spike_ids.npy", BS_PHY_SPIKE_POSITIONS, "spike_detection_templates.npy",
         "_phy_spikes_subset.waveforms.npy", "_phy_spikes_subset.channels.npy", "_phy_spikes_subset.spikes.npy",
         BS_PHY_PC_FEATURES, BS_PHY_PC_FEATURE_IND};
     size_t n = sizeof stale / sizeof stale[0] - (w->h.n_pc > 0 ? 2 : 0);
     char path[4200];
     for (size_t k = 0; k < n; k++) {
-        if (wrote_positions && strcmp(stale[k], BS_PHY_SPIKE_POSITIONS) == 0)
-            continue;
         BS_TRY(join(w, stale[k], path, sizeof path));
+        if (committed_here(w, path))
+            continue;
         if (remove(path) == 0)
             bs_log_info("%s: removed %s left by an earlier export", w->dir, stale[k]);
         else if (errno != ENOENT)
@@ -845,7 +918,9 @@ static bs_status close_body(bs_phy_writer *w)
     if (w->open[S_POS] && w->n_pos_rows != w->n_spikes)
         return bs_error(BS_ERR_INTERNAL, "%s: %" PRId64 " spike positions were appended for %" PRId64 " spikes",
                         w->dir, w->n_pos_rows, w->n_spikes);
-    int wrote_positions = w->open[S_POS];
+    if (w->n_tf && w->n_tf_rows != w->n_spikes)
+        return bs_error(BS_ERR_INTERNAL, "%s: %" PRId64 " template feature rows were appended for %" PRId64 " spikes",
+                        w->dir, w->n_tf_rows, w->n_spikes);
     if (!w->open[S_SIM])
         BS_TRY(compute_similarity(w));
 
@@ -859,7 +934,7 @@ static bs_status close_body(bs_phy_writer *w)
         BS_TRY(bs_npy_writer_close(&w->s[i]));
         BS_TRY(note_committed(w, path));
     }
-    BS_TRY(remove_stale(w, wrote_positions));
+    BS_TRY(remove_stale(w));
 
     /* templates_ind.npy: dense templates, every row is 0..C-1 */
     {

@@ -17,7 +17,9 @@
  *     [0, n_templates) are a bug in the caller (BS_ERR_INTERNAL), nothing is
  *     written for that block.
  *   - spike_positions.npy (float32 S x 2, µm) is optional and streamed the
- *     same way (bs_phy_writer_append_positions), after each spike block.
+ *     same way (bs_phy_writer_append_positions), after each spike block;
+ *     so is template_features.npy (float32 S x n_tf), once its
+ *     template_feature_ind rows (T x n_tf) are set.
  *   - Templates are streamed too (bs_phy_writer_append_templates), with their
  *     pc_feature_ind rows; similar_templates rows may be streamed, otherwise
  *     the writer computes them at close (zero-lag cosine similarity, reading
@@ -59,6 +61,8 @@
 #define BS_PHY_SPIKE_POSITIONS "spike_positions.npy"     /* float32 (S, 2), µm */
 #define BS_PHY_PC_FEATURES "pc_features.npy"             /* float32 (S, P, n_pc_chan) */
 #define BS_PHY_PC_FEATURE_IND "pc_feature_ind.npy"       /* int32 (T, n_pc_chan) */
+#define BS_PHY_TEMPLATE_FEATURES "template_features.npy"  /* float32 (S, n_tf) */
+#define BS_PHY_TEMPLATE_FEATURE_IND "template_feature_ind.npy" /* uint32 (T, n_tf) */
 #define BS_PHY_TEMPLATES "templates.npy"                 /* float32 (T, nt, C), whitened */
 #define BS_PHY_TEMPLATES_IND "templates_ind.npy"         /* int32 (T, C) */
 #define BS_PHY_SIMILAR_TEMPLATES "similar_templates.npy" /* float32 (T, T) */
@@ -109,12 +113,13 @@ typedef struct {
 typedef struct bs_phy_writer bs_phy_writer;
 
 /* Disk of a Phy folder of S spikes and T templates (nt samples, C channels,
- * pc features n_pc x n_pc_chan per spike), bytes, for `plan`: per spike the
- * times, templates, clusters, amplitudes, positions and pc features; per
- * template its dense template, channel index, similarity row, pc channels
- * and table rows; per channel the map, positions, shanks and the two
- * whitening matrices; 4 KiB a file for headers and last blocks. */
-size_t bs_phy_folder_bytes(int64_t S, int64_t T, int nt, int C, int n_pc, int n_pc_chan);
+ * pc features n_pc x n_pc_chan per spike, n_tf template features), bytes,
+ * for `plan`: per spike the times, templates, clusters, amplitudes,
+ * positions, pc and template features; per template its dense template,
+ * channel index, similarity row, pc channels, template-feature row and table
+ * rows; per channel the map, positions, shanks and the two whitening
+ * matrices; 4 KiB a file for headers and last blocks. */
+size_t bs_phy_folder_bytes(int64_t S, int64_t T, int nt, int C, int n_pc, int n_pc_chan, int n_tf);
 
 /* Peak bytes a writer allocates through the accountant (its own copies of
  * the small arrays, the whitening matrices, and the similarity blocks at
@@ -143,6 +148,14 @@ bs_status bs_phy_writer_append_positions(bs_phy_writer *w, int64_t n, const floa
  * [0, n_chan); NULL only when n_pc is 0). */
 bs_status bs_phy_writer_append_templates(bs_phy_writer *w, int64_t n, const float *templates,
                                          const int32_t *pc_feature_ind);
+
+/* Optional, for Phy's template-feature view (match.h defines the values):
+ * template_feature_ind.npy, n_templates x n_tf template ids (ids of a row
+ * distinct, in [0, n_templates)), written at once; then each spike block's
+ * template features (n x n_tf float32) are appended after it, for every
+ * spike. Set before the first spike block. */
+bs_status bs_phy_writer_set_template_feature_ind(bs_phy_writer *w, int n_tf, const int32_t *ind);
+bs_status bs_phy_writer_append_template_features(bs_phy_writer *w, int64_t n, const float *features);
 
 /* Optional: append n rows of similar_templates (n x n_templates float32).
  * Either all T rows are appended, or none (then close computes them). */

@@ -9,7 +9,7 @@
  * Order: params.py, the recording length from dat_path's file sizes, then
  * channel_map and channel_positions (C), templates (T), the per-spike arrays
  * (S, read in chunks of CHUNK elements and converted to int64), the
- * per-template arrays, pc_features, any other spike_*.npy (one row per
+ * per-template arrays, pc_features, template_features, any other spike_*.npy (one row per
  * spike), and finally every cluster_*.tsv / cluster_*.csv against the set of
  * cluster ids found in spike_clusters.npy (or spike_templates.npy when there
  * is no spike_clusters.npy, as phylib and SpikeInterface do).
@@ -731,6 +731,36 @@ static void check_pc_features(vctx *v)
         check_int_range(v, BS_PHY_PC_FEATURE_IND, p2, &hi, 0, v->C - 1, "channel indices into channel_map.npy");
 }
 
+/* template_features.npy (S x n_tf, float) and template_feature_ind.npy (T x n_tf template ids), what phylib's
+ * template-feature view reads; rows follow template_feature_spike_ids.npy when that exists. */
+static void check_template_features(vctx *v)
+{
+    char path[4200], s[256], p2[4200];
+    bs_npy_header h, hs, hi;
+    const char *name = BS_PHY_TEMPLATE_FEATURES;
+    if (!open_arr(v, name, 0, "", &h, path, sizeof path))
+        return;
+    if (!is_float_dtype(h.dtype))
+        viol(v, name, "dtype %s, expected <f4 or <f8", bs_npy_dtype_descr(h.dtype));
+    if (h.ndim != 2) {
+        viol(v, name, "shape %s, expected (S, n_tf): spikes x templates", shape_str(&h, s, sizeof s));
+        return;
+    }
+    int64_t n_rows = v->S;
+    const char *rows_of = "the length of spike_times.npy";
+    if (open_arr(v, "template_feature_spike_ids.npy", 0, "", &hs, p2, sizeof p2)) {
+        n_rows = vec_len(v, "template_feature_spike_ids.npy", &hs);
+        rows_of = "the length of template_feature_spike_ids.npy";
+    }
+    if (n_rows >= 0 && h.shape[0] != n_rows)
+        viol(v, name, "shape %s: %" PRId64 " rows, expected %" PRId64 " (%s)", shape_str(&h, s, sizeof s), h.shape[0],
+             n_rows, rows_of);
+    if (check_matrix(v, BS_PHY_TEMPLATE_FEATURE_IND, 0, v->T, h.shape[1],
+                     "templates.npy rows x the columns of template_features.npy", &hi, p2, sizeof p2) &&
+        v->T > 0)
+        check_int_range(v, BS_PHY_TEMPLATE_FEATURE_IND, p2, &hi, 0, v->T - 1, "template ids");
+}
+
 /* ---- cluster tables --------------------------------------------------------- */
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -906,6 +936,7 @@ bs_status bs_phy_validate_summary(const char *dir, FILE *report, bs_phy_summary 
         check_spike_ids(v, BS_PHY_SPIKE_CLUSTERS, 0, 1);
     check_float_vec(v, BS_PHY_AMPLITUDES, v->S, "the length of spike_times.npy");
     check_pc_features(v);
+    check_template_features(v);
     check_other_spike_arrays(v);
     check_tables(v);
 

@@ -102,6 +102,34 @@ void bs_match_templates_free(bs_match_templates *t);
 /* Expand template k's waveform into w (n_sup x nt floats). */
 void bs_match_template_waveform(const bs_match_templates *t, int k, float *w);
 
+/* ------------------------------------------- template features (Phy's view) */
+
+/* Phy's template-feature view plots, for two clusters, each spike's
+ * projection on their two templates. template_features.npy holds, per spike
+ * of template k, its projection on the n_tf templates of row k of
+ * template_feature_ind.npy:
+ *     f[s, n] = sum over k's pc channels c of <x_s[c], W_j[c]>,  j = ind[k, n],
+ * with x_s the spike's data (residual plus its fitted template) on channel c.
+ * Because W_j[c] = sum_p U_j[c, p] basis[p], this is exactly
+ * sum_c sum_p U_j[c, p] pcf[s, p, c] with pcf the spike's pc features
+ * (projections of x_s on the basis rows), so no data is read again; a
+ * channel outside j's support contributes 0. For j = k and a unit-norm
+ * template, f is the amplitude times the share of the template on those
+ * channels.
+ *
+ * The neighbours of k: k itself first, then the templates with the largest
+ * zero-lag similarity sum_c <W_k[c], W_j[c]> over k's pc channels (ties: the
+ * smaller id), then, if fewer than n_tf overlap k at all, the smallest ids
+ * not chosen; 1 <= n_tf <= K. Only templates sharing one of k's pc
+ * channels are visited, through per-channel lists. */
+size_t bs_template_neighbors_bytes(int K, int n_sup, int n_chan);
+/* ind: K x n_tf; pc_chan: K x npc probe channels, each in k's support. */
+bs_status bs_template_neighbors(const bs_match_templates *t, const int32_t *pc_chan, int npc, int n_tf, int32_t *ind);
+/* out[s * n_tf + n] for n spikes of templates tmpl[s] with pc features
+ * pcf (n x P x npc, as pc_features.npy). */
+void bs_template_features(const bs_match_templates *t, const int32_t *pc_chan, int npc, const int32_t *ind, int n_tf,
+                          int64_t n, const int32_t *tmpl, const float *pcf, float *out);
+
 /* --------------------------------------------------------------- scores */
 
 /* Bytes of a full score buffer: K x n_t floats. */

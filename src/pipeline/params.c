@@ -180,6 +180,8 @@ const bs_param_field bs_sort_param_fields[] = {
         "same-unit spikes closer than this are duplicates, ms"),
     F64("finish", "label_acg_threshold", finish.label_acg_threshold, 0, 10, NULL,
         "a unit is good when its autocorrelogram passes the refractory test at this bound"),
+    INTZ("finish", "n_template_features", finish.n_template_features, 1, 4096, NULL,
+         "templates each spike is projected on in template_features.npy (Phy's template-feature view); 0: none"),
 };
 const int bs_n_sort_param_fields = (int)(sizeof bs_sort_param_fields / sizeof bs_sort_param_fields[0]);
 

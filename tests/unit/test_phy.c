@@ -109,9 +109,23 @@ int main(void)
     CHECK(bs_phy_writer_open(&w, dir, &hh) == BS_OK);
     CHECK(bs_phy_writer_append_templates(w, 2, &templates[0][0][0], &pcind[0][0]) == BS_OK);
     CHECK(bs_phy_writer_append_templates(w, 1, &templates[2][0][0], &pcind[2][0]) == BS_OK);
+    /* template features: rows of distinct ids in [0, T), set once before the spikes */
+    const int32_t tfind_bad[T][2] = {{0, 1}, {1, 1}, {2, 0}}, tfind[T][2] = {{0, 1}, {1, 2}, {2, 0}};
+    float tfeat[S][2];
+    for (int i = 0; i < S; i++)
+        tfeat[i][0] = amps[i], tfeat[i][1] = -0.5f * (float)i;
+    CHECK(bs_phy_writer_append_template_features(w, 1, &tfeat[0][0]) == BS_ERR_INTERNAL); /* before the ids */
+    CHECK(bs_phy_writer_set_template_feature_ind(w, 2, &tfind_bad[0][0]) == BS_ERR_INTERNAL);
+    CHECK(strstr(bs_last_error(), "row 1 has 1 at 1") != NULL);
+    CHECK(bs_phy_writer_set_template_feature_ind(w, 4, &tfind[0][0]) == BS_ERR_INTERNAL); /* more than T */
+    CHECK(bs_phy_writer_set_template_feature_ind(w, 2, &tfind[0][0]) == BS_OK);
     CHECK(bs_phy_writer_append_spikes(w, 3, times, tpl_ids, clu_ids, amps, &pcf[0][0][0]) == BS_OK);
+    CHECK(bs_phy_writer_append_template_features(w, 3, &tfeat[0][0]) == BS_OK);
+    CHECK(bs_phy_writer_append_template_features(w, 1, &tfeat[3][0]) == BS_ERR_INTERNAL); /* ahead of the spikes */
+    CHECK(bs_phy_writer_set_template_feature_ind(w, 2, &tfind[0][0]) == BS_ERR_INTERNAL);  /* twice */
     CHECK(bs_phy_writer_append_spikes(w, 0, times, tpl_ids, clu_ids, amps, &pcf[0][0][0]) == BS_OK);
     CHECK(bs_phy_writer_append_spikes(w, 4, times + 3, tpl_ids + 3, clu_ids + 3, amps + 3, &pcf[3][0][0]) == BS_OK);
+    CHECK(bs_phy_writer_append_template_features(w, 4, &tfeat[3][0]) == BS_OK);
     /* out of order across calls: refused, nothing written */
     int64_t back[1] = {99};
     CHECK(bs_phy_writer_append_spikes(w, 1, back, tpl_ids, clu_ids, amps, &pcf[0][0][0]) == BS_ERR_INTERNAL);
@@ -125,6 +139,7 @@ int main(void)
     CHECK(bs_phy_writer_append_spikes(w, 1, past, tpl_ids, NULL, amps, &pcf[0][0][0]) == BS_ERR_INTERNAL);
     CHECK(strstr(bs_last_error(), "outside the recording [0, 1000)") != NULL);
     CHECK(bs_phy_writer_append_spikes(w, 3, times + 7, tpl_ids + 7, clu_ids + 7, amps + 7, &pcf[7][0][0]) == BS_OK);
+    CHECK(bs_phy_writer_append_template_features(w, 3, &tfeat[7][0]) == BS_OK);
     CHECK(bs_phy_writer_set_channels(w, chan_map, &pos[0][0], shanks) == BS_OK);
     float wm[C * C] = {2, 1, 0, 0, 0, 4, 0, 0, 0, 0, 0.5f, 0, 1, 0, 0, 1};
     CHECK(bs_phy_writer_set_whitening(w, wm, NULL) == BS_OK);
@@ -164,6 +179,14 @@ int main(void)
     for (int i = 0; pi && i < T * PC; i++)
         CHECK(pi[i] == (uint32_t)(&pcind[0][0])[i]);
     bs_mem_free(pi);
+    float *tf = load(dir, "template_features.npy", BS_NPY_F32, 2, &h);
+    CHECK(h.shape[0] == S && h.shape[1] == 2 && tf && memcmp(tf, tfeat, sizeof tfeat) == 0);
+    bs_mem_free(tf);
+    uint32_t *tfi = load(dir, "template_feature_ind.npy", BS_NPY_U32, 2, &h);
+    CHECK(h.shape[0] == T && h.shape[1] == 2);
+    for (int i = 0; tfi && i < T * 2; i++)
+        CHECK(tfi[i] == (uint32_t)(&tfind[0][0])[i]);
+    bs_mem_free(tfi);
     float *tp = load(dir, "templates.npy", BS_NPY_F32, 3, &h);
     CHECK(h.shape[0] == T && h.shape[1] == NT && h.shape[2] == C);
     CHECK(tp && memcmp(tp, templates, sizeof templates) == 0);
@@ -268,7 +291,8 @@ int main(void)
     CHECK(bs_phy_writer_close(w) == BS_OK);
     CHECK(!file_exists(dir, "pc_features.npy") && !file_exists(dir, "pc_feature_ind.npy"));
     CHECK(!file_exists(dir, ".phy") && !file_exists(dir, "template_ind.npy") && !file_exists(dir, "cluster_info.tsv") &&
-          !file_exists(dir, "spike_positions.npy"));
+          !file_exists(dir, "spike_positions.npy") && !file_exists(dir, "template_features.npy") &&
+          !file_exists(dir, "template_feature_ind.npy"));
     CHECK(file_exists(dir, "cluster_mylabel.tsv")); /* a user's own labels are not ours to delete */
     snprintf(p, sizeof p, "%s/cluster_mylabel.tsv", dir);
     CHECK(remove(p) == 0);
@@ -307,6 +331,16 @@ int main(void)
     CHECK(bs_phy_writer_set_channels(w, chan_map, &pos[0][0], NULL) == BS_OK);
     CHECK(bs_phy_writer_close(w) == BS_ERR_INTERNAL);
     CHECK(strstr(bs_last_error(), "2 templates were appended, the header says 3") != NULL);
+    /* template features for some spikes only */
+    CHECK(bs_phy_writer_open(&w, dir2, &hh) == BS_OK);
+    CHECK(bs_phy_writer_append_templates(w, T, &templates[0][0][0], NULL) == BS_OK);
+    CHECK(bs_phy_writer_set_template_feature_ind(w, 2, &tfind[0][0]) == BS_OK);
+    CHECK(bs_phy_writer_append_spikes(w, S, times, tpl_ids, NULL, amps, NULL) == BS_OK);
+    CHECK(bs_phy_writer_append_template_features(w, S - 1, &tfeat[0][0]) == BS_OK);
+    CHECK(bs_phy_writer_set_channels(w, chan_map, &pos[0][0], NULL) == BS_OK);
+    CHECK(bs_phy_writer_close(w) == BS_ERR_INTERNAL);
+    CHECK(strstr(bs_last_error(), "9 template feature rows were appended for 10 spikes") != NULL);
+    CHECK(!file_exists(dir2, "template_features.npy") && !file_exists(dir2, "template_feature_ind.npy"));
     /* abort */
     CHECK(bs_phy_writer_open(&w, dir2, &hh) == BS_OK);
     CHECK(bs_phy_writer_append_spikes(w, S, times, tpl_ids, NULL, amps, NULL) == BS_OK);
