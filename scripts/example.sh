@@ -17,14 +17,12 @@ echo "== simulate: 60 s, 32 channels, 10 units with known spike times"
 "$bs" simulate -o "$out/sim" --probe linear32 --duration 60 --units 10 --seed 1
 echo "== info"
 "$bs" info "$out/sim/recording.bin" --probe "$out/sim/probe.json" --fs 30000
-echo "== sort"
+echo "== sort (also writes the quality metrics and the curation page report.html)"
 "$bs" sort "$out/sim/recording.bin" --probe "$out/sim/probe.json" --fs 30000 -o "$out/sorted"
 echo "== validate the Phy folder"
 "$bs" validate "$out/sorted"
 echo "== accuracy against the ground truth"
 "$bs" compare "$out/sorted" "$out/sim"
-echo "== report"
-"$bs" report "$out/sorted"
 echo
 echo "Phy folder: $out/sorted   (open with: phy template-gui $out/sorted/params.py)"
 echo "Report:     $out/sorted/report.html   (quality metrics: $out/sorted/qc/qc_metrics.tsv)"

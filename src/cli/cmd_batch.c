@@ -33,7 +33,7 @@ static const char *USAGE =
     "usage: boundsort batch ROOT [-o OUTROOT] [--list | --dry-run | --status | --retry-failed] [--json]\n"
     "                            [--jobs N] [--mem TOTAL] [--mem-per-task SIZE] [--margin PCT] [--threads N]\n"
     "                            [--batch-seconds S] [--max-center-spikes N] [--params FILE] [--no-drift] [--no-qc]\n"
-    "                            [--restart]\n"
+    "                            [--no-report] [--restart]\n"
     "                            [--slurm [--cpus-per-task N] [--time T] [--partition P] [--account A]\n"
     "                                     [--gres G] [--job-name NAME] [--max-running N] [--sbatch-extra FILE]]\n"
     "                            [-q] [-- SORT OPTIONS...]\n"
@@ -59,7 +59,8 @@ static const char *USAGE =
     "  --mem-per-task SIZE  every job's sort --mem (default: its planned peak + margin)\n"
     "  --margin PCT         added to each planned peak, percent (default 25)\n"
     "  --threads N          threads per job (default: local cores / jobs; SLURM --cpus-per-task)\n"
-    "  --batch-seconds S, --max-center-spikes N, --params FILE, --no-drift, --no-qc: passed to every sort\n"
+    "  --batch-seconds S, --max-center-spikes N, --params FILE, --no-drift, --no-qc, --no-report:\n"
+    "                       passed to every sort\n"
     "  --slurm              submit one SLURM job array (one task per recording; --mem = the largest job's\n"
     "                       need, as SLURM gives every task of an array the same memory; each task gets its\n"
     "                       own sort --mem, so a plan that does not fit is refused with exit 3, not killed)\n"
@@ -225,6 +226,7 @@ static int batch_cmd(int argc, char **argv, char **owned)
                     : strcmp(a, "--restart") == 0      ? &c.restart
                     : strcmp(a, "--slurm") == 0        ? &c.slurm
                     : strcmp(a, "--no-qc") == 0        ? &o.no_qc
+                    : strcmp(a, "--no-report") == 0    ? &o.no_report
                     : strcmp(a, "--no-drift") == 0     ? &so.sp.no_drift
                     : (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) ? &c.quiet
                                                                            : NULL;

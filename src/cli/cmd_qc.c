@@ -20,7 +20,7 @@ static const char *USAGE_HEAD =
     "boundsort qc OUT [--recording REC --probe P --fs HZ ...] [options]\n"
     "\n"
     "Writes OUT/qc/qc_metrics.tsv, OUT/cluster_<metric>.tsv (one per metric, Phy shows them),\n"
-    "OUT/cluster_qc_label.tsv (good/fail by the Allen rule) and OUT/curation.json (SpikeInterface\n"
+    "OUT/cluster_qc_label.tsv (good/fail/unknown by the Allen rule) and OUT/curation.json (SpikeInterface\n"
     "curation format v2). Metrics follow SpikeInterface's definitions and defaults.\n"
     "\n"
     "  OUT                    a Phy folder written by boundsort sort (or any Phy folder with --recording)\n"

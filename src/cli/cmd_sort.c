@@ -2,7 +2,8 @@
  * cmd_sort.c - `boundsort sort REC -o OUT`: open the recording, run the
  * pipeline (src/pipeline/sort.h), leave a Phy folder in OUT (and with --nwb
  * the units as OUT/units.nwb, src/export/nwb_export.h), write OUT/source.json
- * and run the quality metrics (src/qc/qc.h) unless --no-qc.
+ * run the quality metrics (src/qc/qc.h) unless --no-qc, and write the curation
+ * page OUT/report.html (src/report/report.h) last unless --no-report.
  *
  * The thread count (--threads) and the memory budget (--mem) are settings of
  * the process, made once after the options are read and before anything
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/fileio.h"
 #include "../common/log.h"
 #include "../common/samples.h"
 #include "../common/tmpfiles.h"
@@ -25,12 +27,14 @@
 #include "../pipeline/plan.h"
 #include "../pipeline/sort.h"
 #include "../qc/qc.h"
+#include "../report/report.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
     "                          [--export-raw]\n"
-    "                          [--no-qc] [--no-drift | --drift-only] [--no-artifact-removal] [--no-disk-check] [-q]\n"
+    "                          [--no-qc] [--no-report] [--no-drift | --drift-only] [--no-artifact-removal]\n"
+    "                          [--no-disk-check] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -44,6 +48,7 @@ static const char *USAGE_HEAD =
     "  --export-raw      also write OUT/recording.dat, a plain binary copy of the sorted recording that\n"
     "                    params.py names, for inputs Phy cannot read (NWB; see boundsort export-raw)\n"
     "  --no-qc           skip the quality metrics (boundsort qc) at the end\n"
+    "  --no-report       skip the curation page OUT/report.html (boundsort report) written last\n"
     "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
     "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
     "  --drift-only      estimate the drift (OUT/drift*.npy, driftmap.npy) and stop\n"
@@ -57,6 +62,30 @@ static const char *USAGE_HEAD =
 static int usage_error(const char *fmt, const char *arg)
 {
     return bs_cli_recording_usage_error("sort", USAGE_HEAD, fmt, arg);
+}
+
+/* The curation page, last: the Phy folder is complete, so a failure is a warning and the exit status
+ * is the sort's. With --no-report an earlier run's page, which shows other units, is removed. */
+static bs_status write_report(const char *out_dir, int no_report, int quiet)
+{
+    char path[4200];
+    BS_TRY(bs_path_join(path, sizeof path, out_dir, "report.html"));
+    if (no_report) {
+        if (remove(path) != 0 && errno != ENOENT)
+            return bs_error(BS_ERR_IO, "%s: cannot remove an earlier run's page: %s", path, strerror(errno));
+        return BS_OK;
+    }
+    bs_report_params rp;
+    bs_report_params_default(&rp);
+    bs_report_summary s;
+    bs_status st = bs_report_write(out_dir, NULL, &rp, &s);
+    if (st != BS_OK)
+        fprintf(stderr, "warning: the Phy folder is complete, but the report failed (%s: %s); rerun it with "
+                        "boundsort report %s\n", bs_status_name(st), bs_last_error(), out_dir);
+    else if (!quiet)
+        fprintf(stderr, "report: wrote %s (%.2f MB, %lld units); open it in a browser to curate\n", path,
+                s.html_bytes / 1e6, (long long)s.n_units);
+    return BS_OK;
 }
 
 int bs_cmd_sort(int argc, char **argv)
@@ -90,6 +119,10 @@ int bs_cmd_sort(int argc, char **argv)
         if (strcmp(a, "--no-qc") == 0) {
             run_qc = 0;
             so.sp.no_qc = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-report") == 0) {
+            so.sp.no_report = 1;
             continue;
         }
         if (strcmp(a, "--no-artifact-removal") == 0) {
@@ -215,6 +248,8 @@ int bs_cmd_sort(int argc, char **argv)
         bs_nwb_export_opts no = {so.sp.out_dir, from_nwb ? rec_path : NULL, opt.series, NULL, 0, NULL};
         st = bs_nwb_export(&no, NULL);
     }
+    if (st == BS_OK && !so.sp.drift_only)
+        st = write_report(so.sp.out_dir, so.sp.no_report, so.sp.quiet);
     if (st != BS_OK)
         return bs_cli_fail(st);
     return BS_OK;

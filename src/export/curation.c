@@ -35,7 +35,7 @@ static int cmp_unit(const void *a, const void *b)
 bs_status bs_curation_write(const char *path, int n, const bs_curation_unit *units)
 {
     static const char *const quality[] = {"good", "mua", "noise"};
-    static const char *const qc[] = {"good", "fail"};
+    static const char *const qc[] = {"good", "fail", "unknown"};
     bs_curation_unit *u = malloc(sizeof *u * (size_t)(n > 0 ? n : 1));
     if (!u)
         return bs_error(BS_ERR_MEMORY, "%s: out of memory", path);
@@ -53,11 +53,11 @@ bs_status bs_curation_write(const char *path, int n, const bs_curation_unit *uni
     cJSON *ids = cJSON_AddArrayToObject(root, "unit_ids");
     cJSON *defs = cJSON_AddObjectToObject(root, "label_definitions");
     cJSON_AddItemToObject(defs, "quality", label_definition("quality", quality, 3));
-    cJSON_AddItemToObject(defs, "qc_label", label_definition("qc_label", qc, 2));
+    cJSON_AddItemToObject(defs, "qc_label", label_definition("qc_label", qc, 3));
     cJSON *labels = cJSON_AddArrayToObject(root, "manual_labels");
     for (int i = 0; i < n; i++) {
         cJSON_AddItemToArray(ids, cJSON_CreateNumber(u[i].unit_id));
-        int has_q = known(u[i].quality, quality, 3), has_l = known(u[i].qc_label, qc, 2);
+        int has_q = known(u[i].quality, quality, 3), has_l = known(u[i].qc_label, qc, 3);
         if (!has_q && !has_l)
             continue;
         cJSON *e = cJSON_CreateObject();

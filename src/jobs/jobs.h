@@ -105,6 +105,7 @@ typedef struct {
     size_t mem_per_task;     /* fixed sort budget per job, bytes (0: from the plan) */
     double margin;           /* fraction added to the planned peak (0.25) */
     int no_qc;               /* pass --no-qc */
+    int no_report;           /* pass --no-report */
     int n_extra;             /* extra sort arguments (after `--`) */
     char **extra;
 } bs_jobs_opts;

@@ -87,6 +87,8 @@ static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *
     }
     if (o->no_qc)
         a[n++] = "--no-qc";
+    if (o->no_report)
+        a[n++] = "--no-report";
 #undef NUM
     if (n + o->n_extra > BS_JOBS_MAX_ARGS + 48)
         return bs_error(BS_ERR_USAGE, "batch: too many extra sort options (at most 48)");

@@ -15,6 +15,7 @@
 #include "../io/batch.h"
 #include "../preprocess/preprocess.h"
 #include "../qc/qc.h"
+#include "../report/report.h"
 #include "stages.h"
 
 #define MIB ((size_t)1 << 20)
@@ -73,7 +74,7 @@ size_t bs_sort_plan_disk_need(const bs_sort_plan *pl, int from, const int *done)
     for (int i = from > 0 ? from : 0; i < pl->n_stages; i++)
         if (!done || !done[i])
             need += pl->stage[i].disk;
-    return need + pl->disk_qc;
+    return need + pl->disk_qc + pl->disk_report;
 }
 
 bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need, int64_t free_bytes,
@@ -94,7 +95,11 @@ bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need,
                     "does not fit the disk: %s%s write about %.1f MiB (%zu bytes) in %s%s; its "
                     "file system has %.1f MiB free. Free at least %.0f MiB more there or choose another -o "
                     "(--no-disk-check runs anyway: a full disk stops the run with exit 6, and --resume continues it)",
-                    what, pl->disk_qc ? " and the quality metrics" : "", (double)need / MIB, need, out_dir, assumed,
+                    what,
+                    pl->disk_qc && pl->disk_report ? " and the quality metrics and report"
+                    : pl->disk_qc                  ? " and the quality metrics"
+                    : pl->disk_report              ? " and the report"
+                                                   : "", (double)need / MIB, need, out_dir, assumed,
                     (double)free_bytes / MIB, ceil((double)(need - (size_t)free_bytes) / MIB));
 }
 
@@ -113,7 +118,7 @@ static void finalize(bs_sort_plan *pl)
     pl->failing = -1;
     pl->gpu_short = 0;
     pl->may_not_fit = 0;
-    pl->disk = pl->disk_qc;
+    pl->disk = pl->disk_qc + pl->disk_report;
     for (int i = 0; i < pl->n_stages; i++) {
         const bs_plan_stage *s = &pl->stage[i];
         pl->disk += s->disk;
@@ -144,6 +149,7 @@ static void plan_from(bs_sort_plan *pl, int from)
     bs_qc_params qp;
     bs_qc_default_params(&qp);
     pl->disk_qc = pl->p.no_qc ? 0 : bs_qc_disk_bytes(&qp, pl->shapes.qc_spill_spike, pl->n_spikes, pl->K);
+    pl->disk_report = pl->p.no_report ? 0 : bs_report_page_bytes(pl->K);
     finalize(pl);
 }
 
@@ -377,6 +383,9 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
     fmt_bytes(pl->disk_qc, a, sizeof a);
     if (pl->disk_qc)
         fprintf(out, "  %-10s disk %10s  (after the stages; the waveform subset is a temporary file)\n", "qc", a);
+    fmt_bytes(pl->disk_report, a, sizeof a);
+    if (pl->disk_report)
+        fprintf(out, "  %-10s disk %10s  (report.html, last)\n", "report", a);
     fmt_bytes(pl->disk, a, sizeof a);
     fprintf(out, "  disk: the run writes about %s in OUT%s", a,
             pl->k_assumed || pl->spikes_assumed ? " (with the assumed counts)" : "");
@@ -413,6 +422,7 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
     cJSON_AddBoolToObject(root, "may_not_fit", pl->may_not_fit);
     cJSON_AddNumberToObject(root, "disk_bytes", (double)pl->disk);
     cJSON_AddNumberToObject(root, "disk_qc_bytes", (double)pl->disk_qc);
+    cJSON_AddNumberToObject(root, "disk_report_bytes", (double)pl->disk_report);
     if (pl->disk_free >= 0)
         cJSON_AddNumberToObject(root, "disk_free_bytes", (double)pl->disk_free);
     if (pl->p.device >= 0) {

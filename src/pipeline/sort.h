@@ -103,6 +103,7 @@ typedef struct {
     int device;                /* -1: the CPU; N >= 0: the matcher's scores on CUDA device N (--device cuda:N,
                                   src/gpu/gpu.h); the rest of the run stays on the CPU */
     int no_qc;                 /* 1: `sort --no-qc`: no quality metrics after the stages (their disk is not planned) */
+    int no_report;             /* 1: `sort --no-report`: no report.html after the stages (its disk is not planned) */
     int no_disk_check;         /* 1: OUT's file system having less free space than the plan's disk is a warning,
                                   not a refusal (plan.h) */
     size_t gpu_mem_budget;     /* bytes of tracked GPU memory the accountant was set to (--gpu-mem; 0: none) */

@@ -171,6 +171,7 @@ int bs_qc_metric_is_count(int m);
 typedef struct {
     int n_units;        /* rows written (clusters with spikes + empty ones listed in the TSVs) */
     int n_good;         /* qc_label == good */
+    int n_unknown;      /* qc_label == unknown (a metric of the rule could not be computed) */
     int64_t n_spikes;
 } bs_qc_summary;
 
@@ -197,8 +198,15 @@ bs_status bs_qc_remove_outputs(const char *out_dir);
 size_t bs_qc_spill_spike_bytes(const bs_qc_params *p, const bs_probe *probe, double fs_hz);
 size_t bs_qc_disk_bytes(const bs_qc_params *p, size_t spill_spike_bytes, int64_t n_spikes, int n_units);
 
-/* Allen rule: 1 (good) or 0 (fail) for one unit's metric row. */
-int bs_qc_label_pass(const double *metrics, const bs_qc_params *p);
+/* The Allen rule on one unit's metric row: fail when a metric that could be
+ * computed is outside its bound (isi_violations_ratio < label_isi_max,
+ * presence_ratio > label_presence_min, amplitude_cutoff < label_cutoff_max);
+ * otherwise unknown when one could not be computed (NaN: presence ratio on a
+ * recording shorter than its bin, amplitude cutoff with too few spikes, no
+ * ISI for a unit of one spike); good when all three pass. */
+typedef enum { BS_QC_LABEL_GOOD, BS_QC_LABEL_FAIL, BS_QC_LABEL_UNKNOWN, BS_QC_N_LABELS } bs_qc_label;
+extern const char *const bs_qc_label_names[BS_QC_N_LABELS]; /* "good", "fail", "unknown" */
+bs_qc_label bs_qc_label_of(const double *metrics, const bs_qc_params *p);
 
 /* ---------------------------------------------------------------------------
  * Per-unit metric functions (pure; tested one by one against a Python

@@ -85,12 +85,16 @@ void bs_qc_default_params(bs_qc_params *p)
     p->label_cutoff_max = 0.1;
 }
 
-int bs_qc_label_pass(const double *m, const bs_qc_params *p)
+bs_qc_label bs_qc_label_of(const double *m, const bs_qc_params *p)
 {
-    /* comparisons with NaN are false, so NaN fails */
-    return m[BS_QC_ISI_RATIO] < p->label_isi_max && m[BS_QC_PRESENCE_RATIO] > p->label_presence_min &&
-           m[BS_QC_AMPLITUDE_CUTOFF] < p->label_cutoff_max;
+    double isi = m[BS_QC_ISI_RATIO], pr = m[BS_QC_PRESENCE_RATIO], cut = m[BS_QC_AMPLITUDE_CUTOFF];
+    if ((!isnan(isi) && !(isi < p->label_isi_max)) || (!isnan(pr) && !(pr > p->label_presence_min)) ||
+        (!isnan(cut) && !(cut < p->label_cutoff_max)))
+        return BS_QC_LABEL_FAIL;
+    return isnan(isi) || isnan(pr) || isnan(cut) ? BS_QC_LABEL_UNKNOWN : BS_QC_LABEL_GOOD;
 }
+
+const char *const bs_qc_label_names[BS_QC_N_LABELS] = {"good", "fail", "unknown"};
 
 double bs_qc_presence_ratio(const int64_t *t, int64_t n, int64_t total_samples, double fs_hz, double bin_s,
                             double fr_ratio)

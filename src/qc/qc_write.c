@@ -7,8 +7,8 @@
  *                          not get each metric twice
  *   cluster_<metric>.tsv   cluster_id, <metric>: one file per metric, which
  *                          Phy shows as a column of its cluster view
- *   cluster_qc_label.tsv   cluster_id, qc_label: good (passes the Allen rule)
- *                          or fail
+ *   cluster_qc_label.tsv   cluster_id, qc_label: good (passes the Allen rule),
+ *                          fail, or unknown (bs_qc_label_of)
  *   curation.json          SpikeInterface curation format v2 (src/export/curation.h)
  * Every table has one row per unit (sorted by id), units without spikes
  * included, because SpikeInterface's read_phy inner-joins all the folder's
@@ -68,7 +68,7 @@ static bs_status write_table(const qc_ctx *c, const char *name, int m0, int m1, 
             fprintf(f.fp, "\t%s", buf);
         }
         if (label)
-            fprintf(f.fp, "\t%s", bs_qc_label_pass(row, c->p) ? "good" : "fail");
+            fprintf(f.fp, "\t%s", bs_qc_label_names[bs_qc_label_of(row, c->p)]);
         fputc('\n', f.fp);
     }
     if (ferror(f.fp)) {
@@ -95,11 +95,11 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
     bs_curation_unit *cu = bs_mem_alloc("qc/curation", sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
     if (!cu)
         return BS_ERR_MEMORY;
-    int n_good = 0;
+    int n_label[BS_QC_N_LABELS] = {0};
     for (int u = 0; u < c->K; u++) {
-        int pass = bs_qc_label_pass(c->metrics + (size_t)u * BS_QC_N_METRICS, c->p);
-        n_good += pass;
-        cu[u] = (bs_curation_unit){c->ids[u], NULL, pass ? "good" : "fail"};
+        bs_qc_label l = bs_qc_label_of(c->metrics + (size_t)u * BS_QC_N_METRICS, c->p);
+        n_label[l]++;
+        cu[u] = (bs_curation_unit){c->ids[u], NULL, bs_qc_label_names[l]};
         for (int i = 0; i < c->groups.n; i++)
             if (c->groups.id[i] == c->ids[u])
                 cu[u].quality = c->groups.group[i];
@@ -110,12 +110,15 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
         st = bs_curation_write(path, c->K, cu);
     bs_mem_free(cu);
     if (st == BS_OK && !c->p->quiet)
-        bs_log_info("qc: %d of %d units pass (isi_violations_ratio < %g, presence_ratio > %g, amplitude_cutoff < %g); "
-                    BS_PHY_QC_METRICS ", cluster_qc_label.tsv and curation.json in %s",
-                    n_good, c->K, c->p->label_isi_max, c->p->label_presence_min, c->p->label_cutoff_max, c->dir);
+        bs_log_info("qc: %d of %d units pass (isi_violations_ratio < %g, presence_ratio > %g, amplitude_cutoff < %g), "
+                    "%d unknown (a metric of the rule could not be computed); " BS_PHY_QC_METRICS
+                    ", cluster_qc_label.tsv and curation.json in %s",
+                    n_label[BS_QC_LABEL_GOOD], c->K, c->p->label_isi_max, c->p->label_presence_min,
+                    c->p->label_cutoff_max, n_label[BS_QC_LABEL_UNKNOWN], c->dir);
     if (summary) {
         summary->n_units = c->K;
-        summary->n_good = n_good;
+        summary->n_good = n_label[BS_QC_LABEL_GOOD];
+        summary->n_unknown = n_label[BS_QC_LABEL_UNKNOWN];
         summary->n_spikes = c->S;
     }
     return st;

@@ -35,6 +35,11 @@ void bs_report_params_default(bs_report_params *p)
     p->drift_depth_bins = 300;
 }
 
+size_t bs_report_page_bytes(int64_t n_units)
+{
+    return 900000u + 7000u * (size_t)(n_units > 0 ? n_units : 0);
+}
+
 void rp_note(rp_data *d, const char *fmt, ...)
 {
     if (d->n_notes == RP_MAX_NOTES)

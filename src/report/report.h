@@ -31,6 +31,7 @@
 #ifndef BS_REPORT_H
 #define BS_REPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/status.h"
@@ -51,6 +52,10 @@ typedef struct {
 } bs_report_summary;
 
 void bs_report_params_default(bs_report_params *p);
+
+/* The page's size bound at the default caps (above: 0.9 MB + 7 KB per unit), bytes, for the disk
+ * `sort` plans when it writes the report (test_report_scale checks the bound at 1,000 units). */
+size_t bs_report_page_bytes(int64_t n_units);
 
 /* Read the Phy folder `dir` and write the page atomically to html_path
  * (NULL: dir/report.html). BS_ERR_INPUT when dir is not a Phy folder or a file

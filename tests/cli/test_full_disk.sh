@@ -20,7 +20,7 @@ trap 'umount "$T/small" 2>/dev/null; umount "$T/mid" 2>/dev/null' EXIT
 REC=("$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000)
 
 # 1. refused up front
-expect 3 "does not fit the disk: stages 'whitening' to 'finish' and the quality metrics write about .* MiB free" -- \
+expect 3 "does not fit the disk: stages 'whitening' to 'finish' and the quality metrics and report write about .* MiB free" -- \
   "$BS" sort "${REC[@]}" -o "$T/small/out" -q
 check "the refused sort created no output folder" test ! -e "$T/small/out"
 expect 3 "does not fit the disk" -- "$BS" plan "${REC[@]}" -o "$T/small/out"
@@ -42,7 +42,7 @@ avail=$(df -B1 --output=avail "$T/mid" | tail -1)
 fallocate -l $((avail - 96 * 1024)) "$T/mid/filler" 2>/dev/null ||
   dd if=/dev/zero of="$T/mid/filler" bs=4096 count=$(((avail - 96 * 1024) / 4096)) 2>/dev/null
 find "$T/mid/out" -type f | sort | xargs md5sum >"$T/before.md5"
-expect 3 "does not fit the disk: stages 'match' to 'finish' write about" -- \
+expect 3 "does not fit the disk: stages 'match' to 'finish' and the report write about" -- \
   "$BS" sort "${REC[@]}" -o "$T/mid/out" -q --no-qc --resume
 check "the refusal at 'match' left every file in place" md5sum -c --quiet "$T/before.md5"
 rm "$T/mid/filler"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # test_report.sh - boundsort report on a sorted short simulation.
+#   - sort writes the page by default, --no-report does not (and removes an old one);
 #   - the page holds the right units (count, ids, spike counts), correlograms
 #     equal to ones computed here with numpy from the Phy files (every pair and
 #     every unit), the spike subsample at the promised stride; it references
@@ -20,8 +21,17 @@ duration=12
 "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out" --threads 2 -q \
   || { echo "sort failed"; exit 1; }
 
+# 0. sort writes the page last by default (the same bytes as the command's); --no-report writes none and
+#    removes an earlier run's page, which would show other units
+[ -s "$T/out/report.html" ] && ok || bad "sort wrote no report.html"
+"$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out" --threads 2 -q --resume \
+  --no-report && [ ! -e "$T/out/report.html" ] && ok || bad "sort --no-report left a report.html"
+"$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out" --threads 2 -q --resume \
+  && cp "$T/out/report.html" "$T/by_sort.html" && ok || bad "sort --resume wrote no report.html"
+
 # 1. the plain sort output
 expect 0 "" "$BS" report "$T/out"
+cmp -s "$T/out/report.html" "$T/by_sort.html" && ok || bad "sort's page differs from boundsort report's"
 [ -s "$T/out/report.html" ] && ok || bad "no report.html"
 ls "$T/out" | grep -q "report.html.tmp" && bad "a temporary file was left" || ok
 cp "$T/out/report.html" "$T/first.html"

@@ -358,24 +358,32 @@ static void test_by_hand(void)
     /* presence: 3 bins of 60 s at 1 kHz (T = 185000 samples: the last 5 s are dropped); spikes in bins 0 and 2 */
     int64_t tp[3] = {10, 130000, 180000};
     CHECK_NEAR(bs_qc_presence_ratio(tp, 3, 185000, 1000.0, 60, 0), 2.0 / 3.0, 1e-15);
-    /* labels: the Allen rule, strict inequalities, NaN fails */
+    /* labels: the Allen rule, strict inequalities; a metric that could not be computed (NaN) gives unknown
+     * unless another one fails */
     double m[BS_QC_N_METRICS];
     for (int i = 0; i < BS_QC_N_METRICS; i++)
         m[i] = NAN;
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_UNKNOWN);
     m[BS_QC_ISI_RATIO] = 0.1;
     m[BS_QC_PRESENCE_RATIO] = 0.95;
     m[BS_QC_AMPLITUDE_CUTOFF] = 0.05;
-    CHECK(bs_qc_label_pass(m, &p) == 1);
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_GOOD);
     m[BS_QC_PRESENCE_RATIO] = 0.8;
-    CHECK(bs_qc_label_pass(m, &p) == 0);
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_FAIL);
     m[BS_QC_PRESENCE_RATIO] = 0.9;
     m[BS_QC_AMPLITUDE_CUTOFF] = NAN;
-    CHECK(bs_qc_label_pass(m, &p) == 0);
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_UNKNOWN);
+    m[BS_QC_ISI_RATIO] = 0.7; /* a failing metric decides whatever the others are */
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_FAIL);
+    m[BS_QC_PRESENCE_RATIO] = NAN;
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_FAIL);
+    m[BS_QC_PRESENCE_RATIO] = 0.9;
     m[BS_QC_AMPLITUDE_CUTOFF] = 0.0;
     m[BS_QC_ISI_RATIO] = 0.5;
-    CHECK(bs_qc_label_pass(m, &p) == 0);
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_FAIL);
     p.label_isi_max = 0.6;
-    CHECK(bs_qc_label_pass(m, &p) == 1);
+    CHECK(bs_qc_label_of(m, &p) == BS_QC_LABEL_GOOD);
+    CHECK(strcmp(bs_qc_label_names[BS_QC_LABEL_UNKNOWN], "unknown") == 0);
     /* numpy histogram: values 0..10 in 10 bins: value 10 goes to the last bin, each other value to its own */
     float v[11];
     for (int i = 0; i <= 10; i++)
