@@ -699,6 +699,21 @@ static void check_templates(vctx *v)
     check_matrix(v, BS_PHY_SIMILAR_TEMPLATES, 1, v->T, v->T, "templates x templates", &h, path, sizeof path);
 }
 
+/* A feature file (h) has a row per spike, or per entry of ids_name when the folder has that subset file. */
+static void check_feature_rows(vctx *v, const char *name, const bs_npy_header *h, const char *ids_name)
+{
+    int64_t n_rows = v->S;
+    char rows_of[96] = "the length of spike_times.npy", path[4200], s[256];
+    bs_npy_header hs;
+    if (open_arr(v, ids_name, 0, "", &hs, path, sizeof path)) {
+        n_rows = vec_len(v, ids_name, &hs);
+        snprintf(rows_of, sizeof rows_of, "the length of %s", ids_name);
+    }
+    if (n_rows >= 0 && h->shape[0] != n_rows)
+        viol(v, name, "shape %s: %" PRId64 " rows, expected %" PRId64 " (%s)", shape_str(h, s, sizeof s),
+             h->shape[0], n_rows, rows_of);
+}
+
 static void check_pc_features(vctx *v)
 {
     char path[4200], s[256];
@@ -712,17 +727,8 @@ static void check_pc_features(vctx *v)
         viol(v, name, "shape %s, expected (S, n_pc, n_chan): spikes x PCs x channels", shape_str(&h, s, sizeof s));
         return;
     }
-    int64_t n_rows = v->S;
-    const char *rows_of = "the length of spike_times.npy";
-    bs_npy_header hs;
+    check_feature_rows(v, name, &h, "pc_feature_spike_ids.npy");
     char p2[4200];
-    if (open_arr(v, "pc_feature_spike_ids.npy", 0, "", &hs, p2, sizeof p2)) {
-        n_rows = vec_len(v, "pc_feature_spike_ids.npy", &hs);
-        rows_of = "the length of pc_feature_spike_ids.npy";
-    }
-    if (n_rows >= 0 && h.shape[0] != n_rows)
-        viol(v, name, "shape %s: %" PRId64 " rows, expected %" PRId64 " (%s)", shape_str(&h, s, sizeof s), h.shape[0],
-             n_rows, rows_of);
     int64_t nch = h.shape[2];
     bs_npy_header hi;
     if (check_matrix(v, BS_PHY_PC_FEATURE_IND, 0, v->T, nch,
@@ -736,7 +742,7 @@ static void check_pc_features(vctx *v)
 static void check_template_features(vctx *v)
 {
     char path[4200], s[256], p2[4200];
-    bs_npy_header h, hs, hi;
+    bs_npy_header h, hi;
     const char *name = BS_PHY_TEMPLATE_FEATURES;
     if (!open_arr(v, name, 0, "", &h, path, sizeof path))
         return;
@@ -746,15 +752,7 @@ static void check_template_features(vctx *v)
         viol(v, name, "shape %s, expected (S, n_tf): spikes x templates", shape_str(&h, s, sizeof s));
         return;
     }
-    int64_t n_rows = v->S;
-    const char *rows_of = "the length of spike_times.npy";
-    if (open_arr(v, "template_feature_spike_ids.npy", 0, "", &hs, p2, sizeof p2)) {
-        n_rows = vec_len(v, "template_feature_spike_ids.npy", &hs);
-        rows_of = "the length of template_feature_spike_ids.npy";
-    }
-    if (n_rows >= 0 && h.shape[0] != n_rows)
-        viol(v, name, "shape %s: %" PRId64 " rows, expected %" PRId64 " (%s)", shape_str(&h, s, sizeof s), h.shape[0],
-             n_rows, rows_of);
+    check_feature_rows(v, name, &h, "template_feature_spike_ids.npy");
     if (check_matrix(v, BS_PHY_TEMPLATE_FEATURE_IND, 0, v->T, h.shape[1],
                      "templates.npy rows x the columns of template_features.npy", &hi, p2, sizeof p2) &&
         v->T > 0)

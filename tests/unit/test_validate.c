@@ -249,6 +249,25 @@ int main(void)
     CHECK(bs_npy_save(p, BS_NPY_F32, 3, shf, pf) == BS_OK);
     expect_one(dir, "pc_features.npy", "9 rows, expected 10 (the length of spike_times.npy)");
 
+    /* 14b. template features: fewer rows than spikes; their ids' rows not one per template; an id past T */
+    make_clean("tf", dir, sizeof dir);
+    float tf9[9 * 2] = {0};
+    int64_t stf[2] = {9, 2}, sti[2] = {T, 2};
+    path_of(p, sizeof p, dir, "template_features.npy");
+    CHECK(bs_npy_save(p, BS_NPY_F32, 2, stf, tf9) == BS_OK);
+    int32_t tfi[T * 2] = {0, 1, 1, 2, 2, 0};
+    save_i32(dir, "template_feature_ind.npy", tfi, 2, sti);
+    expect_one(dir, "template_features.npy", "9 rows, expected 10 (the length of spike_times.npy)");
+    float tf10[10 * 2] = {0};
+    stf[0] = 10;
+    CHECK(bs_npy_save(p, BS_NPY_F32, 2, stf, tf10) == BS_OK);
+    tfi[5] = T;
+    save_i32(dir, "template_feature_ind.npy", tfi, 2, sti);
+    expect_one(dir, "template_feature_ind.npy", "expected template ids");
+    sti[0] = T - 1;
+    save_i32(dir, "template_feature_ind.npy", tfi, 2, sti);
+    expect_one(dir, "template_feature_ind.npy", "shape (2, 2), expected (3, 2)");
+
     /* 15. channel_map row beyond n_channels_dat, and int16 dtype */
     make_clean("chanmap", dir, sizeof dir);
     int32_t cm[C] = {0, 1, 2, 5};
