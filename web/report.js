@@ -616,7 +616,10 @@
       const A = R.artifacts;
       const art = !A ? "" : !A.removal ? "<p>artifacts: not removed (--no-artifact-removal)</p>" :
         `<p>artifacts: ${A.periods} period${A.periods === 1 ? "" : "s"} blanked (${P.fmt(A.blanked_s, 3)} s, listed in artifacts.tsv); about ${P.fmt(A.expected_lost_spikes, 0)} spikes of the sorted units fell in them and are lost</p>`;
-      box.innerHTML = `<p>${head}</p>${art}<table class="plain"><thead><tr><th>stage</th><th>wall (s)</th><th>planned peak</th><th>tracked peak</th><th>tracked / planned</th><th>RSS peak</th><th>disk planned</th><th>disk written</th><th>strategy</th></tr></thead><tbody>` +
+      const S = R.phase_shift;
+      const ps = !S ? "" : S.applied ? `<p>phase shift: each channel's ADC sampling delay removed (up to ${P.fmt(S.max_delay_samples, 3)} samples)</p>` :
+        `<p>phase shift: none (${esc(S.why_not || "")})</p>`;
+      box.innerHTML = `<p>${head}</p>${ps}${art}<table class="plain"><thead><tr><th>stage</th><th>wall (s)</th><th>planned peak</th><th>tracked peak</th><th>tracked / planned</th><th>RSS peak</th><th>disk planned</th><th>disk written</th><th>strategy</th></tr></thead><tbody>` +
         st.map((s) => {
           const r = s.planned_peak_bytes > 0 && s.tracked_peak_bytes !== null ? s.tracked_peak_bytes / s.planned_peak_bytes : null;
           return `<tr><td>${esc(s.name || "")}</td><td class="num">${P.fmt(s.wall_s, 2)}</td><td class="num">${P.fmtBytes(s.planned_peak_bytes)}</td><td class="num">${P.fmtBytes(s.tracked_peak_bytes)}</td>` +

@@ -130,6 +130,15 @@ static void print_text(const char *path, const bs_recording *rec)
     printf("columns        ");
     print_runs(stdout, p->column, p->n_chan);
     printf("\n");
+    if (p->adc_shift) {
+        float lo = 1, hi = 0;
+        for (int c = 0; c < p->n_chan; c++)
+            lo = fminf(lo, p->adc_shift[c]), hi = fmaxf(hi, p->adc_shift[c]);
+        printf("ADC skew       %.4g .. %.4g samples (removed by sort's phase shift; --no-phase-shift keeps it)\n",
+               (double)lo, (double)hi);
+    } else {
+        printf("ADC skew       unknown (no phase shift)\n");
+    }
     bs_nwb_print_info(rec, stdout);
     free(s.shank_ids);
 }
@@ -196,6 +205,11 @@ static int print_json(const char *path, const bs_recording *rec)
     cJSON_AddNumberToObject(pr, "y_min_um", s.ymin);
     cJSON_AddNumberToObject(pr, "y_max_um", s.ymax);
     cJSON_AddNumberToObject(pr, "vertical_pitch_um", s.pitch);
+    if (p->adc_shift) { /* per sorted channel, samples (SpikeInterface's inter_sample_shift) */
+        cJSON *sh = cJSON_AddArrayToObject(pr, "inter_sample_shift");
+        for (int c = 0; c < p->n_chan; c++)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber(p->adc_shift[c]));
+    }
     const bs_nwb_info *nwb = bs_nwb_get_info(rec);
     if (nwb) { /* the series read, and every ElectricalSeries of the file */
         cJSON_AddStringToObject(o, "series", nwb->series);

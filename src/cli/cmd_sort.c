@@ -34,7 +34,7 @@ static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
     "                          [--export-raw]\n"
     "                          [--no-qc] [--no-report] [--no-drift | --drift-only] [--no-artifact-removal]\n"
-    "                          [--no-disk-check] [-q]\n"
+    "                          [--no-phase-shift] [--no-disk-check] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -55,6 +55,10 @@ static const char *USAGE_HEAD =
     "  --no-artifact-removal\n"
     "                    keep broadband artifacts (default: periods where many channels cross a high\n"
     "                    threshold at once are blanked before detection and matching, OUT/artifacts.tsv)\n"
+    "  --no-phase-shift  keep the ADC sampling skew between channels (default: each channel of a\n"
+    "                    Neuropixels probe is resampled on the common clock before the median reference;\n"
+    "                    the delays come from SpikeGLX's ~muxTbl and part number, or from the probe file's\n"
+    "                    contact_annotations.inter_sample_shift)\n"
     "  --no-disk-check   run even when OUT's file system has less free space than the plan says the run\n"
     "                    writes there (default: refused with exit 3 before each stage; `boundsort plan -o OUT`)\n"
     "  -q, --quiet       no progress lines\n";
@@ -125,8 +129,8 @@ int bs_cmd_sort(int argc, char **argv)
             so.sp.no_report = 1;
             continue;
         }
-        if (strcmp(a, "--no-artifact-removal") == 0) {
-            so.sp.no_artifact_removal = 1;
+        if (strcmp(a, "--no-artifact-removal") == 0 || strcmp(a, "--no-phase-shift") == 0) {
+            *(a[5] == 'a' ? &so.sp.no_artifact_removal : &so.sp.no_phase_shift) = 1;
             continue;
         }
         if (strcmp(a, "--no-disk-check") == 0) {

@@ -38,7 +38,23 @@ void bs_probe_free(bs_probe *p)
     bs_mem_free(p->x_um);
     bs_mem_free(p->y_um);
     bs_mem_free(p->shank);
+    bs_mem_free(p->adc_shift);
     memset(p, 0, sizeof *p);
+}
+
+bs_status bs_probe_set_adc_shift(bs_probe *p, const double *shift, const char *what)
+{
+    for (int c = 0; c < p->n_chan; c++)
+        if (!(shift[c] >= 0 && shift[c] < 1))
+            return bs_error(BS_ERR_INPUT, "%s: the ADC sampling delay of channel %d is %g samples, expected 0 <= d < 1",
+                            what, c, shift[c]);
+    bs_mem_free(p->adc_shift);
+    p->adc_shift = bs_mem_alloc("io/probe", (size_t)p->n_chan * sizeof *p->adc_shift);
+    if (!p->adc_shift)
+        return BS_ERR_MEMORY;
+    for (int c = 0; c < p->n_chan; c++)
+        p->adc_shift[c] = (float)shift[c];
+    return BS_OK;
 }
 
 typedef struct {
@@ -192,6 +208,12 @@ bs_status bs_probe_write_json(const bs_probe *p, const char *path)
         for (int a = 0; a < 2; a++)
             cJSON_AddItemToArray(ax, cJSON_CreateDoubleArray(unit_axes[a], 2));
         cJSON_AddItemToArray(axes, ax);
+    }
+    if (p->adc_shift) { /* SpikeInterface's property name for the ADC sampling delay */
+        cJSON *ca = cJSON_AddObjectToObject(probe, "contact_annotations");
+        cJSON *sh = cJSON_AddArrayToObject(ca, "inter_sample_shift");
+        for (int i = 0; i < p->n_chan; i++)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber(p->adc_shift[i]));
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

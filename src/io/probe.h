@@ -14,6 +14,10 @@
  * shank_ids as strings, device_channel_indices = data file columns). */
 bs_status bs_probe_write_json(const bs_probe *p, const char *path);
 
+/* Set the probe's per-channel ADC sampling delays (samples, each in [0, 1); BS_ERR_INPUT naming `what`
+ * otherwise). */
+bs_status bs_probe_set_adc_shift(bs_probe *p, const double *shift, const char *what);
+
 /* The shanks that hold at least one channel. A probe's shank indices are
  * its own (a 4-shank NP2.0 recording from shanks 1 and 2 has indices 1 and
  * 2, so n_shanks = largest index + 1 = 3 counts an unused shank 0): this

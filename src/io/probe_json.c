@@ -23,6 +23,7 @@
 #include "../common/fileio.h"
 #include "../mem/mem.h"
 #include "json_msg.h"
+#include "probe.h"
 
 #define SCRATCH_TAG "io/probe-parse"
 
@@ -216,6 +217,41 @@ static bs_status pi_max_column(const cJSON *probe, const char *name, const char 
     return BS_OK;
 }
 
+/* contact_annotations.inter_sample_shift (SpikeInterface's name for the ADC sampling delay, samples; one
+ * number per contact, as boundsort simulate and bs_probe_write_json write it): p->adc_shift of the n
+ * contacts' connected ones. Absent: none. */
+static bs_status read_adc_shift(const cJSON *probe, const cJSON *dci, int n, const char *name, const char *where,
+                                bs_probe *p)
+{
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(probe, "contact_annotations");
+    const cJSON *sh = cJSON_IsObject(ca) ? cJSON_GetObjectItemCaseSensitive(ca, "inter_sample_shift") : NULL;
+    if (!sh)
+        return BS_OK;
+    char d[64];
+    if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != n)
+        return bs_error(BS_ERR_INPUT, "%s: %scontact_annotations.inter_sample_shift: expected %d numbers (one per "
+                                      "contact), got %s",
+                        name, where, n, describe(sh, d, sizeof d));
+    double *v = bs_mem_alloc(SCRATCH_TAG, (size_t)p->n_chan * sizeof *v);
+    if (!v)
+        return BS_ERR_MEMORY;
+    bs_status st = BS_OK;
+    const cJSON *e = sh->child, *dv = dci ? dci->child : NULL;
+    for (int i = 0, k = 0; i < n && st == BS_OK; i++, e = e->next, dv = dv ? dv->next : NULL) {
+        double x = 0;
+        st = get_number(e, name, where, "contact_annotations.inter_sample_shift", i, -1, &x);
+        if (st == BS_OK && (!dv || dv->valuedouble >= 0))
+            v[k++] = x;
+    }
+    if (st == BS_OK) {
+        char what[600];
+        snprintf(what, sizeof what, "%s: %scontact_annotations.inter_sample_shift", name, where);
+        st = bs_probe_set_adc_shift(p, v, what);
+    }
+    bs_mem_free(v);
+    return st;
+}
+
 static bs_status pi_read_probe(const cJSON *probe, const char *name, const char *where, bs_probe *p)
 {
     char d[64];
@@ -311,6 +347,8 @@ static bs_status pi_read_probe(const cJSON *probe, const char *name, const char 
     if (st == BS_OK)
         number_shanks(ids, n_used, p);
     bs_mem_free(ids);
+    if (st == BS_OK)
+        st = read_adc_shift(probe, dci, n, name, where, p);
     if (st == BS_OK) {
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(probe, "annotations");
         const cJSON *model = cJSON_IsObject(ann) ? cJSON_GetObjectItemCaseSensitive(ann, "model_name") : NULL;

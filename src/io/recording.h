@@ -27,6 +27,9 @@ typedef struct {
     int *shank;     /* [n_chan] shank index, 0-based */
     int n_shanks;
     char model[64]; /* probe model or part number, "" if unknown */
+    float *adc_shift; /* [n_chan] ADC sampling delay of the channel within a sample period, samples
+                         (0 <= d < 1; preprocess.h, PHASE SHIFT), or NULL when the probe has no known
+                         multiplexing (bs_probe_set_adc_shift) */
 } bs_probe;
 
 typedef struct bs_recording {

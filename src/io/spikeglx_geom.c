@@ -38,11 +38,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
 #include "../mem/mem.h"
+#include "probe.h"
 #include "spikeglx.h"
 
 /* ---- the part table ---------------------------------------------------- */
@@ -582,6 +584,115 @@ static bs_status parse_triplet(const bs_sglx_meta *m, const char *key, int t[3])
     return BS_OK;
 }
 
+/* ---- ADC multiplexing: each channel's sampling delay ------------------------ */
+
+/* Sampling slots per sample period of a part's ADCs, for `groups` channels an ADC (0: unknown), as
+ * SpikeInterface counts them: groups x (1 + LF rate / AP rate). Neuropixels 1.0 technology (10-bit ADCs)
+ * samples its LF band at 1/12 of the AP rate in extra slots: 12 channels an ADC in 13 slots; 2.0
+ * technology (NP2000/NP2010 imro formats) has no LF band: 16 in 16. */
+static int part_mux_cycles(const sglx_part *part, int phase3a, int groups)
+{
+    if (phase3a || (part && part->adc_bits == 10))
+        return groups % 12 == 0 ? groups + groups / 12 : 0;
+    if (part && (part->imro_format == IMRO_NP2000 || part->imro_format == IMRO_NP2010))
+        return groups;
+    return 0;
+}
+
+/* slot[ch] (ch < n_readout) from ~muxTbl=(ADCs,groups)(ch ch ...)(...): group g lists the channels sampled in
+ * slot g. 0 on success, -1 (with why) when the field does not have that form. */
+static int parse_mux_table(const char *v, int n_readout, int *slot, int *n_groups, char *why, size_t why_len)
+{
+    int adcs, groups, used;
+    if (sscanf(v, " (%d ,%d ) %n", &adcs, &groups, &used) != 2 || adcs < 1 || groups < 1 || groups > 64) {
+        snprintf(why, why_len, "expected (ADCs,groups) first");
+        return -1;
+    }
+    *n_groups = groups;
+    for (int c = 0; c < n_readout; c++)
+        slot[c] = -1;
+    const char *p = v + used;
+    for (int g = 0; g < groups; g++) {
+        while (*p == ' ')
+            p++;
+        if (*p++ != '(') {
+            snprintf(why, why_len, "group %d: expected '('", g);
+            return -1;
+        }
+        for (;;) {
+            while (*p == ' ')
+                p++;
+            if (*p == ')') {
+                p++;
+                break;
+            }
+            char *end;
+            long ch = strtol(p, &end, 10);
+            if (end == p || ch < 0 || ch >= n_readout || slot[ch] >= 0) {
+                snprintf(why, why_len, "group %d: a channel that is not a new readout channel below %d", g, n_readout);
+                return -1;
+            }
+            slot[ch] = g;
+            p = end;
+        }
+    }
+    return 0;
+}
+
+/* info->probe.adc_shift from the part's multiplexing: ~muxTbl when the metadata has it, else, for a part of
+ * 384 readout channels, its technology's standard order (12 or 16 channels an ADC, channel ch in slot
+ * (ch mod 2 x groups) / 2, as SpikeGLX assigns them); left NULL (no phase shift, the sort says why) for a
+ * part whose ADC layout is not known. */
+static bs_status set_adc_shift(const bs_sglx_meta *m, const char *name, const sglx_part *part, int phase3a,
+                               int n_readout, bs_sglx_info *info)
+{
+    if ((!part && !phase3a) || n_readout < 1)
+        return BS_OK;
+    int *slot = malloc((size_t)n_readout * sizeof *slot);
+    double *d = malloc((size_t)info->probe.n_chan * sizeof *d);
+    if (!slot || !d) {
+        free(slot), free(d);
+        return bs_error(BS_ERR_MEMORY, "%s: out of memory", name);
+    }
+    const char *mux = bs_sglx_meta_get(m, "muxTbl");
+    char why[160];
+    int groups = 0;
+    if (mux && parse_mux_table(mux, n_readout, slot, &groups, why, sizeof why) != 0) {
+        bs_log_warn("%s: field '~muxTbl' is not a multiplexing table (%s); using %s's standard ADC order", name, why,
+                    info->part_number);
+        mux = NULL;
+    }
+    if (!mux) {
+        groups = phase3a || (part && part->adc_bits == 10) ? 12 : 16;
+        if (n_readout != 384)
+            groups = 0; /* no standard order known */
+        for (int c = 0; c < n_readout && groups; c++)
+            slot[c] = (c % (2 * groups)) / 2;
+    }
+    int cycles = groups ? part_mux_cycles(part, phase3a, groups) : 0;
+    if (!cycles) {
+        free(slot), free(d);
+        return BS_OK;
+    }
+    bs_status st = BS_OK;
+    int missing = -1;
+    for (int j = 0; j < info->probe.n_chan && missing < 0; j++) {
+        int a = info->acq_chan[j];
+        int s = a >= 0 && a < n_readout ? slot[a] : -1;
+        if (s < 0 || s >= cycles)
+            missing = a;
+        else
+            d[j] = (double)s / cycles;
+    }
+    if (missing >= 0)
+        bs_log_warn("%s: field '~muxTbl' gives readout channel %d no sampling slot below %d: the channels' sampling "
+                    "skew is not corrected (no phase shift)", name, missing, cycles);
+    else
+        st = bs_probe_set_adc_shift(&info->probe, d, name);
+    free(slot), free(d);
+    return st;
+}
+
 void bs_sglx_info_free(bs_sglx_info *info)
 {
     bs_probe_free(&info->probe);
@@ -881,6 +992,7 @@ static bs_status info_build(const bs_sglx_meta *m, int flags, bs_sglx_info *info
     }
     info->probe.n_shanks = max_shank + 1;
     snprintf(info->probe.model, sizeof info->probe.model, "%s", info->part_number);
+    BS_TRY(set_adc_shift(m, name, part, h.phase3a, acq[0], info));
     return bs_probe_validate(&info->probe, n_saved, name);
 }
 

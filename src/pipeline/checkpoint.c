@@ -98,6 +98,9 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
         fnv_i64(&h, pr->shank[c]);
         fnv_f64(&h, rec->uv_per_bit[c]);
     }
+    const float *shift = bs_sort_phase_shift(rec, p); /* the delays the preprocessing removes */
+    for (int c = 0; shift && c < pr->n_chan; c++)
+        fnv_f64(&h, shift[c]);
     BS_TRY(hash_data_edges(&h, rec));
     /* every algorithm parameter (params.h; threads, budget, trace and verbosity never change the output);
        the drift stage's own parameters only when it runs */

@@ -49,6 +49,8 @@ const bs_param_field bs_sort_param_fields[] = {
         "batches with more of their samples flat or saturated feed neither the covariance nor the bases"),
     FLAG("preprocess", "no_artifact_removal", no_artifact_removal,
          "1: keep broadband artifacts (--no-artifact-removal)"),
+    FLAG("preprocess", "no_phase_shift", no_phase_shift,
+         "1: keep the ADC sampling skew between Neuropixels channels (--no-phase-shift)"),
     F64("preprocess", "artifact_threshold", artifact.threshold, 0.5, 10000, NULL,
         "|x| a channel must reach to count towards an artifact, whitened units"),
     F64("preprocess", "artifact_extend_fraction", artifact.extend_fraction, 0, 1, NULL,

@@ -203,7 +203,8 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
     bs_highpass hp;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &hp));
     bs_whitener wh_shape = {0};
-    bs_preprocess pp = {.remove_mean = 1, .car = 1, .hp = &hp, .wh = &wh_shape};
+    bs_preprocess pp = {.remove_mean = 1, .car = 1, .hp = &hp, .wh = &wh_shape,
+                        .phase_shift = bs_sort_phase_shift(rec, p)};
     r->scratch = bs_preprocess_scratch_bytes(&pp, C, pl->width, pl->n_threads);
     r->whitener = bs_whitener_bytes(C, r->whiten_k);
     r->basis = ((size_t)p->detect.n_pcs + p->detect.n_shapes) * p->detect.nt * sizeof(float);

@@ -171,6 +171,11 @@ void bs_run_summary_print(const bs_run_summary *r, FILE *out)
     fprintf(out, "CPU %%: CPU time (user + system) / wall time / %d threads\n", r->n_threads > 0 ? r->n_threads : 1);
     if (r->budget)
         fprintf(out, "budget: %.1f MiB of tracked host memory\n", mib(r->budget));
+    if (r->phase_shift)
+        fprintf(out, "phase shift: each channel's ADC sampling delay removed (up to %.3f samples)\n",
+                r->phase_shift_max);
+    else
+        fprintf(out, "phase shift: none (%s)\n", r->phase_shift_why ? r->phase_shift_why : "");
     if (r->artifact_removal)
         fprintf(out, "artifacts: %lld periods blanked, %.3f s in all (OUT/artifacts.tsv); about %.0f spikes of the "
                      "sorted units fell in them and are lost\n",
@@ -217,6 +222,14 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
         stages = NULL;
         if (r->mem_trace[0])
             cJSON_AddStringToObject(root, "mem_trace", r->mem_trace);
+        cJSON *ps = cJSON_AddObjectToObject(root, "phase_shift");
+        if (ps) {
+            cJSON_AddBoolToObject(ps, "applied", r->phase_shift);
+            if (r->phase_shift)
+                cJSON_AddNumberToObject(ps, "max_delay_samples", r->phase_shift_max);
+            else
+                cJSON_AddStringToObject(ps, "why_not", r->phase_shift_why ? r->phase_shift_why : "");
+        }
         cJSON *art = cJSON_AddObjectToObject(root, "artifacts");
         if (art) {
             cJSON_AddBoolToObject(art, "removal", r->artifact_removal);

@@ -56,6 +56,10 @@ typedef struct {
     size_t peak_rss;      /* bytes, whole run */
     char mem_trace[4096]; /* trace file path as given, "" when none */
     const char *plan_json; /* the final plan (plan.h JSON), written as "plan"; not owned; may be NULL */
+    /* the ADC phase shift (preprocess.h): set when the run starts */
+    int phase_shift;           /* 1: the channels' sampling skew was removed */
+    const char *phase_shift_why; /* when not: why ("--no-phase-shift", "no ADC layout known for the probe") */
+    double phase_shift_max;    /* largest delay removed, samples */
     /* artifacts (preprocess.h): set by the finish stage */
     int artifact_removal;      /* 1: artifacts were blanked */
     int64_t n_artifacts;       /* periods in OUT/artifacts.tsv */

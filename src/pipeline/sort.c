@@ -75,6 +75,24 @@ bs_status bs_sort_window(bs_recording *rec, const bs_sort_params *p)
     return bs_recording_window(rec, a, b);
 }
 
+const float *bs_sort_phase_shift(const bs_recording *rec, const bs_sort_params *p)
+{
+    return p->no_phase_shift ? NULL : rec->probe.adc_shift;
+}
+
+/* A Neuropixels recording (a SpikeGLX or Open Ephys probe by its part number) whose ADC layout boundsort
+ * does not know is sorted without the phase shift: say so once. (A raw binary's probe file carries the
+ * delays itself, contact_annotations.inter_sample_shift, or has none.) */
+static void warn_no_phase_shift(const bs_recording *rec, const bs_sort_params *p)
+{
+    const char *m = rec->probe.model;
+    if (p->no_phase_shift || rec->probe.adc_shift || strcmp(rec->format, "raw") == 0 || strcmp(rec->format, "nwb") == 0)
+        return;
+    if (strncmp(m, "NP", 2) == 0 || strncmp(m, "PRB", 3) == 0 || strcmp(m, "phase3A") == 0)
+        bs_log_warn("%s: no ADC multiplexing layout is known for probe part %s: the channels' sampling skew is "
+                    "not corrected (no phase shift)", rec->data_path, m);
+}
+
 /* The run's batch geometry, and the checks that need the recording. */
 static bs_status ctx_geometry(bs_run_ctx *c, const bs_recording *rec, const bs_sort_params *p)
 {
@@ -125,7 +143,7 @@ static bs_status ctx_open(bs_run_ctx *c)
     const bs_recording *rec = c->rec;
     const bs_sort_params *p = c->p;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &c->hp));
-    c->pp = (bs_preprocess){.remove_mean = 1, .car = 1, .hp = &c->hp};
+    c->pp = (bs_preprocess){.remove_mean = 1, .car = 1, .hp = &c->hp, .phase_shift = bs_sort_phase_shift(rec, p)};
     if (!p->no_artifact_removal)
         c->art_max = bs_artifact_max_periods(&p->artifact, rec->fs_hz, c->width);
     return bs_read_lane_open(&c->rd, c, c->n_threads, "sort/preprocess-scratch", "sort/artifacts");
@@ -224,6 +242,7 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     ctx.p = p;
     BS_TRY(bs_sort_params_check(p));
     BS_TRY(ctx_geometry(&ctx, rec, p));
+    warn_no_phase_shift(rec, p);
     BS_TRY(ctx_resources(&ctx, p));
     /* plan before touching the data or the output folder */
     bs_sort_plan plan;
@@ -245,6 +264,11 @@ bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
     bs_run_summary run;
     bs_run_summary_init(&run, ctx.budget);
     run.n_threads = ctx.n_threads;
+    const float *shift = bs_sort_phase_shift(rec, p);
+    run.phase_shift = shift != NULL;
+    run.phase_shift_why = p->no_phase_shift ? "--no-phase-shift" : "no ADC layout known for the probe";
+    for (int ch = 0; shift && ch < rec->probe.n_chan; ch++)
+        run.phase_shift_max = fmax(run.phase_shift_max, shift[ch]);
     if (p->mem_trace)
         snprintf(run.mem_trace, sizeof run.mem_trace, "%s", p->mem_trace);
     bs_checkpoint ck = {.manifest = NULL};

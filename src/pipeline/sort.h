@@ -84,6 +84,7 @@ typedef struct {
                                    or saturated; batch.h) feed neither (0.25) */
     bs_artifact_params artifact; /* artifact blanking of every whitened batch (preprocess.h) */
     int no_artifact_removal;   /* 1: no artifact blanking (--no-artifact-removal) */
+    int no_phase_shift;        /* 1: keep the ADC sampling skew of Neuropixels channels (--no-phase-shift) */
     bs_detect_params detect;
     int min_template_spikes;   /* clusters with fewer spikes make no template */
     double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of
@@ -131,6 +132,10 @@ int64_t bs_sort_peel_window(const bs_sort_params *p, int64_t batch_samples);
  * end); nothing when tmin_s = tmax_s = 0. BS_ERR_INPUT when tmin_s is at or past the end. Every command that
  * sorts or plans calls it right after opening the recording. */
 bs_status bs_sort_window(bs_recording *rec, const bs_sort_params *p);
+
+/* The per-channel ADC sampling delays the preprocessing removes (the probe's adc_shift), or NULL with
+ * p->no_phase_shift or a probe without them. */
+const float *bs_sort_phase_shift(const bs_recording *rec, const bs_sort_params *p);
 
 bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p);
 

@@ -1,6 +1,6 @@
 /*
  * preprocess.c - one batch window through the whole preprocessing chain:
- * mean removal + median reference (car.c), zero-phase high-pass
+ * mean removal, ADC phase shift (phase_shift.c), median reference (car.c), zero-phase high-pass
  * (highpass.c), artifact check, local whitening (whiten.c), in the order of
  * docs/ALGORITHM.md §3.1 (see preprocess.h).
  *
@@ -22,8 +22,10 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 size_t bs_preprocess_scratch_bytes(const bs_preprocess *pp, int n_chan, int64_t n_t, int n_threads)
 {
     size_t s = 0;
-    if (pp->car)
+    if (pp->car || pp->remove_mean)
         s = max_sz(s, bs_car_scratch_bytes(n_chan, n_t, n_threads));
+    if (pp->phase_shift)
+        s = max_sz(s, bs_phase_shift_scratch_bytes(n_t, n_threads));
     if (pp->hp)
         s = max_sz(s, bs_highpass_scratch_bytes(pp->hp, n_chan, n_t, n_threads));
     if (pp->wh)
@@ -55,8 +57,16 @@ bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int
         owned = 1;
     }
     bs_status st = BS_OK;
-    if (pp->remove_mean || pp->car)
+    if (pp->phase_shift) { /* between the mean and the median: the reference sees aligned channels */
+        if (pp->remove_mean)
+            st = bs_car(x, n_chan, n_t, 1, 0, scratch, scratch_bytes);
+        if (st == BS_OK)
+            st = bs_phase_shift_apply(pp->phase_shift, x, n_chan, n_t, scratch, scratch_bytes);
+        if (st == BS_OK && pp->car)
+            st = bs_car(x, n_chan, n_t, 0, 1, scratch, scratch_bytes);
+    } else if (pp->remove_mean || pp->car) {
         st = bs_car(x, n_chan, n_t, pp->remove_mean, pp->car, scratch, scratch_bytes);
+    }
     if (st == BS_OK && pp->hp)
         st = bs_highpass_apply(pp->hp, x, n_chan, n_t, scratch, scratch_bytes);
     if (st == BS_OK && pp->artifact_uv > 0) {

@@ -10,7 +10,8 @@
  * edges of the recording.
  *
  * ORDER (bs_preprocess_batch, as Kilosort 4's reader; docs/ALGORITHM.md §3.1):
- *   1. per-channel mean removal over the whole window (KS4 step 3);
+ *   1. per-channel mean removal over the whole window (KS4 step 3), then,
+ *      for Neuropixels, the ADC phase shift (below; KS4 has none);
  *   2. common median reference: at every time sample subtract the median of
  *      the n_chan values (KS4 step 4);
  *   3. zero-phase high-pass (KS4 step 5);
@@ -113,6 +114,26 @@ size_t bs_car_scratch_bytes(int n_chan, int64_t n_t, int n_threads);
 bs_status bs_car(float *x, int n_chan, int64_t n_t, int remove_mean, int car, void *scratch,
                  size_t scratch_bytes);
 
+/* --------------------------------------------------------- phase shift --- */
+/* PHASE SHIFT (phase_shift.c; docs/ALGORITHM.md §3.8). A Neuropixels probe
+ * digitises its channels through shared ADCs one after another, so in one
+ * sample period channel c is sampled d_c periods after the first ones
+ * (0 <= d_c < 1; the probe's adc_shift, recording.h: slot / cycles of the
+ * probe's multiplexing table, up to 12/13 of a sample on NP1.0 and 15/16 on
+ * NP2.0). Left in, a spike reaches the channels of one probe column at
+ * times that differ by up to 30 µs (at 30 kHz) and the common median
+ * reference subtracts a skewed copy of itself. Each channel is resampled
+ * on the common clock, y[n] = x(n - d_c), by a BS_PHASE_TAPS-tap
+ * Kaiser-windowed sinc (the delay SpikeInterface's phase_shift and IBL's
+ * destriping apply through the FFT, without the FFT's circular wrap). */
+#define BS_PHASE_TAPS 16
+/* The taps for a delay of d samples (0 <= d < 1): taps[j] multiplies x[n - (j - 7)]. */
+void bs_phase_shift_taps(double d, float *taps);
+size_t bs_phase_shift_scratch_bytes(int64_t n_t, int n_threads);
+/* In place on every row c whose shift[c] (samples, in [0, 1)) is not 0. */
+bs_status bs_phase_shift_apply(const float *shift, float *x, int n_chan, int64_t n_t, void *scratch,
+                               size_t scratch_bytes);
+
 /* ----------------------------------------------------------- high-pass --- */
 
 #define BS_HP_MAX_ORDER 8
@@ -199,6 +220,8 @@ bs_status bs_whiten_apply(const bs_whitener *wh, float *x, int64_t n_t, void *sc
 
 typedef struct {
     int remove_mean;          /* 1: per-channel mean removal (KS4 default) */
+    const float *phase_shift; /* [n_chan] ADC sampling delay of each channel, samples (0 <= d < 1), removed
+                                 after the mean and before the median reference; NULL: none */
     int car;                  /* 1: median common reference (KS4 do_CAR default) */
     const bs_highpass *hp;    /* NULL: no high-pass */
     double artifact_uv;       /* > 0: zero the window if any |x| >= this after the high-pass; 0: off */

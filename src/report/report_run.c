@@ -349,6 +349,16 @@ void rp_emit_run(rp_json *j, const rp_data *d)
         } else {
             rpj_null(j, "artifacts");
         }
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(root, "phase_shift");
+        if (cJSON_IsObject(ps)) {
+            rpj_obj(j, "phase_shift");
+            rpj_bool(j, "applied", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ps, "applied")));
+            copy_field(j, ps, "max_delay_samples");
+            copy_field(j, ps, "why_not");
+            rpj_end_obj(j);
+        } else {
+            rpj_null(j, "phase_shift");
+        }
         rpj_end_obj(j);
     }
     if (!d->mem_bytes) {

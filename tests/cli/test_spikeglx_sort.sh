@@ -4,7 +4,9 @@
 # probe taken from the .meta alone, the Phy folder validates, params.py
 # points at the .ap.bin with its 385 columns, channel_map.npy holds the 383
 # sorted channels (reference channel 191 excluded, as SpikeGLX marks it),
-# and spikes are found in the recording's range.
+# and spikes are found in the recording's range; the ADC phase shift is on by
+# default (recorded in run_summary.json and params.json) and --no-phase-shift
+# turns it off.
 . "$(dirname "$0")/lib.sh"
 
 # Under the sanitizers (BS_SANITIZED=1, detection of 384 channels is ~80x slower) 1 s is sorted: the
@@ -40,5 +42,28 @@ hdr, st = npy("spike_times.npy", "q")
 assert len(st) > min_spikes, len(st)
 assert all(0 <= t < dur * 30000 for t in st)
 PYEOF
+
+# the ADC phase shift: from the .meta's ~muxTbl (NP1.0: slot / 13), recorded in run_summary.json and
+# params.json; --no-phase-shift turns it off and is recorded too
+$PY - "$T/out" <<'PYEOF' && ok || bad "phase shift not recorded"
+import json, sys
+r = json.load(open(sys.argv[1] + "/run_summary.json"))["phase_shift"]
+p = json.load(open(sys.argv[1] + "/params.json"))
+assert r["applied"] is True and abs(r["max_delay_samples"] - 11 / 13) < 1e-6, r
+assert p["preprocess"]["no_phase_shift"] == 0, p["preprocess"]
+PYEOF
+"$BS" info "$AP" | grep -q "ADC skew       0 .. 0.8462 samples" && ok || bad "info shows no ADC skew"
+if [ -z "${BS_SANITIZED:-}" ]; then
+  "$BS" sort "$AP" -o "$T/nops" --no-qc --no-report --threads 2 -q --no-phase-shift 2>"$T/err.txt" && ok \
+    || bad "sort --no-phase-shift failed: $(cat "$T/err.txt")"
+  $PY - "$T/nops" <<'PYEOF' && ok || bad "--no-phase-shift not recorded"
+import json, sys
+r = json.load(open(sys.argv[1] + "/run_summary.json"))["phase_shift"]
+p = json.load(open(sys.argv[1] + "/params.json"))
+assert r == {"applied": False, "why_not": "--no-phase-shift"}, r
+assert p["preprocess"]["no_phase_shift"] == 1, p["preprocess"]
+PYEOF
+  cmp -s "$T/out/spike_times.npy" "$T/nops/spike_times.npy" && bad "the phase shift changed nothing" || ok
+fi
 
 finish

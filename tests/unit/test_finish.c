@@ -168,7 +168,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     rec.n_samples = n_samp;
     rec.fs_hz = FS;
     rec.uv_per_bit = uv;
-    rec.probe = (bs_probe){C, col, x, y, shank, 1, ""};
+    rec.probe = (bs_probe){.n_chan = C, .column = col, .x_um = x, .y_um = y, .shank = shank, .n_shanks = 1};
     int n_nbr[C], nbr[C];
     float w[C];
     for (int c = 0; c < C; c++)

@@ -6,6 +6,7 @@
 
 #include "common/fileio.h"
 #include "io/probe.h"
+#include "io/probe_json.h"
 #include "mem/mem.h"
 
 static void line4(bs_probe *p)
@@ -44,6 +45,29 @@ int main(void)
     CHECK(text && strstr(text, "\"device_channel_indices\"") && strstr(text, "probeinterface"));
     CHECK(text && strstr(text, "\"contact_plane_axes\"")); /* probeinterface refuses a probe without it */
     free(text);
+    /* the ADC sampling delays travel as contact_annotations.inter_sample_shift, and come back */
+    double d[4] = {0, 0.5, 0.25, 0.875};
+    CHECK(bs_probe_set_adc_shift(&p, d, "p") == BS_OK);
+    CHECK(bs_probe_write_json(&p, path) == BS_OK);
+    bs_probe q;
+    int req;
+    CHECK(bs_probe_json_load(path, 0, &q, &req) == BS_OK);
+    CHECK(q.n_chan == 4 && q.adc_shift != NULL);
+    for (int i = 0; i < 4 && q.adc_shift; i++)
+        CHECK(q.adc_shift[i] == (float)d[i]);
+    bs_probe_free(&q);
+    d[3] = 1.0; /* a whole sample is not a sampling skew */
+    CHECK(bs_probe_set_adc_shift(&p, d, "p") == BS_ERR_INPUT && strstr(bs_last_error(), "expected 0 <= d < 1"));
+    const char *bad = "{\"probes\": [{\"contact_positions\": [[0, 0], [0, 20]], \"device_channel_indices\": [0, 1],"
+                      " \"contact_annotations\": {\"inter_sample_shift\": [0.5]}}]}";
+    CHECK(bs_probe_json_parse(bad, strlen(bad), "bad.json", 0, &q, &req) == BS_ERR_INPUT &&
+          strstr(bs_last_error(), "inter_sample_shift: expected 2 numbers"));
+    const char *unconnected = "{\"probes\": [{\"contact_positions\": [[0, 0], [0, 20], [0, 40]], "
+                              "\"device_channel_indices\": [1, -1, 0], "
+                              "\"contact_annotations\": {\"inter_sample_shift\": [0.5, 0.9, 0.25]}}]}";
+    CHECK(bs_probe_json_parse(unconnected, strlen(unconnected), "u.json", 0, &q, &req) == BS_OK);
+    CHECK(q.n_chan == 2 && q.adc_shift && q.adc_shift[0] == 0.5f && q.adc_shift[1] == 0.25f);
+    bs_probe_free(&q);
     /* shanks in use: the distinct shanks holding a channel, not n_shanks */
     int ids[4] = {-1, -1, -1, -1};
     CHECK(bs_probe_shanks_in_use(&p, ids) == 2 && ids[0] == 0 && ids[1] == 1);

@@ -238,6 +238,46 @@ static int find_col(const bs_sglx_info *info, int col)
     return -1;
 }
 
+/* The ADC sampling delays against SpikeInterface's (expected_sample_shifts.txt, per saved AP column, made
+ * by make_expected_shifts.py): every sorted channel's adc_shift equals its column's value. Returns the
+ * files compared. */
+static int check_sample_shifts(const char *data, const char *meta_dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/spikeglx/expected_sample_shifts.txt", data);
+    size_t len;
+    char *fx = read_all(path, &len), *save = NULL;
+    CHECK_MSG(fx != NULL, "cannot read %s", path);
+    int n = 0;
+    for (char *line = fx ? strtok_r(fx, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+        char *bar = strchr(line, '|');
+        if (line[0] == '#' || !bar)
+            continue;
+        *bar = '\0';
+        bs_sglx_info info;
+        if (!info_of(meta_dir, line, &info))
+            continue;
+        n++;
+        if (strcmp(bar + 1, "-") == 0) {
+            CHECK_MSG(info.probe.adc_shift == NULL, "%s: SpikeInterface knows no shifts, boundsort does", line);
+        } else {
+            CHECK_MSG(info.probe.adc_shift != NULL, "%s: no ADC shifts (part %s)", line, info.part_number);
+            char *p = bar + 1, *end;
+            int worst_col = -1;
+            for (int col = 0; *p && info.probe.adc_shift; col++, p = *end ? end + 1 : end) {
+                double want = strtod(p, &end);
+                int j = find_col(&info, col);
+                if (j >= 0 && fabs(info.probe.adc_shift[j] - want) > 1e-6 && worst_col < 0)
+                    worst_col = col;
+            }
+            CHECK_MSG(worst_col < 0, "%s: column %d's shift differs from SpikeInterface's", line, worst_col);
+        }
+        bs_sglx_info_free(&info);
+    }
+    free(fx);
+    return n;
+}
+
 static void check_gains_and_layouts(const char *meta_dir)
 {
     bs_sglx_info in;
@@ -337,6 +377,39 @@ static const char *np1_meta(char *buf, size_t len, const char *eol, const char *
     for (int ch = 0; ch < 384; ch++)
         n += (size_t)snprintf(buf + n, len - n, "(%d 0 0 %d 250 1)", ch, ch == 5 ? gain5 : 500);
     return buf;
+}
+
+/* ~muxTbl: the slots it lists (channels 3, 4, 5 sorted; NP1.0: 13 slots), the standard order without it,
+ * and a malformed or incomplete table (a warning; the standard order, or no shift). */
+static void check_mux_tables(void)
+{
+    static char buf[64 * 1024];
+    static const struct {
+        const char *mux;
+        float want[3]; /* channels 3, 4, 5; -1: no shifts */
+    } cases[] = {
+        {"", {1 / 13.f, 2 / 13.f, 2 / 13.f}},
+        {"~muxTbl=(32,12)(4)(3)(5)()()()()()()()()()\n", {1 / 13.f, 0, 2 / 13.f}},
+        {"~muxTbl=(32,12)(4 4)(3)(5)()()()()()()()()()\n", {1 / 13.f, 2 / 13.f, 2 / 13.f}}, /* twice: standard */
+        {"~muxTbl=(32,12)(4)(3)()()()()()()()()()()\n", {-1, -1, -1}},                       /* 5 has no slot */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        np1_meta(buf, sizeof buf, "\n", cases[i].mux, 500);
+        bs_probe p;
+        float *uv;
+        int n_saved;
+        double fs;
+        bs_status st = bs_spikeglx_probe_from_meta(buf, strlen(buf), "mux.meta", &p, &uv, &n_saved, &fs);
+        CHECK_MSG(st == BS_OK, "case %zu: %s", i, bs_last_error());
+        if (st != BS_OK)
+            continue;
+        CHECK(p.n_chan == 3 && (p.adc_shift != NULL) == (cases[i].want[0] >= 0));
+        for (int j = 0; j < 3 && p.adc_shift; j++)
+            CHECK_MSG(fabsf(p.adc_shift[j] - cases[i].want[j]) < 1e-6f, "case %zu channel %d: %g", i, j,
+                      (double)p.adc_shift[j]);
+        bs_probe_free(&p);
+        bs_mem_free(uv);
+    }
 }
 
 static void check_parser_and_gains(void)
@@ -545,6 +618,8 @@ int main(void)
     CHECK_MSG(n_lines == 19, "%d fixture lines", n_lines);
     CHECK(n_files == n_lines);
 
+    CHECK_MSG(check_sample_shifts(data, meta_dir) == 19, "the ADC shifts of every fixture compared");
+    check_mux_tables();
     check_gains_and_layouts(meta_dir);
     check_parser_and_gains();
     check_paths(meta_dir, tmp);
