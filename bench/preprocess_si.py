@@ -3,7 +3,7 @@
 
     python bench/preprocess_si.py AP_BIN [SECONDS]     (a venv with spikeinterface; bench/README.md)
 
-Runs build/bench_preprocess_dump (make it with `cmake --build build --target bench_preprocess_dump`) with
+Runs build/tests/preprocess_dump (tests/tools/preprocess_dump.c, built with the tests) with
 and without --phase on the first SECONDS (default 1) of AP_BIN, and SpikeInterface's read_spikeglx ->
 phase_shift on the same samples; removes each channel's mean over the compared samples from all three,
 and SpikeInterface's apply_frequency_shift on the same samples (one FFT, no margins), and prints, for the
@@ -27,7 +27,7 @@ from spikeinterface.preprocessing.phase_shift import apply_frequency_shift
 
 ap, seconds = sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-tool = os.path.join(root, "build", "bench_preprocess_dump")
+tool = os.path.join(root, "build", "tests", "preprocess_dump")
 with tempfile.TemporaryDirectory() as tmp:
     ours, plain = os.path.join(tmp, "ps.npy"), os.path.join(tmp, "plain.npy")
     subprocess.run([tool, ap, "--seconds", str(seconds), "--phase", ours], check=True)

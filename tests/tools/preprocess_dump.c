@@ -1,7 +1,8 @@
 /*
  * preprocess_dump.c - one stretch of a recording after boundsort's first
  * preprocessing steps, as a .npy, for comparisons with other tools
- * (bench/preprocess_si.py compares it with SpikeInterface's phase_shift).
+ * (tests/cli/test_real_spikeglx.sh and bench/preprocess_si.py compare it with
+ * SpikeInterface's phase_shift). Built with the tests.
  *
  * Reads batch 0 of --seconds S (default 1) of REC through the sort's batch
  * reader (µV, sorted channels, the recording's first sample replicated into
@@ -9,9 +10,7 @@
  * applies the ADC phase shift (preprocess.h), then writes the central S
  * seconds as float32 (samples x channels) to OUT.npy.
  *
- *   bench_preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] OUT.npy
- *
- * Not a test: a tool for the cross-checks bench/README.md reports.
+ *   preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] OUT.npy
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +43,7 @@ int main(int argc, char **argv)
             out = argv[i];
     }
     if (!rec_path || !out || !(seconds > 0)) {
-        fprintf(stderr, "usage: bench_preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] OUT.npy\n");
+        fprintf(stderr, "usage: preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] OUT.npy\n");
         return 1;
     }
     bs_recording rec;
