@@ -65,5 +65,15 @@ assert p["preprocess"]["no_phase_shift"] == 1, p["preprocess"]
 PYEOF
   cmp -s "$T/out/spike_times.npy" "$T/nops/spike_times.npy" && bad "the phase shift changed nothing" || ok
 fi
+# a part whose ADC layout is not known (NP2020, 1536 readout channels, without its ~muxTbl): no shift, and
+# sort says so naming the part (the run then stops on the flat file)
+mkdir -p "$T/np2020"
+grep -v '^~muxTbl' "$SRC/tests/data/spikeglx/meta/NP2020_sample_g0_t0.imec0.ap.meta" |
+  sed 's/^fileSizeBytes=.*/fileSizeBytes=6160000/' >"$T/np2020/x_g0_t0.imec0.ap.meta"
+head -c 6160000 /dev/zero >"$T/np2020/x_g0_t0.imec0.ap.bin"
+"$BS" info "$T/np2020/x_g0_t0.imec0.ap.bin" | grep -q "ADC skew       unknown" && ok || bad "info: NP2020 without ~muxTbl has a skew"
+"$BS" sort "$T/np2020/x_g0_t0.imec0.ap.bin" -o "$T/o2020" -q --no-qc >/dev/null 2>"$T/err2020.txt"
+grep -q "no ADC multiplexing layout is known for probe part NP2020" "$T/err2020.txt" && ok \
+  || bad "no warning for an unknown ADC layout: $(head -3 "$T/err2020.txt")"
 
 finish
