@@ -230,6 +230,12 @@ bs_status bs_drift_restore(bs_drift *d, const bs_probe *probe, const bs_drift_pa
                            int64_t bin_samples, double fs_hz, const int32_t *modes, int n_modes,
                            const float *motion, int64_t n_bins, int64_t n_blocks);
 
+/* The estimate as SpikeInterface's Motion object (motion_si.c): OUT/motion/ for one shank,
+ * OUT/motion/shank<id>/ for each estimated shank of several; an earlier run's folder is replaced. */
+#define BS_DRIFT_SI_MOTION "motion"
+bs_status bs_drift_write_si_motion(const bs_drift *d, const char *out_dir);
+bs_status bs_drift_remove_si_motion(const char *out_dir);
+
 /* ------------------------------------------------------------- correct --- */
 
 typedef struct {

@@ -136,7 +136,7 @@ bs_status bs_stage_drift_remove(const char *out_dir)
         if (unlink(path) != 0 && errno != ENOENT)
             return bs_error(BS_ERR_INPUT, "%s: cannot remove an earlier run's drift file: %s", path, strerror(errno));
     }
-    return BS_OK;
+    return bs_drift_remove_si_motion(out_dir);
 }
 
 bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
@@ -186,6 +186,8 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
             st = save_npy(a->out_dir, out_files[3], BS_NPY_I32, 1, sb, d->block_shank);
         if (st == BS_OK)
             st = save_npy(a->out_dir, out_files[4], BS_NPY_F32, 2, sm, ss.rows);
+        if (st == BS_OK)
+            st = bs_drift_write_si_motion(d, a->out_dir);
         if (st == BS_OK)
             st = write_json(a, d, n_peaks, ss.stride);
     }

@@ -18,6 +18,9 @@
 #                               "warning: " is exactly LINE
 #   finish                      prints "N passed, N failed"; its status is 1 if a check
 #                               failed (the script's last command, so its exit code)
+#   si_python                   sets SIPY to the python of a venv with SpikeInterface (pinned below),
+#                               made once in the cache (BS_PY_CACHE, default ~/.cache/boundsort);
+#                               status 1 with the reason on stdout when it cannot be (offline)
 # A script exits 77 to be reported as skipped.
 set -u
 BS=${BOUNDSORT:?BOUNDSORT is not set (the path of the boundsort command)}
@@ -57,4 +60,17 @@ expect_line() { _bs_expect line "$@"; }
 finish() {
   echo "$pass passed, $fail failed"
   [ "$fail" = 0 ]
+}
+
+BS_CACHE=${BS_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boundsort}
+si_python() {
+  local venv=$BS_CACHE/si-venv pkgs="spikeinterface==0.105.3 scipy==1.15.3"
+  mkdir -p "$BS_CACHE"
+  if [ ! -f "$venv/.installed" ] || [ "$(cat "$venv/.installed")" != "$pkgs" ]; then
+    rm -rf "$venv"
+    { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check $pkgs; } \
+      >"$T/si-pip.txt" 2>&1 || { tail -3 "$T/si-pip.txt"; echo "cannot set up the SpikeInterface venv (offline?)"; rm -rf "$venv"; return 1; }
+    echo "$pkgs" >"$venv/.installed"
+  fi
+  SIPY=$venv/bin/python
 }

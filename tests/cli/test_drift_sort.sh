@@ -4,7 +4,8 @@
 # mid-recording is sorted with drift correction (the default) and with
 # --no-drift. With correction: the drift files have the contract's shapes,
 # the estimate matches the true motion (RMS <= 5 µm), the Phy folder
-# validates, and accuracy stays above a floor set a little under what it
+# validates, the estimate loads as SpikeInterface's Motion (OUT/motion/, when a
+# SpikeInterface venv can be made), and accuracy stays above a floor set a little under what it
 # achieves; without: no drift files and clearly lower accuracy (the
 # correction is what recovers the units). Also: --drift-only, the option
 # conflict, and the fallbacks on short probes (a warning in the log and in
@@ -45,11 +46,31 @@ print(f"step estimate: RMS error {rms:.2f} µm, estimated step {m[nb//2:, 0].mea
 sys.exit(0 if rms <= 5.0 else 1)
 PYEOF
 
+# the estimate as SpikeInterface's Motion object (OUT/motion/): Motion.load reads it, with drift.npy's values
+if si_python; then
+  "$SIPY" - "$T/on" <<'PYEOF' && ok || bad "OUT/motion is not a Motion SpikeInterface loads"
+import sys, numpy as np
+from spikeinterface.core.motion import Motion
+out = sys.argv[1]
+m = Motion.load(f"{out}/motion")
+assert m.num_segments == 1 and m.direction == "y", m
+assert np.array_equal(m.displacement[0], np.load(f"{out}/drift.npy"))
+assert np.array_equal(m.temporal_bins_s[0], np.load(f"{out}/drift_times_s.npy"))
+assert np.array_equal(m.spatial_bins_um, np.load(f"{out}/drift_depths_um.npy"))
+# rigid: one spatial bin; SpikeInterface interpolates it at any depth
+t = m.temporal_bins_s[0]
+d = m.get_displacement_at_time_and_depth(t, np.full(t.shape, 100.0))
+assert np.allclose(d, m.displacement[0][:, 0]), (d, m.displacement[0][:, 0])
+print(f"Motion.load: {m}")
+PYEOF
+else
+  echo "SpikeInterface unavailable: the Motion check is skipped"
+fi
 "$BS" compare "$T/on" "$T/sim" --json >"$T/on.json" && ok || bad "compare (drift) failed"
 # the sort without correction only serves the accuracy comparison, which needs the normal build
 if [ -z "${BS_SANITIZED:-}" ]; then
   "${SORT[@]}" -o "$T/off" --no-drift -q && ok || bad "sort --no-drift failed"
-  [ ! -e "$T/off/drift.npy" ] && [ ! -e "$T/off/driftmap.npy" ] && ok || bad "--no-drift wrote drift files"
+  [ ! -e "$T/off/drift.npy" ] && [ ! -e "$T/off/driftmap.npy" ] && [ ! -e "$T/off/motion" ] && ok || bad "--no-drift wrote drift files"
   "$BS" compare "$T/off" "$T/sim" --json >"$T/off.json" && ok || bad "compare (no drift) failed"
   $PY - "$T/on.json" "$T/off.json" <<'PYEOF' && ok || bad "drift correction does not reach its accuracy floor"
 import json, sys

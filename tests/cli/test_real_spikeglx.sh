@@ -13,21 +13,12 @@
 #   - a sort of each completes, validates, and records the phase shift (15/16 of a sample at most).
 # Skipped (77) with a message when the venv or the data cannot be fetched (offline).
 . "$(dirname "$0")/lib.sh"
-CACHE=${BS_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boundsort}
-VENV=$CACHE/si-venv
-PKGS="spikeinterface==0.105.3 scipy==1.15.3"
-DATA=$CACHE/spikewrap-0.4.0
-mkdir -p "$CACHE"
-if [ ! -f "$VENV/.installed" ] || [ "$(cat "$VENV/.installed")" != "$PKGS" ]; then
-  rm -rf "$VENV"
-  { /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --disable-pip-version-check $PKGS; } \
-    >"$T/pip.txt" 2>&1 || { tail -5 "$T/pip.txt"; echo "cannot set up the SpikeInterface venv (offline?): skipped"; rm -rf "$VENV"; exit 77; }
-  echo "$PKGS" >"$VENV/.installed"
-fi
-PYV=$VENV/bin/python
+si_python || { echo "skipped"; exit 77; }
+PYV=$SIPY
+DATA=$BS_CACHE/spikewrap-0.4.0
 if [ ! -f "$DATA/.unpacked" ]; then
   rm -rf "$DATA" && mkdir -p "$DATA"
-  "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps spikewrap==0.4.0 -d "$DATA" >"$T/dl.txt" 2>&1 \
+  "$(dirname "$SIPY")/pip" download -q --disable-pip-version-check --no-deps spikewrap==0.4.0 -d "$DATA" >"$T/dl.txt" 2>&1 \
     || { tail -3 "$T/dl.txt"; echo "cannot download spikewrap==0.4.0 (offline?): skipped"; rm -rf "$DATA"; exit 77; }
   "$PYV" - "$DATA" <<'PYEOF' || { echo "cannot unpack the spikewrap wheel"; rm -rf "$DATA"; exit 1; }
 import glob, sys, zipfile
