@@ -33,8 +33,8 @@
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
     "                          [--export-raw]\n"
-    "                          [--no-qc] [--no-report] [--no-drift | --drift-only] [--no-artifact-removal]\n"
-    "                          [--no-phase-shift] [--no-disk-check] [-q]\n"
+    "                          [--no-qc] [--no-report] [--no-drift | --drift-only] [--motion FOLDER]\n"
+    "                          [--no-artifact-removal] [--no-phase-shift] [--no-disk-check] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -52,6 +52,9 @@ static const char *USAGE_HEAD =
     "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
     "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
     "  --drift-only      estimate the drift (OUT/drift*.npy, driftmap.npy) and stop\n"
+    "  --motion FOLDER   correct the drift with a motion estimated elsewhere: a SpikeInterface Motion folder\n"
+    "                    (Motion.save; e.g. DREDge's), or one per shank in FOLDER/shank<id>/, instead of\n"
+    "                    boundsort's estimate (the estimate is written in that form too: OUT/motion/)\n"
     "  --no-artifact-removal\n"
     "                    keep broadband artifacts (default: periods where many channels cross a high\n"
     "                    threshold at once are blanked before detection and matching, OUT/artifacts.tsv)\n"
@@ -163,6 +166,8 @@ int bs_cmd_sort(int argc, char **argv)
             so.sp.out_dir = v;
         } else if (strcmp(a, "--mem-trace") == 0) {
             trace_path = v;
+        } else if (strcmp(a, "--motion") == 0) {
+            so.sp.motion_dir = v;
         } else if (strcmp(a, "--threshold") == 0) {
             if (!bs_cli_parse_double(v, &d) || d <= 0)
                 return usage_error("--threshold: expected a number > 0, got '%s'", v);
@@ -182,6 +187,9 @@ int bs_cmd_sort(int argc, char **argv)
         so.sp.no_qc = 1; /* nothing to measure */
     if (so.sp.no_drift && so.sp.drift_only)
         return usage_error("%s", "--no-drift and --drift-only exclude each other");
+    if (so.sp.no_drift && so.sp.motion_dir)
+        return usage_error("%s", "--no-drift and --motion exclude each other (--motion corrects with a motion made "
+                                 "elsewhere)");
     if (so.sp.drift_only && nwb)
         return usage_error("%s", "--drift-only writes no units for --nwb");
     /* the process's thread count and memory budget, set once before anything runs (sort, then qc) */

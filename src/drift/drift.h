@@ -235,6 +235,11 @@ bs_status bs_drift_restore(bs_drift *d, const bs_probe *probe, const bs_drift_pa
 #define BS_DRIFT_SI_MOTION "motion"
 bs_status bs_drift_write_si_motion(const bs_drift *d, const char *out_dir);
 bs_status bs_drift_remove_si_motion(const char *out_dir);
+/* A motion estimated elsewhere (SpikeInterface's Motion folder, or one per shank as above) evaluated on
+ * d's grid (bs_drift_init's shanks, modes, time bins and blocks) into motion (n_bins x n_blocks, µm, each
+ * corrected shank's mean removed); BS_ERR_INPUT naming the file when a folder is not a Motion boundsort
+ * can apply (several segments, another direction, malformed arrays). */
+bs_status bs_drift_read_si_motion(const bs_drift *d, const char *folder, float *motion);
 
 /* ------------------------------------------------------------- correct --- */
 

@@ -98,6 +98,8 @@ static bs_status write_json(const bs_stage_drift_args *a, const bs_drift *d, int
     cJSON_AddNumberToObject(r, "requested_blocks", d->p.n_blocks);
     cJSON_AddNumberToObject(r, "n_peaks", (double)n_peaks);
     cJSON_AddNumberToObject(r, "driftmap_stride", (double)stride);
+    if (a->motion_dir)
+        cJSON_AddStringToObject(r, "imported_motion", a->motion_dir);
     for (int s = 0; s < d->n_shanks; s++) {
         const bs_drift_shank *sh = &d->sh[s];
         double lo, hi;
@@ -139,6 +141,32 @@ bs_status bs_stage_drift_remove(const char *out_dir)
     return bs_drift_remove_si_motion(out_dir);
 }
 
+/* --motion FOLDER: the motion SpikeInterface's Motion folder gives on d's grid (motion_si.c), in place of an
+ * estimate; d keeps bs_drift_init's geometry and shank modes. */
+static bs_status import_motion(const bs_stage_drift_args *a, bs_drift *d)
+{
+    const bs_recording *rec = a->rec;
+    size_t n = (size_t)d->n_bins * (size_t)d->n_blocks;
+    float *motion = bs_mem_alloc("drift/motion-import", n * sizeof *motion);
+    int32_t *modes = bs_mem_alloc("drift/motion-import", (size_t)d->n_shanks * sizeof *modes);
+    bs_status st = motion && modes ? BS_OK : BS_ERR_MEMORY;
+    int n_bins = d->n_bins, n_blocks = d->n_blocks, n_shanks = d->n_shanks;
+    for (int s = 0; st == BS_OK && s < n_shanks; s++)
+        modes[s] = (int32_t)d->sh[s].mode;
+    if (st == BS_OK)
+        st = bs_drift_read_si_motion(d, a->motion_dir, motion);
+    if (st == BS_OK) {
+        bs_drift_free(d);
+        st = bs_drift_restore(d, &rec->probe, a->p, rec->n_samples, a->batch_samples, rec->fs_hz, modes, n_shanks,
+                              motion, n_bins, n_blocks);
+    }
+    if (st == BS_OK && !a->quiet)
+        bs_log_info("drift: the motion of %s (SpikeInterface Motion), on %d time bins x %d blocks", a->motion_dir,
+                    n_bins, n_blocks);
+    bs_mem_free(motion), bs_mem_free(modes);
+    return st;
+}
+
 bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
 {
     const bs_recording *rec = a->rec;
@@ -146,34 +174,41 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
     if (d->n_bins != a->n_batches)
         return bs_error(BS_ERR_INTERNAL, "drift: %d time bins for %lld batches", d->n_bins, (long long)a->n_batches);
     if (!bs_drift_any(d)) {
-        if (!a->quiet)
+        if (a->motion_dir)
+            bs_log_warn("drift: no shank qualifies for correction; the motion of %s is not applied", a->motion_dir);
+        else if (!a->quiet)
             bs_log_info("drift: no shank qualifies for an estimate; drift is not corrected");
         if (a->out_dir)
             BS_TRY(bs_stage_drift_remove(a->out_dir));
         return a->out_dir ? write_json(a, d, 0, 1) : BS_OK;
     }
-    bs_drift_detector det;
-    BS_TRY(bs_drift_detector_init(&det, &rec->probe, a->p, rec->fs_hz));
     subsample ss = {.cap = BS_DRIFTMAP_MAX_ROWS, .stride = 1};
     ss.rows = bs_mem_alloc("drift/driftmap", (size_t)ss.cap * 3 * sizeof(float));
     bs_status st = ss.rows ? BS_OK : BS_ERR_MEMORY;
     peak_sink ps = {d, &ss, 0, rec->fs_hz, 0};
-    bs_progress pb;
-    bs_progress_start(&pb, "drift", "batches", a->quiet ? 0 : a->n_batches);
-    for (int64_t b = 0; b < a->n_batches && st == BS_OK; b++) {
-        float *x;
-        int64_t n_valid;
-        st = a->read(a->read_ctx, b, &x, &n_valid);
-        ps.bin = b;
+    if (st == BS_OK && a->motion_dir) {
+        st = import_motion(a, d);
+    } else if (st == BS_OK) {
+        bs_drift_detector det;
+        memset(&det, 0, sizeof det);
+        st = bs_drift_detector_init(&det, &rec->probe, a->p, rec->fs_hz);
+        bs_progress pb;
+        bs_progress_start(&pb, "drift", "batches", a->quiet || st != BS_OK ? 0 : a->n_batches);
+        for (int64_t b = 0; b < a->n_batches && st == BS_OK; b++) {
+            float *x;
+            int64_t n_valid;
+            st = a->read(a->read_ctx, b, &x, &n_valid);
+            ps.bin = b;
+            if (st == BS_OK)
+                st = bs_drift_detect_to(&det, x, a->width, a->halo, n_valid, b * a->batch_samples, add_peaks, &ps);
+            bs_progress_update(&pb, b + 1);
+        }
+        bs_progress_finish(&pb);
+        bs_drift_detector_free(&det);
         if (st == BS_OK)
-            st = bs_drift_detect_to(&det, x, a->width, a->halo, n_valid, b * a->batch_samples, add_peaks, &ps);
-        bs_progress_update(&pb, b + 1);
+            st = bs_drift_estimate(d);
     }
-    bs_progress_finish(&pb);
     int64_t n_peaks = ps.n;
-    bs_drift_detector_free(&det);
-    if (st == BS_OK)
-        st = bs_drift_estimate(d);
     if (st == BS_OK && a->out_dir) {
         int64_t sh2[2] = {d->n_bins, d->n_blocks}, sb[1] = {d->n_blocks}, st1[1] = {d->n_bins},
                 sm[2] = {ss.n, 3};
@@ -288,6 +323,7 @@ static bs_stage_drift_args args_of(bs_run_ctx *c)
                                  .read = read_unwhitened,
                                  .read_ctx = c,
                                  .out_dir = c->p->out_dir,
+                                 .motion_dir = c->p->motion_dir,
                                  .quiet = c->p->quiet};
 }
 

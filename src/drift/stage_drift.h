@@ -45,6 +45,8 @@ typedef struct {
     bs_stage_read_fn read;
     void *read_ctx;
     const char *out_dir;    /* OUT; NULL: write nothing */
+    const char *motion_dir; /* a SpikeInterface Motion folder applied instead of an estimate (sort --motion),
+                               or NULL; no data is read then and the driftmap is empty */
     int quiet;
 } bs_stage_drift_args;
 

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
@@ -76,6 +77,38 @@ static bs_status hash_data_edges(uint64_t *h, const bs_recording *rec)
     return st;
 }
 
+/* --motion FOLDER: every file under it (path relative to FOLDER, size and bytes, in the order the file
+ * system lists them), so another motion is another run; nftw's callback has no context argument, hence
+ * the static. */
+static uint64_t *motion_h;
+static size_t motion_root;
+
+static int hash_motion_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)ftw;
+    if (flag != FTW_F)
+        return 0;
+    fnv(motion_h, path + motion_root, strlen(path + motion_root));
+    fnv_i64(motion_h, (int64_t)sb->st_size);
+    char *text = NULL;
+    size_t len = 0;
+    if (bs_read_text_file(path, 64u << 20, &text, &len) != BS_OK)
+        return -1;
+    fnv(motion_h, text, len);
+    free(text);
+    return 0;
+}
+
+static bs_status hash_motion(uint64_t *h, const char *dir)
+{
+    motion_h = h;
+    motion_root = strlen(dir);
+    fnv(h, "motion", 6);
+    if (nftw(dir, hash_motion_entry, 16, FTW_PHYS) != 0)
+        return bs_error(BS_ERR_INPUT, "%s: cannot read the motion folder: %s", dir, bs_last_error());
+    return BS_OK;
+}
+
 bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, uint64_t *key)
 {
     uint64_t h = FNV_OFFSET;
@@ -102,6 +135,8 @@ bs_status bs_checkpoint_key(const bs_recording *rec, const bs_sort_params *p, ui
     for (int c = 0; shift && c < pr->n_chan; c++)
         fnv_f64(&h, shift[c]);
     BS_TRY(hash_data_edges(&h, rec));
+    if (p->motion_dir && !p->no_drift)
+        BS_TRY(hash_motion(&h, p->motion_dir));
     /* every algorithm parameter (params.h; threads, budget, trace and verbosity never change the output);
        the drift stage's own parameters only when it runs */
     bs_sort_params q = *p; /* the batch and halo as resolved: 0 (automatic) and its value are one run */

@@ -111,6 +111,8 @@ typedef struct {
     int resume;                /* skip stages whose checkpoints match (checkpoint.h) */
     int no_drift;              /* 1: no drift estimation or correction */
     int drift_only;            /* 1: stop after the drift stage (its files written) */
+    const char *motion_dir;    /* --motion FOLDER: SpikeInterface's Motion folder applied instead of the drift
+                                  estimate (stage_drift.h), or NULL; in the resume key with its files */
     bs_drift_params drift;
     int quiet;                 /* no progress lines */
 } bs_sort_params;

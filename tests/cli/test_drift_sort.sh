@@ -7,7 +7,9 @@
 # validates, the estimate loads as SpikeInterface's Motion (OUT/motion/, when a
 # SpikeInterface venv can be made), and accuracy stays above a floor set a little under what it
 # achieves; without: no drift files and clearly lower accuracy (the
-# correction is what recovers the units). Also: --drift-only, the option
+# correction is what recovers the units). --motion FOLDER applies a motion made elsewhere (its own,
+# read back; the ground truth as SpikeInterface saves a Motion) instead of the estimate; a folder that is
+# not a Motion is exit 2. Also: --drift-only, the option
 # conflict, and the fallbacks on short probes (a warning in the log and in
 # .stages/drift/drift.json: rigid for a 375 µm shank, none for 6 contacts).
 . "$(dirname "$0")/lib.sh"
@@ -63,9 +65,44 @@ d = m.get_displacement_at_time_and_depth(t, np.full(t.shape, 100.0))
 assert np.allclose(d, m.displacement[0][:, 0]), (d, m.displacement[0][:, 0])
 print(f"Motion.load: {m}")
 PYEOF
+  # --motion FOLDER: a motion made elsewhere replaces the estimate. Our own, read back: the same motion;
+  # the ground truth as a SpikeInterface Motion (made and saved by SpikeInterface): drift.npy is it on
+  # boundsort's bins, mean removed, and the sort still reaches the accuracy floor
+  "${SORT[@]}" -o "$T/again" --motion "$T/on/motion" --drift-only -q && ok || bad "sort --motion (its own) failed"
+  "$PY" -c "import sys, numpy as np; a, b = (np.load(sys.argv[i] + '/drift.npy') for i in (1, 2)); \
+sys.exit(0 if a.shape == b.shape and np.abs(a - b).max() < 1e-4 else 1)" "$T/on" "$T/again" && ok \
+    || bad "--motion of its own estimate gives another motion"
+  "$SIPY" - "$T/sim" "$T/gtmotion" <<'PYEOF' && ok || bad "cannot make the ground-truth Motion"
+import json, sys, numpy as np
+from spikeinterface.core.motion import Motion
+gt, folder = sys.argv[1], sys.argv[2]
+g = np.load(f"{gt}/gt_drift_um.npy")[:, :1].astype(np.float64)
+r = json.load(open(f"{gt}/recording.json"))
+t = (np.arange(len(g)) + 0.5) * r["drift_bin_samples"] / r["fs_hz"]
+Motion(g, t, np.array([400.0])).save(folder)
+PYEOF
+  "${SORT[@]}" -o "$T/gt" --motion "$T/gtmotion" -q 2>"$T/gt.log" && ok || bad "sort --motion (ground truth) failed: $(cat "$T/gt.log")"
+  "$BS" compare "$T/gt" "$T/sim" --json >"$T/gt.json" && ok || bad "compare (--motion) failed"
+  $PY - "$T/gt" "$T/sim" "$T/gt.json" <<'PYEOF' && ok || bad "--motion (ground truth) not applied as given"
+import json, sys, numpy as np
+out, gt = sys.argv[1], sys.argv[2]
+m = np.load(f"{out}/drift.npy")[:, 0]; ts = np.load(f"{out}/drift_times_s.npy")
+g = np.load(f"{gt}/gt_drift_um.npy")[:, 0]; r = json.load(open(f"{gt}/recording.json"))
+gt_t = (np.arange(len(g)) + 0.5) * r["drift_bin_samples"] / r["fs_hz"]
+want = np.interp(ts, gt_t, g); want -= want.mean()
+j = json.load(open(f"{out}/.stages/drift/drift.json"))
+d = json.loads(open(sys.argv[3]).readline())
+print(f"--motion (ground truth): largest difference {np.abs(m - want).max():.2e} µm; well detected {d['n_well_detected']}, "
+      f"mean accuracy {d['mean_accuracy']:.3f}")
+assert np.abs(m - want).max() < 1e-3 and j["imported_motion"].endswith("gtmotion"), j
+assert d["n_well_detected"] >= 1 and d["mean_accuracy"] >= 0.38
+PYEOF
 else
-  echo "SpikeInterface unavailable: the Motion check is skipped"
+  echo "SpikeInterface unavailable: the Motion checks are skipped"
 fi
+mkdir -p "$T/notmotion"
+expect 2 "not a SpikeInterface Motion folder" "${SORT[@]}" -o "$T/o_nm" --motion "$T/notmotion"
+expect 1 "--no-drift and --motion exclude each other" "${SORT[@]}" -o "$T/o_nm" --motion "$T/notmotion" --no-drift
 "$BS" compare "$T/on" "$T/sim" --json >"$T/on.json" && ok || bad "compare (drift) failed"
 # the sort without correction only serves the accuracy comparison, which needs the normal build
 if [ -z "${BS_SANITIZED:-}" ]; then
