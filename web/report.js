@@ -23,8 +23,18 @@
  * splits []) and as Phy's cluster_group.tsv (cluster_id<TAB>group, a row per
  * unit, ascending id).
  *
- * Keyboard: up/down (or j/k) move through the table, g/m/n/u relabel the
- * selected unit, x ticks it for merging.
+ * Every curation action (a label, a merge, an unmerge, a reset) first pushes
+ * the state before it on an undo stack (the redo stack is cleared); undo
+ * and redo swap states between the two stacks (buttons, Ctrl+Z, Ctrl+Y or
+ * Ctrl+Shift+Z). The stacks live as long as the page; the state itself is
+ * saved as above after every change.
+ *
+ * Tabs: each is reachable by the URL's hash (#units, #drift, #run,
+ * #curation); showing a tab sets the hash.
+ *
+ * Keyboard (listed on the page): up/down (or j/k) move through the table,
+ * g/m/n/u relabel the selected unit, x ticks it for merging, Ctrl+Z / Ctrl+Y
+ * undo and redo.
  */
 "use strict";
 (function () {
@@ -103,15 +113,38 @@
   function save() {
     try { localStorage.setItem(storeKey, JSON.stringify({ labels: state.labels, groups: state.groups })); } catch (e) { /* ignore */ }
   }
-  function groupOf(u) { return state.groups.findIndex((g) => g.includes(u)); }
-
-  function setLabel(u, label) {
-    if (u < 0 || !LABELS.includes(label)) return;
-    state.labels[u] = label;
+  /* undo / redo: snapshots of labels and merge groups */
+  const undoStack = [], redoStack = [];
+  const snapshot = () => ({ labels: state.labels.slice(), groups: state.groups.map((g) => g.slice()) });
+  function remember() {
+    undoStack.push(snapshot());
+    if (undoStack.length > 1000) undoStack.shift();
+    redoStack.length = 0;
+  }
+  function refresh() {
     save();
     renderRows();
     renderUnitHead();
     renderCuration();
+    renderHistory();
+  }
+  function travel(from, to) {
+    if (!from.length) return;
+    to.push(snapshot());
+    const s = from.pop();
+    state.labels = s.labels;
+    state.groups = s.groups;
+    state.checked.clear();
+    refresh();
+  }
+  const undo = () => travel(undoStack, redoStack), redo = () => travel(redoStack, undoStack);
+  function groupOf(u) { return state.groups.findIndex((g) => g.includes(u)); }
+
+  function setLabel(u, label) {
+    if (u < 0 || !LABELS.includes(label) || state.labels[u] === label) return;
+    remember();
+    state.labels[u] = label;
+    refresh();
   }
   function mergeUnits(units) {
     const set = new Set(units);
@@ -122,19 +155,15 @@
       else keep.push(g);
     }
     keep.push(Array.from(set).sort((a, b) => ids[a] - ids[b]));
+    remember();
     state.groups = keep;
     state.checked.clear();
-    save();
-    renderRows();
-    renderUnitHead();
-    renderCuration();
+    refresh();
   }
   function unmerge(gi) {
+    remember();
     state.groups.splice(gi, 1);
-    save();
-    renderRows();
-    renderUnitHead();
-    renderCuration();
+    refresh();
   }
 
   /* ---- exports ---- */
@@ -182,8 +211,11 @@
   }
   let activeTab = "units";
   const drawn = {};
+  const TABS = Array.from(document.querySelectorAll("#tabs button")).map((b) => b.dataset.tab);
   function showTab(name) {
+    if (!TABS.includes(name)) name = "units";
     activeTab = name;
+    if (location.hash !== "#" + name) history.replaceState(null, "", "#" + name);
     document.querySelectorAll("#tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === name));
     document.querySelectorAll(".tab").forEach((s) => s.classList.toggle("active", s.id === "tab-" + name));
     if (name === "units") renderUnit();
@@ -192,6 +224,21 @@
     if (name === "curation") renderCuration();
   }
   document.querySelectorAll("#tabs button").forEach((b) => b.addEventListener("click", () => showTab(b.dataset.tab)));
+  window.addEventListener("hashchange", () => showTab(location.hash.slice(1)));
+  $("undo").addEventListener("click", () => undo());
+  $("redo").addEventListener("click", () => redo());
+  function renderHistory() {
+    $("undo").disabled = !undoStack.length;
+    $("redo").disabled = !redoStack.length;
+  }
+  document.addEventListener("keydown", (ev) => {
+    if (ev.target.matches("input, select, textarea") || !(ev.ctrlKey || ev.metaKey)) return;
+    const k = ev.key.toLowerCase();
+    if (k === "z" && !ev.shiftKey) undo();
+    else if (k === "y" || (k === "z" && ev.shiftKey)) redo();
+    else return;
+    ev.preventDefault();
+  });
   $("export-json").addEventListener("click", () => download("curation.json", prettyJSON(curationJSON()), "application/json"));
   $("export-tsv").addEventListener("click", () => download("cluster_group.tsv", clusterGroupTSV(), "text/tab-separated-values"));
 
@@ -715,14 +762,12 @@
     document.querySelectorAll("#tab-curation button[data-unmerge]").forEach((b) => b.addEventListener("click", () => unmerge(Number(b.dataset.unmerge))));
   }
   $("reset-curation").addEventListener("click", () => {
-    if (!window.confirm("Forget every label change and merge group made on this page?")) return;
+    if (!window.confirm("Forget every label change and merge group made on this page? (Undo brings them back.)")) return;
+    remember();
     state.labels = initial.slice();
     state.groups = [];
     state.checked.clear();
-    save();
-    renderRows();
-    renderUnitHead();
-    renderCuration();
+    refresh();
   });
 
   let resizeTimer = null;
@@ -733,8 +778,9 @@
 
   renderRows();
   renderCuration();
-  showTab("units");
-  window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, showTab, reveal,
+  renderHistory();
+  showTab(location.hash.slice(1) || "units");
+  window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, showTab, reveal, undo, redo,
                       order: () => order.map((u) => ids[u]) };
   window.bsTiming = { script_ms: performance.now() - t_start };
   window.bsReady = true;

@@ -169,8 +169,22 @@ def curate(args):
         body = driver.find_element(By.TAG_NAME, "body")
         body.send_keys(Keys.ARROW_DOWN)
         check(driver.find_element(By.ID, "unit-title").text.startswith(f"Unit {nxt}"), f"down arrow selects unit {nxt}")
+        before = row_label(driver, nxt)
         body.send_keys("m")
         check(row_label(driver, nxt) == "mua", f"key m relabels unit {nxt} mua")
+        if before != "mua":  # undo and redo, by keyboard and by button
+            body.send_keys(Keys.CONTROL, "z")
+            check(row_label(driver, nxt) == before, f"Ctrl+Z gives unit {nxt} back its label {before}")
+            check(row_label(driver, uid) == "noise", f"one undo leaves unit {uid}'s earlier change")
+            body.send_keys(Keys.CONTROL, "y")
+            check(row_label(driver, nxt) == "mua", f"Ctrl+Y relabels unit {nxt} mua again")
+            driver.find_element(By.ID, "undo").click()
+            driver.find_element(By.ID, "undo").click()
+            check(row_label(driver, uid) != "noise" and row_label(driver, nxt) == before, "two undos by button")
+            driver.find_element(By.ID, "redo").click()
+            driver.find_element(By.ID, "redo").click()
+            check(row_label(driver, uid) == "noise" and row_label(driver, nxt) == "mua", "two redos by button")
+            check(not driver.find_element(By.ID, "redo").is_enabled(), "nothing left to redo")
 
         # merge group: tick two units, press merge; then merge a third through a cross-correlogram's button
         near = {ids[x] for x in sim[u] if x >= 0}
@@ -197,6 +211,10 @@ def curate(args):
         want_groups = [sorted([a, b]), sorted([uid, ids[v]])]
         got = [sorted(ids[x] for x in g) for g in groups]
         check(sorted(got) == sorted(want_groups), f"merge groups {got}, expected {want_groups}")
+        driver.find_element(By.ID, "undo").click()
+        check(len(driver.execute_script("return bsReport.state.groups")) == 1, "undo takes the second merge back")
+        driver.find_element(By.ID, "redo").click()
+        check(len(driver.execute_script("return bsReport.state.groups")) == 2, "redo merges again")
 
         # filter and sort
         f = driver.find_element(By.ID, "filter")
@@ -255,6 +273,15 @@ def curate(args):
         wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready after reload")
         check(row_label(driver, uid) == "noise" and len(driver.execute_script("return bsReport.state.groups")) == 2,
               "labels and merge groups survive a reload")
+
+        # each tab has its address: opening the page at #run shows the run summary; a tab click sets the hash
+        driver.get("file://" + os.path.abspath(args.html) + "#run")
+        wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready at #run")
+        active = driver.find_element(By.CSS_SELECTOR, "#tabs button.active").get_attribute("data-tab")
+        check(active == "run" and driver.find_element(By.ID, "tab-run").is_displayed(), f"#run opens the run tab ({active})")
+        driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=units]").click()
+        check(driver.execute_script("return location.hash") == "#units", "a tab click sets the hash")
+        check("Ctrl+Z" in driver.find_element(By.ID, "keys").text, "the page lists its keys")
 
         # the other tabs
         driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=drift]").click()
