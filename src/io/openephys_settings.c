@@ -25,6 +25,8 @@
 
 #include "../mem/mem.h"
 #include "openephys.h"
+#include "probe.h"
+#include "spikeglx.h"
 #include "xml.h"
 
 #define OE_TAG "io/openephys"
@@ -499,7 +501,17 @@ bs_status bs_oe_settings_probe(const bs_oe_settings *s, const bs_oe_stream *stre
         }
         out->n_shanks = m;
         snprintf(out->model, sizeof out->model, "%s", np->part_number);
-        st = bs_probe_validate(out, stream->n_cols, name);
+        /* the ADC sampling delays of the readout channels, in the part's standard order (the phase shift) */
+        double *d = bs_mem_alloc(OE_TAG, (size_t)n * sizeof *d);
+        for (int i = 0; d && i < n; i++)
+            sorted[i] = np->chan[rank[i]];
+        if (!d)
+            st = BS_ERR_MEMORY;
+        else if (bs_neuropixels_standard_shifts(np->part_number, sorted, n, d))
+            st = bs_probe_set_adc_shift(out, d, name);
+        bs_mem_free(d);
+        if (st == BS_OK)
+            st = bs_probe_validate(out, stream->n_cols, name);
         if (st != BS_OK)
             bs_probe_free(out);
     }

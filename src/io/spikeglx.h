@@ -97,6 +97,12 @@ typedef struct {
     int geometry_from_geommap;/* 1: ~snsGeomMap, 0: ~imroTbl + part table */
 } bs_sglx_info;
 
+/* The ADC sampling delays (samples) of channels read out on readout[0..n) of a Neuropixels part in the
+ * part's standard multiplexing order (what SpikeGLX's ~muxTbl lists for it): 1 when the part's layout is
+ * known (384 readout channels of 1.0 or 2.0 technology; spikeglx_geom.c), else 0. For readers without
+ * SpikeGLX's table (Open Ephys). */
+int bs_neuropixels_standard_shifts(const char *part_number, const int *readout, int n, double *shift);
+
 /* Everything the metadata says; no file access. `flags`: BS_SGLX_IGNORE_GEOMMAP. */
 bs_status bs_sglx_info_from_meta(const bs_sglx_meta *m, int flags, bs_sglx_info *info);
 void bs_sglx_info_free(bs_sglx_info *info);

@@ -590,13 +590,43 @@ static bs_status parse_triplet(const bs_sglx_meta *m, const char *key, int t[3])
  * SpikeInterface counts them: groups x (1 + LF rate / AP rate). Neuropixels 1.0 technology (10-bit ADCs)
  * samples its LF band at 1/12 of the AP rate in extra slots: 12 channels an ADC in 13 slots; 2.0
  * technology (NP2000/NP2010 imro formats) has no LF band: 16 in 16. */
-static int part_mux_cycles(const sglx_part *part, int phase3a, int groups)
+static int np_technology(const sglx_part *part, int phase3a) /* 1 or 2 (Neuropixels 1.0 / 2.0), 0 unknown */
 {
     if (phase3a || (part && part->adc_bits == 10))
-        return groups % 12 == 0 ? groups + groups / 12 : 0;
-    if (part && (part->imro_format == IMRO_NP2000 || part->imro_format == IMRO_NP2010))
-        return groups;
-    return 0;
+        return 1;
+    return part && (part->imro_format == IMRO_NP2000 || part->imro_format == IMRO_NP2010) ? 2 : 0;
+}
+
+static int part_mux_cycles(const sglx_part *part, int phase3a, int groups)
+{
+    switch (np_technology(part, phase3a)) {
+    case 1: return groups % 12 == 0 ? groups + groups / 12 : 0;
+    case 2: return groups;
+    default: return 0;
+    }
+}
+
+/* Channels an ADC of a part's standard order (channel ch in slot (ch mod 2 x groups) / 2), for parts of 384
+ * readout channels of known technology; 0 otherwise. */
+static int standard_groups(const sglx_part *part, int phase3a, int n_readout)
+{
+    int tech = n_readout == 384 ? np_technology(part, phase3a) : 0;
+    return tech == 1 ? 12 : tech == 2 ? 16 : 0;
+}
+
+int bs_neuropixels_standard_shifts(const char *part_number, const int *readout, int n, double *shift)
+{
+    const sglx_part *part = find_part(part_number);
+    int groups = part ? standard_groups(part, 0, part->n_readout) : 0;
+    int cycles = groups ? part_mux_cycles(part, 0, groups) : 0;
+    if (!cycles)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        if (readout[i] < 0 || readout[i] >= part->n_readout)
+            return 0;
+        shift[i] = (double)((readout[i] % (2 * groups)) / 2) / cycles;
+    }
+    return 1;
 }
 
 /* slot[ch] (ch < n_readout) from ~muxTbl=(ADCs,groups)(ch ch ...)(...): group g lists the channels sampled in
@@ -663,9 +693,7 @@ static bs_status set_adc_shift(const bs_sglx_meta *m, const char *name, const sg
         mux = NULL;
     }
     if (!mux) {
-        groups = phase3a || (part && part->adc_bits == 10) ? 12 : 16;
-        if (n_readout != 384)
-            groups = 0; /* no standard order known */
+        groups = standard_groups(part, phase3a, n_readout);
         for (int c = 0; c < n_readout && groups; c++)
             slot[c] = (c % (2 * groups)) / 2;
     }

@@ -465,10 +465,11 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
         for (int c = 0; c < C; c++) { /* delay in 1/8 samples, 0..7 (NP2's slot 15 of 16 rounds down to 7/8) */
             int dq = (int)lround(8.0 * L.mux_order[c] / L.mux_cycles);
             chan_dq[c] = dq > 7 ? 7 : dq;
-            d[c] = chan_dq[c] / 8.0;
+            d[c] = (double)L.mux_order[c] / L.mux_cycles;
         }
         w.chan_dq = chan_dq;
-        /* probe.json's contact_annotations.inter_sample_shift: the delays the recording has */
+        /* probe.json's contact_annotations.inter_sample_shift: the nominal delays (slot / cycles), what the
+         * SpikeGLX and Open Ephys metadata of the same probe give, so every format sorts alike */
         st = bs_probe_set_adc_shift(&probe, d, "simulate");
         free(d);
         if (st != BS_OK)

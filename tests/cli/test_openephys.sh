@@ -55,6 +55,14 @@ PY
 "$BS" info "$T/np1/openephys" >"$T/info.txt" && ok || bad "info (text) failed"
 grep -q "^first sample   1234567" "$T/info.txt" && grep -q "^streams        ProbeA-AP (neural; 384 neural of 385" "$T/info.txt" \
   && ok || bad "info text: $(cat "$T/info.txt")"
+# the ADC sampling delays of a Neuropixels part in its standard order (NP1000: slot / 13), as probe.json has them
+grep -q "^ADC skew       0 .. 0.8462 samples" "$T/info.txt" && ok || bad "Open Ephys NP1: no ADC skew"
+$PY - "$T/info.json" "$T/np1/probe.json" <<'PYEOF' && ok || bad "Open Ephys ADC delays differ from probe.json's"
+import json, sys
+a = json.load(open(sys.argv[1]))["probe"]["inter_sample_shift"]
+b = json.load(open(sys.argv[2]))["probes"][0]["contact_annotations"]["inter_sample_shift"]
+assert len(a) == len(b) == 384 and max(abs(x - y) for x, y in zip(a, b)) < 1e-6
+PYEOF
 # a four-shank probe: positions and shanks from settings.xml equal probe.json's
 "$BS" simulate -o "$T/np24" --probe np2-4shank --duration 0.2 --units 4 --seed 9 --openephys -q && ok || bad "simulate np2-4shank"
 "$BS" info "$T/np24/openephys" --json >"$T/np24.json" && ok || bad "info np2-4shank"
