@@ -18,9 +18,10 @@
 #                               "warning: " is exactly LINE
 #   finish                      prints "N passed, N failed"; its status is 1 if a check
 #                               failed (the script's last command, so its exit code)
-#   si_python                   sets SIPY to the python of a venv with SpikeInterface (pinned below),
-#                               made once in the cache (BS_PY_CACHE, default ~/.cache/boundsort);
+#   py_venv NAME "PKGS"         sets VPY to the python of the venv NAME holding PKGS (pinned), made
+#                               once in the cache (BS_PY_CACHE, default ~/.cache/boundsort) from PyPI;
 #                               status 1 with the reason on stdout when it cannot be (offline)
+#   si_python                   the same for SpikeInterface (pinned below), into SIPY
 # A script exits 77 to be reported as skipped.
 set -u
 BS=${BOUNDSORT:?BOUNDSORT is not set (the path of the boundsort command)}
@@ -63,14 +64,15 @@ finish() {
 }
 
 BS_CACHE=${BS_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boundsort}
-si_python() {
-  local venv=$BS_CACHE/si-venv pkgs="spikeinterface==0.105.3 scipy==1.15.3"
+py_venv() { # py_venv NAME "PKGS"
+  local venv=$BS_CACHE/$1 pkgs=$2
   mkdir -p "$BS_CACHE"
   if [ ! -f "$venv/.installed" ] || [ "$(cat "$venv/.installed")" != "$pkgs" ]; then
     rm -rf "$venv"
     { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check $pkgs; } \
-      >"$T/si-pip.txt" 2>&1 || { tail -3 "$T/si-pip.txt"; echo "cannot set up the SpikeInterface venv (offline?)"; rm -rf "$venv"; return 1; }
+      >"$T/$1-pip.txt" 2>&1 || { tail -3 "$T/$1-pip.txt"; echo "cannot set up the venv $1 (offline?)"; rm -rf "$venv"; return 1; }
     echo "$pkgs" >"$venv/.installed"
   fi
-  SIPY=$venv/bin/python
+  VPY=$venv/bin/python
 }
+si_python() { py_venv si-venv "spikeinterface==0.105.3 scipy==1.15.3" && SIPY=$VPY; }

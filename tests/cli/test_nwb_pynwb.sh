@@ -18,9 +18,6 @@
 # Skipped (77) when the venv cannot be set up (no python3 venv module, or
 # PyPI unreachable) or the build has no HDF5.
 . "$(dirname "$0")/lib.sh"
-CACHE=${BS_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boundsort}
-VENV=$CACHE/nwb-venv
-PKGS="pynwb==4.2.0 nwbinspector==0.7.2"
 
 dur=12; units=16
 [ -n "${BS_SANITIZED:-}" ] && { dur=5; units=24; } # about 20x slower under the sanitizers
@@ -28,14 +25,8 @@ if ! "$BS" simulate -o "$T/sim" --probe linear32 --duration $dur --units $units 
   if grep -q "built without HDF5" "$T/sim.txt"; then echo "no HDF5 in this build: skipped"; exit 77; fi
   cat "$T/sim.txt"; echo "simulate --nwb failed"; exit 1
 fi
-mkdir -p "$CACHE"
-if [ ! -f "$VENV/.installed" ] || [ "$(cat "$VENV/.installed")" != "$PKGS" ]; then
-  rm -rf "$VENV"
-  { /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/pip" install -q --disable-pip-version-check $PKGS; } \
-    >"$T/pip.txt" 2>&1 || { tail -5 "$T/pip.txt"; echo "cannot set up the pynwb venv: skipped"; rm -rf "$VENV"; exit 77; }
-  echo "$PKGS" >"$VENV/.installed"
-fi
-PY=$VENV/bin/python
+py_venv nwb-venv "pynwb==4.2.0 nwbinspector==0.7.2" || { echo "skipped"; exit 77; }
+PY=$VPY
 
 "$BS" sort "$T/sim/recording.nwb" -o "$T/out" --threads 2 -q --nwb && ok || bad "sort --nwb failed"
 "$BS" export-nwb "$T/out" -o "$T/new.nwb" >/dev/null && ok || bad "export-nwb (new file) failed"
@@ -118,7 +109,7 @@ for name in ("meta.nwb", "meta_copy.nwb"):
 EOF
 
 for f in "$T/sim/recording.nwb" "$T/out/units.nwb" "$T/new.nwb" "$T/meta.nwb" "$T/meta_copy.nwb"; do
-  "$VENV/bin/nwbinspector" "$f" --json-file-path "$T/inspect.json" --overwrite >"$T/inspect.txt" 2>&1
+  "$(dirname "$PY")/nwbinspector" "$f" --json-file-path "$T/inspect.json" --overwrite >"$T/inspect.txt" 2>&1
   $PY - "$T/inspect.json" "$f" <<'EOF' && ok || bad "nwbinspector: $f has CRITICAL/ERROR-level issues"
 import json, sys
 msgs = json.load(open(sys.argv[1]))["messages"]
