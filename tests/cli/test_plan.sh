@@ -92,7 +92,9 @@ for o, budget in (("o_gen", 4 << 30), ("o_fly", None)):
         assert 0 <= s["read_preprocess_s"] <= s["wall_s"], (o, s)
         assert (s["read_preprocess_s"] > 0) == (s["name"] in ("whitening", "drift", "basis", "detect", "match")), s
         # CPU time over the threads' wall time: at most 1, with a little slack for the kernel's accounting
-        assert s["cpu_s"] >= 0 and 0 <= s["cpu_utilisation"] <= 1.2, (o, s)
+        # (whose ticks make a stage of a few milliseconds, e.g. clustering 8 units, read anything: CI saw 1.31
+        # for 2.5 ms)
+        assert s["cpu_s"] >= 0 and 0 <= s["cpu_utilisation"] and (s["wall_s"] < 0.1 or s["cpu_utilisation"] <= 1.2), (o, s)
         assert abs(s["cpu_utilisation"] - s["cpu_s"] / max(s["wall_s"], 1e-9) / d["threads"]) < 1e-6, s
         # the batch loops read ahead where the budget has room (so the outputs compared above across budgets
         # cover reading with and without it); at the minimum budget the matching stage has none
