@@ -633,8 +633,9 @@ int bs_neuropixels_standard_shifts(const char *part_number, const int *readout, 
  * slot g. 0 on success, -1 (with why) when the field does not have that form. */
 static int parse_mux_table(const char *v, int n_readout, int *slot, int *n_groups, char *why, size_t why_len)
 {
-    int adcs, groups, used;
-    if (sscanf(v, " (%d ,%d ) %n", &adcs, &groups, &used) != 2 || adcs < 1 || groups < 1 || groups > 64) {
+    int adcs, groups, used = -1; /* %n is set only when the whole header matched */
+    if (sscanf(v, " (%d ,%d ) %n", &adcs, &groups, &used) != 2 || used < 0 || adcs < 1 || groups < 1 ||
+        groups > 64) {
         snprintf(why, why_len, "expected (ADCs,groups) first");
         return -1;
     }

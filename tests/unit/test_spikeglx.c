@@ -392,6 +392,7 @@ static void check_mux_tables(void)
         {"~muxTbl=(32,12)(4)(3)(5)()()()()()()()()()\n", {1 / 13.f, 0, 2 / 13.f}},
         {"~muxTbl=(32,12)(4 4)(3)(5)()()()()()()()()()\n", {1 / 13.f, 2 / 13.f, 2 / 13.f}}, /* twice: standard */
         {"~muxTbl=(32,12)(4)(3)()()()()()()()()()()\n", {-1, -1, -1}},                       /* 5 has no slot */
+        {"~muxTbl=(32,12\n", {1 / 13.f, 2 / 13.f, 2 / 13.f}}, /* a header cut short (the fuzzer's find): standard */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         np1_meta(buf, sizeof buf, "\n", cases[i].mux, 500);
