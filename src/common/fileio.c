@@ -230,6 +230,20 @@ int64_t bs_disk_free_bytes(const char *path)
     }
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb, (void)type, (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int bs_remove_tree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : -1;
+    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static int64_t du_sum; /* nftw has no context argument; used by one call at a time */
 
 static int du_add(const char *path, const struct stat *sb, int type, struct FTW *ftw)

@@ -54,6 +54,10 @@ bs_status bs_mkdir_p(const char *path);
  * (statvfs: available blocks x fragment size); -1 when it cannot be told. */
 int64_t bs_disk_free_bytes(const char *path);
 
+/* Remove path and, when it is a folder, everything under it (links not followed); an absent path is
+ * fine. 0, or -1 with errno set. */
+int bs_remove_tree(const char *path);
+
 /* Bytes the files under dir take on disk (allocated blocks, as `du`; links
  * not followed); -1 when dir cannot be walked. */
 int64_t bs_dir_disk_bytes(const char *dir);

@@ -24,7 +24,6 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,18 +37,11 @@
 #include "../mem/mem.h"
 #include "drift.h"
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
 bs_status bs_drift_remove_si_motion(const char *out_dir)
 {
     char dir[4200];
     BS_TRY(bs_path_join(dir, sizeof dir, out_dir, BS_DRIFT_SI_MOTION));
-    struct stat sb;
-    if (lstat(dir, &sb) == 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    if (bs_remove_tree(dir) != 0)
         return bs_error(BS_ERR_IO, "%s: cannot remove an earlier run's motion folder: %s", dir, strerror(errno));
     return BS_OK;
 }

@@ -19,7 +19,6 @@
 #include "phy.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -854,19 +853,6 @@ static bs_status write_tsvs(bs_phy_writer *w)
     return BS_OK;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* Files an earlier export (ours, Kilosort's, SpikeInterface's, Phy's) may
- * have left that would contradict this one: template_ind.npy makes phylib
- * read templates as sparse, SpikeInterface reads cluster_info.tsv instead of
- * our tables, per-spike extras have the old spike count, and .phy/ caches
- * the old clusters. */
 /* 1 if this writer committed dir/name. */
 static int committed_here(const bs_phy_writer *w, const char *path)
 {
@@ -876,6 +862,11 @@ static int committed_here(const bs_phy_writer *w, const char *path)
     return 0;
 }
 
+/* Files an earlier export (ours, Kilosort's, SpikeInterface's, Phy's) may
+ * have left that would contradict this one: template_ind.npy makes phylib
+ * read templates as sparse, SpikeInterface reads cluster_info.tsv instead of
+ * our tables, per-spike extras have the old spike count, and .phy/ caches
+ * the old clusters. */
 static bs_status remove_stale(bs_phy_writer *w)
 {
     static const char *const stale[] = {
@@ -895,8 +886,7 @@ static bs_status remove_stale(bs_phy_writer *w)
             return bs_error(BS_ERR_INPUT, "%s: cannot remove a stale file: %s", path, strerror(errno));
     }
     BS_TRY(join(w, ".phy", path, sizeof path));
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    if (bs_remove_tree(path) != 0)
         return bs_error(BS_ERR_INPUT, "%s: cannot remove Phy's stale cache: %s", path, strerror(errno));
     return BS_OK;
 }
