@@ -310,6 +310,22 @@ static void copy_field(rp_json *j, const cJSON *o, const char *key)
         rpj_null(j, key);
 }
 
+/* root[key] (a run-summary record): its boolean `flag`, then `fields` (NULL-ended), or null when absent. */
+static void copy_record(rp_json *j, const cJSON *root, const char *key, const char *flag,
+                        const char *const *fields)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!cJSON_IsObject(o)) {
+        rpj_null(j, key);
+        return;
+    }
+    rpj_obj(j, key);
+    rpj_bool(j, flag, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, flag)));
+    for (int i = 0; fields[i]; i++)
+        copy_field(j, o, fields[i]);
+    rpj_end_obj(j);
+}
+
 void rp_emit_run(rp_json *j, const rp_data *d)
 {
     const cJSON *root = d->run_json;
@@ -338,27 +354,10 @@ void rp_emit_run(rp_json *j, const rp_data *d)
             rpj_end_obj(j);
         }
         rpj_end_arr(j);
-        const cJSON *art = cJSON_GetObjectItemCaseSensitive(root, "artifacts");
-        if (cJSON_IsObject(art)) {
-            rpj_obj(j, "artifacts");
-            rpj_bool(j, "removal", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(art, "removal")));
-            copy_field(j, art, "periods");
-            copy_field(j, art, "blanked_s");
-            copy_field(j, art, "expected_lost_spikes");
-            rpj_end_obj(j);
-        } else {
-            rpj_null(j, "artifacts");
-        }
-        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(root, "phase_shift");
-        if (cJSON_IsObject(ps)) {
-            rpj_obj(j, "phase_shift");
-            rpj_bool(j, "applied", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ps, "applied")));
-            copy_field(j, ps, "max_delay_samples");
-            copy_field(j, ps, "why_not");
-            rpj_end_obj(j);
-        } else {
-            rpj_null(j, "phase_shift");
-        }
+        static const char *const art[] = {"periods", "blanked_s", "expected_lost_spikes", NULL};
+        static const char *const ps[] = {"max_delay_samples", "why_not", NULL};
+        copy_record(j, root, "artifacts", "removal", art);
+        copy_record(j, root, "phase_shift", "applied", ps);
         rpj_end_obj(j);
     }
     if (!d->mem_bytes) {
