@@ -606,8 +606,12 @@ static int part_mux_cycles(const sglx_part *part, int phase3a, int groups)
     }
 }
 
-/* Channels an ADC of a part's standard order (channel ch in slot (ch mod 2 x groups) / 2), for parts of 384
- * readout channels of known technology; 0 otherwise. */
+/* A channel's slot in the standard order with `groups` channels an ADC: pairs of consecutive channels go to
+ * consecutive slots, SpikeGLX's ~muxTbl for the 1.0 and 2.0 parts. */
+static int standard_slot(int ch, int groups) { return (ch % (2 * groups)) / 2; }
+
+/* Channels an ADC of a part's standard order (standard_slot), for parts of 384 readout channels of known
+ * technology; 0 otherwise. */
 static int standard_groups(const sglx_part *part, int phase3a, int n_readout)
 {
     int tech = n_readout == 384 ? np_technology(part, phase3a) : 0;
@@ -624,7 +628,7 @@ int bs_neuropixels_standard_shifts(const char *part_number, const int *readout, 
     for (int i = 0; i < n; i++) {
         if (readout[i] < 0 || readout[i] >= part->n_readout)
             return 0;
-        shift[i] = (double)((readout[i] % (2 * groups)) / 2) / cycles;
+        shift[i] = (double)standard_slot(readout[i], groups) / cycles;
     }
     return 1;
 }
@@ -672,7 +676,7 @@ static int parse_mux_table(const char *v, int n_readout, int *slot, int *n_group
 
 /* info->probe.adc_shift from the part's multiplexing: ~muxTbl when the metadata has it, else, for a part of
  * 384 readout channels, its technology's standard order (12 or 16 channels an ADC, channel ch in slot
- * (ch mod 2 x groups) / 2, as SpikeGLX assigns them); left NULL (no phase shift, the sort says why) for a
+ * standard_slot, as SpikeGLX assigns them); left NULL (no phase shift, the sort says why) for a
  * part whose ADC layout is not known. */
 static bs_status set_adc_shift(const bs_sglx_meta *m, const char *name, const sglx_part *part, int phase3a,
                                int n_readout, bs_sglx_info *info)
@@ -680,11 +684,8 @@ static bs_status set_adc_shift(const bs_sglx_meta *m, const char *name, const sg
     if ((!part && !phase3a) || n_readout < 1)
         return BS_OK;
     int *slot = malloc((size_t)n_readout * sizeof *slot);
-    double *d = malloc((size_t)info->probe.n_chan * sizeof *d);
-    if (!slot || !d) {
-        free(slot), free(d);
+    if (!slot)
         return bs_error(BS_ERR_MEMORY, "%s: out of memory", name);
-    }
     const char *mux = bs_sglx_meta_get(m, "muxTbl");
     char why[160];
     int groups = 0;
@@ -696,12 +697,13 @@ static bs_status set_adc_shift(const bs_sglx_meta *m, const char *name, const sg
     if (!mux) {
         groups = standard_groups(part, phase3a, n_readout);
         for (int c = 0; c < n_readout && groups; c++)
-            slot[c] = (c % (2 * groups)) / 2;
+            slot[c] = standard_slot(c, groups);
     }
     int cycles = groups ? part_mux_cycles(part, phase3a, groups) : 0;
-    if (!cycles) {
-        free(slot), free(d);
-        return BS_OK;
+    double *d = cycles ? malloc((size_t)info->probe.n_chan * sizeof *d) : NULL;
+    if (!d) {
+        free(slot);
+        return cycles ? bs_error(BS_ERR_MEMORY, "%s: out of memory", name) : BS_OK;
     }
     bs_status st = BS_OK;
     int missing = -1;
