@@ -675,8 +675,8 @@ static int parse_mux_table(const char *v, int n_readout, int *slot, int *n_group
 }
 
 /* info->probe.adc_shift from the part's multiplexing: ~muxTbl when the metadata has it, else, for a part of
- * 384 readout channels, its technology's standard order (12 or 16 channels an ADC, channel ch in slot
- * standard_slot, as SpikeGLX assigns them); left NULL (no phase shift, the sort says why) for a
+ * 384 readout channels, its technology's standard order (12 or 16 channels an ADC, standard_slot, as
+ * SpikeGLX assigns them); left NULL (no phase shift, the sort says why) for a
  * part whose ADC layout is not known. */
 static bs_status set_adc_shift(const bs_sglx_meta *m, const char *name, const sglx_part *part, int phase3a,
                                int n_readout, bs_sglx_info *info)
