@@ -22,6 +22,7 @@
 #                               once in the cache (BS_PY_CACHE, default ~/.cache/boundsort) from PyPI;
 #                               status 1 with the reason on stdout when it cannot be (offline)
 #   si_python                   the same for SpikeInterface (pinned below), into SIPY
+#   spikewrap_ephys             EPHYS: the real NP2.0 SpikeGLX examples of spikewrap==0.4.0 (below)
 # A script exits 77 to be reported as skipped.
 set -u
 BS=${BOUNDSORT:?BOUNDSORT is not set (the path of the boundsort command)}
@@ -76,3 +77,27 @@ py_venv() { # py_venv NAME "PKGS"
   VPY=$venv/bin/python
 }
 si_python() { py_venv si-venv "spikeinterface==0.105.3 scipy==1.15.3" && SIPY=$VPY; }
+
+# spikewrap_ephys: sets EPHYS to the folder of the two real 0.5-s NP2.0 four-shank SpikeGLX recordings
+# (run-001_g0_imec0/, run-002_g0_imec0/) that spikewrap==0.4.0 (BSD-3-Clause, on PyPI) ships as
+# examples, fetched once into the cache with the SpikeInterface venv's pip; needs si_python first.
+# Status 1 with the reason on stdout when they cannot be fetched (offline).
+spikewrap_ephys() {
+  local data=$BS_CACHE/spikewrap-0.4.0
+  if [ ! -f "$data/.unpacked" ]; then
+    rm -rf "$data" && mkdir -p "$data"
+    "$(dirname "$SIPY")/pip" download -q --disable-pip-version-check --no-deps spikewrap==0.4.0 -d "$data" \
+      >"$T/dl.txt" 2>&1 || { tail -3 "$T/dl.txt"; echo "cannot download spikewrap==0.4.0 (offline?)"; rm -rf "$data"; return 1; }
+    "$SIPY" - "$data" <<'PYEOF' || { echo "cannot unpack the spikewrap wheel"; rm -rf "$data"; return 1; }
+import glob, sys, zipfile
+d = sys.argv[1]
+with zipfile.ZipFile(glob.glob(d + "/spikewrap-0.4.0-*.whl")[0]) as z:
+    for n in z.namelist():
+        if "/example_tiny_data/spikeglx/" in n or n.endswith("licenses/LICENSE"):
+            z.extract(n, d)
+PYEOF
+    touch "$data/.unpacked"
+  fi
+  EPHYS=$data/spikewrap/examples/example_tiny_data/spikeglx/rawdata/sub-001/ses-001/ephys
+  [ -d "$EPHYS" ] || { echo "no example data in the spikewrap wheel"; return 1; }
+}

@@ -15,23 +15,7 @@
 . "$(dirname "$0")/lib.sh"
 si_python || { echo "skipped"; exit 77; }
 PYV=$SIPY
-DATA=$BS_CACHE/spikewrap-0.4.0
-if [ ! -f "$DATA/.unpacked" ]; then
-  rm -rf "$DATA" && mkdir -p "$DATA"
-  "$(dirname "$SIPY")/pip" download -q --disable-pip-version-check --no-deps spikewrap==0.4.0 -d "$DATA" >"$T/dl.txt" 2>&1 \
-    || { tail -3 "$T/dl.txt"; echo "cannot download spikewrap==0.4.0 (offline?): skipped"; rm -rf "$DATA"; exit 77; }
-  "$PYV" - "$DATA" <<'PYEOF' || { echo "cannot unpack the spikewrap wheel"; rm -rf "$DATA"; exit 1; }
-import glob, sys, zipfile
-d = sys.argv[1]
-with zipfile.ZipFile(glob.glob(d + "/spikewrap-0.4.0-*.whl")[0]) as z:
-    for n in z.namelist():
-        if "/example_tiny_data/spikeglx/" in n or n.endswith("licenses/LICENSE"):
-            z.extract(n, d)
-PYEOF
-  touch "$DATA/.unpacked"
-fi
-EPHYS=$DATA/spikewrap/examples/example_tiny_data/spikeglx/rawdata/sub-001/ses-001/ephys
-[ -d "$EPHYS" ] || { bad "no example data in the spikewrap wheel"; finish; exit; }
+spikewrap_ephys || { echo "skipped"; exit 77; }
 
 for run in 001 002; do
   AP=$(ls "$EPHYS"/run-${run}_g0_imec0/*.ap.bin)
