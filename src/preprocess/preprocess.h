@@ -162,6 +162,110 @@ size_t bs_highpass_scratch_bytes(const bs_highpass *hp, int n_chan, int64_t n_t,
 bs_status bs_highpass_apply(const bs_highpass *hp, float *x, int n_chan, int64_t n_t, void *scratch,
                             size_t scratch_bytes);
 
+/* ------------------------------------------------------------ destripe --- */
+/* DESTRIPE (destripe.c): SpikeInterface 0.105.3's highpass_spatial_filter
+ * with its defaults (the IBL destriping's kfilt), shank by shank. Stripes
+ * are fluctuations shared by many channels that change slowly along the
+ * shank; a median reference removes only their constant part. Per shank, at
+ * every sample, the channels in depth order (below) are high-passed ALONG
+ * THE CHANNEL AXIS, after an automatic gain control (AGC) that puts every
+ * channel on the same scale:
+ *   1. AGC: gain[c,t] = sum_j w_j |x[c, t + j]| (|j| <= h), the Hann window
+ *      of numpy's np.hanning(N), N = 2h + 1, h = round(0.1 s * fs / 2)
+ *      (1500 at 30 kHz), normalised to sum 1, zeros outside the window given
+ *      (scipy's fftconvolve "same"); x <- x / max(eps_c, gain) with eps_c =
+ *      0.003 * rms_c (rms_c: the channel's RMS, µV, given by the caller). A
+ *      channel that is zero over the whole window (its gain sums to 0) is
+ *      left as it is;
+ *   2. mirror padding: P = min(60, shank channels) channels each side, the
+ *      first/last P channels in reverse order (no taper);
+ *   3. zero-phase 3rd-order Butterworth high-pass along the padded channels,
+ *      Wn = 0.01 of the spatial Nyquist frequency (bs_highpass_design(3,
+ *      0.005, 1.0): scipy's sos, sosfiltfilt with odd extension of padlen =
+ *      12 channels, clipped to the padded length - 1 for shanks of 4 or fewer
+ *      channels, where scipy would refuse);
+ *   4. unpad, multiply back by gain (not by the floored one).
+ * Depth order: SpikeInterface keeps the shank's channel order when y_um is
+ * non-decreasing in it, else it sorts by (y, then x, then channel index)
+ * (order_channels_by_depth, np.lexsort((x, y))); the same here.
+ * Differences from SpikeInterface, all at float32 rounding: the AGC sums
+ * are exact sliding sums instead of an FFT convolution (destripe.c), and the
+ * gain kept for step 4 is stored as float32 (SpikeInterface: float64), so
+ * an output can differ by about one float32 unit in its last place.
+ * SpikeInterface refuses shanks of fewer than 60 channels (the pad must not
+ * exceed the channel count); here the pad shrinks instead.
+ * HALO: the AGC reaches h samples each side (1500 at 30 kHz, 0.05 s) and is
+ * computed from the window given, with zeros outside it (as SpikeInterface
+ * at the ends of a recording). A batched run filters as the whole recording
+ * would when every kept sample has h samples of correctly high-passed
+ * context on each side: halo >= h + BS_PREPROCESS_HALO_DEFAULT (2100 at
+ * 30 kHz). A shorter halo is not a small error: test_denoise measures the
+ * central part of a window against the whole signal (noise of 10 µV RMS and
+ * a 30 µV stripe): halo h: identical; h / 2: 9 µV; h / 8: 9 µV (a gain that
+ * misses part of its window is wrong on every channel differently).
+ * Cost (test_denoise, 384 channels x 60000 samples, 2 threads): ~0.08-0.14 s
+ * per 2 s of recording on a shared 2-core machine. */
+typedef struct {
+    int n_chan;        /* channels of the probe */
+    int n_shanks;      /* shanks (each filtered on its own) */
+    int *order;        /* [n_chan] the channels shank by shank, each shank's in depth order */
+    int *shank_start;  /* [n_shanks + 1] shank s is order[shank_start[s] .. shank_start[s + 1]) */
+    float *eps_uv;     /* [n_chan] AGC floor of each channel, µV (0.003 * rms, float32 as numpy's) */
+    int hann_n;        /* AGC window length N = 2 * hann_h + 1, samples */
+    int hann_h;        /* the AGC's reach on each side, samples */
+    double *hann_cos;  /* [2 * hann_h] cos(pi m / hann_h), m = 0 .. 2 hann_h - 1 (unitless) */
+    double *hann_sin;  /* [2 * hann_h] sin(pi m / hann_h) */
+    bs_highpass spatial; /* the along-channel Butterworth (fs = 1 per channel, cutoff 0.005 per channel) */
+    int n_pad;         /* mirrored channels at each end of a shank of >= n_pad channels (60) */
+    int max_shank;     /* channels on the largest shank */
+} bs_destripe;
+
+/* Set up for a probe at fs_hz with each channel's RMS rms_uv[n_chan] (µV,
+ * finite, >= 0). Holds its tables under "preprocess/destripe". */
+bs_status bs_destripe_init(const bs_probe *probe, double fs_hz, const float *rms_uv, bs_destripe *d);
+void bs_destripe_free(bs_destripe *d);
+/* Bytes of scratch bs_destripe_apply needs: the gains (n_chan x n_t
+ * float32) and, per thread, the larger of 3 (n_t + 1) doubles (one row's
+ * running sums) and one shank's padded column tile. */
+size_t bs_destripe_scratch_bytes(const bs_destripe *d, int64_t n_t, int n_threads);
+/* In place on x (n_chan x n_t, channel-major, µV, high-passed in time). */
+bs_status bs_destripe_apply(const bs_destripe *d, float *x, int n_chan, int64_t n_t, void *scratch,
+                            size_t scratch_bytes);
+/* Step 1's gain of one row (n_t samples, µV) into gain[n_t] (µV), using
+ * sums[3 * (n_t + 1)] of work space: what bs_destripe_apply divides by
+ * (after the eps floor) and multiplies back by. */
+void bs_destripe_gain(const bs_destripe *d, const float *row, int64_t n_t, double *sums, double *gain);
+
+/* ---------------------------------------------- local median reference --- */
+/* LOCAL MEDIAN REFERENCE (car_local.c): SpikeInterface 0.105.3's
+ * common_reference(reference="local", operator="median", local_radius=
+ * (r_in, r_out), min_local_neighbors=m), defaults (30, 55) µm and 5. Each
+ * channel's neighbours are the channels at a distance d (µm, Euclidean in
+ * (x_um, y_um), shank offsets included, so on real probes no neighbour is on
+ * another shank; shank ids are not consulted, as in SpikeInterface) with
+ * r_in < d <= r_out; when there are fewer than m, the m closest with d >
+ * r_in instead (nearest first, equal distances by channel index:
+ * SpikeInterface's np.argsort is not stable, so where the m-th place falls
+ * among equidistant channels it may choose others); when none is beyond
+ * r_in, the channel is left unreferenced. At every sample each channel
+ * loses the median of its neighbours' values at that sample, all medians
+ * taken from the input (numpy's median: for an even count the mean of the
+ * two middle values, (a + b) / 2 in float32). */
+typedef struct {
+    int n_chan;  /* channels */
+    int k;       /* entries per row: the largest neighbourhood */
+    int *n_nbr;  /* [n_chan] neighbours of channel c (0: left unreferenced) */
+    int *nbr;    /* [n_chan * k] the neighbours of channel c, in increasing channel index */
+} bs_local_ref;
+
+/* Neighbourhoods of probe's channels for radii r_in_um <= r_out_um (µm,
+ * r_in_um >= 0) and min_nbr >= 0, held under "preprocess/local_ref". */
+bs_status bs_local_ref_build(const bs_probe *p, double r_in_um, double r_out_um, int min_nbr, bs_local_ref *r);
+void bs_local_ref_free(bs_local_ref *r);
+size_t bs_car_local_scratch_bytes(const bs_local_ref *r, int64_t n_t, int n_threads);
+/* In place on x (r->n_chan x n_t, channel-major). */
+bs_status bs_car_local(const bs_local_ref *r, float *x, int64_t n_t, void *scratch, size_t scratch_bytes);
+
 /* ----------------------------------------------------------- whitening --- */
 
 #define BS_WHITEN_DEFAULT_NEIGHBORS 32
