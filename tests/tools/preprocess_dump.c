@@ -1,8 +1,9 @@
 /*
- * preprocess_dump.c - one stretch of a recording after boundsort's first
+ * preprocess_dump - one stretch of a recording after boundsort's first
  * preprocessing steps, as a .npy, for comparisons with other tools
  * (tests/cli/test_real_spikeglx.sh and bench/preprocess_si.py compare it with
- * SpikeInterface's phase_shift). Built with the tests.
+ * SpikeInterface's phase_shift; tests/cli/test_denoise_si.sh with its
+ * highpass_spatial_filter and local common_reference). Built with the tests.
  *
  * Reads batch 0 of --seconds S (default 1) of REC through the sort's batch
  * reader (µV, sorted channels, the recording's first sample replicated into
@@ -10,8 +11,19 @@
  * applies the ADC phase shift (preprocess.h), then writes the central S
  * seconds as float32 (samples x channels) to OUT.npy.
  *
- *   preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] OUT.npy
+ * With --destripe or --car-local the steps run on the S seconds themselves
+ * (the recording's first min(S, duration) seconds, no halo: the same samples
+ * SpikeInterface is given): mean removal, the phase shift with --phase, then
+ *   --destripe: the 300 Hz 3rd-order zero-phase high-pass (bs_highpass),
+ *     then bs_destripe_apply with each channel's RMS over those high-passed
+ *     samples (µV), which --rms R.npy writes as float32 (channels,);
+ *   --car-local: the local median reference, (30, 55] µm, at least 5
+ *     neighbours (bs_car_local).
+ *
+ *   preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase]
+ *                   [--destripe [--rms R.npy] | --car-local] OUT.npy
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +33,57 @@
 #include "io/recording.h"
 #include "preprocess/preprocess.h"
 
+/* --destripe / --car-local: compact x (C rows of `width`) to its n valid central samples in place, then mean
+ * removal, the phase shift if asked, and the denoising step. */
+static bs_status denoise(const bs_recording *rec, float *x, int64_t width, int64_t halo, int64_t n, int phase,
+                         int destripe, const char *rms_out)
+{
+    const int C = rec->probe.n_chan;
+    for (int c = 0; c < C; c++)
+        memmove(x + (size_t)c * n, x + (size_t)c * width + halo, sizeof(float) * (size_t)n);
+    BS_TRY(bs_car(x, C, n, 1, 0, NULL, 0));
+    if (phase)
+        BS_TRY(bs_phase_shift_apply(rec->probe.adc_shift, x, C, n, NULL, 0));
+    if (!destripe) {
+        bs_local_ref r;
+        BS_TRY(bs_local_ref_build(&rec->probe, 30, 55, 5, &r));
+        bs_status st = bs_car_local(&r, x, n, NULL, 0);
+        bs_local_ref_free(&r);
+        return st;
+    }
+    bs_highpass hp;
+    BS_TRY(bs_highpass_design(3, 300, rec->fs_hz, &hp));
+    BS_TRY(bs_highpass_apply(&hp, x, C, n, NULL, 0));
+    float *rms = malloc(sizeof(float) * (size_t)C);
+    if (!rms)
+        return BS_ERR_MEMORY;
+    for (int c = 0; c < C; c++) {
+        double ss = 0;
+        for (int64_t t = 0; t < n; t++)
+            ss += (double)x[(size_t)c * n + t] * x[(size_t)c * n + t];
+        rms[c] = (float)sqrt(ss / (double)n);
+    }
+    int64_t shape[1] = {C};
+    bs_status st = rms_out ? bs_npy_save(rms_out, BS_NPY_F32, 1, shape, rms) : BS_OK;
+    bs_destripe d;
+    if (st == BS_OK)
+        st = bs_destripe_init(&rec->probe, rec->fs_hz, rms, &d);
+    if (st == BS_OK) {
+        st = bs_destripe_apply(&d, x, C, n, NULL, 0);
+        bs_destripe_free(&d);
+    }
+    free(rms);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     const char *rec_path = NULL, *out = NULL;
     bs_open_options opt;
     memset(&opt, 0, sizeof opt);
     double seconds = 1;
-    int phase = 0;
+    int phase = 0, destripe = 0, car_local = 0;
+    const char *rms_out = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--probe") == 0 && i + 1 < argc)
             opt.probe_path = argv[++i];
@@ -37,13 +93,20 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (strcmp(argv[i], "--phase") == 0)
             phase = 1;
+        else if (strcmp(argv[i], "--destripe") == 0)
+            destripe = 1;
+        else if (strcmp(argv[i], "--car-local") == 0)
+            car_local = 1;
+        else if (strcmp(argv[i], "--rms") == 0 && i + 1 < argc)
+            rms_out = argv[++i];
         else if (!rec_path)
             rec_path = argv[i];
         else
             out = argv[i];
     }
-    if (!rec_path || !out || !(seconds > 0)) {
-        fprintf(stderr, "usage: preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] OUT.npy\n");
+    if (!rec_path || !out || !(seconds > 0) || (destripe && car_local) || (rms_out && !destripe)) {
+        fprintf(stderr, "usage: preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] "
+                        "[--destripe [--rms R.npy] | --car-local] OUT.npy\n");
         return 1;
     }
     bs_recording rec;
@@ -64,10 +127,18 @@ int main(int argc, char **argv)
     bs_status st = bs_batch_reader_open(&rd, &rec, nb, halo, 0);
     if (st == BS_OK)
         st = bs_batch_read(&rd, 0, &x, &n_valid);
-    bs_preprocess pp = {.remove_mean = 1, .phase_shift = phase ? rec.probe.adc_shift : NULL};
     int64_t width = nb + 2 * halo;
-    if (st == BS_OK)
-        st = bs_preprocess_batch(&pp, x, C, width, NULL, 0, NULL);
+    if (destripe || car_local) {
+        /* the valid samples only, channel-major, then the steps on them */
+        if (st == BS_OK)
+            st = denoise(&rec, x, width, halo, n_valid, phase, destripe, rms_out);
+        width = n_valid;
+        halo = 0;
+    } else {
+        bs_preprocess pp = {.remove_mean = 1, .phase_shift = phase ? rec.probe.adc_shift : NULL};
+        if (st == BS_OK)
+            st = bs_preprocess_batch(&pp, x, C, width, NULL, 0, NULL);
+    }
     if (st == BS_OK && !(t = malloc(sizeof(float) * (size_t)n_valid * C)))
         st = BS_ERR_MEMORY;
     for (int64_t s = 0; st == BS_OK && s < n_valid; s++)
