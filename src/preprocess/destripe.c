@@ -173,7 +173,7 @@ bs_status bs_destripe_init(const bs_probe *probe, double fs_hz, const float *rms
 /* ------------------------------------------------------------- scratch --- */
 
 /* Pass 2's buffer: (n + 2 pad + 2 padlen) channels x DS_BLOCK columns for the largest shank. */
-static int64_t tile_rows(const bs_destripe *d)
+static int64_t block_rows(const bs_destripe *d)
 {
     int n = d->max_shank, pad = n < d->n_pad ? n : d->n_pad;
     return (int64_t)n + 2 * pad + 2 * (int64_t)d->spatial.padlen;
@@ -182,11 +182,14 @@ static int64_t tile_rows(const bs_destripe *d)
 static size_t per_thread_bytes(const bs_destripe *d, int64_t n_t)
 {
     size_t sums = 3 * (size_t)(n_t + 1) * sizeof(double) + (size_t)n_t * sizeof(double); /* running sums, gain */
-    size_t tile = (size_t)tile_rows(d) * DS_BLOCK * sizeof(double);
-    return round64(sums > tile ? sums : tile);
+    size_t block = (size_t)block_rows(d) * DS_BLOCK * sizeof(double);
+    return round64(sums > block ? sums : block);
 }
 
-static size_t gain_bytes(const bs_destripe *d, int64_t n_t) { return round64((size_t)d->n_chan * (size_t)n_t * sizeof(float)); }
+static size_t gain_bytes(const bs_destripe *d, int64_t n_t)
+{
+    return round64((size_t)d->n_chan * (size_t)n_t * sizeof(float));
+}
 
 size_t bs_destripe_scratch_bytes(const bs_destripe *d, int64_t n_t, int n_threads)
 {
@@ -469,16 +472,16 @@ bs_status bs_destripe_apply(const bs_destripe *d, float *x, int n_chan, int64_t 
         }
     }
 
-    /* pass 2: along the channels, tile by tile */
-    const int64_t n_tiles = (n_t + DS_BLOCK - 1) / DS_BLOCK;
-    const int64_t n_items = n_tiles * d->n_shanks;
+    /* pass 2: along the channels, block by block */
+    const int64_t n_blocks = (n_t + DS_BLOCK - 1) / DS_BLOCK;
+    const int64_t n_items = n_blocks * d->n_shanks;
 #pragma omp parallel num_threads(nth)
     {
         double *buf = (double *)(s.buf + (size_t)omp_get_thread_num() * per);
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < n_items; it++) {
-            const int sh = (int)(it / n_tiles);
-            const int64_t t0 = (it % n_tiles) * DS_BLOCK;
+            const int sh = (int)(it / n_blocks);
+            const int64_t t0 = (it % n_blocks) * DS_BLOCK;
             const int first = d->shank_start[sh], n = d->shank_start[sh + 1] - first;
             if (n == 0)
                 continue;
