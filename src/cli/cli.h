@@ -100,6 +100,10 @@ bs_status bs_cli_gpu_setup(bs_sort_params *sp, int need_device);
     "  --max-center-spikes N  spikes clustered per spatial center, more are subsampled (default 200000)\n"      \
     "  --device D        cpu (default), cuda or cuda:N: the matcher's scores on that GPU, the rest on the CPU\n"  \
     "  --gpu-mem SIZE    budget of tracked GPU memory with --device cuda (default: its memory less 1 GiB)\n"   \
+    "  --bad-channels M  interpolate (default: dead and noisy channels rewritten from their neighbours,\n"        \
+    "                    out-of-brain ones dropped), remove (all dropped) or keep; OUT/bad_channels.tsv\n"     \
+    "                    lists them (IBL's coherence + high-frequency power, per shank of >= 32 channels)\n"  \
+    "  --max-bad-channel-fraction F  refuse the run when more than F of the channels are bad (0.5)\n"        \
     "  --params FILE     parameters file (JSON; Kilosort 4's names accepted; `boundsort params --defaults`);\n" \
     "                    the options here override it\n"
 

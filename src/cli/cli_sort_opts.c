@@ -48,6 +48,15 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
         } else {
             return snprintf(msg, len, "--device: expected cpu, cuda or cuda:N, got '%s'", v), -1;
         }
+    } else if (strcmp(a, "--bad-channels") == 0) {
+        int m = bs_bad_mode_parse(v);
+        if (m < 0)
+            return snprintf(msg, len, "--bad-channels: expected interpolate, remove or keep, got '%s'", v), -1;
+        o->sp.bad.mode = m;
+    } else if (strcmp(a, "--max-bad-channel-fraction") == 0) {
+        if (!bs_cli_parse_double(v, &d) || d < 0 || d > 1)
+            return snprintf(msg, len, "--max-bad-channel-fraction: expected a fraction in [0, 1], got '%s'", v), -1;
+        o->sp.bad.max_fraction = d;
     } else if (strcmp(a, "--params") == 0) {
         o->params_path = v; /* read first, by bs_cli_sort_defaults */
     } else if (strcmp(a, "--max-center-spikes") == 0) {

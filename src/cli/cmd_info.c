@@ -13,6 +13,10 @@
  * first sample number (acquisition clock) is shown too; for Open Ephys, the
  * stream read and every stream of the recording ("streams" in JSON); NWB
  * files add the series read and the list of all their ElectricalSeries.
+ * --detect-bad-channels runs the sort's bad-channel scan (bad_channels.h,
+ * default parameters, the ADC phase shift included) and lists the bad
+ * channels with their label, coherence and high-band power ("bad_channels"
+ * in JSON, with the counts).
  * Exit codes: 0, 1 for a bad command line, 2 (with the message) for bad input.
  */
 #include <cjson/cJSON.h>
@@ -28,16 +32,23 @@
 #include "../io/probe.h"
 #include "../io/probe_json.h"
 #include "../io/recording.h"
+#include "../mem/mem.h"
+#include "../pipeline/sort.h"
 #include "cli.h"
 
 static const char *USAGE_HEAD =
     "boundsort info REC [--probe P --fs HZ --n-chan N --dtype T --uv-per-bit X --offset X\n"
     "                    --header-bytes N --probe-index I --series NAME --stream NAME] [--json]\n"
+    "                    [--detect-bad-channels]\n"
     "\n"
     "  REC             recording: an NWB file, an Open Ephys recording (structure.oebin or a folder), a\n"
     "                  SpikeGLX .bin (with its .meta) or folder, a raw folder (recording.bin +\n"
     "                  recording.json + probe.json), or a raw binary with --probe\n"
-    "  --json          print JSON instead of text\n";
+    "  --json          print JSON instead of text\n"
+    "  --detect-bad-channels\n"
+    "                  also find dead, noisy and out-of-brain channels as `sort` does (IBL's coherence and\n"
+    "                  high-frequency power on up to 100 chunks of 0.3 s, per shank of >= 32 channels)\n"
+    "                  and list them\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -176,7 +187,72 @@ static void oe_streams(const char *path, const bs_recording *rec, cJSON *json)
     free(s);
 }
 
-static int print_json(const char *path, const bs_recording *rec)
+typedef struct {
+    int8_t *label;
+    float *coh, *psd;
+    int n_chunks, n_examined, n[BS_CHAN_N_LABELS];
+} bad_scan;
+
+static bs_status scan_bad(const bs_recording *rec, bad_scan *b)
+{
+    int C = rec->probe.n_chan;
+    bs_sort_params sp; /* the sort's defaults: the same chunks, halo and thresholds as `sort` */
+    bs_sort_default_params(&sp);
+    const bs_bad_channel_params prm = sp.bad;
+    b->label = bs_mem_alloc("info/bad", (size_t)C);
+    b->coh = bs_mem_alloc("info/bad", (size_t)C * sizeof(float));
+    b->psd = bs_mem_alloc("info/bad", (size_t)C * sizeof(float));
+    if (!b->label || !b->coh || !b->psd)
+        return BS_ERR_MEMORY;
+    int64_t nb, halo;
+    bs_sort_batch_geometry(&sp, rec->fs_hz, &nb, &halo);
+    BS_TRY(bs_bad_channels_scan(rec, &prm, bs_sort_phase_shift(rec, &sp), halo, sp.max_railed_fraction, &sp.artifact,
+                                b->label, b->coh, b->psd, &b->n_chunks));
+    bs_bad_detector det;
+    BS_TRY(bs_bad_detector_init(&rec->probe, rec->fs_hz, &prm, &det));
+    b->n_examined = det.start[det.n_groups];
+    bs_bad_detector_free(&det);
+    for (int c = 0; c < C; c++)
+        b->n[(int)b->label[c]]++;
+    return BS_OK;
+}
+
+static void print_bad_text(const bs_recording *rec, const bad_scan *b)
+{
+    const bs_probe *p = &rec->probe;
+    printf("bad channels   %d dead, %d noisy, %d out of the brain (%d channels examined on %d chunks)\n", b->n[1],
+           b->n[2], b->n[3], b->n_examined, b->n_chunks);
+    for (int c = 0; c < p->n_chan; c++)
+        if (b->label[c] != BS_CHAN_GOOD)
+            printf("  channel %d (column %d, shank %d, x %.1f y %.1f µm): %s, coherence %.3f, high-band power "
+                   "%.4g µV²/Hz\n",
+                   c, p->column[c], p->shank[c], p->x_um[c], p->y_um[c], bs_chan_label_name(b->label[c]), b->coh[c],
+                   b->psd[c]);
+}
+
+static void add_bad_json(cJSON *o, const bs_recording *rec, const bad_scan *b)
+{
+    const bs_probe *p = &rec->probe;
+    cJSON *bo = cJSON_AddObjectToObject(o, "bad_channels");
+    cJSON_AddNumberToObject(bo, "chunks", b->n_chunks);
+    cJSON_AddNumberToObject(bo, "examined", b->n_examined);
+    for (int l = 1; l < BS_CHAN_N_LABELS; l++)
+        cJSON_AddNumberToObject(bo, bs_chan_label_name(l), b->n[l]);
+    cJSON *arr = cJSON_AddArrayToObject(bo, "channels");
+    for (int c = 0; c < p->n_chan; c++) {
+        if (b->label[c] == BS_CHAN_GOOD)
+            continue;
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "channel", c);
+        cJSON_AddNumberToObject(ch, "column", p->column[c]);
+        cJSON_AddStringToObject(ch, "label", bs_chan_label_name(b->label[c]));
+        cJSON_AddNumberToObject(ch, "coherence", b->coh[c]);
+        cJSON_AddNumberToObject(ch, "psd_hf_uv2_hz", b->psd[c]);
+        cJSON_AddItemToArray(arr, ch);
+    }
+}
+
+static int print_json(const char *path, const bs_recording *rec, const bad_scan *bad)
 {
     const bs_probe *p = &rec->probe;
     summary s = summarize(rec);
@@ -216,6 +292,8 @@ static int print_json(const char *path, const bs_recording *rec)
         cJSON_AddItemToObject(o, "series_list", cJSON_CreateStringArray(nwb->series_list, nwb->n_series));
     }
     oe_streams(path, rec, o);
+    if (bad)
+        add_bad_json(o, rec, bad);
     cJSON *chans = cJSON_AddArrayToObject(o, "channels");
     for (int c = 0; c < p->n_chan; c++) {
         cJSON *ch = cJSON_CreateObject();
@@ -243,11 +321,15 @@ int bs_cmd_info(int argc, char **argv)
     }
     bs_open_options opt = {0};
     const char *rec_path = NULL;
-    int json = 0;
+    int json = 0, detect_bad = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
             json = 1;
+            continue;
+        }
+        if (strcmp(a, "--detect-bad-channels") == 0) {
+            detect_bad = 1;
             continue;
         }
         const char *v = NULL;
@@ -266,13 +348,22 @@ int bs_cmd_info(int argc, char **argv)
     bs_status st = bs_recording_open(rec_path, &opt, &rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
+    bad_scan bad = {0};
+    if (detect_bad && (st = scan_bad(&rec, &bad)) != BS_OK) {
+        bs_mem_free(bad.label), bs_mem_free(bad.coh), bs_mem_free(bad.psd);
+        bs_recording_close(&rec);
+        return bs_cli_fail(st);
+    }
     int rc = BS_OK;
     if (json)
-        rc = print_json(rec_path, &rec);
+        rc = print_json(rec_path, &rec, detect_bad ? &bad : NULL);
     else
         print_text(rec_path, &rec);
     if (!json)
         oe_streams(rec_path, &rec, NULL);
+    if (!json && detect_bad)
+        print_bad_text(&rec, &bad);
+    bs_mem_free(bad.label), bs_mem_free(bad.coh), bs_mem_free(bad.psd);
     bs_recording_close(&rec);
     return rc;
 }

@@ -18,7 +18,7 @@ static const char *usage_text =
     "usage: boundsort simulate -o DIR [--probe np1|np2|np2-4shank|linear32] [--duration S] [--units N]\n"
     "                          [--drift none|rigid|nonrigid|step] [--drift-um UM] [--seed S] [--fs HZ]\n"
     "                          [--noise UV] [--artifacts RATE] [--spikeglx] [--nwb] [--openephys] [--no-mux]\n"
-    "                          [--threads N] [-q]\n"
+    "                          [--dead-channels N] [--noisy-channels N] [--out-channels N] [--threads N] [-q]\n"
     "\n"
     "Writes a ground-truth recording into DIR: recording.bin (int16), probe.json, recording.json,\n"
     "gt_spike_times.npy, gt_spike_units.npy, gt_unit_positions.npy, gt_templates.npy, gt_drift_um.npy.\n"
@@ -40,6 +40,11 @@ static const char *usage_text =
     "                    (GUI 0.6 layout; Neuropixels geometry in settings.xml; linear32 needs --probe)\n"
     "  --no-mux          sample every channel at the same time (default: Neuropixels ADC multiplexing,\n"
     "                    channels sampled at staggered sub-sample times as in SpikeGLX's ~muxTbl)\n"
+    "  --dead-channels N, --noisy-channels N\n"
+    "                    bad channels planted at random: dead (signal x 0.02, flat after quantization) or\n"
+    "                    noisy (50 µV rms of white noise added); listed in recording.json \"bad_channels\"\n"
+    "  --out-channels N  the N highest channels of each shank out of the brain (white noise of 0.8 x\n"
+    "                    the noise rms only: no spikes, nothing shared with the other channels)\n"
     "  --threads N       OpenMP threads (the output does not depend on it)\n"
     "  -q                quiet\n";
 
@@ -163,6 +168,11 @@ int bs_cmd_simulate(int argc, char **argv)
             if (!parse_double(v, &d) || !(d >= 0 && d <= 100))
                 return bad_value(a, v, "an artifact rate in 0..100 per second");
             p.artifact_rate_hz = d;
+        } else if (strcmp(a, "--dead-channels") == 0 || strcmp(a, "--noisy-channels") == 0 ||
+                   strcmp(a, "--out-channels") == 0) {
+            if (!parse_ll(v, &n) || n < 0 || n > 4096)
+                return bad_value(a, v, "a channel count in 0..4096");
+            *(a[2] == 'd' ? &p.n_dead : a[2] == 'n' ? &p.n_noisy : &p.n_out) = (int)n;
         } else if (strcmp(a, "--threads") == 0) {
             if (!parse_ll(v, &n) || n < 1 || n > 1024)
                 return bad_value(a, v, "a thread count in 1..1024");

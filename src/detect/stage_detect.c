@@ -112,7 +112,7 @@ static bs_status basis_run(bs_run_ctx *c)
     return st == BS_OK ? basis_store(c->stage_dir, &c->basis) : st;
 }
 
-static const char *const basis_params[] = {"batch", "preprocess", "drift", "detect", NULL};
+static const char *const basis_params[] = {"batch", "preprocess", "bad_channels", "drift", "detect", NULL};
 
 const bs_stage bs_basis_stage = {.name = "basis", .plan = basis_plan, .run = basis_run, .load = basis_load,
     .files = basis_files, .n_files = 2, .params = basis_params};
@@ -300,7 +300,7 @@ static bs_status detect_finish(bs_run_ctx *c)
     return BS_OK;
 }
 
-static const char *const detect_params[] = {"batch", "preprocess", "drift", "detect", NULL};
+static const char *const detect_params[] = {"batch", "preprocess", "bad_channels", "drift", "detect", NULL};
 
 const bs_stage bs_detect_stage = {.name = "detect", .plan = detect_plan, .prepare = detect_prepare, .run = detect_run,
     .load = detect_load, .finish = detect_finish, .files = detect_ckpt_files, .n_files = DET_N + 1,

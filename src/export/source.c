@@ -60,6 +60,8 @@ bs_status bs_source_write(const char *out_dir, const char *rec_path, const bs_op
         cJSON_AddItemToArray(w, cJSON_CreateNumber((double)rec->row0));
         cJSON_AddItemToArray(w, cJSON_CreateNumber((double)(rec->row0 + rec->n_samples)));
     }
+    if (rec->n_dropped) /* bad channels the sort dropped */
+        cJSON_AddItemToObject(o, "dropped_columns", cJSON_CreateIntArray(rec->dropped_cols, rec->n_dropped));
     cJSON_AddStringToObject(o, "dtype", bs_sample_type_name(rec->dtype));
     cJSON_AddNumberToObject(o, "uv_per_bit", rec->probe.n_chan > 0 && rec->uv_per_bit ? rec->uv_per_bit[0] : 1.0);
     cJSON_AddNumberToObject(o, "offset", rec->offset);
@@ -142,6 +144,21 @@ static bs_status parse(const cJSON *root, const char *path, bs_source *s)
         s->window[0] = (int64_t)a->valuedouble;
         s->window[1] = (int64_t)b->valuedouble;
     }
+    const cJSON *dc = cJSON_GetObjectItemCaseSensitive(root, "dropped_columns");
+    s->n_dropped = 0;
+    if (dc && !cJSON_IsNull(dc)) {
+        if (!cJSON_IsArray(dc) || cJSON_GetArraySize(dc) > BS_SOURCE_MAX_DROPPED)
+            return bs_error(BS_ERR_INPUT, "%s: field 'dropped_columns': expected an array of at most %d columns", path,
+                            BS_SOURCE_MAX_DROPPED);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, dc)
+        {
+            if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < 1e7) ||
+                e->valuedouble != (double)(int)e->valuedouble)
+                return bs_error(BS_ERR_INPUT, "%s: field 'dropped_columns': expected column numbers", path);
+            s->dropped[s->n_dropped++] = (int)e->valuedouble;
+        }
+    }
 
     const cJSON *oo = cJSON_GetObjectItemCaseSensitive(root, "open_options");
     if (!cJSON_IsObject(oo))
@@ -202,6 +219,13 @@ bs_status bs_source_open(const bs_source *s, bs_recording *rec)
         if (st != BS_OK) {
             bs_recording_close(rec);
             return bs_error_context(st, "the sort read that part of it: did the recording shrink?");
+        }
+    }
+    if (s->n_dropped) { /* the bad channels the sort dropped */
+        bs_status st = bs_recording_drop_columns(rec, s->dropped, s->n_dropped);
+        if (st != BS_OK) {
+            bs_recording_close(rec);
+            return bs_error_context(st, "source.json's dropped_columns do not fit the recording's probe");
         }
     }
     const char *what = NULL;

@@ -26,7 +26,9 @@
  *                     "series": null}}
  * A sort of a part of the recording (tmin_s / tmax_s) adds "window": [first
  * sample, end sample) of the file; bs_source_open() reopens that window, and
- * n_samples is its length.
+ * n_samples is its length. A sort that dropped bad channels
+ * (stage_channels.c) adds "dropped_columns": their file columns;
+ * bs_source_open() drops them again, and n_chan counts the channels left.
  * Absent or null options mean "not given" (the reader's default). The
  * top-level "stream" is the stream the reader opened (Open Ephys stream,
  * NWB ElectricalSeries) and null for single-stream formats.
@@ -41,6 +43,7 @@
 #include "../io/recording.h"
 
 #define BS_SOURCE_FILE "source.json"
+#define BS_SOURCE_MAX_DROPPED 8192 /* dropped channels source.json can name */
 
 typedef struct {
     char recording[4096]; /* REC as sort opened it, absolute path */
@@ -55,6 +58,8 @@ typedef struct {
     int n_chan;           /* probe channels */
     int64_t n_samples;    /* samples per channel (of the window, when there is one) */
     int64_t window[2];    /* the samples [first, end) of the file the sort read (tmin_s / tmax_s); -1, -1: all */
+    int n_dropped;        /* probe channels the sort dropped (bad channels removed) */
+    int dropped[BS_SOURCE_MAX_DROPPED]; /* their file columns */
 } bs_source;
 
 /* Write OUT/source.json for the recording `rec` opened from `rec_path` with

@@ -100,12 +100,88 @@ bs_status bs_recording_window(bs_recording *rec, int64_t start, int64_t end)
     return BS_OK;
 }
 
+bs_status bs_recording_drop_channels(bs_recording *rec, const uint8_t *drop)
+{
+    bs_probe *p = &rec->probe;
+    int n = 0, nd = 0;
+    for (int c = 0; c < p->n_chan; c++)
+        nd += drop[c] != 0;
+    if (nd == 0)
+        return BS_OK;
+    if (nd >= p->n_chan)
+        return bs_error(BS_ERR_INPUT, "%s: every channel would be dropped", rec->data_path);
+    int *cols = bs_mem_alloc("io/probe", (size_t)(rec->n_dropped + nd) * sizeof(int));
+    if (!cols)
+        return BS_ERR_MEMORY;
+    if (rec->n_dropped)
+        memcpy(cols, rec->dropped_cols, (size_t)rec->n_dropped * sizeof(int));
+    int m = rec->n_dropped;
+    int *new_id = bs_mem_alloc("io/probe", (size_t)(p->n_shanks > 0 ? p->n_shanks : 1) * sizeof(int));
+    if (!new_id) {
+        bs_mem_free(cols);
+        return BS_ERR_MEMORY;
+    }
+    for (int c = 0; c < p->n_chan; c++) {
+        if (drop[c]) {
+            cols[m++] = p->column[c];
+            continue;
+        }
+        p->column[n] = p->column[c];
+        p->x_um[n] = p->x_um[c];
+        p->y_um[n] = p->y_um[c];
+        p->shank[n] = p->shank[c];
+        if (p->adc_shift)
+            p->adc_shift[n] = p->adc_shift[c];
+        if (rec->uv_per_bit)
+            rec->uv_per_bit[n] = rec->uv_per_bit[c];
+        n++;
+    }
+    p->n_chan = n;
+    /* shanks left without a channel: the others renumbered in order */
+    int ns = 0;
+    for (int s = 0; s < p->n_shanks; s++) {
+        new_id[s] = -1;
+        for (int c = 0; c < n && new_id[s] < 0; c++)
+            if (p->shank[c] == s)
+                new_id[s] = ns++;
+    }
+    for (int c = 0; c < n; c++)
+        p->shank[c] = new_id[p->shank[c]];
+    p->n_shanks = ns;
+    bs_mem_free(new_id);
+    bs_mem_free(rec->dropped_cols);
+    rec->dropped_cols = cols;
+    rec->n_dropped = m;
+    return BS_OK;
+}
+
+bs_status bs_recording_drop_columns(bs_recording *rec, const int *cols, int n_cols)
+{
+    uint8_t *drop = bs_mem_calloc("io/probe", (size_t)rec->probe.n_chan, 1);
+    if (!drop)
+        return BS_ERR_MEMORY;
+    for (int i = 0; i < n_cols; i++) {
+        int c = 0;
+        while (c < rec->probe.n_chan && rec->probe.column[c] != cols[i])
+            c++;
+        if (c == rec->probe.n_chan) {
+            bs_mem_free(drop);
+            return bs_error(BS_ERR_INPUT, "%s: column %d is not a channel of the probe", rec->data_path, cols[i]);
+        }
+        drop[c] = 1;
+    }
+    bs_status st = bs_recording_drop_channels(rec, drop);
+    bs_mem_free(drop);
+    return st;
+}
+
 void bs_recording_close(bs_recording *rec)
 {
     if (!rec)
         return;
     if (rec->close_source)
         rec->close_source(rec);
+    bs_mem_free(rec->dropped_cols);
     bs_mem_free(rec->uv_per_bit);
     bs_probe_free(&rec->probe);
     memset(rec, 0, sizeof *rec);

@@ -58,6 +58,8 @@ typedef struct bs_recording {
     void *source;
     size_t source_bytes; /* tracked bytes `source` holds (NWB: chunk cache, electrode rows), for the plan */
     char stream[256];     /* stream read, for formats that hold several ("" otherwise) */
+    int n_dropped;        /* probe channels dropped since opening (bs_recording_drop_channels) */
+    int *dropped_cols;    /* [n_dropped] their file columns, in the order dropped */
 } bs_recording;
 
 /* Options for opening a raw binary (ignored by self-describing formats). */
@@ -116,6 +118,13 @@ const char *bs_sample_type_name(bs_sample_type t); /* "int16", ... */
 size_t bs_sample_bytes(bs_sample_type t);
 /* Duration in seconds. */
 double bs_recording_duration_s(const bs_recording *rec);
+
+/* Drop the probe channels c with drop[c] set: the probe's arrays and uv_per_bit are compacted in place
+ * (the others keep their order; shanks left empty are removed and the rest renumbered in order) and the
+ * dropped file columns appended to rec->dropped_cols. BS_ERR_INPUT if every channel would go. */
+bs_status bs_recording_drop_channels(bs_recording *rec, const uint8_t *drop);
+/* The same by file column (OUT/source.json's dropped columns); BS_ERR_INPUT for a column not on the probe. */
+bs_status bs_recording_drop_columns(bs_recording *rec, const int *cols, int n_cols);
 
 /* Probe helpers */
 bs_status bs_probe_alloc(bs_probe *p, int n_chan);

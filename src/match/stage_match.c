@@ -247,7 +247,7 @@ static bs_status finish(bs_run_ctx *c)
     return BS_OK;
 }
 
-static const char *const params[] = {"batch", "preprocess", "drift", "detect", "match", NULL};
+static const char *const params[] = {"batch", "preprocess", "bad_channels", "drift", "detect", "match", NULL};
 
 const bs_stage bs_match_stage = {.name = "match", .plan = plan, .replan = replan, .prepare = prepare, .run = run,
     .load = load, .finish = finish, .files = match_files, .n_files = MAT_N, .params = params};

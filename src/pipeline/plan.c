@@ -221,7 +221,12 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
         r->artifact = (size_t)pl->width * sizeof(int32_t) + (size_t)C * sizeof(float) +
                       (size_t)pl->n_threads * (size_t)(pl->batch_samples / 8 + 1) * sizeof(float) +
                       (size_t)bs_artifact_max_periods(&p->artifact, rec->fs_hz, pl->width) * sizeof(bs_artifact_period);
-    pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift + r->artifact;
+    r->bad_scan = bs_bad_scan_bytes(rec, &p->bad, halo, p->no_artifact_removal ? NULL : &p->artifact, pl->n_threads);
+    if (p->bad.mode == BS_BAD_INTERPOLATE) { /* at most max_fraction of the channels, each from all the others */
+        size_t nb = (size_t)(p->bad.max_fraction * C) + 1;
+        r->bad_interp = nb * (size_t)C * (sizeof(int) + sizeof(float)) + 2 * (nb + 1) * sizeof(int);
+    }
+    pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift + r->artifact + r->bad_interp;
     /* the helper's team is as large as the stage's (read_lane.c), so its lane is the run's reading buffers */
     pl->read_ahead = r->reader + r->scratch + r->artifact + (r->drift_hist ? bs_drift_corrector_bytes(probe) : 0);
     bs_qc_params qp;

@@ -101,6 +101,8 @@ typedef struct {
     int center_chans;      /* union channels of the widest clustering center */
     int grid_pos, grid_chans; /* detection grid: positions, channels per position */
     size_t qc_spill_spike;    /* disk of one spike of the quality metrics' waveform subset, bytes (qc.h) */
+    size_t bad_scan;          /* the bad-channel scan's buffers (bad_channels.h: bs_bad_scan_bytes), bytes */
+    size_t bad_interp;        /* the bad channels' interpolation weights, at most, bytes (resident) */
 } bs_plan_shapes;
 
 typedef struct {

@@ -176,6 +176,11 @@ void bs_run_summary_print(const bs_run_summary *r, FILE *out)
                 r->phase_shift_max);
     else
         fprintf(out, "phase shift: none (%s)\n", r->phase_shift_why ? r->phase_shift_why : "");
+    if (r->bad_done)
+        fprintf(out, "bad channels: %d dead, %d noisy, %d out of the brain of %d examined; %d interpolated, %d "
+                     "removed (--bad-channels %s; OUT/bad_channels.tsv)\n",
+                r->bad_n[1], r->bad_n[2], r->bad_n[3], r->bad_examined, r->bad_interpolated, r->bad_removed,
+                r->bad_mode ? r->bad_mode : "");
     if (r->artifact_removal)
         fprintf(out, "artifacts: %lld periods blanked, %.3f s in all (OUT/artifacts.tsv); about %.0f spikes of the "
                      "sorted units fell in them and are lost\n",
@@ -229,6 +234,17 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
                 cJSON_AddNumberToObject(ps, "max_delay_samples", r->phase_shift_max);
             else
                 cJSON_AddStringToObject(ps, "why_not", r->phase_shift_why ? r->phase_shift_why : "");
+        }
+        cJSON *bc = r->bad_done ? cJSON_AddObjectToObject(root, "bad_channels") : NULL;
+        if (bc) {
+            cJSON_AddStringToObject(bc, "mode", r->bad_mode ? r->bad_mode : "");
+            cJSON_AddNumberToObject(bc, "chunks", r->bad_chunks);
+            cJSON_AddNumberToObject(bc, "examined", r->bad_examined);
+            cJSON_AddNumberToObject(bc, "dead", r->bad_n[1]);
+            cJSON_AddNumberToObject(bc, "noisy", r->bad_n[2]);
+            cJSON_AddNumberToObject(bc, "out", r->bad_n[3]);
+            cJSON_AddNumberToObject(bc, "interpolated", r->bad_interpolated);
+            cJSON_AddNumberToObject(bc, "removed", r->bad_removed);
         }
         cJSON *art = cJSON_AddObjectToObject(root, "artifacts");
         if (art) {

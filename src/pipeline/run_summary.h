@@ -60,6 +60,14 @@ typedef struct {
     int phase_shift;           /* 1: the channels' sampling skew was removed */
     const char *phase_shift_why; /* when not: why ("--no-phase-shift", "no ADC layout known for the probe") */
     double phase_shift_max;    /* largest delay removed, samples */
+    /* bad channels (bad_channels.h): set by the channels stage */
+    int bad_done;              /* 1: the channels were examined (the stage ran or was loaded) */
+    const char *bad_mode;      /* "interpolate", "remove" or "keep" */
+    int bad_chunks;            /* chunks examined (0 when resumed) */
+    int bad_examined;          /* channels on the shanks examined */
+    int bad_n[4];              /* channels per label: good, dead, noisy, out */
+    int bad_interpolated;      /* channels rewritten from their neighbours */
+    int bad_removed;           /* channels dropped from the sort */
     /* artifacts (preprocess.h): set by the finish stage */
     int artifact_removal;      /* 1: artifacts were blanked */
     int64_t n_artifacts;       /* periods in OUT/artifacts.tsv */

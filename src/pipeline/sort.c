@@ -28,6 +28,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->basis_stride = 5;
     p->max_railed_fraction = 0.25;
     bs_artifact_default_params(&p->artifact);
+    bs_bad_channel_default_params(&p->bad);
     bs_detect_default_params(&p->detect);
     p->min_template_spikes = 20;
     p->min_template_norm = 0.75;
@@ -152,6 +153,8 @@ static bs_status ctx_open(bs_run_ctx *c)
 /* What the context owns (safe on a zeroed context). */
 static void ctx_release(bs_run_ctx *c)
 {
+    bs_mem_free(c->bad);
+    bs_bad_interp_free(&c->interp);
     bs_mem_free(c->pc_idx);
     bs_mem_free(c->pc_chan);
     if (c->have_mt)
@@ -234,7 +237,7 @@ static bs_status write_summary(bs_run_ctx *c)
     return st;
 }
 
-bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p)
+bs_status bs_sort_run(bs_recording *rec, const bs_sort_params *p)
 {
     bs_run_ctx ctx = {0};
     ctx.rd.reader.fd = -1; /* closing a reader that was never opened is a no-op */

@@ -4,6 +4,10 @@
  * this module only runs them in order (bs_sort_run is a loop over the
  * table, stage.h says what one step of it does):
  *
+ *   0. channels   chunks spread over the recording, high-passed: dead, noisy
+ *                 and out-of-brain channels (src/preprocess/stage_channels.c);
+ *                 interpolated from their neighbours in every batch from here
+ *                 on, or dropped from the probe (--bad-channels)
  *   1. whitening  1 batch in whiten_stride (spread, flat and saturated ones
  *                 passed over: stage.h, bs_sample_batches): mean removal, median
  *                 reference, high-pass; channel covariance -> local whitening
@@ -66,6 +70,7 @@
 #include "../detect/detect.h"
 #include "../drift/drift.h"
 #include "../io/recording.h"
+#include "../preprocess/bad_channels.h"
 #include "../preprocess/preprocess.h"
 
 typedef struct {
@@ -85,6 +90,8 @@ typedef struct {
     bs_artifact_params artifact; /* artifact blanking of every whitened batch (preprocess.h) */
     int no_artifact_removal;   /* 1: no artifact blanking (--no-artifact-removal) */
     int no_phase_shift;        /* 1: keep the ADC sampling skew of Neuropixels channels (--no-phase-shift) */
+    bs_bad_channel_params bad; /* dead, noisy and out-of-brain channels: found, then interpolated or dropped
+                                  (--bad-channels, --max-bad-channel-fraction; bad_channels.h) */
     bs_detect_params detect;
     int min_template_spikes;   /* clusters with fewer spikes make no template */
     double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of
@@ -139,6 +146,9 @@ bs_status bs_sort_window(bs_recording *rec, const bs_sort_params *p);
  * p->no_phase_shift or a probe without them. */
 const float *bs_sort_phase_shift(const bs_recording *rec, const bs_sort_params *p);
 
-bs_status bs_sort_run(const bs_recording *rec, const bs_sort_params *p);
+/* Sort rec into p->out_dir. The channels stage drops the bad channels it removes (--bad-channels remove,
+ * and the out-of-brain ones with interpolate) from rec's probe (bs_recording_drop_channels), so what the
+ * caller does next with rec (quality metrics, OUT/source.json) sees the channels sorted. */
+bs_status bs_sort_run(bs_recording *rec, const bs_sort_params *p);
 
 #endif

@@ -68,7 +68,7 @@ struct bs_read_ahead; /* read_lane.c */
 
 typedef struct bs_run_ctx {
     /* the run */
-    const bs_recording *rec;
+    bs_recording *rec;         /* the channels stage drops the bad channels it removes from its probe */
     const bs_sort_params *p;
     int n_threads;             /* OpenMP threads of the run (the process's setting, read once) */
     size_t budget;             /* bytes of tracked host memory (0: unlimited) */
@@ -91,6 +91,9 @@ typedef struct bs_run_ctx {
     int art_max;               /* room in a lane's art */
     struct bs_read_ahead *ra;  /* the second lane and its thread, in a stage that reads ahead (NULL: none) */
     /* stage outputs, in stage order */
+    float *bad;                /* channels: [C x 3] label, coherence, psd_hf (µV²/Hz) of each channel as opened */
+    int bad_n_chan;            /* C: the channels as opened */
+    bs_bad_interp interp;      /* channels: the interpolated channels' weights (n_bad 0: none) */
     bs_whitener wh;            /* whitening */
     int have_wh;
     bs_drift drift;            /* drift: the motion estimate */

@@ -124,6 +124,13 @@ static float median_keys(const int32_t *restrict key, int n, int32_t *restrict c
     return (funkey(lo) + funkey(hi)) / 2.0f;
 }
 
+float bs_median_f32(const float *v, int n, int32_t *work)
+{
+    for (int i = 0; i < n; i++)
+        work[i] = fkey(v[i]);
+    return median_keys(work, n, work + n);
+}
+
 bs_status bs_car(float *x, int n_chan, int64_t n_t, int remove_mean, int car, void *scratch, size_t scratch_bytes)
 {
     if (n_chan < 1 || n_t < 1)

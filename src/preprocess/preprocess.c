@@ -1,6 +1,7 @@
 /*
  * preprocess.c - one batch window through the whole preprocessing chain:
- * mean removal, ADC phase shift (phase_shift.c), median reference (car.c), zero-phase high-pass
+ * mean removal, ADC phase shift (phase_shift.c), bad channels' interpolation
+ * (bad_channels.c), median reference (car.c), zero-phase high-pass
  * (highpass.c), artifact check, local whitening (whiten.c), in the order of
  * docs/ALGORITHM.md §3.1 (see preprocess.h).
  *
@@ -14,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "bad_channels.h"
 #include "pp_internal.h"
 #include "preprocess.h"
 
@@ -57,11 +59,14 @@ bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int
         owned = 1;
     }
     bs_status st = BS_OK;
-    if (pp->phase_shift) { /* between the mean and the median: the reference sees aligned channels */
+    if (pp->phase_shift || pp->interp) { /* between the mean and the median: the reference sees aligned
+                                            channels and no bad one */
         if (pp->remove_mean)
             st = bs_car(x, n_chan, n_t, 1, 0, scratch, scratch_bytes);
-        if (st == BS_OK)
+        if (st == BS_OK && pp->phase_shift)
             st = bs_phase_shift_apply(pp->phase_shift, x, n_chan, n_t, scratch, scratch_bytes);
+        if (st == BS_OK && pp->interp)
+            bs_bad_interp_apply(pp->interp, x, n_t);
         if (st == BS_OK && pp->car)
             st = bs_car(x, n_chan, n_t, 0, 1, scratch, scratch_bytes);
     } else if (pp->remove_mean || pp->car) {

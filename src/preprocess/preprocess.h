@@ -11,7 +11,8 @@
  *
  * ORDER (bs_preprocess_batch, as Kilosort 4's reader; docs/ALGORITHM.md §3.1):
  *   1. per-channel mean removal over the whole window (KS4 step 3), then,
- *      for Neuropixels, the ADC phase shift (below; KS4 has none);
+ *      for Neuropixels, the ADC phase shift (below; KS4 has none), then the
+ *      bad channels' interpolation (bad_channels.h);
  *   2. common median reference: at every time sample subtract the median of
  *      the n_chan values (KS4 step 4);
  *   3. zero-phase high-pass (KS4 step 5);
@@ -113,6 +114,10 @@ size_t bs_car_scratch_bytes(int n_chan, int64_t n_t, int n_threads);
  * n_chan channels. scratch: NULL or scratch_bytes of caller memory. */
 bs_status bs_car(float *x, int n_chan, int64_t n_t, int remove_mean, int car, void *scratch,
                  size_t scratch_bytes);
+
+/* numpy's median of v[0..n) (n >= 1; v unchanged), exactly as the median reference takes it; work: 2 n
+ * int32 of caller memory. */
+float bs_median_f32(const float *v, int n, int32_t *work);
 
 /* --------------------------------------------------------- phase shift --- */
 /* PHASE SHIFT (phase_shift.c; docs/ALGORITHM.md §3.8). A Neuropixels probe
@@ -328,6 +333,8 @@ typedef struct {
     int remove_mean;          /* 1: per-channel mean removal (KS4 default) */
     const float *phase_shift; /* [n_chan] ADC sampling delay of each channel, samples (0 <= d < 1), removed
                                  after the mean and before the median reference; NULL: none */
+    const struct bs_bad_interp *interp; /* bad channels rewritten from their neighbours after the phase shift and
+                                           before the median reference (bad_channels.h); NULL: none */
     int car;                  /* 1: median common reference (KS4 do_CAR default) */
     const bs_highpass *hp;    /* NULL: no high-pass */
     double artifact_uv;       /* > 0: zero the window if any |x| >= this after the high-pass; 0: off */

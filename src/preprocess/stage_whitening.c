@@ -127,7 +127,7 @@ static bs_status load(bs_run_ctx *c)
     return BS_OK;
 }
 
-static const char *const params[] = {"batch", "preprocess", NULL};
+static const char *const params[] = {"batch", "preprocess", "bad_channels", NULL};
 
 const bs_stage bs_whitening_stage = {
     .name = "whitening", .plan = plan, .run = run, .load = load, .files = files, .n_files = 3, .params = params};

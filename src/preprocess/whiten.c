@@ -34,6 +34,9 @@
 #include <string.h>
 
 #include "pp_internal.h"
+
+#define WHITEN_RANK_FLOOR 1e-7 /* of the largest eigenvalue: what a rank-deficient direction gets */
+#define WHITEN_RANK_NEG 1e-5   /* of the largest: an eigenvalue below -this is not rounding */
 #include "preprocess.h"
 
 #define WH_TILE 256     /* samples per tile */
@@ -287,6 +290,17 @@ bs_status bs_whitener_build(const double *cov, const bs_probe *probe, int n_neig
                 for (int b = 0; b < m; b++)
                     sub[a * m + b] = cov[(size_t)set[a] * C + set[b]];
             jacobi_eig(sub, m, D, V);
+            /* A rank-deficient neighbourhood (an interpolated bad channel is a combination of its
+             * neighbours: an eigenvalue at rounding level, possibly just below 0) gets the floor
+             * WHITEN_RANK_FLOOR x the largest eigenvalue: the null direction, which carries only
+             * rounding, is amplified by at most 1 / sqrt(that) instead of failing. A clearly negative
+             * eigenvalue (beyond WHITEN_RANK_NEG x the largest) is still an error. */
+            double dmax = 0;
+            for (int a = 0; a < m; a++)
+                dmax = D[a] > dmax ? D[a] : dmax;
+            for (int a = 0; a < m; a++)
+                if (D[a] < WHITEN_RANK_FLOOR * dmax && D[a] >= -WHITEN_RANK_NEG * dmax)
+                    D[a] = WHITEN_RANK_FLOOR * dmax;
             for (int a = 0; a < m; a++) {
                 if (!(D[a] + eps > 0)) {
                     st = bs_error(BS_ERR_INPUT,

@@ -251,6 +251,42 @@ static bs_status check_field(const char *path, const char *where, const cJSON *o
     return bs_error(BS_ERR_INPUT, "%s: field '%s%s': expected a %s", path, where, key, want_num ? "number" : "string");
 }
 
+/* OUT/bad_channels.tsv (stage_channels.c) into the run summary's "bad_channels" record as "channels":
+ * [{channel, column, label, action}], for the page's run tab. */
+static bs_status load_bad_channels(rp_data *d, cJSON *root)
+{
+    cJSON *bc = cJSON_GetObjectItemCaseSensitive(root, "bad_channels");
+    if (!cJSON_IsObject(bc) || !bs_phy_has(d->dir, "bad_channels.tsv"))
+        return BS_OK;
+    char path[4200], *text;
+    size_t len;
+    BS_TRY(bs_path_join(path, sizeof path, d->dir, "bad_channels.tsv"));
+    BS_TRY(bs_read_text_file(path, 16 << 20, &text, &len));
+    cJSON *arr = cJSON_AddArrayToObject(bc, "channels");
+    char *save = NULL;
+    int line = 0;
+    for (char *ln = strtok_r(text, "\n", &save); ln && arr; ln = strtok_r(NULL, "\n", &save)) {
+        if (line++ == 0)
+            continue; /* the header */
+        int ch, col, shank;
+        double x, y;
+        char label[16], action[16];
+        if (sscanf(ln, "%d\t%d\t%d\t%lf\t%lf\t%15s\t%15s", &ch, &col, &shank, &x, &y, label, action) != 7) {
+            free(text);
+            return bs_error(BS_ERR_INPUT, "%s: line %d: expected channel, column, shank, x_um, y_um, label, action",
+                            path, line);
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "channel", ch);
+        cJSON_AddNumberToObject(o, "column", col);
+        cJSON_AddStringToObject(o, "label", label);
+        cJSON_AddStringToObject(o, "action", action);
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(text);
+    return BS_OK;
+}
+
 bs_status rp_load_run(rp_data *d)
 {
     if (!bs_phy_has(d->dir, "run_summary.json")) {
@@ -292,6 +328,7 @@ bs_status rp_load_run(rp_data *d)
         BS_TRY(check_field(path, where, s, "name", 0));
         BS_TRY(check_field(path, where, s, "strategy", 0));
     }
+    BS_TRY(load_bad_channels(d, root));
     const cJSON *trace = cJSON_GetObjectItemCaseSensitive(root, "mem_trace");
     if (cJSON_IsString(trace) && trace->valuestring[0])
         return load_trace(d, trace->valuestring);
@@ -310,7 +347,8 @@ static void copy_field(rp_json *j, const cJSON *o, const char *key)
         rpj_null(j, key);
 }
 
-/* root[key] (a run-summary record): its boolean `flag`, then `fields` (NULL-ended), or null when absent. */
+/* root[key] (a run-summary record): its boolean `flag` (unless NULL), then `fields` (NULL-ended), or null when
+ * absent. */
 static void copy_record(rp_json *j, const cJSON *root, const char *key, const char *flag,
                         const char *const *fields)
 {
@@ -320,7 +358,8 @@ static void copy_record(rp_json *j, const cJSON *root, const char *key, const ch
         return;
     }
     rpj_obj(j, key);
-    rpj_bool(j, flag, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, flag)));
+    if (flag)
+        rpj_bool(j, flag, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, flag)));
     for (int i = 0; fields[i]; i++)
         copy_field(j, o, fields[i]);
     rpj_end_obj(j);
@@ -358,6 +397,22 @@ void rp_emit_run(rp_json *j, const rp_data *d)
         static const char *const ps[] = {"max_delay_samples", "why_not", NULL};
         copy_record(j, root, "artifacts", "removal", art);
         copy_record(j, root, "phase_shift", "applied", ps);
+        static const char *const bad[] = {"mode", "examined", "dead", "noisy", "out", "interpolated", "removed", NULL};
+        copy_record(j, root, "bad_channels", NULL, bad);
+        const cJSON *bl = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "bad_channels"),
+                                                           "channels");
+        rpj_arr(j, "bad_channel_list");
+        const cJSON *b;
+        cJSON_ArrayForEach(b, bl)
+        {
+            rpj_obj(j, NULL);
+            copy_field(j, b, "channel");
+            copy_field(j, b, "column");
+            copy_field(j, b, "label");
+            copy_field(j, b, "action");
+            rpj_end_obj(j);
+        }
+        rpj_end_arr(j);
         rpj_end_obj(j);
     }
     if (!d->mem_bytes) {

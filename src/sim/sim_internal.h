@@ -56,7 +56,8 @@ double bs_sim_rng_exp(bs_sim_rng *r);                  /* exponential, mean 1 */
 /* stream purposes */
 enum { BS_SIM_STREAM_UNIT = 1, BS_SIM_STREAM_TRAIN = 2, BS_SIM_STREAM_HASH = 3, BS_SIM_STREAM_HASH_TRAIN = 4,
        BS_SIM_STREAM_NOISE_CHAN = 5, BS_SIM_STREAM_NOISE_LOCAL = 6, BS_SIM_STREAM_NOISE_COMMON = 7,
-       BS_SIM_STREAM_LFP = 8, BS_SIM_STREAM_ARTIFACT = 9 };
+       BS_SIM_STREAM_LFP = 8, BS_SIM_STREAM_ARTIFACT = 9,
+       BS_SIM_STREAM_BAD_CHAN = 10 };
 
 /* ---- probe layouts (sim_probes.c) ---- */
 typedef struct {
@@ -135,6 +136,8 @@ typedef struct {
     double *block_depth;   /* [n_blocks] µm */
     double max_abs_drift;  /* µm */
     const int *chan_dq;    /* [n_chan] ADC sampling delay of each channel in 1/8 samples, or NULL (no mux) */
+    int8_t *chan_bad;      /* [n_chan] planted bad channel: 0 none, 1 dead, 2 noisy, 3 out of the brain (the
+                              labels of bad_channels.h); NULL when none is planted */
 } bs_sim_world;
 
 /* Draw GT unit u's parameters (hash = 0) or hash unit u's (hash = 1). */

@@ -210,6 +210,72 @@ typedef struct {
     int64_t n_art;
 } render_ctx;
 
+/* The planted bad channels (p->n_out at the top of each shank, then p->n_dead and p->n_noisy drawn among
+ * the others from their own stream). */
+static bs_status plant_bad_channels(const bs_sim_params *p, const bs_probe *probe, bs_sim_world *w)
+{
+    int C = probe->n_chan;
+    if (p->n_dead + p->n_noisy + p->n_out == 0)
+        return BS_OK;
+    w->chan_bad = bs_mem_calloc("sim/probe", (size_t)C, 1);
+    if (!w->chan_bad)
+        return BS_ERR_MEMORY;
+    for (int sh = 0; sh < probe->n_shanks; sh++)
+        for (int k = 0; k < p->n_out; k++) { /* the highest channel of the shank not planted yet */
+            int best = -1;
+            for (int c = 0; c < C; c++)
+                if (probe->shank[c] == sh && !w->chan_bad[c] && (best < 0 || probe->y_um[c] > probe->y_um[best]))
+                    best = c;
+            if (best >= 0)
+                w->chan_bad[best] = 3;
+        }
+    bs_sim_rng r;
+    bs_sim_rng_seed(&r, p->seed, BS_SIM_STREAM_BAD_CHAN, 0);
+    int want[2] = {p->n_dead, p->n_noisy}, free_n = 0;
+    for (int c = 0; c < C; c++)
+        free_n += !w->chan_bad[c];
+    if (p->n_dead + p->n_noisy > free_n / 2)
+        return bs_error(BS_ERR_USAGE, "--dead-channels and --noisy-channels: %d planted, but the probe has %d "
+                                      "channels left: at most half of them can be planted",
+                        p->n_dead + p->n_noisy, free_n);
+    for (int kind = 0; kind < 2; kind++)
+        for (int k = 0; k < want[kind]; k++) {
+            int c;
+            do
+                c = (int)(bs_sim_rng_uniform(&r) * C);
+            while (w->chan_bad[c]);
+            w->chan_bad[c] = (int8_t)(kind + 1);
+        }
+    return BS_OK;
+}
+
+/* A planted bad channel's samples of the block (t0 + [0, B)), in place of or on top of what was rendered. */
+static void render_bad_channels(const bs_sim_params *p, const bs_sim_world *w, int C, float *buf, int64_t B, int64_t t0)
+{
+    if (!w->chan_bad)
+        return;
+    for (int c = 0; c < C; c++) {
+        float *x = buf + (size_t)c * (size_t)B;
+        uint64_t key = bs_sim_key(p->seed, BS_SIM_STREAM_BAD_CHAN, (uint64_t)c + 1);
+        switch (w->chan_bad[c]) {
+        case 1:
+            for (int64_t i = 0; i < B; i++)
+                x[i] *= 0.02f;
+            break;
+        case 2:
+            for (int64_t i = 0; i < B; i++)
+                x[i] += 50.0f * bs_sim_counter_normal(key, (uint64_t)(t0 + i));
+            break;
+        case 3:
+            for (int64_t i = 0; i < B; i++)
+                x[i] = (float)(0.8 * p->noise_uv) * bs_sim_counter_normal(key, (uint64_t)(t0 + i));
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 static inline int16_t quantize(float v, float inv)
 {
     /* round half up: after clamping, x + 32768.5 is positive and truncation is floor */
@@ -263,6 +329,7 @@ static bs_status render(render_ctx *rc)
             for (int64_t s = first; s < rc->n_sp && rc->sp[s].t < t1 + w->nt_before + 1; s++)
                 bs_sim_render_spike(w, &rc->units[rc->sp[s].unit], &rc->sp[s], buf, B, t0, t1);
             bs_sim_artifacts_render(rc->art, rc->n_art, rc->p->seed, w->probe, fs, buf, B, t0, t1);
+            render_bad_channels(rc->p, w, C, buf, B, t0);
             /* channel-major floats -> interleaved int16, in tiles of 64 samples to stay in cache */
             for (int64_t i0 = 0; i0 < nb; i0 += 64) {
                 int64_t i1 = i0 + 64 < nb ? i0 + 64 : nb;
@@ -373,6 +440,16 @@ static bs_status write_recording_json(const char *dir, const bs_sim_params *p, c
                                 "channel c is sampled adc_shift_samples[c] samples after the nominal sample time "
                                 "(slot / adc_mux_cycles of SpikeGLX's ~muxTbl, rounded to 1/8 sample); GT times are "
                                 "trough samples on each unit's peak channel");
+    }
+    if (w->chan_bad) { /* the planted bad channels, by label */
+        cJSON *bc = cJSON_AddObjectToObject(r, "bad_channels");
+        const char *names[4] = {NULL, "dead", "noisy", "out"};
+        for (int l = 1; l < 4; l++) {
+            cJSON *a = cJSON_AddArrayToObject(bc, names[l]);
+            for (int c = 0; c < s->n_chan; c++)
+                if (w->chan_bad[c] == l)
+                    cJSON_AddItemToArray(a, cJSON_CreateNumber(c));
+        }
     }
     cJSON *ua = cJSON_AddArrayToObject(r, "units");
     for (int u = 0; u < p->n_units; u++) {
@@ -575,6 +652,8 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
             goto done;
         sglx_open = 1;
     }
+    if ((st = plant_bad_channels(p, &probe, &w)) != BS_OK)
+        goto done;
     if ((st = bs_sim_artifacts_draw(p, &probe, n_samples, &art, &s.n_artifacts)) != BS_OK)
         goto done;
     render_ctx rc = {p, &w, units, n_all, sp, n_sp, &noise, n_samples, s.uv_per_bit, fileno(frec.fp),
@@ -659,6 +738,7 @@ done:
     bs_mem_free(w.drift);
     bs_mem_free(w.block_depth);
     bs_mem_free(chan_dq);
+    bs_mem_free(w.chan_bad);
     bs_sim_noise_free(&noise);
     bs_sim_layout_free(&L);
     bs_probe_free(&probe);

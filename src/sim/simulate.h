@@ -67,6 +67,10 @@ typedef struct {
     int block_samples;       /* samples per rendering block (speed only, never changes the output) */
     int adc_mux;             /* Neuropixels ADC multiplexing: channels sampled at staggered sub-sample times */
     double artifact_rate_hz; /* broadband transients per second (0: none; sim_artifacts.c), in gt_artifacts.tsv */
+    int n_dead;              /* dead channels planted: the signal x 0.02 (below one bit: flat) */
+    int n_noisy;             /* noisy channels planted: white noise of 50 µV rms added, up to the Nyquist frequency */
+    int n_out;               /* out-of-brain channels planted at the top of each shank: no spikes, no shared noise,
+                                only white noise of 0.8 x noise_uv rms */
 } bs_sim_params;
 
 typedef struct {

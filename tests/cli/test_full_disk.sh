@@ -20,7 +20,7 @@ trap 'umount "$T/small" 2>/dev/null; umount "$T/mid" 2>/dev/null' EXIT
 REC=("$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000)
 
 # 1. refused up front
-expect 3 "does not fit the disk: stages 'whitening' to 'finish' and the quality metrics and report write about .* MiB free" -- \
+expect 3 "does not fit the disk: stages 'channels' to 'finish' and the quality metrics and report write about .* MiB free" -- \
   "$BS" sort "${REC[@]}" -o "$T/small/out" -q
 check "the refused sort created no output folder" test ! -e "$T/small/out"
 expect 3 "does not fit the disk" -- "$BS" plan "${REC[@]}" -o "$T/small/out"

@@ -20,7 +20,7 @@ REC=("$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000)
 
 # plan: text and JSON
 "$BS" plan "${REC[@]}" --mem 2G >"$T/plan.txt" && ok || bad "plan failed"
-for stage in whitening drift basis detect cluster match finish; do
+for stage in channels whitening drift basis detect cluster match finish; do
   grep -q "^  $stage " "$T/plan.txt" && ok || bad "plan lacks stage $stage"
 done
 grep -q "pair table full" "$T/plan.txt" && ok || bad "plan lacks the pair-table strategy"
@@ -29,7 +29,7 @@ $PY - "$T/plan.json" <<'PYEOF' && ok || bad "plan JSON wrong"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["templates"] == 300 and not d["templates_assumed"], d["templates"]
-assert [s["name"] for s in d["stages"]] == ["whitening", "drift", "basis", "detect", "cluster", "match", "finish"]
+assert [s["name"] for s in d["stages"]] == ["channels", "whitening", "drift", "basis", "detect", "cluster", "match", "finish"]
 for s in d["stages"]:
     assert s["peak_bytes"] == sum(b["bytes"] for b in s["buffers"]), s["name"]
     assert s["min_peak_bytes"] <= s["peak_bytes"]
@@ -84,7 +84,7 @@ T = sys.argv[1]
 for o, budget in (("o_gen", 4 << 30), ("o_fly", None)):
     d = json.load(open(f"{T}/{o}/run_summary.json"))
     names = [s["name"] for s in d["stages"]]
-    assert names == ["whitening", "drift", "basis", "detect", "cluster", "match", "finish"], names
+    assert names == ["channels", "whitening", "drift", "basis", "detect", "cluster", "match", "finish"], names
     for s in d["stages"]:
         assert 0 < s["tracked_peak_bytes"] <= s["planned_peak_bytes"], (o, s)
         assert s["wall_s"] >= 0 and s["rss_peak_bytes"] > 0

@@ -10,7 +10,12 @@
 #   - the phase shift (tests/tools/preprocess_dump) against SpikeInterface's apply_frequency_shift on
 #     the same samples: in 300 Hz - 8 kHz the difference is under 1 % of the correction's RMS (measured:
 #     below 0.05 %; above ~10 kHz boundsort's 16-tap filter rolls off, where the FFT shift does not);
-#   - a sort of each completes, validates, and records the phase shift (15/16 of a sample at most).
+#   - a sort of each completes, validates, and records the phase shift (15/16 of a sample at most);
+#   - bad channels: none on either recording (SpikeInterface's detect_bad_channels per shank calls only
+#     AP127 dead, the reference channel boundsort does not sort); then on a copy of run 001 with a dead
+#     (zeroed), a noisy (50 µV of white noise added) channel and the 8 highest channels of a shank
+#     replaced by independent noise, boundsort's labels (info --detect-bad-channels) equal
+#     SpikeInterface's (detect_bad_channels per shank, coherence+psd, after its phase_shift).
 # Skipped (77) with a message when the venv or the data cannot be fetched (offline).
 . "$(dirname "$0")/lib.sh"
 si_python || { echo "skipped"; exit 77; }
@@ -73,6 +78,53 @@ print(f"{os.path.basename(ap)}: {len(cmap)} channels, {n} samples; traces RMS {n
 assert rd < 0.01 * rc, (rd, rc)
 r = json.load(open(f"{out}/run_summary.json"))["phase_shift"]
 assert r["applied"] and abs(r["max_delay_samples"] - 15 / 16) < 1e-6, r
+PYEOF
+done
+
+# bad channels against SpikeInterface's, on the recordings and on a copy with planted ones
+AP1=$(ls "$EPHYS"/run-001_g0_imec0/*.ap.bin)
+mkdir -p "$T/planted"
+cp "$AP1" "${AP1%.bin}.meta" "$T/planted/"
+PAP=$T/planted/$(basename "$AP1")
+"$PYV" - "$PAP" <<'PYEOF' && ok || bad "planting bad channels in a copy of run 001"
+import os, sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+import spikeinterface.extractors as se
+ap = sys.argv[1]
+rec = se.read_spikeglx(os.path.dirname(ap), stream_id="imec0.ap")
+gain = rec.get_channel_gains()[0]
+loc, grp = rec.get_channel_locations(), rec.get_channel_groups()
+x = np.memmap(ap, dtype=np.int16, mode="r+").reshape(rec.get_num_samples(), 385)
+rng = np.random.default_rng(3)
+x[:, 40] = 0                                                                    # dead
+x[:, 300] = np.clip(x[:, 300] + rng.normal(0, 50 / gain, len(x)), -32768, 32767)  # noisy
+g = grp[0]
+top = [c for c in np.argsort(-loc[:, 1], kind="stable") if grp[c] == g and c != 127][:8]
+for c in top:                                                                   # out of the brain
+    x[:, c] = rng.normal(0, 8 / gain, len(x))
+x.flush()
+PYEOF
+for AP in "$EPHYS"/run-00{1,2}_g0_imec0/*.ap.bin "$PAP"; do
+  "$BS" info "$AP" --detect-bad-channels --json >"$T/bad.json" || bad "$AP: info --detect-bad-channels"
+  "$PYV" - "$AP" "$T/bad.json" <<'PYEOF' && ok || bad "$AP: bad channels differ from SpikeInterface's"
+import json, os, sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+import spikeinterface.extractors as se
+import spikeinterface.preprocessing as spre
+ap, js = sys.argv[1:]
+rec = spre.phase_shift(se.read_spikeglx(os.path.dirname(ap), stream_id="imec0.ap"))
+si = {}
+for g, sub in rec.split_by("group").items():
+    ids, lab = spre.detect_bad_channels(sub, seed=0, num_random_chunks=20, job_kwargs=dict(progress_bar=False))
+    for i, l in zip(sub.channel_ids, lab):
+        c = int(str(i).split("AP")[-1])
+        if l != "good" and c != 127:  # AP127: the reference channel, not sorted by boundsort
+            si[c] = {"noise": "noisy"}.get(str(l), str(l))
+ours = {ch["column"]: ch["label"] for ch in json.load(open(js))["bad_channels"]["channels"]}
+print(f"{os.path.basename(os.path.dirname(ap))}: boundsort {sorted(ours.items())}; SpikeInterface {sorted(si.items())}")
+assert ours == si
 PYEOF
 done
 finish

@@ -25,9 +25,9 @@ same_as_ref() { # same_as_ref DIR LABEL
 # kill point -> stages the resumed run must report as skipped (under the
 # sanitizers, ~20x slower, one of the six points: mid-export, whose resume
 # loads every other stage's checkpoint)
-cases=("whitening:end|whitening" "drift:end|whitening drift" "detect:3|whitening drift basis"
-       "cluster:end|whitening drift basis detect cluster" "match:4|whitening drift basis detect cluster"
-       "finish:1|whitening drift basis detect cluster match")
+cases=("whitening:end|channels whitening" "drift:end|channels whitening drift" "detect:3|channels whitening drift basis"
+       "cluster:end|channels whitening drift basis detect cluster" "match:4|channels whitening drift basis detect cluster"
+       "finish:1|channels whitening drift basis detect cluster match")
 [ -n "${BS_SANITIZED:-}" ] && cases=("${cases[5]}")
 for case in "${cases[@]}"; do
   kill=${case%%|*}; skipped=${case#*|}
@@ -46,7 +46,7 @@ done
 
 # a completed run resumed: every stage skipped, same outputs
 "$BS" sort "${REC[@]}" -o "$T/ref" --resume 2>"$T/again.log" && ok || bad "resume of a complete run failed"
-[ "$(grep -c "resume: stage .* is complete" "$T/again.log")" = 6 ] && ok || bad "a complete run did not skip its 6 stages"
+[ "$(grep -c "resume: stage .* is complete" "$T/again.log")" = 7 ] && ok || bad "a complete run did not skip its 7 stages"
 # changed parameters: nothing is skipped (a whole new sort: not under the sanitizers)
 if [ -z "${BS_SANITIZED:-}" ]; then
 cp -r "$T/ref" "$T/chg"
