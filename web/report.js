@@ -668,7 +668,8 @@
         `<p>phase shift: none (${esc(S.why_not || "")})</p>`;
       const B = R.bad_channels, BL = R.bad_channel_list || [];
       const bad = !B ? "" : `<p>bad channels (--bad-channels ${esc(B.mode || "")}): ${B.dead} dead, ${B.noisy} noisy, ${B.out} out of the brain of ${B.examined} examined; ${B.interpolated} interpolated, ${B.removed} removed${BL.length ? ": " + BL.map((c) => `${c.channel} (column ${c.column}, ${esc(c.label || "")}, ${esc(c.action || "")})`).join(", ") : ""}</p>`;
-      box.innerHTML = `<p>${head}</p>${ps}${bad}${art}<table class="plain"><thead><tr><th>stage</th><th>wall (s)</th><th>planned peak</th><th>tracked peak</th><th>tracked / planned</th><th>RSS peak</th><th>disk planned</th><th>disk written</th><th>strategy</th></tr></thead><tbody>` +
+      const dn = R.denoise ? `<p>denoising: ${esc(R.denoise)}</p>` : "";
+      box.innerHTML = `<p>${head}</p>${ps}${dn}${bad}${art}<table class="plain"><thead><tr><th>stage</th><th>wall (s)</th><th>planned peak</th><th>tracked peak</th><th>tracked / planned</th><th>RSS peak</th><th>disk planned</th><th>disk written</th><th>strategy</th></tr></thead><tbody>` +
         st.map((s) => {
           const r = s.planned_peak_bytes > 0 && s.tracked_peak_bytes !== null ? s.tracked_peak_bytes / s.planned_peak_bytes : null;
           return `<tr><td>${esc(s.name || "")}</td><td class="num">${P.fmt(s.wall_s, 2)}</td><td class="num">${P.fmtBytes(s.planned_peak_bytes)}</td><td class="num">${P.fmtBytes(s.tracked_peak_bytes)}</td>` +

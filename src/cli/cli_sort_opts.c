@@ -48,6 +48,11 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
         } else {
             return snprintf(msg, len, "--device: expected cpu, cuda or cuda:N, got '%s'", v), -1;
         }
+    } else if (strcmp(a, "--denoise") == 0) {
+        int m = bs_denoise_parse(v);
+        if (m < 0)
+            return snprintf(msg, len, "--denoise: expected cmr, cmr-local or destripe, got '%s'", v), -1;
+        o->sp.denoise = m;
     } else if (strcmp(a, "--bad-channels") == 0) {
         int m = bs_bad_mode_parse(v);
         if (m < 0)

@@ -207,7 +207,7 @@ static bs_status scan_bad(const bs_recording *rec, bad_scan *b)
     int64_t nb, halo;
     bs_sort_batch_geometry(&sp, rec->fs_hz, &nb, &halo);
     BS_TRY(bs_bad_channels_scan(rec, &prm, bs_sort_phase_shift(rec, &sp), halo, sp.max_railed_fraction, &sp.artifact,
-                                b->label, b->coh, b->psd, &b->n_chunks));
+                                b->label, b->coh, b->psd, NULL, &b->n_chunks));
     bs_bad_detector det;
     BS_TRY(bs_bad_detector_init(&rec->probe, rec->fs_hz, &prm, &det));
     b->n_examined = det.start[det.n_groups];

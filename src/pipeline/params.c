@@ -51,6 +51,9 @@ const bs_param_field bs_sort_param_fields[] = {
          "1: keep broadband artifacts (--no-artifact-removal)"),
     FLAG("preprocess", "no_phase_shift", no_phase_shift,
          "1: keep the ADC sampling skew between Neuropixels channels (--no-phase-shift)"),
+    INT("preprocess", "denoise", denoise, 0, 2, NULL,
+        "0 cmr: median reference over all channels; 1 cmr-local: over each channel's ring 30-55 µm away; 2 "
+        "destripe: IBL's high-pass along depth with automatic gain control, after the temporal one (--denoise)"),
     INT("bad_channels", "mode", bad.mode, 0, 2, NULL,
         "what the sort does with the bad channels: 0 interpolate (dead and noisy; out-of-brain ones "
         "dropped), 1 remove, 2 keep (--bad-channels)"),

@@ -203,9 +203,30 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
     bs_highpass hp;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &hp));
     bs_whitener wh_shape = {0};
-    bs_preprocess pp = {.remove_mean = 1, .car = 1, .hp = &hp, .wh = &wh_shape,
+    bs_preprocess pp = {.remove_mean = 1, .car = p->denoise != BS_DENOISE_DESTRIPE, .hp = &hp, .wh = &wh_shape,
                         .phase_shift = bs_sort_phase_shift(rec, p)};
+    /* the denoiser of the probe as opened (dropping bad channels only shrinks it) */
+    bs_local_ref lr = {0};
+    bs_destripe ds = {0};
+    if (p->denoise == BS_DENOISE_CMR_LOCAL) {
+        BS_TRY(bs_local_ref_build(probe, BS_LOCAL_REF_R_IN_UM, BS_LOCAL_REF_R_OUT_UM, BS_LOCAL_REF_MIN, &lr));
+        pp.local_ref = &lr;
+        r->denoiser = (size_t)C * (1 + (size_t)lr.k) * sizeof(int);
+    } else if (p->denoise == BS_DENOISE_DESTRIPE) {
+        float *ones = malloc((size_t)C * sizeof(float));
+        if (!ones)
+            return bs_error(BS_ERR_MEMORY, "plan: out of memory");
+        for (int c = 0; c < C; c++)
+            ones[c] = 1.0f;
+        bs_status st = bs_destripe_init(probe, rec->fs_hz, ones, &ds);
+        free(ones);
+        BS_TRY(st);
+        pp.destripe = &ds;
+        r->denoiser = (size_t)C * (2 * sizeof(int) + sizeof(float)) + 4 * (size_t)ds.hann_h * sizeof(double) + 64;
+    }
     r->scratch = bs_preprocess_scratch_bytes(&pp, C, pl->width, pl->n_threads);
+    bs_local_ref_free(&lr);
+    bs_destripe_free(&ds);
     r->whitener = bs_whitener_bytes(C, r->whiten_k);
     r->basis = ((size_t)p->detect.n_pcs + p->detect.n_shapes) * p->detect.nt * sizeof(float);
     /* drift: the estimate and, when some shank is corrected, the per-batch whitener */
@@ -226,7 +247,8 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
         size_t nb = (size_t)(p->bad.max_fraction * C) + 1;
         r->bad_interp = nb * (size_t)C * (sizeof(int) + sizeof(float)) + 2 * (nb + 1) * sizeof(int);
     }
-    pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift + r->artifact + r->bad_interp;
+    pl->resident = r->reader + r->scratch + r->whitener + r->basis + r->drift + r->artifact + r->bad_interp +
+                   r->denoiser;
     /* the helper's team is as large as the stage's (read_lane.c), so its lane is the run's reading buffers */
     pl->read_ahead = r->reader + r->scratch + r->artifact + (r->drift_hist ? bs_drift_corrector_bytes(probe) : 0);
     bs_qc_params qp;

@@ -103,6 +103,7 @@ typedef struct {
     size_t qc_spill_spike;    /* disk of one spike of the quality metrics' waveform subset, bytes (qc.h) */
     size_t bad_scan;          /* the bad-channel scan's buffers (bad_channels.h: bs_bad_scan_bytes), bytes */
     size_t bad_interp;        /* the bad channels' interpolation weights, at most, bytes (resident) */
+    size_t denoiser;          /* --denoise cmr-local / destripe: its tables, bytes (resident) */
 } bs_plan_shapes;
 
 typedef struct {

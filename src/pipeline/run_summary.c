@@ -176,6 +176,8 @@ void bs_run_summary_print(const bs_run_summary *r, FILE *out)
                 r->phase_shift_max);
     else
         fprintf(out, "phase shift: none (%s)\n", r->phase_shift_why ? r->phase_shift_why : "");
+    if (r->denoise)
+        fprintf(out, "denoising: %s\n", r->denoise);
     if (r->bad_done)
         fprintf(out, "bad channels: %d dead, %d noisy, %d out of the brain of %d examined; %d interpolated, %d "
                      "removed (--bad-channels %s; OUT/bad_channels.tsv)\n",
@@ -235,6 +237,8 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
             else
                 cJSON_AddStringToObject(ps, "why_not", r->phase_shift_why ? r->phase_shift_why : "");
         }
+        if (r->denoise)
+            cJSON_AddStringToObject(root, "denoise", r->denoise);
         cJSON *bc = r->bad_done ? cJSON_AddObjectToObject(root, "bad_channels") : NULL;
         if (bc) {
             cJSON_AddStringToObject(bc, "mode", r->bad_mode ? r->bad_mode : "");

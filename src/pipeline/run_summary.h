@@ -68,6 +68,7 @@ typedef struct {
     int bad_n[4];              /* channels per label: good, dead, noisy, out */
     int bad_interpolated;      /* channels rewritten from their neighbours */
     int bad_removed;           /* channels dropped from the sort */
+    const char *denoise;       /* "cmr", "cmr-local", "destripe" (--denoise) */
     /* artifacts (preprocess.h): set by the finish stage */
     int artifact_removal;      /* 1: artifacts were blanked */
     int64_t n_artifacts;       /* periods in OUT/artifacts.tsv */

@@ -48,6 +48,8 @@ void bs_sort_batch_geometry(const bs_sort_params *p, double fs_hz, int64_t *batc
     *batch_samples = p->batch_samples > 0 ? p->batch_samples : bs_seconds_to_samples(2.0, fs_hz);
     /* the default halo scales with the rate from its 30-kHz value, rounded up */
     *halo = p->halo_samples > 0 ? p->halo_samples : (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * fs_hz / 30000.0);
+    if (p->denoise == BS_DENOISE_DESTRIPE && p->halo_samples <= 0) /* the gain control reaches 0.05 s each side */
+        *halo += (int64_t)ceil(0.05 * fs_hz) + 1;
     if (*halo < p->detect.nt)
         *halo = p->detect.nt;
     int64_t w = bs_seconds_to_samples(p->drift.nms_ms * 1e-3, fs_hz) + 1; /* the drift peaks' suppression */
@@ -138,16 +140,18 @@ static bs_status ctx_resources(bs_run_ctx *c, const bs_sort_params *p)
     return BS_OK;
 }
 
-/* The batch reader and the preprocessing scratch every batch loop shares. */
+/* The preprocessing every batch loop shares. The lane the batches are read through is opened by the
+ * channels stage (stage_channels.c) once it knows which channels are sorted and how they are referenced. */
 static bs_status ctx_open(bs_run_ctx *c)
 {
     const bs_recording *rec = c->rec;
     const bs_sort_params *p = c->p;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &c->hp));
-    c->pp = (bs_preprocess){.remove_mean = 1, .car = 1, .hp = &c->hp, .phase_shift = bs_sort_phase_shift(rec, p)};
+    c->pp = (bs_preprocess){.remove_mean = 1, .car = p->denoise != BS_DENOISE_DESTRIPE, .hp = &c->hp,
+                            .phase_shift = bs_sort_phase_shift(rec, p)};
     if (!p->no_artifact_removal)
         c->art_max = bs_artifact_max_periods(&p->artifact, rec->fs_hz, c->width);
-    return bs_read_lane_open(&c->rd, c, c->n_threads, "sort/preprocess-scratch", "sort/artifacts");
+    return BS_OK;
 }
 
 /* What the context owns (safe on a zeroed context). */
@@ -155,6 +159,8 @@ static void ctx_release(bs_run_ctx *c)
 {
     bs_mem_free(c->bad);
     bs_bad_interp_free(&c->interp);
+    bs_local_ref_free(&c->local_ref);
+    bs_destripe_free(&c->destripe);
     bs_mem_free(c->pc_idx);
     bs_mem_free(c->pc_chan);
     if (c->have_mt)

@@ -90,6 +90,8 @@ typedef struct {
     bs_artifact_params artifact; /* artifact blanking of every whitened batch (preprocess.h) */
     int no_artifact_removal;   /* 1: no artifact blanking (--no-artifact-removal) */
     int no_phase_shift;        /* 1: keep the ADC sampling skew of Neuropixels channels (--no-phase-shift) */
+    int denoise;               /* BS_DENOISE_CMR (global median reference), _CMR_LOCAL, _DESTRIPE (--denoise;
+                                  preprocess.h) */
     bs_bad_channel_params bad; /* dead, noisy and out-of-brain channels: found, then interpolated or dropped
                                   (--bad-channels, --max-bad-channel-fraction; bad_channels.h) */
     bs_detect_params detect;

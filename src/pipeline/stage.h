@@ -91,9 +91,12 @@ typedef struct bs_run_ctx {
     int art_max;               /* room in a lane's art */
     struct bs_read_ahead *ra;  /* the second lane and its thread, in a stage that reads ahead (NULL: none) */
     /* stage outputs, in stage order */
-    float *bad;                /* channels: [C x 3] label, coherence, psd_hf (µV²/Hz) of each channel as opened */
+    float *bad;                /* channels: [C x 4] label, coherence, psd_hf (µV²/Hz), rms (µV) of each channel
+                                  as opened */
     int bad_n_chan;            /* C: the channels as opened */
     bs_bad_interp interp;      /* channels: the interpolated channels' weights (n_bad 0: none) */
+    bs_local_ref local_ref;    /* channels: --denoise cmr-local's neighbourhoods (n_chan 0: not built) */
+    bs_destripe destripe;      /* channels: --denoise destripe's tables (n_chan 0: not built) */
     bs_whitener wh;            /* whitening */
     int have_wh;
     bs_drift drift;            /* drift: the motion estimate */

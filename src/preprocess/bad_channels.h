@@ -130,13 +130,14 @@ void bs_bad_channels_vote(const int8_t *labels, int n_chunks, int n_chan, int8_t
 /* bad_channels_scan.c: up to n_chunks chunks of chunk_s spread over the recording, each read with `halo`
  * samples of context, its channels' means removed, the phase shift (phase_shift: NULL for none) and a
  * zero-phase 5th-order high-pass at highpass_hz applied, then labelled; label[c] is the vote, coherence[c]
- * and psd_hf[c] (µV²/Hz) the medians over the chunks (the lower middle value for an even count);
+ * and psd_hf[c] (µV²/Hz) the medians over the chunks (the lower middle value for an even count), and
+ * rms_uv[c] (NULL: not wanted) the median of the channel's RMS in each chunk (µV, high-passed);
  * *n_chunks the chunks labelled: those whose railed fraction (io/batch.h) is over max_railed_fraction, and
  * with art (NULL: no check) those holding a broadband artifact, are passed over (none left: every channel
  * good). All arrays have rec->probe.n_chan entries. */
 bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_params *prm, const float *phase_shift,
                                int64_t halo, double max_railed_fraction, const bs_artifact_params *art,
-                               int8_t *label, float *coherence, float *psd_hf, int *n_chunks);
+                               int8_t *label, float *coherence, float *psd_hf, float *rms_uv, int *n_chunks);
 /* Tracked bytes the scan allocates at most with n_threads threads. */
 size_t bs_bad_scan_bytes(const bs_recording *rec, const bs_bad_channel_params *prm, int64_t halo,
                          const bs_artifact_params *art, int n_threads);

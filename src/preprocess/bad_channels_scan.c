@@ -19,6 +19,7 @@
  * depends on the recording's length alone, so a sort and `info
  * --detect-bad-channels` see the same chunks.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,8 +66,8 @@ size_t bs_bad_scan_bytes(const bs_recording *rec, const bs_bad_channel_params *p
     shape.n_bins = shape.nperseg / 2 + 1; /* at most */
     return bs_batch_reader_bytes(C, rec->n_cols, rec->dtype, nb, halo) + rec->source_bytes +
            bs_preprocess_scratch_bytes(&pp, C, width, n_threads) + bs_bad_detector_bytes(C, rec->fs_hz, prm) +
-           bs_bad_chunk_scratch_bytes(&shape, nb, n_threads) + (size_t)m * (size_t)C * (1 + 2 * sizeof(float)) +
-           (size_t)C * 2 * sizeof(float) +
+           bs_bad_chunk_scratch_bytes(&shape, nb, n_threads) + (size_t)m * (size_t)C * (1 + 3 * sizeof(float)) +
+           (size_t)m * 3 * sizeof(float) +
            (art ? (size_t)width * sizeof(int32_t) + (size_t)C * sizeof(float) +
                       (size_t)C * (size_t)width * sizeof(float) + bs_car_scratch_bytes(C, width, n_threads) +
                       (size_t)bs_artifact_max_periods(art, rec->fs_hz, width) * sizeof(bs_artifact_period) +
@@ -82,7 +83,7 @@ static int flt_cmp(const void *a, const void *b)
 
 bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_params *prm, const float *phase_shift,
                                int64_t halo, double max_railed_fraction, const bs_artifact_params *art,
-                               int8_t *label, float *coherence, float *psd_hf, int *n_chunks)
+                               int8_t *label, float *coherence, float *psd_hf, float *rms_uv, int *n_chunks)
 {
     const int C = rec->probe.n_chan;
     int64_t nb = chunk_samples(rec, prm), m = pick_chunks(rec, prm, NULL);
@@ -102,7 +103,8 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
     int8_t *lab = bs_mem_alloc("preprocess/bad_scan", (size_t)m * (size_t)C);
     float *coh = bs_mem_alloc("preprocess/bad_scan", (size_t)m * (size_t)C * sizeof(float));
     float *psd = bs_mem_alloc("preprocess/bad_scan", (size_t)m * (size_t)C * sizeof(float));
-    float *col = bs_mem_alloc("preprocess/bad_scan", (size_t)m * 2 * sizeof(float));
+    float *col = bs_mem_alloc("preprocess/bad_scan", (size_t)m * 3 * sizeof(float));
+    float *rms = bs_mem_alloc("preprocess/bad_scan", (size_t)m * (size_t)C * sizeof(float));
     const int64_t width = nb + 2 * halo;
     const int max_art = art ? bs_artifact_max_periods(art, rec->fs_hz, width) : 0;
     int32_t *art_count = art ? bs_mem_alloc("preprocess/bad_scan", (size_t)width * sizeof(int32_t)) : NULL;
@@ -111,7 +113,7 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
                                                                                   sizeof(bs_artifact_period))
                                       : NULL;
     float *ref_copy = art ? bs_mem_alloc("preprocess/bad_scan", (size_t)C * (size_t)width * sizeof(float)) : NULL;
-    bs_status st = idx && lab && coh && psd && col && (!art || (art_count && art_scale && periods && ref_copy))
+    bs_status st = idx && lab && coh && psd && col && rms && (!art || (art_count && art_scale && periods && ref_copy))
                        ? BS_OK
                        : BS_ERR_MEMORY;
     if (st == BS_OK)
@@ -141,6 +143,16 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
             if (st == BS_OK && n_art > 0)
                 continue;
         }
+        for (int c = 0; st == BS_OK && c < C; c++) { /* each channel's RMS in the chunk (mean removed) */
+            const float *row = x + (size_t)c * (size_t)rd.width + halo;
+            double s1 = 0, s2 = 0;
+            for (int64_t t = 0; t < n_valid; t++)
+                s1 += row[t];
+            double mu = s1 / (double)n_valid;
+            for (int64_t t = 0; t < n_valid; t++)
+                s2 += (row[t] - mu) * (row[t] - mu);
+            rms[(size_t)used * C + c] = (float)sqrt(s2 / (double)n_valid);
+        }
         if (st == BS_OK)
             st = bs_bad_channels_chunk(&det, x, rd.width, halo, n_valid, NULL, 0, lab + (size_t)used * C,
                                        coh + (size_t)used * C, psd + (size_t)used * C);
@@ -151,6 +163,8 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
         memset(label, 0, (size_t)C);
         memset(coherence, 0, (size_t)C * sizeof(float));
         memset(psd_hf, 0, (size_t)C * sizeof(float));
+        if (rms_uv)
+            memset(rms_uv, 0, (size_t)C * sizeof(float));
         if (n_chunks)
             *n_chunks = 0;
     } else if (st == BS_OK) {
@@ -159,11 +173,14 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
             for (int64_t k = 0; k < m; k++) {
                 col[k] = coh[(size_t)k * C + c];
                 col[m + k] = psd[(size_t)k * C + c];
+                col[2 * m + k] = rms[(size_t)k * C + c];
             }
-            qsort(col, (size_t)m, sizeof *col, flt_cmp);
-            qsort(col + m, (size_t)m, sizeof *col, flt_cmp);
+            for (int q = 0; q < 3; q++)
+                qsort(col + q * m, (size_t)m, sizeof *col, flt_cmp);
             coherence[c] = col[(m - 1) / 2];
             psd_hf[c] = col[m + (m - 1) / 2];
+            if (rms_uv)
+                rms_uv[c] = col[2 * m + (m - 1) / 2];
         }
         if (n_chunks)
             *n_chunks = (int)m;
@@ -175,6 +192,7 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
     bs_mem_free(coh);
     bs_mem_free(psd);
     bs_mem_free(col);
+    bs_mem_free(rms);
     bs_mem_free(art_count);
     bs_mem_free(art_scale);
     bs_mem_free(periods);

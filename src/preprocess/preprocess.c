@@ -1,7 +1,8 @@
 /*
  * preprocess.c - one batch window through the whole preprocessing chain:
  * mean removal, ADC phase shift (phase_shift.c), bad channels' interpolation
- * (bad_channels.c), median reference (car.c), zero-phase high-pass
+ * (bad_channels.c), median reference (car.c, or car_local.c), zero-phase high-pass
+ * (and destripe.c)
  * (highpass.c), artifact check, local whitening (whiten.c), in the order of
  * docs/ALGORITHM.md §3.1 (see preprocess.h).
  *
@@ -21,11 +22,27 @@
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+static const char *const denoise_names[3] = {"cmr", "cmr-local", "destripe"};
+
+const char *bs_denoise_name(int denoise) { return denoise >= 0 && denoise < 3 ? denoise_names[denoise] : "?"; }
+
+int bs_denoise_parse(const char *text)
+{
+    for (int d = 0; d < 3; d++)
+        if (text && strcmp(text, denoise_names[d]) == 0)
+            return d;
+    return -1;
+}
+
 size_t bs_preprocess_scratch_bytes(const bs_preprocess *pp, int n_chan, int64_t n_t, int n_threads)
 {
     size_t s = 0;
     if (pp->car || pp->remove_mean)
         s = max_sz(s, bs_car_scratch_bytes(n_chan, n_t, n_threads));
+    if (pp->car && pp->local_ref)
+        s = max_sz(s, bs_car_local_scratch_bytes(pp->local_ref, n_t, n_threads));
+    if (pp->destripe)
+        s = max_sz(s, bs_destripe_scratch_bytes(pp->destripe, n_t, n_threads));
     if (pp->phase_shift)
         s = max_sz(s, bs_phase_shift_scratch_bytes(n_t, n_threads));
     if (pp->hp)
@@ -59,8 +76,8 @@ bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int
         owned = 1;
     }
     bs_status st = BS_OK;
-    if (pp->phase_shift || pp->interp) { /* between the mean and the median: the reference sees aligned
-                                            channels and no bad one */
+    if (pp->phase_shift || pp->interp || pp->local_ref) { /* between the mean and the median: the reference
+                                                             sees aligned channels and no bad one */
         if (pp->remove_mean)
             st = bs_car(x, n_chan, n_t, 1, 0, scratch, scratch_bytes);
         if (st == BS_OK && pp->phase_shift)
@@ -68,12 +85,15 @@ bs_status bs_preprocess_batch(const bs_preprocess *pp, float *x, int n_chan, int
         if (st == BS_OK && pp->interp)
             bs_bad_interp_apply(pp->interp, x, n_t);
         if (st == BS_OK && pp->car)
-            st = bs_car(x, n_chan, n_t, 0, 1, scratch, scratch_bytes);
+            st = pp->local_ref ? bs_car_local(pp->local_ref, x, n_t, scratch, scratch_bytes)
+                               : bs_car(x, n_chan, n_t, 0, 1, scratch, scratch_bytes);
     } else if (pp->remove_mean || pp->car) {
         st = bs_car(x, n_chan, n_t, pp->remove_mean, pp->car, scratch, scratch_bytes);
     }
     if (st == BS_OK && pp->hp)
         st = bs_highpass_apply(pp->hp, x, n_chan, n_t, scratch, scratch_bytes);
+    if (st == BS_OK && pp->destripe)
+        st = bs_destripe_apply(pp->destripe, x, n_chan, n_t, scratch, scratch_bytes);
     if (st == BS_OK && pp->artifact_uv > 0) {
         const float thr = (float)pp->artifact_uv;
         const size_t n = (size_t)n_chan * (size_t)n_t;

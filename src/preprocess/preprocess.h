@@ -14,8 +14,10 @@
  *      for Neuropixels, the ADC phase shift (below; KS4 has none), then the
  *      bad channels' interpolation (bad_channels.h);
  *   2. common median reference: at every time sample subtract the median of
- *      the n_chan values (KS4 step 4);
- *   3. zero-phase high-pass (KS4 step 5);
+ *      the n_chan values (KS4 step 4), or of each channel's ring of
+ *      neighbours (local_ref);
+ *   3. zero-phase high-pass (KS4 step 5), then with destripe (and no step 2)
+ *      the spatial high-pass with automatic gain control;
  *   4. optional artifact check: if any |x| >= artifact_uv the whole window
  *      becomes zeros and whitening is skipped (KS4 step 6; off by default);
  *   5. local whitening X <- W X (KS4 step 7).
@@ -335,11 +337,25 @@ typedef struct {
                                  after the mean and before the median reference; NULL: none */
     const struct bs_bad_interp *interp; /* bad channels rewritten from their neighbours after the phase shift and
                                            before the median reference (bad_channels.h); NULL: none */
-    int car;                  /* 1: median common reference (KS4 do_CAR default) */
+    int car;                  /* 1: median common reference (KS4 do_CAR default): over all channels, or with
+                                 local_ref over each channel's ring of neighbours */
+    const bs_local_ref *local_ref; /* --denoise cmr-local: the local median reference's neighbourhoods; NULL: global */
+    const bs_destripe *destripe;   /* --denoise destripe: applied after the high-pass (car is then 0); NULL: none */
     const bs_highpass *hp;    /* NULL: no high-pass */
     double artifact_uv;       /* > 0: zero the window if any |x| >= this after the high-pass; 0: off */
     const bs_whitener *wh;    /* NULL: stop before whitening (covariance pass) */
 } bs_preprocess;
+
+/* The denoising choice (--denoise): the global median reference (Kilosort's), the local one (a ring of
+ * neighbours, SpikeInterface's reference="local"), or IBL's destriping (high-pass along depth with
+ * automatic gain control, after the temporal high-pass, instead of a median reference). */
+enum { BS_DENOISE_CMR = 0, BS_DENOISE_CMR_LOCAL = 1, BS_DENOISE_DESTRIPE = 2 };
+const char *bs_denoise_name(int denoise); /* "cmr", "cmr-local", "destripe" */
+int bs_denoise_parse(const char *text);   /* -1 for anything else */
+/* The local reference's ring, µm, and the neighbours it needs at least (SpikeInterface's defaults). */
+#define BS_LOCAL_REF_R_IN_UM 30.0
+#define BS_LOCAL_REF_R_OUT_UM 55.0
+#define BS_LOCAL_REF_MIN 5
 
 size_t bs_preprocess_scratch_bytes(const bs_preprocess *pp, int n_chan, int64_t n_t, int n_threads);
 

@@ -377,6 +377,7 @@ void rp_emit_run(rp_json *j, const rp_data *d)
         copy_field(j, root, "peak_rss_bytes");
         copy_field(j, root, "budget_bytes");
         copy_field(j, root, "mem_trace");
+        copy_field(j, root, "denoise");
         rpj_arr(j, "stages");
         const cJSON *s;
         cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(root, "stages"))

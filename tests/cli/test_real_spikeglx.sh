@@ -15,7 +15,9 @@
 #     AP127 dead, the reference channel boundsort does not sort); then on a copy of run 001 with a dead
 #     (zeroed), a noisy (50 µV of white noise added) channel and the 8 highest channels of a shank
 #     replaced by independent noise, boundsort's labels (info --detect-bad-channels) equal
-#     SpikeInterface's (detect_bad_channels per shank, coherence+psd, after its phase_shift).
+#     SpikeInterface's (detect_bad_channels per shank, coherence+psd, after its phase_shift), and the
+#     dead and noisy ones interpolated (preprocess_dump --interpolate) equal SpikeInterface's
+#     interpolate_bad_channels on the same phase-shifted traces to float rounding (1e-4 of their RMS).
 # Skipped (77) with a message when the venv or the data cannot be fetched (offline).
 . "$(dirname "$0")/lib.sh"
 si_python || { echo "skipped"; exit 77; }
@@ -127,4 +129,40 @@ print(f"{os.path.basename(os.path.dirname(ap))}: boundsort {sorted(ours.items())
 assert ours == si
 PYEOF
 done
+# the interpolation of the planted copy's dead and noisy channels against SpikeInterface's
+# interpolate_bad_channels given the same bad channels and boundsort's phase-shifted traces
+"$BS_PREPROCESS_DUMP" "$PAP" --seconds 0.5 --phase "$T/pl_ps.npy" && "$BS_PREPROCESS_DUMP" "$PAP" --seconds 0.5 \
+  --phase --interpolate "$T/pl_interp.npy" && ok || bad "preprocess_dump --interpolate failed"
+"$BS" info "$PAP" --json >"$T/pl_info.json" || bad "info of the planted copy"
+"$PYV" - "$PAP" "$T/pl_info.json" "$T/bad.json" "$T/pl_ps.npy" "$T/pl_interp.npy" <<'PYEOF' && ok || bad "interpolation differs from SpikeInterface's"
+import json, os, sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+import spikeinterface.extractors as se
+import spikeinterface.preprocessing as spre
+from probeinterface import Probe
+from spikeinterface.core import NumpyRecording
+ap, info_p, bad_p, ps_p, in_p = sys.argv[1:]
+info, bad = json.load(open(info_p)), json.load(open(bad_p))["bad_channels"]["channels"]
+cols = [ch["column"] for ch in info["channels"]]
+loc = se.read_spikeglx(os.path.dirname(ap), stream_id="imec0.ap").get_channel_locations()[cols]
+ps, ours = np.load(ps_p), np.load(in_p)
+out = {b["channel"] for b in bad if b["label"] == "out"}
+keep = [i for i in range(len(cols)) if i not in out]
+fix = [keep.index(b["channel"]) for b in bad if b["label"] in ("dead", "noisy")]
+assert len(fix) == 2, bad
+nr = NumpyRecording(ps[:, keep].copy(), info["fs_hz"])
+pr = Probe(ndim=2, si_units="um")
+pr.set_contacts(positions=loc[keep], shapes="square", shape_params={"width": 12})
+pr.set_device_channel_indices(np.arange(len(keep)))
+nr.set_probe(pr, in_place=True)
+si = spre.interpolate_bad_channels(nr, bad_channel_ids=nr.channel_ids[fix]).get_traces().astype(np.float64)
+d = np.abs(si[:, fix] - ours[:, keep][:, fix]).max()
+rms = np.sqrt((si[:, fix] ** 2).mean())
+same = np.array_equal(ours[:, keep][:, [i for i in range(len(keep)) if i not in fix]],
+                      ps[:, keep][:, [i for i in range(len(keep)) if i not in fix]])
+print(f"interpolation of channels {[keep[i] for i in fix]}: max |boundsort - SpikeInterface| {d:.2e} uV, "
+      f"their RMS {rms:.2f} uV; other channels unchanged: {same}")
+assert d < 1e-4 * rms and same
+PYEOF
 finish

@@ -20,8 +20,13 @@
  *   --car-local: the local median reference, (30, 55] µm, at least 5
  *     neighbours (bs_car_local).
  *
+ * With --interpolate (the plain path), the sort's bad-channel scan runs with
+ * its defaults (bad_channels.h) and the dead and noisy channels are
+ * interpolated from the good ones after the phase shift, as the sort does
+ * (out-of-brain channels are left as they are: the sort drops them).
+ *
  *   preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase]
- *                   [--destripe [--rms R.npy] | --car-local] OUT.npy
+ *                   [--destripe [--rms R.npy] | --car-local | --interpolate] OUT.npy
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +36,8 @@
 #include "io/batch.h"
 #include "io/npy.h"
 #include "io/recording.h"
+#include "pipeline/sort.h"
+#include "preprocess/bad_channels.h"
 #include "preprocess/preprocess.h"
 
 /* --destripe / --car-local: compact x (C rows of `width`) to its n valid central samples in place, then mean
@@ -82,7 +89,7 @@ int main(int argc, char **argv)
     bs_open_options opt;
     memset(&opt, 0, sizeof opt);
     double seconds = 1;
-    int phase = 0, destripe = 0, car_local = 0;
+    int phase = 0, destripe = 0, car_local = 0, interpolate = 0;
     const char *rms_out = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--probe") == 0 && i + 1 < argc)
@@ -97,6 +104,8 @@ int main(int argc, char **argv)
             destripe = 1;
         else if (strcmp(argv[i], "--car-local") == 0)
             car_local = 1;
+        else if (strcmp(argv[i], "--interpolate") == 0)
+            interpolate = 1;
         else if (strcmp(argv[i], "--rms") == 0 && i + 1 < argc)
             rms_out = argv[++i];
         else if (!rec_path)
@@ -104,9 +113,9 @@ int main(int argc, char **argv)
         else
             out = argv[i];
     }
-    if (!rec_path || !out || !(seconds > 0) || (destripe && car_local) || (rms_out && !destripe)) {
+    if (!rec_path || !out || !(seconds > 0) || destripe + car_local + interpolate > 1 || (rms_out && !destripe)) {
         fprintf(stderr, "usage: preprocess_dump REC [--probe P --fs HZ] [--seconds S] [--phase] "
-                        "[--destripe [--rms R.npy] | --car-local] OUT.npy\n");
+                        "[--destripe [--rms R.npy] | --car-local | --interpolate] OUT.npy\n");
         return 1;
     }
     bs_recording rec;
@@ -136,8 +145,31 @@ int main(int argc, char **argv)
         halo = 0;
     } else {
         bs_preprocess pp = {.remove_mean = 1, .phase_shift = phase ? rec.probe.adc_shift : NULL};
+        bs_bad_interp ip = {0};
+        if (st == BS_OK && interpolate) { /* the sort's scan and interpolation */
+            bs_sort_params sp;
+            bs_sort_default_params(&sp);
+            int64_t snb, shalo;
+            bs_sort_batch_geometry(&sp, rec.fs_hz, &snb, &shalo);
+            int8_t *lab = malloc((size_t)C);
+            float *coh = malloc(sizeof(float) * (size_t)C), *psd = malloc(sizeof(float) * (size_t)C);
+            uint8_t *bad = malloc((size_t)C), *good = malloc((size_t)C);
+            st = lab && coh && psd && bad && good ? BS_OK : BS_ERR_MEMORY;
+            if (st == BS_OK)
+                st = bs_bad_channels_scan(&rec, &sp.bad, pp.phase_shift, shalo, sp.max_railed_fraction, &sp.artifact,
+                                          lab, coh, psd, NULL, NULL);
+            for (int c = 0; st == BS_OK && c < C; c++) {
+                bad[c] = lab[c] == BS_CHAN_DEAD || lab[c] == BS_CHAN_NOISY;
+                good[c] = lab[c] == BS_CHAN_GOOD;
+            }
+            if (st == BS_OK)
+                st = bs_bad_interp_build(&rec.probe, bad, good, 1.3, &ip);
+            pp.interp = ip.n_bad ? &ip : NULL;
+            free(lab), free(coh), free(psd), free(bad), free(good);
+        }
         if (st == BS_OK)
             st = bs_preprocess_batch(&pp, x, C, width, NULL, 0, NULL);
+        bs_bad_interp_free(&ip);
     }
     if (st == BS_OK && !(t = malloc(sizeof(float) * (size_t)n_valid * C)))
         st = BS_ERR_MEMORY;
