@@ -103,6 +103,50 @@ double bs_probe_median_depth_step(const bs_probe *probe)
     return step;
 }
 
+typedef struct {
+    double y, x;
+    int ch;
+} depth_key;
+
+static int depth_cmp(const void *a, const void *b)
+{
+    const depth_key *p = a, *q = b;
+    if (p->y != q->y)
+        return p->y < q->y ? -1 : 1;
+    if (p->x != q->x)
+        return p->x < q->x ? -1 : 1;
+    return (p->ch > q->ch) - (p->ch < q->ch);
+}
+
+int bs_probe_depth_order(const bs_probe *p, int min_channels, int keep_if_sorted, int *order, int *start)
+{
+    depth_key *k = malloc((size_t)(p->n_chan > 0 ? p->n_chan : 1) * sizeof *k);
+    if (!k)
+        return -1;
+    int n = 0, g = 0;
+    start[0] = 0;
+    for (int s = 0; s < p->n_shanks; s++) {
+        int m = 0, sorted = 1;
+        for (int c = 0; c < p->n_chan; c++) {
+            if (p->shank[c] != s)
+                continue;
+            k[m] = (depth_key){p->y_um[c], p->x_um[c], c};
+            sorted &= m == 0 || k[m].y >= k[m - 1].y;
+            m++;
+        }
+        if (m < min_channels)
+            continue;
+        if (!(keep_if_sorted && sorted))
+            qsort(k, (size_t)m, sizeof *k, depth_cmp);
+        for (int i = 0; i < m; i++)
+            order[n + i] = k[i].ch;
+        n += m;
+        start[++g] = n;
+    }
+    free(k);
+    return g;
+}
+
 int bs_probe_shanks_in_use(const bs_probe *p, int *ids)
 {
     int n = 0;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/probe.h"
 #include "../mem/mem.h"
 #include "pp_internal.h"
 #include "preprocess.h"
@@ -82,22 +83,8 @@ size_t bs_bad_detector_bytes(int n_chan, double fs_hz, const bs_bad_channel_para
 {
     int N = welch_nperseg(fs_hz, prm), k0, nb;
     band_bins(N, prm->nyquist_fraction, &k0, &nb);
-    return (size_t)(2 * n_chan + 2 * n_chan + 1) * sizeof(int) + (size_t)N * 2 * (size_t)nb * sizeof(float);
-}
-
-typedef struct {
-    double y, x;
-    int ch;
-} depth_key;
-
-static int depth_cmp(const void *a, const void *b)
-{
-    const depth_key *p = a, *q = b;
-    if (p->y != q->y)
-        return p->y < q->y ? -1 : 1;
-    if (p->x != q->x)
-        return p->x < q->x ? -1 : 1;
-    return p->ch - q->ch;
+    return (size_t)(2 * n_chan + 1) * sizeof(int) + (size_t)N * 2 * (size_t)nb * sizeof(float); /* order, start
+                                                                           (shanks <= channels in use), basis */
 }
 
 void bs_bad_detector_free(bs_bad_detector *d)
@@ -119,33 +106,22 @@ bs_status bs_bad_detector_init(const bs_probe *probe, double fs_hz, const bs_bad
     band_bins(d->nperseg, prm->nyquist_fraction, &d->k0, &d->n_bins);
     int N = d->nperseg, nb = d->n_bins;
     d->order = bs_mem_alloc("preprocess/bad_detector", (size_t)C * sizeof(int));
-    d->start = bs_mem_alloc("preprocess/bad_detector", (size_t)(C + 1) * sizeof(int));
+    d->start = bs_mem_alloc("preprocess/bad_detector", (size_t)(probe->n_shanks + 1) * sizeof(int));
     d->basis = bs_mem_alloc("preprocess/bad_detector", (size_t)N * 2 * (size_t)nb * sizeof(float));
-    depth_key *k = malloc((size_t)C * sizeof *k); /* transient, C * 24 bytes */
-    if (!d->order || !d->start || !d->basis || !k) {
-        free(k);
+    if (!d->order || !d->start || !d->basis) {
         bs_bad_detector_free(d);
         return bs_error(BS_ERR_MEMORY, "bad-channel detector: out of memory for %d channels", C);
     }
-    /* shanks with enough channels, each in depth order */
-    int n = 0;
-    d->start[0] = 0;
-    for (int s = 0; s < probe->n_shanks; s++) {
-        int m = 0;
-        for (int c = 0; c < C; c++)
-            if (probe->shank[c] == s)
-                k[m++] = (depth_key){probe->y_um[c], probe->x_um[c], c};
-        if (m < prm->min_shank_channels || m < 3)
-            continue;
-        qsort(k, (size_t)m, sizeof *k, depth_cmp);
-        for (int i = 0; i < m; i++)
-            d->order[n + i] = k[i].ch;
-        n += m;
-        d->start[++d->n_groups] = n;
-        if (m > d->max_group)
-            d->max_group = m;
+    /* shanks with enough channels, each in depth order (always sorted, as SpikeInterface's detection) */
+    int min = prm->min_shank_channels > 3 ? prm->min_shank_channels : 3;
+    d->n_groups = bs_probe_depth_order(probe, min, 0, d->order, d->start);
+    if (d->n_groups < 0) {
+        bs_bad_detector_free(d);
+        return bs_error(BS_ERR_MEMORY, "bad-channel detector: out of memory for %d channels", C);
     }
-    free(k);
+    for (int g = 0; g < d->n_groups; g++)
+        if (d->start[g + 1] - d->start[g] > d->max_group)
+            d->max_group = d->start[g + 1] - d->start[g];
     /* periodic Hann (scipy's get_window('hann', N)) times the band's cosines and sines */
     double s2 = 0;
     for (int t = 0; t < N; t++) {

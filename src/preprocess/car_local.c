@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/select.h"
 #include "pp_internal.h"
 #include "preprocess.h"
 
@@ -153,43 +154,10 @@ size_t bs_car_local_scratch_bytes(const bs_local_ref *r, int64_t n_t, int n_thre
     return (size_t)n_threads * per_thread_floats(r) * sizeof(float);
 }
 
-/* k-th smallest (0-based) of v[0..n), reordering v; exact, any order of equal values. */
-static float select_kth(float *v, int n, int k)
-{
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        /* median of three as the pivot */
-        float a = v[lo], b = v[mid], c = v[hi];
-        float piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < piv)
-                i++;
-            while (piv < v[j])
-                j--;
-            if (i <= j) {
-                float t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            return v[k];
-    }
-    return v[k];
-}
-
 /* numpy's median of v[0..n) (n >= 1), reordering v. */
 static float median_select(float *v, int n)
 {
-    float hi = select_kth(v, n, n / 2);
+    float hi = bs_select_f(v, n, n / 2);
     if (n & 1)
         return hi;
     /* v[0 .. n/2) now holds the n/2 smallest values: the lower middle is their largest */

@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "pp_internal.h"
+#include "../io/probe.h"
 #include "preprocess.h"
 
 #define DS_TAG "preprocess/destripe"
@@ -72,21 +73,6 @@
 static size_t round64(size_t b) { return (b + 63) & ~(size_t)63; }
 
 /* ------------------------------------------------------------- set up --- */
-
-typedef struct {
-    double y, x;
-    int idx;
-} depth_key;
-
-static int cmp_depth(const void *pa, const void *pb)
-{
-    const depth_key *a = pa, *b = pb;
-    if (a->y != b->y)
-        return a->y < b->y ? -1 : 1;
-    if (a->x != b->x)
-        return a->x < b->x ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
-}
 
 void bs_destripe_free(bs_destripe *d)
 {
@@ -130,9 +116,7 @@ bs_status bs_destripe_init(const bs_probe *probe, double fs_hz, const float *rms
     d->eps_uv = bs_mem_alloc(DS_TAG, (size_t)C * sizeof(float));
     d->hann_cos = bs_mem_alloc(DS_TAG, period * sizeof(double));
     d->hann_sin = bs_mem_alloc(DS_TAG, period * sizeof(double));
-    depth_key *keys = bs_mem_alloc("preprocess/destripe_init", (size_t)C * sizeof(depth_key));
-    if (!d->order || !d->shank_start || !d->eps_uv || !d->hann_cos || !d->hann_sin || !keys) {
-        bs_mem_free(keys);
+    if (!d->order || !d->shank_start || !d->eps_uv || !d->hann_cos || !d->hann_sin) {
         bs_destripe_free(d);
         return BS_ERR_MEMORY;
     }
@@ -143,30 +127,15 @@ bs_status bs_destripe_init(const bs_probe *probe, double fs_hz, const float *rms
     }
     for (int c = 0; c < C; c++)
         d->eps_uv[c] = DS_EPS * rms_uv[c];
-    /* shank by shank, channels in index order, then by depth unless y already never decreases */
-    for (int c = 0; c < C; c++)
-        d->shank_start[probe->shank[c] + 1]++;
-    for (int s = 0; s < S; s++)
-        d->shank_start[s + 1] += d->shank_start[s];
-    for (int s = 0; s < S; s++) {
-        const int first = d->shank_start[s];
-        int n = 0, sorted = 1;
-        for (int c = 0; c < C; c++) {
-            if (probe->shank[c] != s)
-                continue;
-            keys[n] = (depth_key){probe->y_um[c], probe->x_um[c], c};
-            if (n > 0 && keys[n].y < keys[n - 1].y)
-                sorted = 0;
-            n++;
-        }
-        if (!sorted)
-            qsort(keys, (size_t)n, sizeof *keys, cmp_depth);
-        for (int i = 0; i < n; i++)
-            d->order[first + i] = keys[i].idx;
-        if (n > d->max_shank)
-            d->max_shank = n;
+    /* shank by shank (every shank: group s is shank s), each in channel order unless its depth decreases
+     * somewhere, then by depth (as SpikeInterface's highpass_spatial_filter) */
+    if (bs_probe_depth_order(probe, 0, 1, d->order, d->shank_start) < 0) {
+        bs_destripe_free(d);
+        return BS_ERR_MEMORY;
     }
-    bs_mem_free(keys);
+    for (int s = 0; s < S; s++)
+        if (d->shank_start[s + 1] - d->shank_start[s] > d->max_shank)
+            d->max_shank = d->shank_start[s + 1] - d->shank_start[s];
     return BS_OK;
 }
 
