@@ -143,15 +143,18 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
             if (st == BS_OK && n_art > 0)
                 continue;
         }
-        for (int c = 0; st == BS_OK && c < C; c++) { /* each channel's RMS in the chunk (mean removed) */
-            const float *row = x + (size_t)c * (size_t)rd.width + halo;
+        float *rms_k = rms + (size_t)used * C;
+        const int64_t w = rd.width;
+#pragma omp parallel for schedule(static) if (st == BS_OK)
+        for (int c = 0; c < C; c++) { /* each channel's RMS in the chunk (mean removed) */
+            const float *row = x + (size_t)c * (size_t)w + halo;
             double s1 = 0, s2 = 0;
             for (int64_t t = 0; t < n_valid; t++)
                 s1 += row[t];
             double mu = s1 / (double)n_valid;
             for (int64_t t = 0; t < n_valid; t++)
                 s2 += (row[t] - mu) * (row[t] - mu);
-            rms[(size_t)used * C + c] = (float)sqrt(s2 / (double)n_valid);
+            rms_k[c] = (float)sqrt(s2 / (double)n_valid);
         }
         if (st == BS_OK)
             st = bs_bad_channels_chunk(&det, x, rd.width, halo, n_valid, NULL, 0, lab + (size_t)used * C,
