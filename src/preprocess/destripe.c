@@ -249,49 +249,8 @@ void bs_destripe_gain(const bs_destripe *d, const float *row, int64_t n_t, doubl
 
 /* ------------------------------------------------- the spatial high-pass --- */
 
-/* One pass of the second-order sections over buf[0..n) (n channels x
- * DS_LANES lanes, in place), forward or backward, from state zi * first value. */
-BS_VECTORIZED
-static void chan_pass(const bs_highpass *hp, double *buf, int64_t n, int backward)
-{
-    const int S = hp->n_sections;
-    double z0[BS_HP_MAX_SECTIONS][DS_LANES], z1[BS_HP_MAX_SECTIONS][DS_LANES];
-    const int64_t first = backward ? n - 1 : 0, step = backward ? -1 : 1;
-    for (int s = 0; s < S; s++)
-        for (int l = 0; l < DS_LANES; l++) {
-            z0[s][l] = hp->zi[s][0] * buf[first * DS_LANES + l];
-            z1[s][l] = hp->zi[s][1] * buf[first * DS_LANES + l];
-        }
-    int64_t i = first;
-    for (int64_t cnt = 0; cnt < n; cnt++, i += step) {
-        double v[DS_LANES];
-        double *row = buf + i * DS_LANES;
-        for (int l = 0; l < DS_LANES; l++)
-            v[l] = row[l];
-        for (int s = 0; s < S; s++) {
-            const double b0 = hp->sos[s][0], b1 = hp->sos[s][1], b2 = hp->sos[s][2];
-            const double a1 = hp->sos[s][4], a2 = hp->sos[s][5];
-            if (b2 == 0 && a2 == 0) { /* a first-order section (odd orders): z1 stays 0, so skip its terms */
-#pragma omp simd
-                for (int l = 0; l < DS_LANES; l++) {
-                    double y = b0 * v[l] + z0[s][l];
-                    z0[s][l] = b1 * v[l] - a1 * y;
-                    v[l] = y;
-                }
-                continue;
-            }
-#pragma omp simd
-            for (int l = 0; l < DS_LANES; l++) {
-                double y = b0 * v[l] + z0[s][l];
-                z0[s][l] = b1 * v[l] - a1 * y + z1[s][l];
-                z1[s][l] = b2 * v[l] - a2 * y;
-                v[l] = y;
-            }
-        }
-        for (int l = 0; l < DS_LANES; l++)
-            row[l] = v[l];
-    }
-}
+/* One pass of the sections (pp_internal.h): DS_LANES lanes. */
+PP_SOS_PASS(chan_pass, DS_LANES)
 
 /* Columns [t0, t0 + cols) (cols <= DS_BLOCK) of the shank whose depth-ordered
  * channels are ord[0..n): DS_SUB groups of DS_LANES lanes, group b in

@@ -282,41 +282,8 @@ size_t bs_highpass_scratch_bytes(const bs_highpass *hp, int n_chan, int64_t n_t,
     return (size_t)n_threads * (size_t)ext_len(hp, n_t) * HP_LANES * sizeof(double);
 }
 
-/* One pass over buf[0..n) (n samples x HP_LANES, in place), forward or
- * backward, starting from state zi * first sample. */
-BS_VECTORIZED
-static void sos_pass(const bs_highpass *hp, double *buf, int64_t n, int backward)
-{
-    const int S = hp->n_sections;
-    double z0[BS_HP_MAX_SECTIONS][HP_LANES], z1[BS_HP_MAX_SECTIONS][HP_LANES];
-    int64_t first = backward ? n - 1 : 0;
-    int64_t step = backward ? -1 : 1;
-    for (int s = 0; s < S; s++)
-        for (int l = 0; l < HP_LANES; l++) {
-            z0[s][l] = hp->zi[s][0] * buf[first * HP_LANES + l];
-            z1[s][l] = hp->zi[s][1] * buf[first * HP_LANES + l];
-        }
-    int64_t i = first;
-    for (int64_t cnt = 0; cnt < n; cnt++, i += step) {
-        double v[HP_LANES];
-        double *row = buf + i * HP_LANES;
-        for (int l = 0; l < HP_LANES; l++)
-            v[l] = row[l];
-        for (int s = 0; s < S; s++) {
-            const double b0 = hp->sos[s][0], b1 = hp->sos[s][1], b2 = hp->sos[s][2];
-            const double a1 = hp->sos[s][4], a2 = hp->sos[s][5];
-#pragma omp simd
-            for (int l = 0; l < HP_LANES; l++) {
-                double y = b0 * v[l] + z0[s][l];
-                z0[s][l] = b1 * v[l] - a1 * y + z1[s][l];
-                z1[s][l] = b2 * v[l] - a2 * y;
-                v[l] = y;
-            }
-        }
-        for (int l = 0; l < HP_LANES; l++)
-            row[l] = v[l];
-    }
-}
+/* One pass of the sections (pp_internal.h): HP_LANES lanes. */
+PP_SOS_PASS(sos_pass, HP_LANES)
 
 bs_status bs_highpass_apply(const bs_highpass *hp, float *x, int n_chan, int64_t n_t, void *scratch,
                             size_t scratch_bytes)

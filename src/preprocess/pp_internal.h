@@ -63,4 +63,57 @@ static inline void pp_scratch_release(pp_scratch *s)
     s->owned = 0;
 }
 
+/* PP_SOS_PASS(NAME, LANES) defines
+ *   static void NAME(const bs_highpass *hp, double *buf, int64_t n, int backward)
+ * one pass of hp's second-order sections (direct form II transposed, in
+ * double) over buf[0..n): n steps of LANES interleaved lanes ([step][lane]),
+ * in place, forward or backward, from the state zi x the first step's value,
+ * the recurrence serial along the steps and vectorised across the lanes. A
+ * first-order section (b2 = a2 = 0, odd orders) keeps its second state at 0
+ * and skips those terms. The temporal high-pass runs it along time with 4
+ * channels as lanes (highpass.c), the destriper along the channels with 16
+ * time columns as lanes (destripe.c). */
+#define PP_SOS_PASS(NAME, LANES)                                                                              \
+    BS_VECTORIZED                                                                                             \
+    static void NAME(const bs_highpass *hp, double *buf, int64_t n, int backward)                            \
+    {                                                                                                         \
+        const int S = hp->n_sections;                                                                         \
+        double z0[BS_HP_MAX_SECTIONS][LANES], z1[BS_HP_MAX_SECTIONS][LANES];                                  \
+        const int64_t first = backward ? n - 1 : 0, step = backward ? -1 : 1;                                 \
+        for (int s = 0; s < S; s++)                                                                           \
+            for (int l = 0; l < LANES; l++) {                                                                 \
+                z0[s][l] = hp->zi[s][0] * buf[first * LANES + l];                                             \
+                z1[s][l] = hp->zi[s][1] * buf[first * LANES + l];                                             \
+            }                                                                                                 \
+        int64_t i = first;                                                                                    \
+        for (int64_t cnt = 0; cnt < n; cnt++, i += step) {                                                    \
+            double v[LANES];                                                                                  \
+            double *row = buf + i * LANES;                                                                    \
+            for (int l = 0; l < LANES; l++)                                                                   \
+                v[l] = row[l];                                                                                \
+            for (int s = 0; s < S; s++) {                                                                     \
+                const double b0 = hp->sos[s][0], b1 = hp->sos[s][1], b2 = hp->sos[s][2];                      \
+                const double a1 = hp->sos[s][4], a2 = hp->sos[s][5];                                          \
+                if (b2 == 0 && a2 == 0) {                                                                     \
+                    _Pragma("omp simd") for (int l = 0; l < LANES; l++)                                       \
+                    {                                                                                         \
+                        double y = b0 * v[l] + z0[s][l];                                                      \
+                        z0[s][l] = b1 * v[l] - a1 * y;                                                        \
+                        v[l] = y;                                                                             \
+                    }                                                                                         \
+                    continue;                                                                                 \
+                }                                                                                             \
+                _Pragma("omp simd") for (int l = 0; l < LANES; l++)                                           \
+                {                                                                                             \
+                    double y = b0 * v[l] + z0[s][l];                                                          \
+                    z0[s][l] = b1 * v[l] - a1 * y + z1[s][l];                                                 \
+                    z1[s][l] = b2 * v[l] - a2 * y;                                                            \
+                    v[l] = y;                                                                                 \
+                }                                                                                             \
+            }                                                                                                 \
+            for (int l = 0; l < LANES; l++)                                                                   \
+                row[l] = v[l];                                                                                \
+        }                                                                                                     \
+    }
+
 #endif
