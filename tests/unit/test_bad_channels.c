@@ -26,6 +26,8 @@
 
 #include "test.h"
 
+#include "common/lsan_options.h" /* OpenBLAS called from OpenMP threads (the Welch products) */
+
 #include "io/recording.h"
 #include "mem/mem.h"
 #include "preprocess/bad_channels.h"

@@ -21,6 +21,8 @@
 #include "pipeline/stages.h"
 #include "test.h"
 
+#include "common/lsan_options.h" /* sorts in-process: OpenBLAS called from OpenMP threads */
+
 /* Change field f of p: integers by one, reals by half their value plus one. */
 static void bump(bs_sort_params *p, const bs_param_field *f)
 {
