@@ -54,8 +54,16 @@ if [ -z "$base" ]; then
     && buildah commit -q "$ctr" "$base" >/dev/null && buildah rm "$ctr" >/dev/null \
     || die "making the base image $base from $base_root failed"
 fi
-buildah bud -q --isolation chroot --build-arg "BASE=$base" -f "$root/Containerfile" -t "$tag" "$ctx" >/dev/null \
-  || die "buildah bud failed"
+# buildah re-executes itself from a sealed memfd copy of its binary; on some kernels the seal can fail for a
+# moment with EBUSY ("sealing memfd copy: Device or resource busy") while the copy's pages are still pinned.
+# That failure, and only that one, is retried.
+for try in 1 2 3; do
+  buildah bud -q --isolation chroot --build-arg "BASE=$base" -f "$root/Containerfile" -t "$tag" "$ctx" \
+    >/dev/null 2>"$work/bud.err" && break
+  cat "$work/bud.err" >&2
+  grep -q "sealing memfd" "$work/bud.err" && [ "$try" -lt 3 ] || die "buildah bud failed"
+  echo "build_image: buildah's re-exec hit a transient EBUSY; retrying ($try/3)" >&2; sleep 3
+done
 if [ -n "$save" ]; then
   rm -f "$save"; buildah push -q "$tag" "docker-archive:$save:$tag" >/dev/null || die "buildah push to $save failed"
 fi
