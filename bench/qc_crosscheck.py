@@ -44,6 +44,13 @@ METRICS = ["num_spikes", "firing_rate", "presence_ratio", "isi_violations_ratio"
            "rp_contamination", "rp_violations", "sliding_rp_violation", "amplitude_cutoff", "amplitude_median",
            "snr", "isolation_distance", "l_ratio", "d_prime", "nn_hit_rate", "nn_miss_rate", "silhouette",
            "drift_ptp", "drift_std", "drift_mad", "max_drift", "cumulative_drift"]
+# waveform-shape metrics: SpikeInterface's template_metrics (>= 0.105 names)
+SHAPE = ["num_positive_peaks", "num_negative_peaks", "peak_to_trough_duration", "trough_half_width",
+         "peak_half_width", "repolarization_slope", "recovery_slope", "main_to_next_extremum_duration",
+         "peak_before_to_trough_ratio", "peak_after_to_trough_ratio", "peak_before_to_peak_after_ratio",
+         "main_peak_to_trough_ratio", "trough_width", "peak_before_width", "peak_after_width",
+         "waveform_baseline_flatness", "exp_decay"]
+ONE_UP = 1 / 300000.0  # one upsampled sample (30 kHz x 10), s
 
 # (kind, value, why). kind "rel": |a-b| <= tol * max(|a|, |b|, floor); "abs": |a-b| <= tol.
 TOLERANCE = {
@@ -70,6 +77,25 @@ TOLERANCE = {
     "drift_mad": ("abs", 1e-4, "µm"),
     "max_drift": ("abs", 1e-4, "µm; numpy transcription of Allen's code"),
     "cumulative_drift": ("abs", 1e-4, "µm"),
+    # the templates agree to float32 rounding; scipy upsamples in float32, boundsort in double
+    "num_positive_peaks": ("abs", 0, "integer count"),
+    "num_negative_peaks": ("abs", 0, "integer count"),
+    "peak_to_trough_duration": ("abs", 1.01 * ONE_UP, "s; an extremum may move by one upsampled sample"),
+    "trough_half_width": ("abs", 1.01 * ONE_UP, "s; threshold crossings, one upsampled sample"),
+    "peak_half_width": ("abs", 1.01 * ONE_UP, "s"),
+    "repolarization_slope": ("rel", 1e-3, "µV/s; least squares over the same samples"),
+    "recovery_slope": ("rel", 1e-3, "µV/s"),
+    "main_to_next_extremum_duration": ("abs", 1.01 * ONE_UP, "s"),
+    "peak_before_to_trough_ratio": ("rel", 1e-4, "|amplitude| ratio"),
+    "peak_after_to_trough_ratio": ("rel", 1e-4, "|amplitude| ratio"),
+    "peak_before_to_peak_after_ratio": ("rel", 1e-4, "|amplitude| ratio"),
+    "main_peak_to_trough_ratio": ("rel", 1e-4, "|amplitude| ratio"),
+    "trough_width": ("abs", 1e-7, "s; find_peaks widths, interpolated"),
+    "peak_before_width": ("abs", 1e-7, "s"),
+    "peak_after_width": ("abs", 1e-7, "s"),
+    "waveform_baseline_flatness": ("rel", 1e-4, "ratio"),
+    "exp_decay": ("rel", 1e-3, "1/µm; scipy's trust-region fit vs a profiled exact search of the same bounded "
+                               "least squares"),
 }
 REL_FLOOR = 1e-12
 
@@ -183,6 +209,12 @@ def si_metrics(sim, out, work, si_version):
     names += ["mahalanobis", "d_prime", "nearest_neighbor", "silhouette"] if new_api else \
         ["isolation_distance", "l_ratio", "d_prime", "nearest_neighbor", "silhouette"]
     qm = an.compute("quality_metrics", metric_names=names, skip_pc_metrics=False, **job).get_data()
+    tm = an.compute("template_metrics").get_data() if new_api else None
+    types = {}
+    if new_api:
+        from spikeinterface.curation import bombcell_label_units
+        lab = bombcell_label_units(an)
+        types = {int(u): str(v) for u, v in zip(lab.index, lab["bombcell_label"])}
 
     res = {}
     t_s = times / fs
@@ -192,6 +224,9 @@ def si_metrics(sim, out, work, si_version):
         sel = clus == uid
         ok = ~np.isnan(depth[sel])
         row["max_drift"], row["cumulative_drift"] = allen_drift(t_s[sel][ok], depth[sel][ok], t_s.min(), t_s.max())
+        for m in SHAPE:
+            row[m] = float(tm.loc[uid, m]) if tm is not None and m in tm.columns else np.nan
+        row["_unit_type"] = types.get(int(uid), "")
         row["_subset"] = int(np.sum(sel))
         row["_features"] = 5 * int(np.sum(an.sparsity.mask[sorting.id_to_index(uid)]))
         res[int(uid)] = row
@@ -205,7 +240,7 @@ def compare(ours, theirs, changed):
              f"{'max rel diff':>13s}  {'tolerance':>10s}  pass"
     lines.append(header)
     all_pass = True
-    for m in METRICS:
+    for m in METRICS + SHAPE:
         kind, tol, why = TOLERANCE[m]
         n = nan_bad = finite = 0
         mad = mrd = 0.0
@@ -238,6 +273,28 @@ def compare(ours, theirs, changed):
     return lines, all_pass
 
 
+SI_TYPE = {"non_soma": "non-somatic"}  # SpikeInterface's name for the class
+
+
+def unit_type_table(ours, theirs):
+    """Counts per class by both, and every unit whose class differs with the deciding rule."""
+    classes = ["noise", "non-somatic", "mua", "good"]
+    lines = ["", "unit types (Bombcell's default thresholds): boundsort (rows) vs SpikeInterface "
+                 "bombcell_label_units (columns)", f"{'':12s}" + "".join(f"{c:>12s}" for c in classes)]
+    n = {(a, b): 0 for a in classes for b in classes}
+    diff = []
+    for u, r in theirs.items():
+        a, b = ours[u]["_unit_type"], SI_TYPE.get(r["_unit_type"], r["_unit_type"])
+        n[(a, b)] = n.get((a, b), 0) + 1
+        if a != b:
+            diff.append(f"  unit {u}: boundsort {a} ({ours[u]['_reason']}), SpikeInterface {b}")
+    for a in classes:
+        lines.append(f"{a:12s}" + "".join(f"{n[(a, b)]:12d}" for b in classes))
+    agree = sum(n[(c, c)] for c in classes)
+    lines.append(f"agreement: {agree} of {len(theirs)} units ({100.0 * agree / max(1, len(theirs)):.1f} %)")
+    return lines + diff
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sim", type=Path)
@@ -261,11 +318,19 @@ def main():
     run([args.boundsort, "qc", out, "--max-spikes-per-unit", 1000000000, "-q"] + (["--peak-sign", "neg"] if old else []))
     h, rows = read_tsv(out / "qc" / "qc_metrics.tsv")
     ours = {int(r[0]): {m: float(v) for m, v in zip(h[1:], r[1:])} for r in rows}
+    _, trows = read_tsv(out / "cluster_unit_type.tsv")
+    for r in trows:
+        ours[int(r[0])]["_unit_type"], ours[int(r[0])]["_reason"] = r[1], r[2]
     theirs, noise = si_metrics(sim, out, work, si_version)
     # definitions that changed after 0.102 (bench/README.md): not failures of boundsort
     changed = {"amplitude_cutoff", "drift_std", "drift_mad", "nn_hit_rate", "nn_miss_rate",
                "sliding_rp_violation"} if old else set()
     lines, ok = compare(ours, theirs, changed)
+    if not old:  # unit types against bombcell_label_units on SpikeInterface's own metrics
+        lines += unit_type_table(ours, theirs)
+        agree = sum(ours[u]["_unit_type"] == SI_TYPE.get(r["_unit_type"], r["_unit_type"])
+                    for u, r in theirs.items())
+        ok &= agree == len(theirs)
     if not old:  # curation.json through SpikeInterface's own curation model (format v2 needs >= 0.104)
         import spikeinterface.extractors as se
         from spikeinterface.curation import apply_curation

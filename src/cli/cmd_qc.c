@@ -20,14 +20,21 @@ static const char *USAGE_HEAD =
     "boundsort qc OUT [--recording REC --probe P --fs HZ ...] [options]\n"
     "\n"
     "Writes OUT/qc/qc_metrics.tsv, OUT/cluster_<metric>.tsv (one per metric, Phy shows them),\n"
-    "OUT/cluster_qc_label.tsv (good/fail/unknown by the Allen rule) and OUT/curation.json (SpikeInterface\n"
-    "curation format v2). Metrics follow SpikeInterface's definitions and defaults.\n"
+    "OUT/cluster_qc_label.tsv (good/fail/unknown by the Allen rule), OUT/cluster_unit_type.tsv\n"
+    "(noise/non-somatic/mua/good by Bombcell's rules, with the rule that decided) and OUT/curation.json\n"
+    "(SpikeInterface curation format v2). Metrics, waveform-shape metrics included, follow\n"
+    "SpikeInterface's definitions and defaults.\n"
     "\n"
     "  OUT                    a Phy folder written by boundsort sort (or any Phy folder with --recording)\n"
     "  --recording REC        the recording (default: the one named in OUT/source.json)\n"
     "  --isi-max X            label: isi_violations_ratio must be < X (default 0.5)\n"
     "  --presence-min X       label: presence_ratio must be > X (default 0.8)\n"
     "  --cutoff-max X         label: amplitude_cutoff must be < X (default 0.1)\n"
+    "  --unit-type-thresholds FILE\n"
+    "                         thresholds of the unit types (noise / non-somatic / mua / good,\n"
+    "                         OUT/cluster_unit_type.tsv) in SpikeInterface's bombcell JSON format:\n"
+    "                         {\"noise\": {\"metric\": {\"greater\": x, \"less\": y}}, \"mua\": ..., \"non-somatic\": ...}\n"
+    "                         (default: Bombcell's published thresholds)\n"
     "  --max-spikes-per-unit N  random subset for templates and PCA metrics (default 500)\n"
     "  --seed S               subset and noise-chunk seed (default 0)\n"
     "  --peak-sign S          both (default), neg or pos: main channel and amplitudes\n"
@@ -52,8 +59,15 @@ static int usage_error(const char *fmt, const char *arg)
  * in msg). */
 static int qc_option(const char *a, const char *v, bs_qc_params *p, char *msg, size_t len)
 {
+    static bs_unit_type_rules rules;
     double d;
     long long n;
+    if (strcmp(a, "--unit-type-thresholds") == 0) {
+        if (bs_unit_type_load_rules(v, &rules) != BS_OK)
+            return snprintf(msg, len, "%s", bs_last_error()), -2;
+        p->unit_type_rules = &rules;
+        return 1;
+    }
     double *target = strcmp(a, "--isi-max") == 0          ? &p->label_isi_max
                      : strcmp(a, "--presence-min") == 0   ? &p->label_presence_min
                      : strcmp(a, "--cutoff-max") == 0     ? &p->label_cutoff_max
@@ -126,6 +140,8 @@ int bs_cmd_qc(int argc, char **argv)
             r = qc_option(a, v, &qp, msg, sizeof msg);
         else if (r > 0)
             rec_opts = 1;
+        if (r == -2) /* a thresholds file that cannot be used: input, not usage */
+            return bs_cli_fail(BS_ERR_INPUT);
         if (r < 0)
             return usage_error("%s", msg);
         if (r > 0)

@@ -18,7 +18,8 @@ static const char *usage_text =
     "usage: boundsort simulate -o DIR [--probe np1|np2|np2-4shank|linear32] [--duration S] [--units N]\n"
     "                          [--drift none|rigid|nonrigid|step] [--drift-um UM] [--seed S] [--fs HZ]\n"
     "                          [--noise UV] [--artifacts RATE] [--spikeglx] [--nwb] [--openephys] [--no-mux]\n"
-    "                          [--dead-channels N] [--noisy-channels N] [--out-channels N] [--threads N] [-q]\n"
+    "                          [--dead-channels N] [--noisy-channels N] [--out-channels N] [--noise-units N]\n"
+    "                          [--threads N] [-q]\n"
     "\n"
     "Writes a ground-truth recording into DIR: recording.bin (int16), probe.json, recording.json,\n"
     "gt_spike_times.npy, gt_spike_units.npy, gt_unit_positions.npy, gt_templates.npy, gt_drift_um.npy.\n"
@@ -45,6 +46,9 @@ static const char *usage_text =
     "                    noisy (50 µV rms of white noise added); listed in recording.json \"bad_channels\"\n"
     "  --out-channels N  the N highest channels of each shank out of the brain (white noise of 0.8 x\n"
     "                    the noise rms only: no spikes, nothing shared with the other channels)\n"
+    "  --noise-units N   the last N of the --units are artifact-like, not neurons: a ringing waveform\n"
+    "                    (a damped 2-3.5 kHz oscillation) with an almost flat footprint over 300 µm;\n"
+    "                    listed in recording.json \"noise_units\" (the other units are unchanged)\n"
     "  --threads N       OpenMP threads (the output does not depend on it)\n"
     "  -q                quiet\n";
 
@@ -173,6 +177,10 @@ int bs_cmd_simulate(int argc, char **argv)
             if (!parse_ll(v, &n) || n < 0 || n > 4096)
                 return bad_value(a, v, "a channel count in 0..4096");
             *(a[2] == 'd' ? &p.n_dead : a[2] == 'n' ? &p.n_noisy : &p.n_out) = (int)n;
+        } else if (strcmp(a, "--noise-units") == 0) {
+            if (!parse_ll(v, &n) || n < 0 || n > 2000)
+                return bad_value(a, v, "a unit count in 0..2000");
+            p.n_noise_units = (int)n;
         } else if (strcmp(a, "--threads") == 0) {
             if (!parse_ll(v, &n) || n < 1 || n > 1024)
                 return bad_value(a, v, "a thread count in 1..1024");

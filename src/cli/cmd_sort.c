@@ -33,7 +33,8 @@
 static const char *USAGE_HEAD =
     "boundsort sort REC -o OUT [--probe P --fs HZ ...] [--threads N] [--batch-seconds S] [--mem SIZE] [--resume] [--nwb]\n"
     "                          [--export-raw]\n"
-    "                          [--no-qc] [--no-report] [--no-drift | --drift-only] [--motion FOLDER]\n"
+    "                          [--no-qc] [--unit-type-thresholds FILE] [--no-report] [--no-drift | --drift-only]\n"
+    "                          [--motion FOLDER]\n"
     "                          [--no-artifact-removal] [--no-phase-shift] [--no-disk-check] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
@@ -48,6 +49,8 @@ static const char *USAGE_HEAD =
     "  --export-raw      also write OUT/recording.dat, a plain binary copy of the sorted recording that\n"
     "                    params.py names, for inputs Phy cannot read (NWB; see boundsort export-raw)\n"
     "  --no-qc           skip the quality metrics (boundsort qc) at the end\n"
+    "  --unit-type-thresholds FILE\n"
+    "                    the unit types' thresholds for qc (see boundsort qc --help; read before sorting)\n"
     "  --no-report       skip the curation page OUT/report.html (boundsort report) written last\n"
     "  --no-drift        no drift estimation or correction (default: on for shanks >= 200 µm tall;\n"
     "                    rigid below 800 µm, nonrigid above; OUT/drift.npy holds the estimate)\n"
@@ -109,8 +112,18 @@ int bs_cmd_sort(int argc, char **argv)
     const char *rec_path = NULL, *trace_path = NULL;
     int nwb = 0, export_raw = 0;
     int run_qc = 1;
+    static bs_unit_type_rules unit_type_rules;
+    const bs_unit_type_rules *rules = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--unit-type-thresholds") == 0) {
+            if (i + 1 >= argc)
+                return usage_error("%s", "--unit-type-thresholds: expected a file");
+            if (bs_unit_type_load_rules(argv[++i], &unit_type_rules) != BS_OK)
+                return bs_cli_fail(BS_ERR_INPUT);
+            rules = &unit_type_rules;
+            continue;
+        }
         if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             so.sp.quiet = 1;
             continue;
@@ -244,6 +257,7 @@ int bs_cmd_sort(int argc, char **argv)
         bs_qc_params qp;
         bs_qc_default_params(&qp);
         qp.quiet = so.sp.quiet;
+        qp.unit_type_rules = rules;
         /* the Phy folder is complete: a qc failure is a warning, the exit status is the sort's */
         bs_status qst = bs_qc_run(so.sp.out_dir, &rec, &qp, NULL);
         if (qst != BS_OK)

@@ -36,6 +36,7 @@ bs_status bs_curation_write(const char *path, int n, const bs_curation_unit *uni
 {
     static const char *const quality[] = {"good", "mua", "noise"};
     static const char *const qc[] = {"good", "fail", "unknown"};
+    static const char *const types[] = {"noise", "non-somatic", "mua", "good"};
     bs_curation_unit *u = malloc(sizeof *u * (size_t)(n > 0 ? n : 1));
     if (!u)
         return bs_error(BS_ERR_MEMORY, "%s: out of memory", path);
@@ -54,11 +55,13 @@ bs_status bs_curation_write(const char *path, int n, const bs_curation_unit *uni
     cJSON *defs = cJSON_AddObjectToObject(root, "label_definitions");
     cJSON_AddItemToObject(defs, "quality", label_definition("quality", quality, 3));
     cJSON_AddItemToObject(defs, "qc_label", label_definition("qc_label", qc, 3));
+    cJSON_AddItemToObject(defs, "unit_type", label_definition("unit_type", types, 4));
     cJSON *labels = cJSON_AddArrayToObject(root, "manual_labels");
     for (int i = 0; i < n; i++) {
         cJSON_AddItemToArray(ids, cJSON_CreateNumber(u[i].unit_id));
         int has_q = known(u[i].quality, quality, 3), has_l = known(u[i].qc_label, qc, 3);
-        if (!has_q && !has_l)
+        int has_t = known(u[i].unit_type, types, 4);
+        if (!has_q && !has_l && !has_t)
             continue;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "unit_id", u[i].unit_id);
@@ -67,6 +70,8 @@ bs_status bs_curation_write(const char *path, int n, const bs_curation_unit *uni
             cJSON_AddItemToObject(l, "quality", cJSON_CreateStringArray(&u[i].quality, 1));
         if (has_l)
             cJSON_AddItemToObject(l, "qc_label", cJSON_CreateStringArray(&u[i].qc_label, 1));
+        if (has_t)
+            cJSON_AddItemToObject(l, "unit_type", cJSON_CreateStringArray(&u[i].unit_type, 1));
         cJSON_AddItemToArray(labels, e);
     }
     cJSON_AddArrayToObject(root, "merges");

@@ -569,8 +569,9 @@ static bs_status write_spike_times(exporter *x, hid_t g, int *passes)
 /* Quality columns from the per-cluster tables; names appended to cols. */
 static bs_status write_quality(exporter *x, hid_t g, const char **cols, int *n_cols, char (*store)[64], int *n_q)
 {
-    static const char *files[] = {BS_PHY_QC_METRICS,   BS_PHY_CLUSTER_QC_LABEL,  BS_PHY_CLUSTER_KSLABEL,
-                                  BS_PHY_CLUSTER_GROUP, BS_PHY_CLUSTER_AMPLITUDE, BS_PHY_CLUSTER_CONTAMPCT};
+    static const char *files[] = {BS_PHY_QC_METRICS,     BS_PHY_CLUSTER_QC_LABEL,  BS_PHY_CLUSTER_UNIT_TYPE,
+                                  BS_PHY_CLUSTER_KSLABEL, BS_PHY_CLUSTER_GROUP,     BS_PHY_CLUSTER_AMPLITUDE,
+                                  BS_PHY_CLUSTER_CONTAMPCT};
     static const char *reserved[] = {"id", "spike_times", "spike_times_index", "electrodes", "electrodes_index",
                                      "waveform_mean"};
     hsize_t nu = (hsize_t)x->U;

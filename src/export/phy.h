@@ -76,6 +76,7 @@
 #define BS_PHY_CLUSTER_AMPLITUDE "cluster_Amplitude.tsv"
 #define BS_PHY_CLUSTER_CONTAMPCT "cluster_ContamPct.tsv"
 #define BS_PHY_CLUSTER_QC_LABEL "cluster_qc_label.tsv"  /* written by qc */
+#define BS_PHY_CLUSTER_UNIT_TYPE "cluster_unit_type.tsv" /* written by qc: unit_type, reason */
 /* written by qc, in a folder of its own: read_phy (SpikeInterface) merges every top-level .tsv with a
  * cluster_id column, and this table repeats the cluster_<metric>.tsv files Phy shows */
 #define BS_PHY_QC_METRICS "qc/qc_metrics.tsv"

@@ -149,6 +149,18 @@ typedef struct {
     double label_isi_max;        /* 0.5 */
     double label_presence_min;   /* 0.8 */
     double label_cutoff_max;     /* 0.1 */
+    /* waveform-shape metrics: SpikeInterface 0.105 template_metrics defaults */
+    int shape_upsampling;        /* upsampling factor of the templates (10) */
+    double shape_min_prominence; /* extremum prominence floor, fraction of max |template| (0.3) */
+    double shape_edge_exclusion_ms;  /* ms left out at both ends when finding extrema (0.09) */
+    double shape_min_peak_trough_ratio; /* peaks this fraction of the trough half-width away at least (0.2) */
+    int shape_min_extremum_distance; /* upsampled samples between extrema at least (3) */
+    double shape_recovery_window_ms; /* recovery_slope window, ms (0.7) */
+    double shape_baseline_ms;    /* baseline flatness window from the waveform start, ms (0.5) */
+    double shape_exp_min_r2;     /* exp_decay: NaN below this R^2 (0.2) */
+    int shape_multi_min_channels; /* exp_decay only on probes of at least this many channels (64) */
+    /* unit types (qc_unit_type.c): thresholds, NULL = Bombcell's defaults */
+    const struct bs_unit_type_rules *unit_type_rules;
     /* run */
     int64_t group_spikes;        /* spikes held per group of units (0: 8M, or the largest unit); 16 bytes each */
     int quiet;                   /* no progress lines */
@@ -162,8 +174,15 @@ enum {
     BS_QC_RP_CONTAMINATION, BS_QC_RP_VIOLATIONS, BS_QC_SLIDING_RP, BS_QC_AMPLITUDE_CUTOFF,
     BS_QC_AMPLITUDE_MEDIAN, BS_QC_SNR, BS_QC_ISOLATION_DISTANCE, BS_QC_L_RATIO, BS_QC_D_PRIME,
     BS_QC_NN_HIT_RATE, BS_QC_NN_MISS_RATE, BS_QC_SILHOUETTE, BS_QC_DRIFT_PTP, BS_QC_DRIFT_STD,
-    BS_QC_DRIFT_MAD, BS_QC_MAX_DRIFT, BS_QC_CUMULATIVE_DRIFT, BS_QC_N_METRICS
+    BS_QC_DRIFT_MAD, BS_QC_MAX_DRIFT, BS_QC_CUMULATIVE_DRIFT,
+    /* waveform shape (qc_shape.c): counts, seconds, µV/s, ratios, 1/µm */
+    BS_QC_NUM_POSITIVE_PEAKS, BS_QC_NUM_NEGATIVE_PEAKS, BS_QC_PEAK_TO_TROUGH_DURATION, BS_QC_TROUGH_HALF_WIDTH,
+    BS_QC_PEAK_HALF_WIDTH, BS_QC_REPOLARIZATION_SLOPE, BS_QC_RECOVERY_SLOPE, BS_QC_MAIN_TO_NEXT_EXTREMUM_DURATION,
+    BS_QC_PEAK_BEFORE_TO_TROUGH_RATIO, BS_QC_PEAK_AFTER_TO_TROUGH_RATIO, BS_QC_PEAK_BEFORE_TO_PEAK_AFTER_RATIO,
+    BS_QC_MAIN_PEAK_TO_TROUGH_RATIO, BS_QC_TROUGH_WIDTH, BS_QC_PEAK_BEFORE_WIDTH, BS_QC_PEAK_AFTER_WIDTH,
+    BS_QC_WAVEFORM_BASELINE_FLATNESS, BS_QC_EXP_DECAY, BS_QC_N_METRICS
 };
+#define BS_QC_SHAPE_FIRST BS_QC_NUM_POSITIVE_PEAKS
 extern const char *const bs_qc_metric_names[BS_QC_N_METRICS];
 /* 1 for the integer-valued columns (counts). */
 int bs_qc_metric_is_count(int m);
@@ -172,6 +191,7 @@ typedef struct {
     int n_units;        /* rows written (clusters with spikes + empty ones listed in the TSVs) */
     int n_good;         /* qc_label == good */
     int n_unknown;      /* qc_label == unknown (a metric of the rule could not be computed) */
+    int n_unit_type[4]; /* units per bs_unit_type: noise, non-somatic, mua, good */
     int64_t n_spikes;
 } bs_qc_summary;
 
@@ -207,6 +227,55 @@ size_t bs_qc_disk_bytes(const bs_qc_params *p, size_t spill_spike_bytes, int64_t
 typedef enum { BS_QC_LABEL_GOOD, BS_QC_LABEL_FAIL, BS_QC_LABEL_UNKNOWN, BS_QC_N_LABELS } bs_qc_label;
 extern const char *const bs_qc_label_names[BS_QC_N_LABELS]; /* "good", "fail", "unknown" */
 bs_qc_label bs_qc_label_of(const double *metrics, const bs_qc_params *p);
+
+/* ---------------------------------------------------------------------------
+ * Waveform-shape metrics of one unit (qc_shape.c): main_tmpl[nt], the mean
+ * waveform on the main channel (µV); chan_tmpl[n_ch][nt] on the sparse
+ * channels at x_um/y_um (used when multi != 0, for exp_decay). Writes
+ * out[BS_QC_SHAPE_FIRST .. BS_QC_N_METRICS) of a metric row. work:
+ * bs_qc_shape_work_bytes(nt, n_ch, p->shape_upsampling) bytes.
+ * ------------------------------------------------------------------------- */
+size_t bs_qc_shape_work_bytes(int nt, int n_ch, int up);
+void bs_qc_shape_metrics(const float *main_tmpl, int nt, const float *chan_tmpl, int n_ch, const double *x_um,
+                         const double *y_um, int multi, double fs_hz, const bs_qc_params *p, double *out, void *work);
+
+/* ---------------------------------------------------------------------------
+ * Unit types (qc_unit_type.c): noise / non-somatic / mua / good by
+ * Bombcell's rules as SpikeInterface's bombcell_label_units applies them.
+ * A rule bounds one metric column: value >= greater and value <= less
+ * (NaN bound: none), on |value| when abs. Sections: 0 noise (a unit failing
+ * any rule, NaN failing too, is noise), 1 mua (failing any: mua; NaN passes
+ * except for sliding_rp_violation), 2 non-somatic (applied to units that
+ * are not noise: (a narrow peak before AND narrow trough, both failing their
+ * width rule) and (either ratio rule failing), or main_peak_to_trough_ratio
+ * failing, or any other rule of the section failing; NaN never counts).
+ * ------------------------------------------------------------------------- */
+enum { BS_UT_NOISE, BS_UT_MUA, BS_UT_NON_SOMATIC, BS_UT_N_SECTIONS };
+typedef enum { BS_UNIT_NOISE, BS_UNIT_NON_SOMATIC, BS_UNIT_MUA, BS_UNIT_GOOD, BS_UNIT_N_TYPES } bs_unit_type;
+extern const char *const bs_unit_type_names[BS_UNIT_N_TYPES]; /* "noise", "non-somatic", "mua", "good" */
+typedef struct {
+    int section; /* BS_UT_* */
+    int metric;  /* BS_QC_* column */
+    double greater, less; /* inclusive bounds, NaN = none */
+    int abs;
+} bs_unit_type_rule;
+typedef struct bs_unit_type_rules {
+    int n;
+    bs_unit_type_rule rule[64];
+} bs_unit_type_rules;
+/* Bombcell's default thresholds (SpikeInterface's bombcell_get_default_thresholds). */
+void bs_unit_type_default_rules(bs_unit_type_rules *r);
+/* Rules from a JSON file in SpikeInterface's format: {"noise": {"metric":
+ * {"greater": x|null, "less": y|null, "abs": bool}}, "mua": {...},
+ * "non-somatic": {...}}; a section left out is empty. BS_ERR_INPUT with the
+ * reason for a malformed file or an unknown metric. */
+bs_status bs_unit_type_load_rules(const char *path, bs_unit_type_rules *r);
+/* The type of one unit's metric row; with have_multi == 0 the rules on
+ * exp_decay are skipped (SpikeInterface computes it only on probes of 64
+ * channels or more). reason (may be NULL) gets the first failing rule, e.g.
+ * "noise: exp_decay=nan (nan fails)", or "passes". */
+bs_unit_type bs_unit_type_of(const double *metrics, const bs_unit_type_rules *r, int have_multi, char *reason,
+                             size_t reason_len);
 
 /* ---------------------------------------------------------------------------
  * Per-unit metric functions (pure; tested one by one against a Python

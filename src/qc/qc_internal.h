@@ -32,6 +32,12 @@ int gaussian_smooth_counts(const int64_t *h, int n, double sigma, int64_t *out);
 size_t qc_eigh_top_work(int n);
 void qc_eigh_top(double *a, int n, int k, double *evals, double *evecs, double *work);
 
+/* scipy.signal.resample_poly(x, up, 1)'s filter (qc_shape.c): the 20 up + 1
+ * float32 taps into h; returns their count (-1: out of memory). */
+int qc_upsample_taps(int up, float *h);
+/* y[0 .. n up) = x[0 .. n) upsampled with those taps (zero outside x). */
+void qc_upsample(const float *x, int n, int up, const float *h, double *y);
+
 /* ---- reading the Phy folder (src/export/phy_read.h; groups in qc_io.c) ---- */
 #define QC_BLOCK 65536 /* rows per block read */
 

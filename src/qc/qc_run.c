@@ -424,6 +424,41 @@ static void unit_geometry(qc_ctx *c, const float *sum)
     }
 }
 
+/* The waveform-shape metrics of every unit from its template (qc_shape.c). */
+static bs_status shape_metrics(qc_ctx *c, const float *sum)
+{
+    const bs_probe *pr = &c->rec->probe;
+    int multi = c->C >= c->p->shape_multi_min_channels;
+    size_t wb = bs_qc_shape_work_bytes(c->nt, c->C, c->p->shape_upsampling);
+    void *work = bs_mem_alloc("qc/shape", wb);
+    float *tm = bs_mem_alloc("qc/shape", sizeof *tm * (size_t)c->nt * (size_t)(c->C + 1));
+    double *xy = bs_mem_alloc("qc/shape", sizeof *xy * 2 * (size_t)c->C);
+    bs_status st = work && tm && xy ? BS_OK : BS_ERR_MEMORY;
+    for (int u = 0; st == BS_OK && u < c->K; u++) {
+        if (c->m[u] == 0)
+            continue;
+        const float *s = sum + (size_t)u * c->nt * c->C;
+        float inv = 1.0f / (float)c->m[u];
+        int n = c->n_sp[u];
+        float *main_t = tm, *chan_t = tm + c->nt;
+        for (int i = 0; i < c->nt; i++)
+            main_t[i] = s[(size_t)i * c->C + c->main_ch[u]] * inv;
+        for (int j = 0; j < n; j++) {
+            int ch = c->sp[(size_t)u * c->C + j];
+            for (int i = 0; i < c->nt; i++)
+                chan_t[(size_t)j * c->nt + i] = s[(size_t)i * c->C + ch] * inv;
+            xy[j] = pr->x_um[ch];
+            xy[c->C + j] = pr->y_um[ch];
+        }
+        bs_qc_shape_metrics(main_t, c->nt, chan_t, n, xy, xy + c->C, multi, c->fs, c->p,
+                            c->metrics + (size_t)u * BS_QC_N_METRICS, work);
+    }
+    bs_mem_free(work);
+    bs_mem_free(tm);
+    bs_mem_free(xy);
+    return st;
+}
+
 size_t bs_qc_spill_spike_bytes(const bs_qc_params *p, const bs_probe *probe, double fs_hz)
 {
     int wide = 0; /* most channels within the radius of one channel */
@@ -467,6 +502,7 @@ static bs_status run_pass_a(qc_ctx *c)
         for (int64_t i = 0; i < c->n_sel; i++)
             c->m[c->sel_u[i]]++;
         unit_geometry(c, a.sum);
+        st = shape_metrics(c, a.sum);
     }
     bs_mem_free(a.need);
     bs_mem_free(a.seen);
@@ -586,6 +622,8 @@ static size_t plan_passes(const qc_ctx *c, int64_t n_sel)
     int64_t chunk = bs_seconds_to_samples(c->p->noise_chunk_s, c->fs);
     size_t b = (size_t)c->K * (size_t)c->nt * (size_t)c->C * sizeof(float);
     b += (size_t)n_sel * 28 + (size_t)c->K * (40 + (size_t)c->C * 4);
+    b += bs_qc_shape_work_bytes(c->nt, c->C, c->p->shape_upsampling) + (size_t)c->nt * (c->C + 1) * sizeof(float) +
+         (size_t)c->C * 2 * sizeof(double); /* shape_metrics, while the template sums are held */
     b += bs_batch_reader_bytes(c->C, c->rec->n_cols, c->rec->dtype, c->nb, c->halo);
     b += bs_batch_reader_bytes(c->C, c->rec->n_cols, c->rec->dtype, chunk < c->T ? chunk : c->T, c->halo);
     size_t groups = (size_t)cap * 16 + (size_t)nth * (size_t)max_n * 16 + (size_t)QC_BLOCK * 24;

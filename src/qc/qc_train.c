@@ -36,11 +36,16 @@ const char *const bs_qc_metric_names[BS_QC_N_METRICS] = {
     "rp_contamination",   "rp_violations",      "sliding_rp_violation", "amplitude_cutoff", "amplitude_median",
     "snr",                "isolation_distance", "l_ratio",        "d_prime",              "nn_hit_rate",
     "nn_miss_rate",       "silhouette",         "drift_ptp",      "drift_std",            "drift_mad",
-    "max_drift",          "cumulative_drift"};
+    "max_drift",          "cumulative_drift",
+    "num_positive_peaks", "num_negative_peaks", "peak_to_trough_duration", "trough_half_width", "peak_half_width",
+    "repolarization_slope", "recovery_slope", "main_to_next_extremum_duration", "peak_before_to_trough_ratio",
+    "peak_after_to_trough_ratio", "peak_before_to_peak_after_ratio", "main_peak_to_trough_ratio", "trough_width",
+    "peak_before_width", "peak_after_width", "waveform_baseline_flatness", "exp_decay"};
 
 int bs_qc_metric_is_count(int m)
 {
-    return m == BS_QC_NUM_SPIKES || m == BS_QC_ISI_COUNT || m == BS_QC_RP_VIOLATIONS;
+    return m == BS_QC_NUM_SPIKES || m == BS_QC_ISI_COUNT || m == BS_QC_RP_VIOLATIONS || m == BS_QC_NUM_POSITIVE_PEAKS ||
+           m == BS_QC_NUM_NEGATIVE_PEAKS;
 }
 
 void bs_qc_default_params(bs_qc_params *p)
@@ -83,6 +88,15 @@ void bs_qc_default_params(bs_qc_params *p)
     p->label_isi_max = 0.5;
     p->label_presence_min = 0.8;
     p->label_cutoff_max = 0.1;
+    p->shape_upsampling = 10;
+    p->shape_min_prominence = 0.3;
+    p->shape_edge_exclusion_ms = 0.09;
+    p->shape_min_peak_trough_ratio = 0.2;
+    p->shape_min_extremum_distance = 3;
+    p->shape_recovery_window_ms = 0.7;
+    p->shape_baseline_ms = 0.5;
+    p->shape_exp_min_r2 = 0.2;
+    p->shape_multi_min_channels = 64;
 }
 
 bs_qc_label bs_qc_label_of(const double *m, const bs_qc_params *p)

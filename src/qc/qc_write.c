@@ -9,6 +9,9 @@
  *                          Phy shows as a column of its cluster view
  *   cluster_qc_label.tsv   cluster_id, qc_label: good (passes the Allen rule),
  *                          fail, or unknown (bs_qc_label_of)
+ *   cluster_unit_type.tsv  cluster_id, unit_type, reason: noise / non-somatic /
+ *                          mua / good by Bombcell's rules (qc_unit_type.c) and
+ *                          the rule that decided it
  *   curation.json          SpikeInterface curation format v2 (src/export/curation.h)
  * Every table has one row per unit (sorted by id), units without spikes
  * included, because SpikeInterface's read_phy inner-joins all the folder's
@@ -78,8 +81,45 @@ static bs_status write_table(const qc_ctx *c, const char *name, int m0, int m1, 
     return bs_atomic_commit(&f);
 }
 
+static int have_multi(const qc_ctx *c) { return c->C >= c->p->shape_multi_min_channels; }
+
+static const bs_unit_type_rules *rules_of(const qc_ctx *c, bs_unit_type_rules *defaults)
+{
+    if (c->p->unit_type_rules)
+        return c->p->unit_type_rules;
+    bs_unit_type_default_rules(defaults);
+    return defaults;
+}
+
+static bs_status write_unit_types(const qc_ctx *c, const bs_unit_type_rules *r, int *n_type)
+{
+    char path[4200];
+    BS_TRY(bs_path_join(path, sizeof path, c->dir, BS_PHY_CLUSTER_UNIT_TYPE));
+    bs_atomic_file f;
+    BS_TRY(bs_atomic_open(&f, path));
+    fprintf(f.fp, "cluster_id\tunit_type\treason\n");
+    for (int u = 0; u < c->K; u++) {
+        char reason[256];
+        const double *row = c->metrics + (size_t)u * BS_QC_N_METRICS;
+        bs_unit_type t = c->count[u] > 0 ? bs_unit_type_of(row, r, have_multi(c), reason, sizeof reason)
+                                         : BS_UNIT_NOISE;
+        if (c->count[u] == 0)
+            snprintf(reason, sizeof reason, "no spikes");
+        n_type[t]++;
+        fprintf(f.fp, "%d\t%s\t%s\n", (int)c->ids[u], bs_unit_type_names[t], reason);
+    }
+    if (ferror(f.fp)) {
+        bs_atomic_abort(&f);
+        return bs_error(BS_ERR_IO, "%s: write failed", path);
+    }
+    return bs_atomic_commit(&f);
+}
+
 bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
 {
+    bs_unit_type_rules defaults;
+    const bs_unit_type_rules *rules = rules_of(c, &defaults);
+    int n_type[BS_UNIT_N_TYPES] = {0};
     BS_TRY(write_table(c, BS_PHY_QC_METRICS, 0, BS_QC_N_METRICS, 0));
     char legacy[4200]; /* an earlier build's copy at the top level would be merged by read_phy */
     BS_TRY(bs_path_join(legacy, sizeof legacy, c->dir, BS_PHY_QC_METRICS_LEGACY));
@@ -91,6 +131,7 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
         BS_TRY(write_table(c, name, m, m + 1, 0));
     }
     BS_TRY(write_table(c, BS_PHY_CLUSTER_QC_LABEL, 0, 0, 1));
+    BS_TRY(write_unit_types(c, rules, n_type));
 
     bs_curation_unit *cu = bs_mem_alloc("qc/curation", sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
     if (!cu)
@@ -99,7 +140,9 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
     for (int u = 0; u < c->K; u++) {
         bs_qc_label l = bs_qc_label_of(c->metrics + (size_t)u * BS_QC_N_METRICS, c->p);
         n_label[l]++;
-        cu[u] = (bs_curation_unit){c->ids[u], NULL, bs_qc_label_names[l]};
+        const double *row = c->metrics + (size_t)u * BS_QC_N_METRICS;
+        bs_unit_type t = c->count[u] > 0 ? bs_unit_type_of(row, rules, have_multi(c), NULL, 0) : BS_UNIT_NOISE;
+        cu[u] = (bs_curation_unit){c->ids[u], NULL, bs_qc_label_names[l], bs_unit_type_names[t]};
         for (int i = 0; i < c->groups.n; i++)
             if (c->groups.id[i] == c->ids[u])
                 cu[u].quality = c->groups.group[i];
@@ -115,11 +158,18 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
                     ", cluster_qc_label.tsv and curation.json in %s",
                     n_label[BS_QC_LABEL_GOOD], c->K, c->p->label_isi_max, c->p->label_presence_min,
                     c->p->label_cutoff_max, n_label[BS_QC_LABEL_UNKNOWN], c->dir);
+    if (st == BS_OK && !c->p->quiet)
+        bs_log_info("qc: unit types (Bombcell's rules%s): %d good, %d mua, %d non-somatic, %d noise; "
+                    BS_PHY_CLUSTER_UNIT_TYPE " says which rule decided each",
+                    c->p->unit_type_rules ? ", thresholds from the given file" : "", n_type[BS_UNIT_GOOD],
+                    n_type[BS_UNIT_MUA], n_type[BS_UNIT_NON_SOMATIC], n_type[BS_UNIT_NOISE]);
     if (summary) {
         summary->n_units = c->K;
         summary->n_good = n_label[BS_QC_LABEL_GOOD];
         summary->n_unknown = n_label[BS_QC_LABEL_UNKNOWN];
         summary->n_spikes = c->S;
+        for (int t = 0; t < BS_UNIT_N_TYPES; t++)
+            summary->n_unit_type[t] = n_type[t];
     }
     return st;
 }
@@ -127,11 +177,11 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
 bs_status bs_qc_remove_outputs(const char *out_dir)
 {
     char name[128], path[4300];
-    for (int i = -4; i < BS_QC_N_METRICS; i++) {
+    for (int i = -5; i < BS_QC_N_METRICS; i++) {
         static const char *const fixed[] = {BS_PHY_QC_METRICS_LEGACY, BS_PHY_QC_METRICS, BS_PHY_CLUSTER_QC_LABEL,
-                                            "curation.json"};
+                                            BS_PHY_CLUSTER_UNIT_TYPE, "curation.json"};
         if (i < 0)
-            snprintf(name, sizeof name, "%s", fixed[i + 4]);
+            snprintf(name, sizeof name, "%s", fixed[i + 5]);
         else
             snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[i]);
         BS_TRY(bs_path_join(path, sizeof path, out_dir, name));

@@ -119,8 +119,9 @@ static bs_status read_tsv(rp_data *d, const char *name)
 
 bs_status rp_load_tables(rp_data *d)
 {
-    static const char *const files[] = {BS_PHY_CLUSTER_GROUP, BS_PHY_CLUSTER_KSLABEL, BS_PHY_CLUSTER_QC_LABEL,
-                                        BS_PHY_CLUSTER_AMPLITUDE, BS_PHY_CLUSTER_CONTAMPCT, BS_PHY_QC_METRICS};
+    static const char *const files[] = {BS_PHY_CLUSTER_GROUP,     BS_PHY_CLUSTER_KSLABEL,   BS_PHY_CLUSTER_QC_LABEL,
+                                        BS_PHY_CLUSTER_UNIT_TYPE, BS_PHY_CLUSTER_AMPLITUDE, BS_PHY_CLUSTER_CONTAMPCT,
+                                        BS_PHY_QC_METRICS};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         if (bs_phy_has(d->dir, files[i]))
             BS_TRY(read_tsv(d, files[i]));

@@ -88,6 +88,8 @@ typedef struct {
     double x, y, z;
     int shank;
     int is_hash;         /* 1: background unit, not in the ground truth */
+    int is_noise;        /* 1: artifact-like ground-truth unit (ringing waveform, flat footprint) */
+    double ring_khz, ring_decay_ms; /* its waveform: -sin(2 pi f (tau - t0)) exp(-(tau - t0) / decay), tau >= t0 */
     /* footprint: amplitude(d) = amp_norm * |g_min| ... see sim_units.c */
     double peak_uv;      /* trough amplitude on the nearest channel at t = 0, µV */
     double d0_um;        /* footprint length scale, µm */

@@ -17,6 +17,14 @@
  * the nearest contact at t = 0. The shape is shifted so that its trough at
  * d_ref falls exactly on the spike time and scaled so that trough is -1.
  *
+ * Noise units (--noise-units): the last units of the ground truth are
+ * artifact-like instead: a ringing shape -sin(2 pi f (tau - t0))
+ * exp(-(tau - t0) / decay) from t0 = -1 / (4 f) on (f 2-3.5 kHz, decay
+ * 0.5-0.9 ms: several troughs), the same at every distance, and an almost
+ * flat footprint (d0 400-600 µm, p 0.3-0.5, cut at 300 µm), 80-200 µV.
+ * Their parameters are drawn after the neuron's, so the other units do not
+ * change.
+ *
  * Placement. x within the shank's contact span plus 25 µm, y within the
  * depth span plus 20 µm, z (distance from the probe plane) 10-80 µm, closer
  * for larger units (up to 10-30 µm for 400 µV). Peak amplitudes are
@@ -62,6 +70,10 @@
 
 static double base_shape(const bs_sim_unit *u, double tau)
 {
+    if (u->is_noise) { /* ringing: first trough at tau = 0 */
+        double t = tau + 0.25 / u->ring_khz;
+        return t < 0 ? 0.0 : -sin(2 * M_PI * u->ring_khz * t) * exp(-t / u->ring_decay_ms);
+    }
     double s = tau < 0 ? u->sig_l_ms : u->sig_r_ms;
     double v = -exp(-0.5 * tau * tau / (s * s));
     double a = (tau - u->rep_t_ms) / u->rep_sig_ms;
@@ -126,7 +138,19 @@ void bs_sim_unit_draw(const bs_sim_params *p, const bs_sim_world *w, int hash, i
     unit->refractory_ms = bs_sim_rng_range(&r, 1.6, 2.5);
     unit->bursting = !hash && bs_sim_rng_uniform(&r) < 0.2;
     unit->burst_prob = unit->bursting ? bs_sim_rng_range(&r, 0.1, 0.3) : 0.0;
-    (void)p;
+    if (!hash && u >= p->n_units - p->n_noise_units) { /* artifact-like: drawn after, the others unchanged */
+        unit->is_noise = 1;
+        unit->ring_khz = bs_sim_rng_range(&r, 2.0, 3.5);
+        unit->ring_decay_ms = bs_sim_rng_range(&r, 0.5, 0.9);
+        unit->peak_uv = bs_sim_rng_range(&r, 80.0, 200.0);
+        unit->z = bs_sim_rng_range(&r, 10.0, 30.0);
+        unit->d0_um = bs_sim_rng_range(&r, 400.0, 600.0);
+        unit->expo = bs_sim_rng_range(&r, 0.3, 0.5);
+        unit->widen_per_100um = 0.0;
+        unit->delay_ms_per_100um = 0.0;
+        unit->bursting = 0;
+        unit->burst_prob = 0.0;
+    }
 }
 
 static double raw_footprint(const bs_sim_unit *u, double d)

@@ -84,6 +84,9 @@ bs_status bs_sim_check_params(const bs_sim_params *p)
         return bs_error(BS_ERR_USAGE, "option --duration: expected at least 0.1 s, got %g s", p->duration_s);
     if (p->n_units < 1 || p->n_units > 2000)
         return bs_error(BS_ERR_USAGE, "option --units: expected 1..2000 units, got %d", p->n_units);
+    if (p->n_noise_units < 0 || p->n_noise_units > p->n_units)
+        return bs_error(BS_ERR_USAGE, "option --noise-units: expected 0..%d (at most --units), got %d", p->n_units,
+                        p->n_noise_units);
     if (!(p->drift_bin_s > 0.0 && p->drift_bin_s <= p->duration_s + 1e9))
         return bs_error(BS_ERR_USAGE, "drift bin: expected a positive length in s, got %g", p->drift_bin_s);
     if (p->n_drift_blocks < 1 || p->n_drift_blocks > 1000)
@@ -405,6 +408,11 @@ static bs_status write_recording_json(const char *dir, const bs_sim_params *p, c
     cJSON_AddStringToObject(r, "probe_model", w->layout->part_number);
     cJSON_AddNumberToObject(r, "duration_s", (double)s->n_samples / p->fs_hz);
     cJSON_AddNumberToObject(r, "n_units", p->n_units);
+    if (p->n_noise_units > 0) {
+        cJSON *nu = cJSON_AddArrayToObject(r, "noise_units");
+        for (int u = p->n_units - p->n_noise_units; u < p->n_units; u++)
+            cJSON_AddItemToArray(nu, cJSON_CreateNumber(u));
+    }
     cJSON_AddNumberToObject(r, "n_spikes", (double)s->n_spikes);
     cJSON_AddNumberToObject(r, "nt", s->nt);
     cJSON_AddNumberToObject(r, "nt_before", s->nt_before);

@@ -71,6 +71,7 @@ typedef struct {
     int n_noisy;             /* noisy channels planted: white noise of 50 µV rms added, up to the Nyquist frequency */
     int n_out;               /* out-of-brain channels planted at the top of each shank: no spikes, no shared noise,
                                 only white noise of 0.8 x noise_uv rms */
+    int n_noise_units;       /* the last n_noise_units of the n_units are artifact-like (sim_units.c) */
 } bs_sim_params;
 
 typedef struct {

@@ -76,7 +76,8 @@ py_venv() { # py_venv NAME "PKGS"
   fi
   VPY=$venv/bin/python
 }
-si_python() { py_venv si-venv "spikeinterface==0.105.3 scipy==1.15.3" && SIPY=$VPY; }
+# pandas, scikit-learn and numba: SpikeInterface's Phy reader, PCA metrics and refractory-violation counts
+si_python() { py_venv si-venv "spikeinterface==0.105.3 scipy==1.15.3 pandas==2.2.3 scikit-learn==1.6.1 numba==0.61.2" && SIPY=$VPY; }
 
 # spikewrap_ephys: sets EPHYS to the folder of the two real 0.5-s NP2.0 four-shank SpikeGLX recordings
 # (run-001_g0_imec0/, run-002_g0_imec0/) that spikewrap==0.4.0 (BSD-3-Clause, on PyPI) ships as

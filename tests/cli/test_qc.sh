@@ -27,7 +27,11 @@ out, sim = sys.argv[1], sys.argv[2]
 names = ["num_spikes", "firing_rate", "presence_ratio", "isi_violations_ratio", "isi_violations_count",
          "rp_contamination", "rp_violations", "sliding_rp_violation", "amplitude_cutoff", "amplitude_median", "snr",
          "isolation_distance", "l_ratio", "d_prime", "nn_hit_rate", "nn_miss_rate", "silhouette", "drift_ptp",
-         "drift_std", "drift_mad", "max_drift", "cumulative_drift"]
+         "drift_std", "drift_mad", "max_drift", "cumulative_drift",
+         "num_positive_peaks", "num_negative_peaks", "peak_to_trough_duration", "trough_half_width", "peak_half_width",
+         "repolarization_slope", "recovery_slope", "main_to_next_extremum_duration", "peak_before_to_trough_ratio",
+         "peak_after_to_trough_ratio", "peak_before_to_peak_after_ratio", "main_peak_to_trough_ratio", "trough_width",
+         "peak_before_width", "peak_after_width", "waveform_baseline_flatness", "exp_decay"]
 def tsv(name):
     lines = open(f"{out}/{name}").read().splitlines()
     return lines[0].split("\t"), [l.split("\t") for l in lines[1:]]
@@ -67,8 +71,12 @@ assert c["format_version"] == "2" and c["unit_ids"] == ids
 assert c["label_definitions"]["qc_label"]["label_options"] == ["good", "fail", "unknown"]
 assert c["label_definitions"]["quality"]["exclusive"] is True
 assert c["merges"] == [] and c["splits"] == [] and c["removed"] == []
+ut = {int(l.split("\t")[0]): l.split("\t")[1] for l in open(f"{out}/cluster_unit_type.tsv").read().splitlines()[1:]}
+assert sorted(ut) == ids and set(ut.values()) <= {"noise", "non-somatic", "mua", "good"}
+assert c["label_definitions"]["unit_type"]["label_options"] == ["noise", "non-somatic", "mua", "good"]
 for e in c["manual_labels"]:
     assert e["unit_id"] in ids and e["labels"]["qc_label"] == [lab[e["unit_id"]]]
+    assert e["labels"]["unit_type"] == [ut[e["unit_id"]]]
     assert e["labels"].get("quality", ["good"])[0] in ("good", "mua", "noise")
 assert len(c["manual_labels"]) == len(ids)
 print(f"{len(ids)} units, {sum(l == 'good' for l in lab.values())} good")
@@ -99,7 +107,8 @@ PYEOF
 cp -r "$T/out" "$T/noqc"
 "$BS" sort "${REC[@]}" -o "$T/noqc" --resume --no-qc -q \
   && [ -f "$T/noqc/source.json" ] && [ ! -e "$T/noqc/qc/qc_metrics.tsv" ] && [ ! -e "$T/noqc/curation.json" ] \
-  && [ ! -e "$T/noqc/cluster_qc_label.tsv" ] && [ ! -e "$T/noqc/cluster_snr.tsv" ] && [ -f "$T/noqc/cluster_KSLabel.tsv" ] && ok \
+  && [ ! -e "$T/noqc/cluster_qc_label.tsv" ] && [ ! -e "$T/noqc/cluster_snr.tsv" ] && [ ! -e "$T/noqc/cluster_unit_type.tsv" ] \
+  && [ ! -e "$T/noqc/cluster_exp_decay.tsv" ] && [ -f "$T/noqc/cluster_KSLabel.tsv" ] && ok \
   || bad "sort --no-qc left qc files: $(ls "$T/noqc")"
 
 # bad inputs
