@@ -246,37 +246,90 @@
   const tableCols = [{ key: "cluster_id", label: "id", kind: "num", digits: 0, get: (u) => ids[u] },
                      { key: "label", label: "label", kind: "text", get: (u) => state.labels[u] },
                      { key: "merge", label: "merge", kind: "num", digits: 0, get: (u) => { const g = groupOf(u); return g < 0 ? null : g + 1; } }];
+  /* Short headers for the columns shown by default (the full name is the header's tooltip and the filter's key). */
+  const SHORT = { unit_type: "type", KSLabel: "KS", qc_label: "qc", n_spikes: "spikes", fr_hz: "Hz", amp_mean: "amp",
+                  y_um: "depth", isi_violations_ratio: "isi", presence_ratio: "presence", amplitude_cutoff: "cutoff" };
   for (const c of cols) {
     if (c.key === "group") continue; /* shown as the editable label */
     let key = c.key; /* a file's column named like one of ours (id, label, merge) keeps its file name */
     if (tableCols.some((t) => t.key.toLowerCase() === key.toLowerCase())) key = `${c.key}(${c.source})`;
-    tableCols.push({ key, label: key, kind: c.kind, digits: c.digits, source: c.source, get: (u) => c.values[u] });
+    tableCols.push({ key, label: SHORT[key] || key, kind: c.kind, digits: c.digits, source: c.source, get: (u) => c.values[u] });
   }
+  const reason = colByKey.get("reason"); /* cluster_unit_type.tsv: why the unit has its type (the type cell's tooltip) */
+  /* The columns shown: a default set that fits the table's half of a 1400-px window; the "Columns" menu shows the
+     others (every column stays usable in the filter), and the choice is remembered in localStorage. */
+  const DEFAULT_SHOWN = ["cluster_id", "label", "merge", "unit_type", "n_spikes", "fr_hz", "y_um", "snr",
+                         "isi_violations_ratio", "amplitude_cutoff"];
+  const colStore = "boundsort-report-columns";
+  let shownKeys = new Set(DEFAULT_SHOWN);
+  try {
+    const saved = JSON.parse(localStorage.getItem(colStore) || "null");
+    if (Array.isArray(saved)) shownKeys = new Set(saved);
+  } catch (e) { /* storage unavailable */ }
+  if (!tableCols.some((c) => shownKeys.has(c.key))) shownKeys = new Set(DEFAULT_SHOWN);
+  let shownCols = [];
   const thead = document.querySelector("#units thead"), tbody = document.querySelector("#units tbody");
   const wrap = document.querySelector(".table-wrap");
   /* Only the rows in view (plus a margin) are in the DOM: laying out 1,000 rows x 30 cells takes seconds on a slow
      machine, a screenful takes milliseconds. Rows have a fixed height and the columns fixed widths (from the
      longest value of each column), so the table does not move while it scrolls. */
   const ROW_H = 24;
-  const colWidth = tableCols.map((c) => {
+  const widthOf = new Map(tableCols.map((c) => {
     let n = c.label.length + 2;
-    if (c.key === "label") n = 9;
+    if (c.key === "label") n = 8;
     else for (let u = 0; u < U; u++) { const v = c.get(u); if (v !== null && v !== undefined) n = Math.max(n, (c.kind === "num" ? P.fmt(v, c.digits) : String(v)).length); }
-    return Math.min(220, 14 + 7.2 * n);
-  });
-  const table = document.getElementById("units");
-  table.style.width = (26 + colWidth.reduce((a, b) => a + b, 0)) + "px";
-  table.insertAdjacentHTML("afterbegin", "<colgroup><col style=\"width:26px\">" + colWidth.map((w) => `<col style="width:${w}px">`).join("") + "</colgroup>");
-  thead.innerHTML = "<tr><th class=\"chk\"><input type=\"checkbox\" id=\"check-all\" title=\"tick every shown unit\"></th>" +
-    tableCols.map((c) => `<th data-key="${esc(c.key)}" title="${esc(c.source || c.key)}">${esc(c.label)}<span class="arrow"></span></th>`).join("") + "</tr>";
-  thead.querySelectorAll("th[data-key]").forEach((th) => th.addEventListener("click", () => {
-    const k = th.dataset.key;
-    if (state.sortKey === k) state.sortDir = -state.sortDir; else { state.sortKey = k; state.sortDir = 1; }
-    renderRows();
+    return [c.key, Math.min(220, 14 + 7.6 * n)];
   }));
+  const table = document.getElementById("units");
+  function buildHeader() {
+    shownCols = tableCols.filter((c) => shownKeys.has(c.key));
+    const w = shownCols.map((c) => widthOf.get(c.key));
+    table.style.width = (26 + w.reduce((a, b) => a + b, 0)) + "px";
+    const old = table.querySelector("colgroup");
+    if (old) old.remove();
+    table.insertAdjacentHTML("afterbegin", "<colgroup><col style=\"width:26px\">" + w.map((x) => `<col style="width:${x}px">`).join("") + "</colgroup>");
+    thead.innerHTML = "<tr><th class=\"chk\"><input type=\"checkbox\" id=\"check-all\" title=\"tick every shown unit\"></th>" +
+      shownCols.map((c) => `<th data-key="${esc(c.key)}" title="${esc(c.key + (c.source ? " (" + c.source + ")" : ""))}">${esc(c.label)}<span class="arrow"></span></th>`).join("") + "</tr>";
+  }
+  buildHeader();
+  const colMenu = $("col-menu");
+  colMenu.innerHTML = tableCols.filter((c) => c.key !== "cluster_id").map((c) =>
+    `<label title="${esc(c.source || "")}"><input type="checkbox" data-col="${esc(c.key)}"${shownKeys.has(c.key) ? " checked" : ""}> ${esc(c.key)}</label>`).join("") +
+    "<button id=\"col-default\" class=\"small\">default columns</button>";
+  $("col-btn").addEventListener("click", () => { colMenu.hidden = !colMenu.hidden; });
+  function setColumns(keys) {
+    shownKeys = new Set(keys);
+    shownKeys.add("cluster_id");
+    try { localStorage.setItem(colStore, JSON.stringify([...shownKeys])); } catch (e) { /* ignore */ }
+    colMenu.querySelectorAll("input[data-col]").forEach((i) => { i.checked = shownKeys.has(i.dataset.col); });
+    buildHeader();
+    bindHeader();
+    renderRows();
+  }
+  colMenu.addEventListener("change", (ev) => {
+    const k = ev.target.dataset && ev.target.dataset.col;
+    if (!k) return;
+    const next = new Set(shownKeys);
+    if (ev.target.checked) next.add(k); else next.delete(k);
+    setColumns([...next]);
+  });
+  $("col-default").addEventListener("click", () => setColumns(DEFAULT_SHOWN));
+  /* The header's handlers (sorting, tick all), bound again whenever the header is rebuilt. */
+  function bindHeader() {
+    thead.querySelectorAll("th[data-key]").forEach((th) => th.addEventListener("click", () => {
+      const k = th.dataset.key;
+      if (state.sortKey === k) state.sortDir = -state.sortDir; else { state.sortKey = k; state.sortDir = 1; }
+      renderRows();
+    }));
+    $("check-all").addEventListener("change", (ev) => {
+      for (const u of order) { if (ev.target.checked) state.checked.add(u); else state.checked.delete(u); }
+      renderRows();
+    });
+  }
 
   /* Filter: space-separated terms, all must hold. "key>v", "key<=v", "key=v", "key!=v" on a column;
-     a bare number is a cluster id; a bare word matches a text column (label, KSLabel, qc_label). */
+     a bare number is a cluster id; a bare word matches a text column (label, KSLabel, qc_label, unit_type).
+     Hidden columns filter too. */
   function parseFilter(text) {
     const terms = [], errors = [];
     for (const tok of text.trim().split(/\s+/).filter((s) => s)) {
@@ -331,6 +384,7 @@
     if (c.key === "label") return `<td><span class="chip" style="background:${LABEL_COLOR[v]}">${v}</span></td>`;
     if (v === null || v === undefined || (typeof v === "number" && Number.isNaN(v))) return "<td class=\"na\"></td>";
     if (c.kind === "num") return `<td class="num">${P.fmt(v, c.digits)}</td>`;
+    if (c.key === "unit_type") return `<td class="utype ut-${esc(v)}" title="${esc(reason ? reason.values[u] || "" : "")}">${esc(v)}</td>`;
     return `<td>${esc(v)}</td>`;
   }
   let painted = [-1, -1];
@@ -339,12 +393,12 @@
     const first = Math.max(0, Math.floor(top / ROW_H) - 15), last = Math.min(order.length, Math.ceil((top + h) / ROW_H) + 15);
     if (!force && first === painted[0] && last === painted[1]) return;
     painted = [first, last];
-    const pad = (n) => `<tr class="pad"><td colspan="${tableCols.length + 1}" style="height:${n * ROW_H}px"></td></tr>`;
+    const pad = (n) => `<tr class="pad"><td colspan="${shownCols.length + 1}" style="height:${n * ROW_H}px"></td></tr>`;
     const parts = [pad(first)];
     for (let i = first; i < last; i++) {
       const u = order[i];
       parts.push(`<tr data-u="${u}"${u === state.selected ? " class=\"sel\"" : ""}><td class="chk"><input type="checkbox"${state.checked.has(u) ? " checked" : ""}></td>`);
-      for (const c of tableCols) parts.push(cellHTML(c, u));
+      for (const c of shownCols) parts.push(cellHTML(c, u));
       parts.push("</tr>");
     }
     parts.push(pad(order.length - last));
@@ -382,10 +436,7 @@
     }
     select(u);
   });
-  $("check-all").addEventListener("change", (ev) => {
-    for (const u of order) { if (ev.target.checked) state.checked.add(u); else state.checked.delete(u); }
-    renderRows();
-  });
+  bindHeader();
   $("filter").addEventListener("input", (ev) => { state.filter = ev.target.value; renderRows(); });
   $("label-filter").addEventListener("change", (ev) => { state.labelFilter = ev.target.value; renderRows(); });
   $("merge-btn").addEventListener("click", () => mergeUnits(Array.from(state.checked)));
@@ -435,6 +486,8 @@
     const ks = colVal("KSLabel", u), qc = colVal("qc_label", u);
     if (ks) bits.push(`KS: ${esc(ks)}`);
     if (qc) bits.push(`qc: ${esc(qc)}`);
+    const ut = colVal("unit_type", u);
+    if (ut) bits.push(`type: <span class="ut-${esc(ut)}" title="${esc(colVal("reason", u) || "")}">${esc(ut)}</span> (${esc(colVal("reason", u) || "")})`);
     bits.push(`${D.columns.find((c) => c.key === "n_spikes").values[u]} spikes`, `${P.fmt(colVal("fr_hz", u))} Hz`);
     const x = colVal("x_um", u), y = colVal("y_um", u);
     if (x !== null) bits.push(`at (${P.fmt(x, 1)}, ${P.fmt(y, 1)}) µm`);

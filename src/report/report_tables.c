@@ -201,8 +201,8 @@ void rp_emit_tables(rp_json *j, const rp_data *d)
         if (c == d->col_group || c == d->col_ks || c == d->col_qc)
             emit_column(j, &d->cols[c], d->n_units);
     emit_computed(j, d, "n_spikes", BS_PHY_SPIKE_CLUSTERS, 0, v_count);
-    emit_computed(j, d, "fr_hz", "spikes / recording length", 3, v_rate);
-    emit_computed(j, d, "amp_mean", BS_PHY_AMPLITUDES, 3, v_amp);
+    emit_computed(j, d, "fr_hz", "spikes / recording length", 2, v_rate);
+    emit_computed(j, d, "amp_mean", BS_PHY_AMPLITUDES, 1, v_amp);
     const char *pos = d->have_positions ? "mean of spike_positions.npy" : "template centre of mass";
     emit_computed(j, d, "x_um", pos, 1, v_x);
     emit_computed(j, d, "y_um", pos, 1, v_y);

@@ -145,7 +145,31 @@ def curate(args):
         check(wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready"), "page ready")
         check(not console_errors(driver), f"no console errors: {console_errors(driver)}")
         check(row_ids(driver) == ids, f"table lists the {len(ids)} units in ascending id")
+        # the default columns fit a 1400-px window without horizontal scrolling
+        driver.set_window_size(1400, 900)
+        fit = driver.execute_script("const w = document.querySelector('.table-wrap'); "
+                                    "return [w.scrollWidth, w.clientWidth]")
+        check(fit[0] <= fit[1], f"default columns fit a 1400-px window (table {fit[0]} px, room {fit[1]} px)")
         shot(driver, shots, "report-units.png")
+        driver.set_window_size(1600, 1100)
+        # unit types: a column, the deciding rule as the cell's tooltip
+        if any(c["key"] == "unit_type" for c in data["columns"]):
+            cells = driver.find_elements(By.CSS_SELECTOR, "#units td.utype")
+            check(cells and all(c.get_attribute("title") for c in cells), "unit_type cells carry their reason")
+        # the column menu: hide a column, which stays hidden after a reload; "default columns" restores it
+        heads = lambda: [th.get_attribute("data-key") for th in driver.find_elements(By.CSS_SELECTOR, "#units th[data-key]")]
+        driver.find_element(By.ID, "col-btn").click()
+        driver.find_element(By.CSS_SELECTOR, "#col-menu input[data-col=y_um]").click()
+        check("y_um" not in heads() and "n_spikes" in heads(), f"unticking y_um hides it ({heads()})")
+        driver.find_element(By.CSS_SELECTOR, "#col-menu input[data-col=KSLabel]").click()
+        check("KSLabel" in heads(), "ticking KSLabel shows it")
+        driver.refresh()
+        wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready after reload")
+        check("y_um" not in heads() and "KSLabel" in heads(), "the column choice survives a reload")
+        driver.find_element(By.ID, "col-btn").click()
+        driver.find_element(By.ID, "col-default").click()
+        check("y_um" in heads() and "KSLabel" not in heads(), "default columns restored")
+        driver.find_element(By.ID, "col-btn").click()
 
         # select the unit with the most spikes that has similar units
         sim = decode(data["similar"]["unit"]).reshape(len(ids), -1) if data["similar"]["n"] else None
@@ -218,8 +242,13 @@ def curate(args):
 
         # filter and sort
         f = driver.find_element(By.ID, "filter")
-        f.send_keys("noise")
-        check(row_ids(driver) == [uid], "filter 'noise' leaves the relabelled unit only")
+        f.send_keys("label=noise")
+        check(row_ids(driver) == [uid], "filter 'label=noise' leaves the relabelled unit only")
+        f.clear()
+        f.send_keys("noise")  # a bare word matches any text column: the label or the unit type
+        ut = next((c["values"] for c in data["columns"] if c["key"] == "unit_type"), [""] * len(ids))
+        want = sorted(set([uid] + [ids[x] for x in range(len(ids)) if ut[x] == "noise"]))
+        check(sorted(row_ids(driver)) == want, f"filter 'noise' leaves the units labelled or typed noise ({want})")
         f.clear()
         f.send_keys("n_spikes>=%d" % n_spikes[u])
         want = sorted(ids[x] for x in range(len(ids)) if n_spikes[x] >= n_spikes[u])
