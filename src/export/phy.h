@@ -77,6 +77,7 @@
 #define BS_PHY_CLUSTER_CONTAMPCT "cluster_ContamPct.tsv"
 #define BS_PHY_CLUSTER_QC_LABEL "cluster_qc_label.tsv"  /* written by qc */
 #define BS_PHY_CLUSTER_UNIT_TYPE "cluster_unit_type.tsv" /* written by qc: unit_type, reason */
+#define BS_PHY_MERGE_PROPOSALS "merge_proposals.tsv" /* written by qc: pairs that look like one unit */
 /* written by qc, in a folder of its own: read_phy (SpikeInterface) merges every top-level .tsv with a
  * cluster_id column, and this table repeats the cluster_<metric>.tsv files Phy shows */
 #define BS_PHY_QC_METRICS "qc/qc_metrics.tsv"

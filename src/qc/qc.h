@@ -159,6 +159,19 @@ typedef struct {
     double shape_baseline_ms;    /* baseline flatness window from the waveform start, ms (0.5) */
     double shape_exp_min_r2;     /* exp_decay: NaN below this R^2 (0.2) */
     int shape_multi_min_channels; /* exp_decay only on probes of at least this many channels (64) */
+    /* merge proposals (qc_merge.c) */
+    int merge_min_spikes;        /* both units at least (100, SpikeInterface's num_spikes step) */
+    double merge_max_distance_um; /* main channels at most this far apart, µm (100) */
+    double merge_min_similarity; /* l1 template similarity at least (0.75) */
+    double merge_max_contamination; /* rp_contamination of each unit at most (0.2) */
+    double merge_min_amp_ratio;  /* |amplitude_median| smaller / larger at least (0.5) */
+    double merge_window_ms;      /* cross-correlogram window, ms (50) */
+    double merge_rp_ms;          /* refractory period, ms (1) */
+    double merge_max_chance;     /* refractoriness: P(so few coincidences | independent) at most (0.2) */
+    double merge_max_refractory_ratio; /* observed / expected at most (0.2) */
+    double merge_min_similarity_alone; /* similarity that proposes a pair whose timing is inconclusive (0.8) */
+    double merge_max_overlap;    /* presence overlap of a temporal split at most (0.3) */
+    int merge_presence_bins;     /* presence histogram bins over the recording (100) */
     /* unit types (qc_unit_type.c): thresholds, NULL = Bombcell's defaults */
     const struct bs_unit_type_rules *unit_type_rules;
     /* run */
@@ -192,6 +205,7 @@ typedef struct {
     int n_good;         /* qc_label == good */
     int n_unknown;      /* qc_label == unknown (a metric of the rule could not be computed) */
     int n_unit_type[4]; /* units per bs_unit_type: noise, non-somatic, mua, good */
+    int n_merge_proposals; /* pairs in merge_proposals.tsv */
     int64_t n_spikes;
 } bs_qc_summary;
 

@@ -503,6 +503,8 @@ static bs_status run_pass_a(qc_ctx *c)
             c->m[c->sel_u[i]]++;
         unit_geometry(c, a.sum);
         st = shape_metrics(c, a.sum);
+        if (st == BS_OK)
+            st = qc_merge_candidates(c, a.sum);
     }
     bs_mem_free(a.need);
     bs_mem_free(a.seen);
@@ -709,7 +711,8 @@ static void ctx_free(qc_ctx *c)
     if (c->spill_path[0])
         unlink(c->spill_path);
     void *bufs[] = {c->ids,    c->count, c->lut,  c->m,     c->main_ch, c->shift, c->tamp,  c->n_sp,
-                    c->sp,     c->sel_g, c->sel_t, c->sel_u, c->sel_off, c->noise, c->metrics, c->scratch};
+                    c->sp,     c->sel_g, c->sel_t, c->sel_u, c->sel_off, c->noise, c->metrics, c->scratch,
+                    c->pairs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         bs_mem_free(bufs[i]);
 }
@@ -814,6 +817,12 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
         st = qc_pca_metrics(&c);
     if (st == BS_OK)
         st = qc_unit_metrics(&c);
+    if (st == BS_OK) /* presence counts, partner lists, spike blocks, a ring of recent spikes (grows if needed) */
+        st = fits(&c, "the merge proposals",
+                  (size_t)c.K * ((size_t)(p->merge_presence_bins > 0 ? p->merge_presence_bins : 1) * 8 + 8) +
+                      (size_t)c.n_pairs * 16 + (size_t)QC_BLOCK * 16 + 1024 * 12);
+    if (st == BS_OK)
+        st = qc_merge_trains(&c);
     if (st == BS_OK)
         st = qc_write_outputs(&c, summary);
     if (st == BS_OK)

@@ -14,6 +14,16 @@
 
 #define QC_AMP_FILE "spike_amplitudes_uv.npy" /* in OUT/.stages/qc: float32 (S,), µV */
 
+/* A merge candidate (qc_merge.c): units a < b (indices). */
+typedef struct {
+    int a, b;
+    double dist_um;        /* between the main channels */
+    double similarity;     /* SpikeInterface's l1 template similarity, union of sparse channels */
+    int64_t n_refractory;  /* cross-unit spike pairs within merge_rp_ms */
+    int64_t n_window;      /* within merge_window_ms */
+    double overlap;        /* presence overlap, 0..1 */
+} qc_pair;
+
 typedef struct {
     const char *dir;
     const bs_recording *rec;
@@ -57,6 +67,8 @@ typedef struct {
     int spill_fd;            /* subset waveforms: per spike n_sp x nt floats, channel-major */
     /* results */
     double *metrics;         /* [K * BS_QC_N_METRICS] */
+    int n_pairs;             /* merge candidates */
+    qc_pair *pairs;
 } qc_ctx;
 
 int32_t qc_unit_index(const qc_ctx *c, int64_t id);
@@ -68,7 +80,16 @@ int64_t qc_neighbourhood_points(const qc_ctx *c, int u);
 bs_status qc_pca_metrics(qc_ctx *c);
 /* Spike-train, amplitude, SNR and drift metrics per unit group (qc_units.c). */
 bs_status qc_unit_metrics(qc_ctx *c);
-/* qc/qc_metrics.tsv, cluster_<metric>.tsv, cluster_qc_label.tsv, curation.json. */
+/* Merge proposals (qc_merge.c): the candidates from the template sums of
+ * pass A, their spike-timing evidence (one pass over the spikes), and the
+ * decision on one candidate (1: proposed) with its derived evidence and the
+ * reason. */
+bs_status qc_merge_candidates(qc_ctx *c, const float *sum);
+bs_status qc_merge_trains(qc_ctx *c);
+int qc_merge_decide(const qc_ctx *c, const qc_pair *q, double *expected, double *ratio, double *amp_ratio,
+                    const char **why);
+/* qc/qc_metrics.tsv, cluster_<metric>.tsv, cluster_qc_label.tsv, cluster_unit_type.tsv, merge_proposals.tsv,
+ * curation.json. */
 bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary);
 
 #endif

@@ -97,6 +97,18 @@ void bs_qc_default_params(bs_qc_params *p)
     p->shape_baseline_ms = 0.5;
     p->shape_exp_min_r2 = 0.2;
     p->shape_multi_min_channels = 64;
+    p->merge_min_spikes = 100;
+    p->merge_max_distance_um = 100.0;
+    p->merge_min_similarity = 0.75;
+    p->merge_max_contamination = 0.2;
+    p->merge_min_amp_ratio = 0.5;
+    p->merge_window_ms = 50.0;
+    p->merge_rp_ms = 1.0;
+    p->merge_max_chance = 0.2;
+    p->merge_max_refractory_ratio = 0.2;
+    p->merge_min_similarity_alone = 0.8;
+    p->merge_max_overlap = 0.3;
+    p->merge_presence_bins = 100;
 }
 
 bs_qc_label bs_qc_label_of(const double *m, const bs_qc_params *p)

@@ -12,6 +12,9 @@
  *   cluster_unit_type.tsv  cluster_id, unit_type, reason: noise / non-somatic /
  *                          mua / good by Bombcell's rules (qc_unit_type.c) and
  *                          the rule that decided it
+ *   merge_proposals.tsv    unit_a, unit_b and the evidence of each pair that
+ *                          looks like one unit (qc_merge.c); no cluster_id
+ *                          column, so read_phy leaves it alone
  *   curation.json          SpikeInterface curation format v2 (src/export/curation.h)
  * Every table has one row per unit (sorted by id), units without spikes
  * included, because SpikeInterface's read_phy inner-joins all the folder's
@@ -115,8 +118,39 @@ static bs_status write_unit_types(const qc_ctx *c, const bs_unit_type_rules *r, 
     return bs_atomic_commit(&f);
 }
 
+static bs_status write_merge_proposals(const qc_ctx *c, int *n_proposed)
+{
+    char path[4200];
+    BS_TRY(bs_path_join(path, sizeof path, c->dir, BS_PHY_MERGE_PROPOSALS));
+    bs_atomic_file f;
+    BS_TRY(bs_atomic_open(&f, path));
+    fprintf(f.fp, "unit_a\tunit_b\ttemplate_similarity\tdistance_um\trefractory_ratio\texpected_refractory\t"
+                  "presence_overlap\tamplitude_ratio\tevidence\n");
+    *n_proposed = 0;
+    char b[6][32];
+    for (int i = 0; i < c->n_pairs; i++) {
+        const qc_pair *q = &c->pairs[i];
+        double expected, ratio, amp;
+        const char *why;
+        if (!qc_merge_decide(c, q, &expected, &ratio, &amp, &why))
+            continue;
+        (*n_proposed)++;
+        double v[6] = {q->similarity, q->dist_um, ratio, expected, q->overlap, amp};
+        for (int k = 0; k < 6; k++)
+            fmt_value(b[k], sizeof b[k], v[k], 0);
+        fprintf(f.fp, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", (int)c->ids[q->a], (int)c->ids[q->b], b[0], b[1], b[2],
+                b[3], b[4], b[5], why);
+    }
+    if (ferror(f.fp)) {
+        bs_atomic_abort(&f);
+        return bs_error(BS_ERR_IO, "%s: write failed", path);
+    }
+    return bs_atomic_commit(&f);
+}
+
 bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
 {
+    int n_merge = 0;
     bs_unit_type_rules defaults;
     const bs_unit_type_rules *rules = rules_of(c, &defaults);
     int n_type[BS_UNIT_N_TYPES] = {0};
@@ -132,6 +166,7 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
     }
     BS_TRY(write_table(c, BS_PHY_CLUSTER_QC_LABEL, 0, 0, 1));
     BS_TRY(write_unit_types(c, rules, n_type));
+    BS_TRY(write_merge_proposals(c, &n_merge));
 
     bs_curation_unit *cu = bs_mem_alloc("qc/curation", sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
     if (!cu)
@@ -163,6 +198,8 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
                     BS_PHY_CLUSTER_UNIT_TYPE " says which rule decided each",
                     c->p->unit_type_rules ? ", thresholds from the given file" : "", n_type[BS_UNIT_GOOD],
                     n_type[BS_UNIT_MUA], n_type[BS_UNIT_NON_SOMATIC], n_type[BS_UNIT_NOISE]);
+    if (st == BS_OK && !c->p->quiet)
+        bs_log_info("qc: %d merge proposals of %d candidate pairs in " BS_PHY_MERGE_PROPOSALS, n_merge, c->n_pairs);
     if (summary) {
         summary->n_units = c->K;
         summary->n_good = n_label[BS_QC_LABEL_GOOD];
@@ -170,6 +207,7 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
         summary->n_spikes = c->S;
         for (int t = 0; t < BS_UNIT_N_TYPES; t++)
             summary->n_unit_type[t] = n_type[t];
+        summary->n_merge_proposals = n_merge;
     }
     return st;
 }
@@ -177,11 +215,11 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
 bs_status bs_qc_remove_outputs(const char *out_dir)
 {
     char name[128], path[4300];
-    for (int i = -5; i < BS_QC_N_METRICS; i++) {
+    for (int i = -6; i < BS_QC_N_METRICS; i++) {
         static const char *const fixed[] = {BS_PHY_QC_METRICS_LEGACY, BS_PHY_QC_METRICS, BS_PHY_CLUSTER_QC_LABEL,
-                                            BS_PHY_CLUSTER_UNIT_TYPE, "curation.json"};
+                                            BS_PHY_CLUSTER_UNIT_TYPE, BS_PHY_MERGE_PROPOSALS, "curation.json"};
         if (i < 0)
-            snprintf(name, sizeof name, "%s", fixed[i + 5]);
+            snprintf(name, sizeof name, "%s", fixed[i + 6]);
         else
             snprintf(name, sizeof name, "cluster_%s.tsv", bs_qc_metric_names[i]);
         BS_TRY(bs_path_join(path, sizeof path, out_dir, name));

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# test_merge_proposals.sh - merge_proposals.tsv on a simulation with a 20 µm drift step (which splits units
+# in time) where, besides the sorter's own splits, four well-isolated units are cut in two by hand: two in
+# time (the second half of the recording becomes a new unit, as drift does) and two at random (every
+# other spike, two pieces firing together with one refractory period). The truth: two sorted units are
+# one neuron when most spikes of each match the same ground-truth unit (within 0.4 ms).
+#   - recall: >= 90 % of the true pairs among units that are not contaminated (rp_contamination <= 0.2)
+#     are proposed, every hand-made split among them;
+#   - at most one wrong proposal per 20 units;
+#   - each row's evidence agrees with its numbers (temporal split: presence_overlap <= 0.3; refractory:
+#     refractory_ratio <= 0.2; similarity >= 0.75 everywhere), the file is the same for another thread count.
+. "$(dirname "$0")/lib.sh"
+$PY -c "import numpy" 2>/dev/null || { echo "skipped: python3 with numpy is needed (scripts/deps.sh installs it)"; exit 77; }
+dur=60; units=40
+[ -n "${BS_SANITIZED:-}" ] && { dur=20; units=12; }
+"$BS" simulate -o "$T/sim" --probe np1 --duration $dur --units $units --drift step --drift-um 20 --seed 7 -q \
+  || { echo "simulate failed"; exit 1; }
+"$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 --uv-per-bit 2.34375 -o "$T/out" \
+  --no-report --no-qc -q && ok || bad "sort failed"
+$PY - "$T/out" "$T/sim" <<'PYEOF' >"$T/split.log" && ok || bad "making the splits: $(cat "$T/split.log")"
+import json, sys, numpy as np
+out, sim = sys.argv[1:]
+t = np.load(f"{out}/spike_times.npy").ravel().astype(np.int64)
+c = np.load(f"{out}/spike_clusters.npy").ravel().astype(np.int64)
+T = json.load(open(f"{sim}/recording.json"))["n_samples"]
+gt = np.load(f"{sim}/gt_spike_times.npy").ravel().astype(np.int64)
+gu = np.load(f"{sim}/gt_spike_units.npy").ravel().astype(np.int64)
+o = np.argsort(gt, kind="stable"); gt, gu = gt[o], gu[o]
+def purity(u):  # fraction of the unit's spikes on its majority ground-truth unit, and that unit
+    tu = t[c == u]
+    i, j = np.searchsorted(gt, tu - 12), np.searchsorted(gt, tu + 13)
+    votes = {}
+    for a, b in zip(i, j):
+        for g in set(gu[a:b].tolist()):
+            votes[g] = votes.get(g, 0) + 1
+    return max(((n / len(tu), g) for g, n in votes.items()), default=(0, -1))
+ids, counts = np.unique(c, return_counts=True)
+pure = [u for u in ids[np.argsort(-counts, kind="stable")] if np.sum(c == u) >= 250 and purity(u)[0] >= 0.95]
+n_split = 4 if len(pure) >= 4 else 2
+nxt, made = int(c.max()) + 1, []
+for k, u in enumerate(pure[:n_split]):
+    sel = np.flatnonzero(c == u)
+    moved = sel[t[sel] >= T // 2] if k % 2 == 0 else sel[1::2]
+    c[moved] = nxt
+    made.append([int(u), nxt, "temporal" if k % 2 == 0 else "random"])
+    nxt += 1
+np.save(f"{out}/spike_clusters.npy", c.astype(np.int32))
+json.dump(made, open(f"{out}/splits.json", "w"))
+print(made)
+PYEOF
+"$BS" qc "$T/out" --threads 2 -q && ok || bad "qc failed"
+cp "$T/out/merge_proposals.tsv" "$T/proposals_2threads.tsv"
+"$BS" qc "$T/out" --threads 1 -q && cmp -s "$T/out/merge_proposals.tsv" "$T/proposals_2threads.tsv" && ok \
+  || bad "merge_proposals.tsv differs between 1 and 2 threads"
+$PY - "$T/out" "$T/sim" <<'PYEOF' && ok || bad "merge proposals"
+import csv, json, sys, numpy as np
+out, sim = sys.argv[1:]
+t = np.load(f"{out}/spike_times.npy").ravel().astype(np.int64)
+c = np.load(f"{out}/spike_clusters.npy").ravel().astype(np.int64)
+gt = np.load(f"{sim}/gt_spike_times.npy").ravel().astype(np.int64)
+gu = np.load(f"{sim}/gt_spike_units.npy").ravel().astype(np.int64)
+o = np.argsort(gt, kind="stable"); gt, gu = gt[o], gu[o]
+major = {}
+for u in np.unique(c):
+    tu = t[c == u]
+    i, j = np.searchsorted(gt, tu - 12), np.searchsorted(gt, tu + 13)
+    votes = {}
+    for a, b in zip(i, j):
+        for g in set(gu[a:b].tolist()):
+            votes[g] = votes.get(g, 0) + 1
+    g, n = max(votes.items(), key=lambda kv: kv[1], default=(-1, 0))
+    if n >= 0.5 * len(tu):
+        major[int(u)] = g
+m = {int(r["cluster_id"]): r for r in csv.DictReader(open(f"{out}/qc/qc_metrics.tsv"), delimiter="\t")}
+clean = {u for u, r in m.items() if float(r["num_spikes"]) >= 100 and float(r["rp_contamination"]) <= 0.2}
+truth = {(a, b) for a in major for b in major if a < b and major[a] == major[b] and a in clean and b in clean}
+rows = list(csv.DictReader(open(f"{out}/merge_proposals.tsv"), delimiter="\t"))
+props = {(int(r["unit_a"]), int(r["unit_b"])) for r in rows}
+made = {tuple(sorted(s[:2])) for s in json.load(open(f"{out}/splits.json"))}
+for r in rows:
+    f = {k: float(v) for k, v in r.items() if k != "evidence"}
+    assert f["template_similarity"] >= 0.75 and f["amplitude_ratio"] >= 0.5, r
+    assert r["evidence"] != "temporal split" or f["presence_overlap"] <= 0.3, r
+    assert r["evidence"] != "refractory" or f["refractory_ratio"] <= 0.2, r
+K = len(m)
+right, wrong = props & truth, props - truth
+print(f"{K} units, {len(truth)} true pairs ({len(made)} made by hand), {len(props)} proposed: {len(right)} right, "
+      f"{len(wrong)} wrong {sorted(wrong)}; missed {sorted(truth - props)}")
+assert made <= truth, "a hand-made split is not a true pair"
+assert made <= props, f"hand-made splits not proposed: {sorted(made - props)}"
+assert len(right) >= 0.9 * len(truth), "recall below 90 %"
+assert len(wrong) <= max(1, K / 20), "more than one wrong proposal per 20 units"
+PYEOF
+finish
