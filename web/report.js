@@ -102,20 +102,25 @@
     return "unsorted";
   }
   const initial = ids.map((_, u) => initialLabel(u));
-  const state = { labels: initial.slice(), groups: [], checked: new Set(), selected: U ? 0 : -1, sortKey: "cluster_id", sortDir: 1, filter: "", labelFilter: "" };
+  const state = { labels: initial.slice(), groups: [], rejected: [], checked: new Set(), selected: U ? 0 : -1, sortKey: "cluster_id", sortDir: 1, filter: "", labelFilter: "" };
+  /* merge proposals (merge_proposals.tsv): a pair is accepted when its units are in one merge group, rejected when
+     its key is in state.rejected, else open */
+  const PROPOSALS = D.merge_proposals || [];
+  const pairKey = (p) => `${ids[p.a]}-${ids[p.b]}`;
   try {
     const saved = JSON.parse(localStorage.getItem(storeKey) || "null");
     if (saved && Array.isArray(saved.labels) && saved.labels.length === U) {
       state.labels = saved.labels.map((l) => (LABELS.includes(l) ? l : "unsorted"));
       state.groups = (saved.groups || []).map((g) => g.filter((u) => u >= 0 && u < U)).filter((g) => g.length >= 2);
+      state.rejected = Array.isArray(saved.rejected) ? saved.rejected.filter((k) => typeof k === "string") : [];
     }
   } catch (e) { /* storage unavailable (private mode): curation lives for this visit */ }
   function save() {
-    try { localStorage.setItem(storeKey, JSON.stringify({ labels: state.labels, groups: state.groups })); } catch (e) { /* ignore */ }
+    try { localStorage.setItem(storeKey, JSON.stringify({ labels: state.labels, groups: state.groups, rejected: state.rejected })); } catch (e) { /* ignore */ }
   }
-  /* undo / redo: snapshots of labels and merge groups */
+  /* undo / redo: snapshots of labels, merge groups and rejected proposals */
   const undoStack = [], redoStack = [];
-  const snapshot = () => ({ labels: state.labels.slice(), groups: state.groups.map((g) => g.slice()) });
+  const snapshot = () => ({ labels: state.labels.slice(), groups: state.groups.map((g) => g.slice()), rejected: state.rejected.slice() });
   function remember() {
     undoStack.push(snapshot());
     if (undoStack.length > 1000) undoStack.shift();
@@ -134,6 +139,7 @@
     const s = from.pop();
     state.labels = s.labels;
     state.groups = s.groups;
+    state.rejected = s.rejected;
     state.checked.clear();
     refresh();
   }
@@ -158,6 +164,31 @@
     remember();
     state.groups = keep;
     state.checked.clear();
+    refresh();
+  }
+  function proposalStatus(p) {
+    const g = groupOf(p.a);
+    if (g >= 0 && state.groups[g].includes(p.b)) return "accepted";
+    return state.rejected.includes(pairKey(p)) ? "rejected" : "open";
+  }
+  function acceptProposal(i) { const p = PROPOSALS[i]; if (p) mergeUnits([p.a, p.b]); }
+  function rejectProposal(i) {
+    const p = PROPOSALS[i];
+    if (!p || state.rejected.includes(pairKey(p))) return;
+    remember();
+    state.rejected.push(pairKey(p));
+    refresh();
+  }
+  function reopenProposal(i) {
+    const p = PROPOSALS[i];
+    if (!p) return;
+    remember();
+    state.rejected = state.rejected.filter((k) => k !== pairKey(p));
+    const g = groupOf(p.a);
+    if (g >= 0 && state.groups[g].includes(p.b)) {
+      state.groups[g] = state.groups[g].filter((u) => u !== p.b);
+      if (state.groups[g].length < 2) state.groups.splice(g, 1);
+    }
     refresh();
   }
   function unmerge(gi) {
@@ -809,6 +840,17 @@
     $("cur-groups").innerHTML = state.groups.length
       ? "<ul>" + state.groups.map((g, i) => `<li>group ${i + 1} → new id ${maxId + 1 + i}: ${g.map((u) => `<a href="#" data-u="${u}">${ids[u]}</a>`).join(" + ")} <button class="small" data-unmerge="${i}">unmerge</button></li>`).join("") + "</ul>"
       : "<p class=\"na\">No merge groups. Tick units in the table and press “Merge ticked”, or use “merge” above a cross-correlogram.</p>";
+    const fx = (v, d) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
+    $("cur-proposals").innerHTML = PROPOSALS.length
+      ? "<table class=\"props\"><tr><th>units</th><th>evidence</th><th title=\"template similarity (l1)\">similarity</th><th title=\"presence overlap over time\">overlap</th><th title=\"refractory coincidences: observed / expected\">refractory</th><th title=\"|amplitude| smaller / larger\">amplitude</th><th>status</th><th></th></tr>" +
+        PROPOSALS.map((p, i) => {
+          const st = proposalStatus(p);
+          const act = st === "open" ? `<button class="small" data-accept="${i}">accept</button> <button class="small plain" data-reject="${i}">reject</button>`
+                                    : `<button class="small plain" data-reopen="${i}">reopen</button>`;
+          return `<tr class="prop-${st}" data-prop="${i}"><td><a href="#" data-u="${p.a}">${ids[p.a]}</a> + <a href="#" data-u="${p.b}">${ids[p.b]}</a></td><td>${esc(p.evidence || "")}</td>` +
+            `<td>${fx(p.template_similarity, 3)}</td><td>${fx(p.presence_overlap, 2)}</td><td>${fx(p.refractory_ratio, 2)} (${fx(p.expected_refractory, 1)} exp.)</td><td>${fx(p.amplitude_ratio, 2)}</td><td>${st}</td><td>${act}</td></tr>`;
+        }).join("") + "</table>"
+      : "<p class=\"na\">No merge proposals (merge_proposals.tsv, written by qc, is absent or empty).</p>";
     $("cur-changes").innerHTML = changed.length
       ? "<ul>" + changed.map((u) => `<li><a href="#" data-u="${u}">${ids[u]}</a>: ${initial[u]} → <b>${state.labels[u]}</b></li>`).join("") + "</ul>"
       : "<p class=\"na\">No label changed from the folder's cluster_group.tsv.</p>";
@@ -816,12 +858,16 @@
     $("cur-preview").textContent = text.length > 100000 ? text.slice(0, 100000) + "\n..." : text;
     document.querySelectorAll("#tab-curation a[data-u]").forEach((a) => a.addEventListener("click", (ev) => { ev.preventDefault(); showTab("units"); select(Number(a.dataset.u)); }));
     document.querySelectorAll("#tab-curation button[data-unmerge]").forEach((b) => b.addEventListener("click", () => unmerge(Number(b.dataset.unmerge))));
+    document.querySelectorAll("#tab-curation button[data-accept]").forEach((b) => b.addEventListener("click", () => acceptProposal(Number(b.dataset.accept))));
+    document.querySelectorAll("#tab-curation button[data-reject]").forEach((b) => b.addEventListener("click", () => rejectProposal(Number(b.dataset.reject))));
+    document.querySelectorAll("#tab-curation button[data-reopen]").forEach((b) => b.addEventListener("click", () => reopenProposal(Number(b.dataset.reopen))));
   }
   $("reset-curation").addEventListener("click", () => {
     if (!window.confirm("Forget every label change and merge group made on this page? (Undo brings them back.)")) return;
     remember();
     state.labels = initial.slice();
     state.groups = [];
+    state.rejected = [];
     state.checked.clear();
     refresh();
   });
@@ -837,6 +883,7 @@
   renderHistory();
   showTab(location.hash.slice(1) || "units");
   window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, showTab, reveal, undo, redo,
+                      proposalStatus: (i) => proposalStatus(PROPOSALS[i]),
                       order: () => order.map((u) => ids[u]) };
   window.bsTiming = { script_ms: performance.now() - t_start };
   window.bsReady = true;

@@ -194,8 +194,51 @@ static double v_sh(const rp_data *d, int64_t u)
     return d->peak_ch && d->peak_ch[u] >= 0 ? d->chan_shank[d->peak_ch[u]] : NAN;
 }
 
+static int32_t unit_of(const rp_data *d, const char *cell)
+{
+    int32_t id;
+    return bs_tsv_parse_id(cell, &id) && id <= d->max_id ? d->id_to_unit[id] : -1;
+}
+
+/* merge_proposals.tsv (qc): [{a, b (unit indices), the evidence columns, evidence}], rows naming unknown
+ * units left out; absent file: an empty list. */
+static void emit_merge_proposals(rp_json *j, const rp_data *d)
+{
+    rpj_arr(j, "merge_proposals");
+    char path[4200], *text = NULL;
+    size_t len = 0;
+    if (bs_phy_has(d->dir, BS_PHY_MERGE_PROPOSALS) &&
+        bs_path_join(path, sizeof path, d->dir, BS_PHY_MERGE_PROPOSALS) == BS_OK &&
+        bs_read_text_file(path, (size_t)64 << 20, &text, &len) == BS_OK) {
+        char *pos = text, *line, *head[16], *cell[16];
+        int line_no = 0, nh = 0;
+        if ((line = bs_tsv_next_line(&pos, &line_no)))
+            nh = bs_tsv_split(line, '\t', head, 16);
+        while (nh >= 2 && (line = bs_tsv_next_line(&pos, &line_no))) {
+            int n = bs_tsv_split(line, '\t', cell, 16);
+            int32_t a = n == nh ? unit_of(d, cell[0]) : -1, b = n == nh ? unit_of(d, cell[1]) : -1;
+            if (a < 0 || b < 0)
+                continue;
+            rpj_obj(j, NULL);
+            rpj_int(j, "a", a);
+            rpj_int(j, "b", b);
+            for (int k = 2; k < nh; k++) {
+                double v;
+                if (bs_tsv_number(cell[k], &v))
+                    rpj_num(j, head[k], v);
+                else
+                    rpj_str(j, head[k], cell[k]);
+            }
+            rpj_end_obj(j);
+        }
+        free(text);
+    }
+    rpj_end_arr(j);
+}
+
 void rp_emit_tables(rp_json *j, const rp_data *d)
 {
+    emit_merge_proposals(j, d);
     rpj_arr(j, "columns");
     for (int c = 0; c < d->n_cols; c++)
         if (c == d->col_group || c == d->col_ks || c == d->col_qc)

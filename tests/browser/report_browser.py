@@ -330,6 +330,31 @@ def curate(args):
         shot(driver, shots, "report-memory.png")
         driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=curation]").click()
         check("group 1" in driver.find_element(By.ID, "cur-groups").text, "curation tab lists the merge groups")
+
+        # merge proposals: accept one, reject the other, undo, redo, reload; the export holds the accepted merge
+        props = data.get("merge_proposals", [])
+        if len(props) >= 2:
+            status = lambda i: driver.execute_script(f"return bsReport.proposalStatus({i})")
+            driver.execute_script("window.confirm = () => true")
+            driver.find_element(By.ID, "reset-curation").click()
+            rows = driver.find_elements(By.CSS_SELECTOR, "#cur-proposals tr[data-prop]")
+            check(len(rows) == len(props) and status(0) == "open" and status(1) == "open",
+                  f"{len(rows)} proposals listed, open after a reset")
+            driver.find_element(By.CSS_SELECTOR, "#cur-proposals button[data-accept='0']").click()
+            a, b = ids[props[0]["a"]], ids[props[0]["b"]]
+            merges = driver.execute_script("return bsReport.curationJSON().merges")
+            check(status(0) == "accepted" and [m["unit_ids"] for m in merges] == [sorted([a, b])],
+                  f"accepting proposal 0 merges units {a} and {b}")
+            driver.find_element(By.CSS_SELECTOR, "#cur-proposals button[data-reject='1']").click()
+            check(status(1) == "rejected", "rejecting proposal 1")
+            driver.find_element(By.ID, "undo").click()
+            check(status(1) == "open" and status(0) == "accepted", "undo reopens proposal 1, keeps proposal 0")
+            driver.find_element(By.ID, "redo").click()
+            check(status(1) == "rejected", "redo rejects proposal 1 again")
+            driver.refresh()
+            wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready after reload")
+            check(status(0) == "accepted" and status(1) == "rejected", "proposal decisions survive a reload")
+            driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=curation]").click()
         shot(driver, shots, "report-curation.png")
         check(not console_errors(driver), f"no console errors at the end: {console_errors(driver)}")
     finally:

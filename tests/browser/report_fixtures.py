@@ -103,6 +103,14 @@ def add_optional(folder, seed=5):
     os.makedirs(os.path.join(folder, "qc"), exist_ok=True)
     write_tsv(os.path.join(folder, "qc", "qc_metrics.tsv"), ["cluster_id"] + QC_METRICS, rows)
     write_tsv(os.path.join(folder, "cluster_qc_label.tsv"), ["cluster_id", "qc_label"], labels)
+    # two merge proposals among the last four units (qc's merge_proposals.tsv columns)
+    if len(ids) >= 4:
+        a, b, c, d = (int(x) for x in ids[-4:])
+        write_tsv(os.path.join(folder, "merge_proposals.tsv"),
+                  ["unit_a", "unit_b", "template_similarity", "distance_um", "refractory_ratio", "expected_refractory",
+                   "presence_overlap", "amplitude_ratio", "evidence"],
+                  [[str(a), str(b), "0.91", "20", "0", "3.5", "0.8", "0.95", "refractory"],
+                   [str(c), str(d), "0.82", "0", "nan", "0", "0", "0.9", "temporal split"]])
 
     # estimated motion: 2 s bins, 3 blocks over the probe, each following the true motion with an offset
     chan_y = np.load(os.path.join(folder, "channel_positions.npy"))[:, 1]
