@@ -26,6 +26,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "../common/special.h"
 #include "../common/simd.h"
 #include "pp_internal.h"
 #include "preprocess.h"
@@ -34,27 +35,14 @@
 #define VL 8 /* samples per vector */
 #define KAISER_BETA 8.0
 
-/* Modified Bessel function of the first kind, order 0 (power series). */
-static double bessel_i0(double x)
-{
-    double s = 1, t = 1, q = x * x / 4;
-    for (int k = 1; k < 50; k++) {
-        t *= q / ((double)k * k);
-        s += t;
-        if (t < 1e-17 * s)
-            break;
-    }
-    return s;
-}
-
 void bs_phase_shift_taps(double d, float *taps)
 {
-    double h[BS_PHASE_TAPS], sum = 0, i0b = bessel_i0(KAISER_BETA);
+    double h[BS_PHASE_TAPS], sum = 0, i0b = bs_bessel_i0(KAISER_BETA);
     for (int j = 0; j < BS_PHASE_TAPS; j++) {
         double t = (double)(j - H + 1) - d; /* o_j - d */
         double sinc = d == 0 ? (j == H - 1) : sin(M_PI * t) / (M_PI * t); /* d = 0: exactly the identity */
         double r = t / H;
-        double w = fabs(r) >= 1 ? 0.0 : bessel_i0(KAISER_BETA * sqrt(1 - r * r)) / i0b;
+        double w = fabs(r) >= 1 ? 0.0 : bs_bessel_i0(KAISER_BETA * sqrt(1 - r * r)) / i0b;
         h[j] = sinc * w;
         sum += h[j];
     }

@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/special.h"
 #include "qc.h"
 #include "qc_internal.h"
 
@@ -73,22 +74,10 @@
 
 /* ---------------------------------------------------------- resample_poly */
 
-static double bessel_i0(double x)
-{
-    double sum = 1.0, term = 1.0, q = x * x / 4.0;
-    for (int k = 1; k < 500; k++) {
-        term *= q / ((double)k * k);
-        sum += term;
-        if (term < 1e-17 * sum)
-            break;
-    }
-    return sum;
-}
-
 int qc_upsample_taps(int up, float *h)
 {
     int half = FIR_HALF_PER_UP * up, n = 2 * half + 1;
-    double fc = 1.0 / up, s = 0.0, beta = 5.0, i0b = bessel_i0(beta);
+    double fc = 1.0 / up, s = 0.0, beta = 5.0, i0b = bs_bessel_i0(beta);
     double *hd = malloc(sizeof *hd * (size_t)n);
     if (!hd)
         return -1;
@@ -96,7 +85,7 @@ int qc_upsample_taps(int up, float *h)
         double m = i - 0.5 * (n - 1), a = fc * m;
         double sinc = a == 0.0 ? 1.0 : sin(M_PI * a) / (M_PI * a);
         double r = 2.0 * i / (n - 1) - 1.0;
-        double w = bessel_i0(beta * sqrt(fmax(0.0, 1.0 - r * r))) / i0b;
+        double w = bs_bessel_i0(beta * sqrt(fmax(0.0, 1.0 - r * r))) / i0b;
         hd[i] = fc * sinc * w;
         s += hd[i];
     }

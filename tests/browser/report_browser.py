@@ -161,14 +161,17 @@ def curate(args):
         driver.find_element(By.ID, "col-btn").click()
         driver.find_element(By.CSS_SELECTOR, "#col-menu input[data-col=y_um]").click()
         check("y_um" not in heads() and "n_spikes" in heads(), f"unticking y_um hides it ({heads()})")
-        driver.find_element(By.CSS_SELECTOR, "#col-menu input[data-col=KSLabel]").click()
-        check("KSLabel" in heads(), "ticking KSLabel shows it")
+        hidden = [i.get_attribute("data-col") for i in driver.find_elements(By.CSS_SELECTOR, "#col-menu input[data-col]")
+                  if not i.is_selected() and i.get_attribute("data-col") != "y_um"]
+        extra = hidden[0]
+        driver.find_element(By.CSS_SELECTOR, f"#col-menu input[data-col='{extra}']").click()
+        check(extra in heads(), f"ticking {extra} shows it")
         driver.refresh()
         wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready after reload")
-        check("y_um" not in heads() and "KSLabel" in heads(), "the column choice survives a reload")
+        check("y_um" not in heads() and extra in heads(), "the column choice survives a reload")
         driver.find_element(By.ID, "col-btn").click()
         driver.find_element(By.ID, "col-default").click()
-        check("y_um" in heads() and "KSLabel" not in heads(), "default columns restored")
+        check("y_um" in heads() and extra not in heads(), "default columns restored")
         driver.find_element(By.ID, "col-btn").click()
 
         # select the unit with the most spikes that has similar units

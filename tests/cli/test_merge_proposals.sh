@@ -17,25 +17,39 @@ dur=60; units=40
   || { echo "simulate failed"; exit 1; }
 "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 --uv-per-bit 2.34375 -o "$T/out" \
   --no-report --no-qc -q && ok || bad "sort failed"
-$PY - "$T/out" "$T/sim" <<'PYEOF' >"$T/split.log" && ok || bad "making the splits: $(cat "$T/split.log")"
+# purity(out, sim) -> {unit: (fraction of its spikes on its majority ground-truth unit, that unit)}
+cat >"$T/gtmatch.py" <<'PYEOF'
+import numpy as np
+def load(out, sim):
+    t = np.load(f"{out}/spike_times.npy").ravel().astype(np.int64)
+    c = np.load(f"{out}/spike_clusters.npy").ravel().astype(np.int64)
+    gt = np.load(f"{sim}/gt_spike_times.npy").ravel().astype(np.int64)
+    gu = np.load(f"{sim}/gt_spike_units.npy").ravel().astype(np.int64)
+    o = np.argsort(gt, kind="stable")
+    return t, c, gt[o], gu[o]
+def purity(out, sim):
+    t, c, gt, gu = load(out, sim)
+    res = {}
+    for u in np.unique(c):
+        tu = t[c == u]
+        i, j = np.searchsorted(gt, tu - 12), np.searchsorted(gt, tu + 13)  # 0.4 ms at 30 kHz
+        votes = {}
+        for a, b in zip(i, j):
+            for g in set(gu[a:b].tolist()):
+                votes[g] = votes.get(g, 0) + 1
+        res[int(u)] = max(((n / len(tu), g) for g, n in votes.items()), default=(0.0, -1))
+    return res
+PYEOF
+$PY - "$T/out" "$T/sim" "$T" <<'PYEOF' >"$T/split.log" && ok || bad "making the splits: $(cat "$T/split.log")"
 import json, sys, numpy as np
-out, sim = sys.argv[1:]
-t = np.load(f"{out}/spike_times.npy").ravel().astype(np.int64)
-c = np.load(f"{out}/spike_clusters.npy").ravel().astype(np.int64)
+out, sim = sys.argv[1:3]
+sys.path.insert(0, sys.argv[3])
+from gtmatch import load, purity
+t, c, _, _ = load(out, sim)
 T = json.load(open(f"{sim}/recording.json"))["n_samples"]
-gt = np.load(f"{sim}/gt_spike_times.npy").ravel().astype(np.int64)
-gu = np.load(f"{sim}/gt_spike_units.npy").ravel().astype(np.int64)
-o = np.argsort(gt, kind="stable"); gt, gu = gt[o], gu[o]
-def purity(u):  # fraction of the unit's spikes on its majority ground-truth unit, and that unit
-    tu = t[c == u]
-    i, j = np.searchsorted(gt, tu - 12), np.searchsorted(gt, tu + 13)
-    votes = {}
-    for a, b in zip(i, j):
-        for g in set(gu[a:b].tolist()):
-            votes[g] = votes.get(g, 0) + 1
-    return max(((n / len(tu), g) for g, n in votes.items()), default=(0, -1))
+pur = purity(out, sim)
 ids, counts = np.unique(c, return_counts=True)
-pure = [u for u in ids[np.argsort(-counts, kind="stable")] if np.sum(c == u) >= 250 and purity(u)[0] >= 0.95]
+pure = [u for u in ids[np.argsort(-counts, kind="stable")] if np.sum(c == u) >= 250 and pur[int(u)][0] >= 0.95]
 n_split = 4 if len(pure) >= 4 else 2
 nxt, made = int(c.max()) + 1, []
 for k, u in enumerate(pure[:n_split]):
@@ -52,25 +66,12 @@ PYEOF
 cp "$T/out/merge_proposals.tsv" "$T/proposals_2threads.tsv"
 "$BS" qc "$T/out" --threads 1 -q && cmp -s "$T/out/merge_proposals.tsv" "$T/proposals_2threads.tsv" && ok \
   || bad "merge_proposals.tsv differs between 1 and 2 threads"
-$PY - "$T/out" "$T/sim" <<'PYEOF' && ok || bad "merge proposals"
-import csv, json, sys, numpy as np
-out, sim = sys.argv[1:]
-t = np.load(f"{out}/spike_times.npy").ravel().astype(np.int64)
-c = np.load(f"{out}/spike_clusters.npy").ravel().astype(np.int64)
-gt = np.load(f"{sim}/gt_spike_times.npy").ravel().astype(np.int64)
-gu = np.load(f"{sim}/gt_spike_units.npy").ravel().astype(np.int64)
-o = np.argsort(gt, kind="stable"); gt, gu = gt[o], gu[o]
-major = {}
-for u in np.unique(c):
-    tu = t[c == u]
-    i, j = np.searchsorted(gt, tu - 12), np.searchsorted(gt, tu + 13)
-    votes = {}
-    for a, b in zip(i, j):
-        for g in set(gu[a:b].tolist()):
-            votes[g] = votes.get(g, 0) + 1
-    g, n = max(votes.items(), key=lambda kv: kv[1], default=(-1, 0))
-    if n >= 0.5 * len(tu):
-        major[int(u)] = g
+$PY - "$T/out" "$T/sim" "$T" <<'PYEOF' && ok || bad "merge proposals"
+import csv, json, sys
+out, sim = sys.argv[1:3]
+sys.path.insert(0, sys.argv[3])
+from gtmatch import purity
+major = {u: g for u, (f, g) in purity(out, sim).items() if f >= 0.5}
 m = {int(r["cluster_id"]): r for r in csv.DictReader(open(f"{out}/qc/qc_metrics.tsv"), delimiter="\t")}
 clean = {u for u, r in m.items() if float(r["num_spikes"]) >= 100 and float(r["rp_contamination"]) <= 0.2}
 truth = {(a, b) for a in major for b in major if a < b and major[a] == major[b] and a in clean and b in clean}
