@@ -86,16 +86,17 @@ TOLERANCE = {
     "repolarization_slope": ("rel", 1e-3, "µV/s; least squares over the same samples"),
     "recovery_slope": ("rel", 1e-3, "µV/s"),
     "main_to_next_extremum_duration": ("abs", 1.01 * ONE_UP, "s"),
-    "peak_before_to_trough_ratio": ("rel", 1e-4, "|amplitude| ratio"),
-    "peak_after_to_trough_ratio": ("rel", 1e-4, "|amplitude| ratio"),
-    "peak_before_to_peak_after_ratio": ("rel", 1e-4, "|amplitude| ratio"),
-    "main_peak_to_trough_ratio": ("rel", 1e-4, "|amplitude| ratio"),
+    # both sides sum the templates in float32, in different orders: ~1e-3 µV on a peak of a few µV
+    "peak_before_to_trough_ratio": ("abs", 1e-3, "|amplitude| ratio; float32 template sums"),
+    "peak_after_to_trough_ratio": ("abs", 1e-3, "|amplitude| ratio; float32 template sums"),
+    "peak_before_to_peak_after_ratio": ("abs", 1e-3, "|amplitude| ratio; float32 template sums"),
+    "main_peak_to_trough_ratio": ("abs", 1e-3, "|amplitude| ratio; float32 template sums"),
     "trough_width": ("abs", 1e-7, "s; find_peaks widths, interpolated"),
     "peak_before_width": ("abs", 1e-7, "s"),
     "peak_after_width": ("abs", 1e-7, "s"),
-    "waveform_baseline_flatness": ("rel", 1e-4, "ratio"),
-    "exp_decay": ("rel", 1e-3, "1/µm; scipy's trust-region fit vs a profiled exact search of the same bounded "
-                               "least squares"),
+    "waveform_baseline_flatness": ("abs", 1e-3, "ratio; float32 template sums"),
+    "exp_decay": ("abs", 1e-5, "1/µm; scipy's trust-region fit vs a profiled exact search of the same bounded "
+                               "least squares (on flat footprints, k < 1e-3, the residual hardly depends on k)"),
 }
 REL_FLOOR = 1e-12
 
