@@ -415,7 +415,7 @@ void bs_qc_shape_metrics(const float *main_tmpl, int nt, const float *chan_tmpl,
 
     extremum tr = detect(neg, prom, left, right, &r);
     int hl, hr;
-    halfwidth(t, N, -1.0, tr.index, &hl, &hr);
+    double trough_hw = halfwidth(t, N, -1.0, tr.index, &hl, &hr); /* samples; also spaces the peaks from it */
     int dist = p->shape_min_extremum_distance;
     if (hl >= 0 && hr >= 0) {
         int d = (int)(p->shape_min_peak_trough_ratio * (hr - hl));
@@ -428,7 +428,7 @@ void bs_qc_shape_metrics(const float *main_tmpl, int nt, const float *chan_tmpl,
     m[BS_QC_NUM_POSITIVE_PEAKS] = pb.n_main + pa.n_main;
     m[BS_QC_NUM_NEGATIVE_PEAKS] = tr.n_main;
     m[BS_QC_PEAK_TO_TROUGH_DURATION] = (pa.index - tr.index) / fs;
-    m[BS_QC_TROUGH_HALF_WIDTH] = halfwidth(t, N, -1.0, tr.index, &hl, &hr) / fs;
+    m[BS_QC_TROUGH_HALF_WIDTH] = trough_hw / fs;
     int peak = at(t, N, pa.index) >= at(t, N, pb.index) ? pa.index : pb.index;
     m[BS_QC_PEAK_HALF_WIDTH] = halfwidth(t, N, 1.0, peak, &hl, &hr) / fs;
     /* repolarisation: trough to the first sample >= 0 */

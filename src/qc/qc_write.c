@@ -94,7 +94,8 @@ static const bs_unit_type_rules *rules_of(const qc_ctx *c, bs_unit_type_rules *d
     return defaults;
 }
 
-static bs_status write_unit_types(const qc_ctx *c, const bs_unit_type_rules *r, int *n_type)
+/* cluster_unit_type.tsv; types[u] gets each unit's type for curation.json, n_type the counts. */
+static bs_status write_unit_types(const qc_ctx *c, const bs_unit_type_rules *r, bs_unit_type *types, int *n_type)
 {
     char path[4200];
     BS_TRY(bs_path_join(path, sizeof path, c->dir, BS_PHY_CLUSTER_UNIT_TYPE));
@@ -108,6 +109,7 @@ static bs_status write_unit_types(const qc_ctx *c, const bs_unit_type_rules *r, 
                                          : BS_UNIT_NOISE;
         if (c->count[u] == 0)
             snprintf(reason, sizeof reason, "no spikes");
+        types[u] = t;
         n_type[t]++;
         fprintf(f.fp, "%d\t%s\t%s\n", (int)c->ids[u], bs_unit_type_names[t], reason);
     }
@@ -165,28 +167,33 @@ bs_status qc_write_outputs(qc_ctx *c, bs_qc_summary *summary)
         BS_TRY(write_table(c, name, m, m + 1, 0));
     }
     BS_TRY(write_table(c, BS_PHY_CLUSTER_QC_LABEL, 0, 0, 1));
-    BS_TRY(write_unit_types(c, rules, n_type));
-    BS_TRY(write_merge_proposals(c, &n_merge));
-
     bs_curation_unit *cu = bs_mem_alloc("qc/curation", sizeof *cu * (size_t)(c->K > 0 ? c->K : 1));
-    if (!cu)
-        return BS_ERR_MEMORY;
+    bs_unit_type *types = bs_mem_alloc("qc/curation", sizeof *types * (size_t)(c->K > 0 ? c->K : 1));
+    bs_status st = cu && types ? BS_OK : BS_ERR_MEMORY;
+    if (st == BS_OK)
+        st = write_unit_types(c, rules, types, n_type);
+    if (st == BS_OK)
+        st = write_merge_proposals(c, &n_merge);
+    if (st != BS_OK) {
+        bs_mem_free(cu);
+        bs_mem_free(types);
+        return st;
+    }
     int n_label[BS_QC_N_LABELS] = {0};
     for (int u = 0; u < c->K; u++) {
         bs_qc_label l = bs_qc_label_of(c->metrics + (size_t)u * BS_QC_N_METRICS, c->p);
         n_label[l]++;
-        const double *row = c->metrics + (size_t)u * BS_QC_N_METRICS;
-        bs_unit_type t = c->count[u] > 0 ? bs_unit_type_of(row, rules, have_multi(c), NULL, 0) : BS_UNIT_NOISE;
-        cu[u] = (bs_curation_unit){c->ids[u], NULL, bs_qc_label_names[l], bs_unit_type_names[t]};
+        cu[u] = (bs_curation_unit){c->ids[u], NULL, bs_qc_label_names[l], bs_unit_type_names[types[u]]};
         for (int i = 0; i < c->groups.n; i++)
             if (c->groups.id[i] == c->ids[u])
                 cu[u].quality = c->groups.group[i];
     }
     char path[4200];
-    bs_status st = bs_path_join(path, sizeof path, c->dir, "curation.json");
+    st = bs_path_join(path, sizeof path, c->dir, "curation.json");
     if (st == BS_OK)
         st = bs_curation_write(path, c->K, cu);
     bs_mem_free(cu);
+    bs_mem_free(types);
     if (st == BS_OK && !c->p->quiet)
         bs_log_info("qc: %d of %d units pass (isi_violations_ratio < %g, presence_ratio > %g, amplitude_cutoff < %g), "
                     "%d unknown (a metric of the rule could not be computed); " BS_PHY_QC_METRICS
