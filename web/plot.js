@@ -451,6 +451,47 @@ const BSPlot = (function () {
     }
   }
 
-  return { PALETTE, viridis, ticks, fmt, fmtBytes, prepare, frame, clip, message, bars, scatter, lines, stacked,
+  /* Box selection on a chart: a drag inside the plotting area draws a rectangle (a div over the canvas) and,
+     on release, calls onBox({x0, x1, y0, y1}) in data units, the frame being canvas._bsFrame (set by the
+     caller after each draw); a click without a drag calls onBox(null). Hooked once per canvas. */
+  function boxSelect(canvas, onBox) {
+    canvas._bsOnBox = onBox;
+    if (canvas._bsBoxHooked) return;
+    canvas._bsBoxHooked = true;
+    const host = canvas.parentNode;
+    if (getComputedStyle(host).position === "static") host.style.position = "relative";
+    const div = document.createElement("div");
+    div.className = "bs-box";
+    div.style.cssText = "position:absolute;display:none;border:1px dashed #d62728;background:rgba(214,39,40,0.08);pointer-events:none";
+    host.appendChild(div);
+    let start = null;
+    const local = (ev) => { const r = canvas.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
+    const place = (a, b) => {
+      div.style.left = canvas.offsetLeft + Math.min(a[0], b[0]) + "px";
+      div.style.top = canvas.offsetTop + Math.min(a[1], b[1]) + "px";
+      div.style.width = Math.abs(b[0] - a[0]) + "px";
+      div.style.height = Math.abs(b[1] - a[1]) + "px";
+    };
+    canvas.addEventListener("mousedown", (ev) => {
+      const f = canvas._bsFrame, p = local(ev);
+      if (!f || p[0] < f.px || p[0] > f.px + f.pw || p[1] < f.py || p[1] > f.py + f.ph) return;
+      start = p;
+      place(p, p);
+      div.style.display = "block";
+      ev.preventDefault();
+    });
+    window.addEventListener("mousemove", (ev) => { if (start) place(start, local(ev)); });
+    window.addEventListener("mouseup", (ev) => {
+      if (!start) return;
+      const f = canvas._bsFrame, a = start, b = local(ev);
+      start = null;
+      div.style.display = "none";
+      if (Math.abs(b[0] - a[0]) < 3 && Math.abs(b[1] - a[1]) < 3) { canvas._bsOnBox(null); return; }
+      const xs = [f.Xinv(a[0]), f.Xinv(b[0])], ys = [f.Yinv(a[1]), f.Yinv(b[1])];
+      canvas._bsOnBox({ x0: Math.min(xs[0], xs[1]), x1: Math.max(xs[0], xs[1]), y0: Math.min(ys[0], ys[1]), y1: Math.max(ys[0], ys[1]) });
+    });
+  }
+
+  return { PALETTE, viridis, ticks, fmt, fmtBytes, prepare, frame, clip, message, bars, scatter, lines, stacked, boxSelect,
            heatmap, colorbar, legend, attachHit, dashed };
 })();

@@ -20,10 +20,19 @@
  * label_definitions {quality: good/mua/noise, exclusive}, manual_labels
  * [{unit_id, labels: {quality: [label]}}], merges [{unit_ids, new_unit_id}]
  * with new ids max_id + 1, + 2, ... as Phy allocates them, removed [],
- * splits []) and as Phy's cluster_group.tsv (cluster_id<TAB>group, a row per
+ * splits [see below]) and as Phy's cluster_group.tsv (cluster_id<TAB>group, a row per
  * unit, ascending id).
  *
- * Every curation action (a label, a merge, an unmerge, a reset) first pushes
+ * Splits (when the page holds every spike, spikes.all): a box dragged on a
+ * unit's amplitude plot selects the spikes whose quantized time and
+ * amplitude lie in it; "split" (or s) makes the unit two: the box's spikes
+ * and the rest. The box is kept in quantized units, so the indices are the
+ * same on every reload; exported as {unit_id, mode "indices", indices
+ * [[spike indices within the unit's train]], new_unit_ids [box, rest]},
+ * new ids after the merges'. A unit is merged or split, not both
+ * (SpikeInterface applies the merges first, on the original ids).
+ *
+ * Every curation action (a label, a merge, an unmerge, a split, a reset) first pushes
  * the state before it on an undo stack (the redo stack is cleared); undo
  * and redo swap states between the two stacks (buttons, Ctrl+Z, Ctrl+Y or
  * Ctrl+Shift+Z). The stacks live as long as the page; the state itself is
@@ -33,7 +42,8 @@
  * #curation); showing a tab sets the hash.
  *
  * Keyboard (listed on the page): up/down (or j/k) move through the table,
- * g/m/n/u relabel the selected unit, x ticks it for merging, Ctrl+Z / Ctrl+Y
+ * g/m/n/u relabel the selected unit, x ticks it for merging, s splits it by
+ * the box drawn on its amplitude plot, Ctrl+Z / Ctrl+Y
  * undo and redo.
  */
 "use strict";
@@ -63,6 +73,8 @@
   const tpl = { peak: typed(T.peak_ch), chans: typed(T.chans), scale: typed(T.scale), pos: typed(T.pos), wave: typed(T.wave) };
   const S = D.spikes;
   const sp = { off: typed(S.off), t: typed(S.t), amp: S.amp ? typed(S.amp) : null, ampLo: typed(S.amp_lo), ampHi: typed(S.amp_hi), x: typed(S.x), y: typed(S.y) };
+  /* every spike of every unit (for splits), or null: unit u's k-th spike at all.off[u] + k */
+  const all = S.all ? { off: typed(S.all.off), t: typed(S.all.t), amp: typed(S.all.amp), lo: typed(S.all.amp_lo), hi: typed(S.all.amp_hi) } : null;
   const acg = typed(D.acg.counts);
   const sim = { unit: typed(D.similar.unit), score: typed(D.similar.score), n: D.similar.n };
   const ccgPairs = typed(D.ccg.pairs), ccgCounts = typed(D.ccg.counts);
@@ -71,6 +83,25 @@
   const ringFull = new Set(D.acg.ring_full);
 
   function deq(q, lo, hi) { return q === 65535 ? NaN : lo + q / 65534 * (hi - lo); }
+  /* Every spike of unit u: times (s), amplitudes, and the quantized values a split is defined on. */
+  function unitAll(u) {
+    const a = all.off[u], n = all.off[u + 1] - a, qt = all.t.subarray(a, a + n), qa = all.amp.subarray(a, a + n);
+    const t = new Float64Array(n), amp = new Float64Array(n), lo = all.lo[u], hi = all.hi[u];
+    for (let i = 0; i < n; i++) {
+      t[i] = deq(qt[i], 0, S.t_hi);
+      amp[i] = qa[i] === 255 ? NaN : lo + qa[i] / 254 * (hi - lo);
+    }
+    return { t, amp, n, qt, qa };
+  }
+  /* The spikes of unit u inside a split's box (quantized bounds, inclusive): indices into the unit's train. */
+  function splitIndices(sp) {
+    const a = all.off[sp.u], n = all.off[sp.u + 1] - a, out = [];
+    for (let i = 0; i < n; i++) {
+      const qt = all.t[a + i], qa = all.amp[a + i];
+      if (qt >= sp.qt0 && qt <= sp.qt1 && qa >= sp.qa0 && qa <= sp.qa1 && qa !== 255) out.push(i);
+    }
+    return out;
+  }
   function unitSpikes(u) {
     const a = sp.off[u], b = sp.off[u + 1], n = b - a;
     const t = new Float64Array(n), amp = new Float64Array(n), x = new Float64Array(n), y = new Float64Array(n);
@@ -102,7 +133,7 @@
     return "unsorted";
   }
   const initial = ids.map((_, u) => initialLabel(u));
-  const state = { labels: initial.slice(), groups: [], rejected: [], checked: new Set(), selected: U ? 0 : -1, sortKey: "cluster_id", sortDir: 1, filter: "", labelFilter: "" };
+  const state = { labels: initial.slice(), groups: [], rejected: [], splits: [], pending: null, notice: "", checked: new Set(), selected: U ? 0 : -1, sortKey: "cluster_id", sortDir: 1, filter: "", labelFilter: "" };
   /* merge proposals (merge_proposals.tsv): a pair is accepted when its units are in one merge group, rejected when
      its key is in state.rejected, else open */
   const PROPOSALS = D.merge_proposals || [];
@@ -113,14 +144,16 @@
       state.labels = saved.labels.map((l) => (LABELS.includes(l) ? l : "unsorted"));
       state.groups = (saved.groups || []).map((g) => g.filter((u) => u >= 0 && u < U)).filter((g) => g.length >= 2);
       state.rejected = Array.isArray(saved.rejected) ? saved.rejected.filter((k) => typeof k === "string") : [];
+      state.splits = all && Array.isArray(saved.splits) ? saved.splits.filter((x) => x && x.u >= 0 && x.u < U) : [];
     }
   } catch (e) { /* storage unavailable (private mode): curation lives for this visit */ }
   function save() {
-    try { localStorage.setItem(storeKey, JSON.stringify({ labels: state.labels, groups: state.groups, rejected: state.rejected })); } catch (e) { /* ignore */ }
+    try { localStorage.setItem(storeKey, JSON.stringify({ labels: state.labels, groups: state.groups, rejected: state.rejected, splits: state.splits })); } catch (e) { /* ignore */ }
   }
-  /* undo / redo: snapshots of labels, merge groups and rejected proposals */
+  /* undo / redo: snapshots of labels, merge groups, rejected proposals and splits */
   const undoStack = [], redoStack = [];
-  const snapshot = () => ({ labels: state.labels.slice(), groups: state.groups.map((g) => g.slice()), rejected: state.rejected.slice() });
+  const snapshot = () => ({ labels: state.labels.slice(), groups: state.groups.map((g) => g.slice()), rejected: state.rejected.slice(),
+                            splits: state.splits.map((x) => Object.assign({}, x)) });
   function remember() {
     undoStack.push(snapshot());
     if (undoStack.length > 1000) undoStack.shift();
@@ -128,6 +161,7 @@
   }
   function refresh() {
     save();
+    if (activeTab === "units" && state.selected >= 0) drawAmplitudes(state.selected);
     renderRows();
     renderUnitHead();
     renderCuration();
@@ -140,6 +174,8 @@
     state.labels = s.labels;
     state.groups = s.groups;
     state.rejected = s.rejected;
+    state.splits = s.splits;
+    state.pending = null;
     state.checked.clear();
     refresh();
   }
@@ -152,9 +188,16 @@
     state.labels[u] = label;
     refresh();
   }
+  const splitOf = (u) => state.splits.findIndex((x) => x.u === u);
   function mergeUnits(units) {
     const set = new Set(units);
     if (set.size < 2) return;
+    const split = Array.from(set).filter((u) => splitOf(u) >= 0);
+    if (split.length) { /* SpikeInterface applies merges before splits, on the original ids: one or the other */
+      state.notice = `unit ${split.map((u) => ids[u]).join(", ")} is split: unsplit it before merging`;
+      renderUnitHead();
+      return;
+    }
     const keep = [];
     for (const g of state.groups) {
       if (g.some((u) => set.has(u))) g.forEach((u) => set.add(u));
@@ -196,10 +239,37 @@
     state.groups.splice(gi, 1);
     refresh();
   }
+  /* Split the selected unit: the spikes inside the box drawn on its amplitude plot become one new unit, the
+     rest another (a unit has at most one split; splitting it again replaces the box). */
+  function splitUnit(u, box) {
+    if (!all || u < 0 || !box) return;
+    if (groupOf(u) >= 0) { state.notice = `unit ${ids[u]} is in a merge group: unmerge it before splitting`; renderUnitHead(); return; }
+    const sp = Object.assign({ u }, box), k = splitIndices(sp).length, n = all.off[u + 1] - all.off[u];
+    if (k === 0 || k === n) { state.notice = `the box holds ${k} of the unit's ${n} spikes: nothing to split`; renderUnitHead(); return; }
+    remember();
+    const i = splitOf(u);
+    if (i >= 0) state.splits[i] = sp; else state.splits.push(sp);
+    state.pending = null;
+    refresh();
+  }
+  function unsplit(u) {
+    const i = splitOf(u);
+    if (i < 0) return;
+    remember();
+    state.splits.splice(i, 1);
+    refresh();
+  }
+  /* new ids: merges take max id + 1, + 2, ...; then each split (ascending unit id) two more, the box's part first */
+  function splitIds() {
+    const out = new Map();
+    let next = maxId + 1 + state.groups.length;
+    state.splits.slice().sort((a, b) => ids[a.u] - ids[b.u]).forEach((x) => { out.set(x.u, [next, next + 1]); next += 2; });
+    return out;
+  }
 
   /* ---- exports ---- */
   function curationJSON() {
-    const manual = [];
+    const manual = [], sid = splitIds();
     ids.forEach((id, u) => { if (state.labels[u] !== "unsorted") manual.push({ unit_id: id, labels: { quality: [state.labels[u]] } }); });
     return {
       format_version: "2",
@@ -208,7 +278,8 @@
       manual_labels: manual,
       removed: [],
       merges: state.groups.map((g, i) => ({ unit_ids: g.map((u) => ids[u]).sort((a, b) => a - b), new_unit_id: maxId + 1 + i })),
-      splits: [],
+      splits: state.splits.slice().sort((a, b) => ids[a.u] - ids[b.u])
+        .map((x) => ({ unit_id: ids[x.u], mode: "indices", indices: [splitIndices(x)], new_unit_ids: sid.get(x.u) })),
     };
   }
   /* JSON with one item per line, except arrays of plain values, which stay on one line. */
@@ -476,6 +547,7 @@
   function select(u) {
     if (u < 0 || u >= U) return;
     state.selected = u;
+    state.pending = null;
     reveal(u);
     tbody.querySelectorAll("tr.sel").forEach((tr) => tr.classList.remove("sel"));
     const tr = tbody.querySelector(`tr[data-u="${u}"]`);
@@ -492,6 +564,8 @@
       ev.preventDefault();
     } else if (k === "g" || k === "m" || k === "n" || k === "u") {
       setLabel(state.selected, { g: "good", m: "mua", n: "noise", u: "unsorted" }[k]);
+    } else if (k === "s" && state.pending && state.pending.u === state.selected) {
+      splitUnit(state.selected, state.pending);
     } else if (k === "x" && state.selected >= 0) {
       if (state.checked.has(state.selected)) state.checked.delete(state.selected); else state.checked.add(state.selected);
       renderRows();
@@ -524,6 +598,9 @@
     if (x !== null) bits.push(`at (${P.fmt(x, 1)}, ${P.fmt(y, 1)}) µm`);
     if (tpl.peak[u] >= 0) bits.push(`peak channel ${tpl.peak[u]}`);
     if (g >= 0) bits.push(`merge group ${g + 1}: ${state.groups[g].map((v) => ids[v]).join(" + ")} <button class="small" id="unmerge">unmerge</button>`);
+    if (splitOf(u) >= 0) bits.push(`split into units ${splitIds().get(u).join(" and ")}`);
+    if (state.notice) bits.push(`<span class="warn">${esc(state.notice)}</span>`);
+    state.notice = "";
     if (ringFull.has(u)) bits.push("<span class=\"warn\">correlograms miss pairs (bursts over 256 spikes in 50 ms)</span>");
     $("unit-meta").innerHTML = bits.join(" · ");
     if (g >= 0) $("unmerge").addEventListener("click", () => unmerge(g));
@@ -534,9 +611,8 @@
     renderUnitHead();
     drawTemplate(u);
     drawACG(u);
-    const s = unitSpikes(u);
-    drawAmplitudes(u, s);
-    drawPositions(u, s);
+    drawAmplitudes(u);
+    drawPositions(u, unitSpikes(u));
     drawCCGs(u);
   }
   document.querySelectorAll("#label-buttons button").forEach((b) => b.addEventListener("click", () => setLabel(state.selected, b.dataset.label)));
@@ -605,19 +681,54 @@
     P.bars($("c-acg"), { edges0: -nb * bw, binw: bw, counts: c, color: unitColor(u), xlabel: "lag (ms)", ylabel: "spike pairs", unit: "ms", shade: [[-1.5, 1.5, "rgba(220,0,0,0.08)"]] });
   }
 
-  function drawAmplitudes(u, s) {
-    const cv = $("c-amp");
-    $("amp-note").textContent = "";
+  /* Amplitudes over time: every spike when the page holds them (else the subsample). A drag draws a box
+     (state.pending); "split" makes it the unit's split, drawn in red with the rest in the unit's colour. */
+  function drawAmplitudes(u) {
+    const cv = $("c-amp"), note = $("amp-note");
+    note.textContent = "";
     if (!sp.amp || !S.have_amp) { P.message(cv, "amplitudes.npy absent"); return; }
-    let lo = sp.ampLo[u], hi = sp.ampHi[u];
-    const pad = (hi - lo) * 0.05 || 1;
-    P.scatter(cv, {
-      series: [{ x: s.t, y: s.amp, color: unitColor(u), size: 3, alpha: 0.6 }],
-      xr: [0, dur], yr: [Math.min(0, lo - pad), hi + pad], xlabel: "time (s)", ylabel: "amplitude",
-      tip: (si, i) => `t ${P.fmt(s.t[i])} s, amplitude ${P.fmt(s.amp[i])}`,
-    });
     const n = D.columns.find((c) => c.key === "n_spikes").values[u];
-    $("amp-note").textContent = `· ${s.n} of ${n} spikes shown`;
+    const s = all ? unitAll(u) : unitSpikes(u), lo = all ? all.lo[u] : sp.ampLo[u], hi = all ? all.hi[u] : sp.ampHi[u];
+    const pad = (hi - lo) * 0.05 || 1, si = splitOf(u);
+    const box = state.pending && state.pending.u === u ? state.pending : si >= 0 ? state.splits[si] : null;
+    let series = [{ x: s.t, y: s.amp, color: unitColor(u), size: all ? 2 : 3, alpha: 0.6 }], k = 0;
+    if (box) {
+      const inb = new Uint8Array(s.n);
+      for (const i of splitIndices(box)) inb[i] = 1;
+      const part = (want) => {
+        const x = [], y = [];
+        for (let i = 0; i < s.n; i++) if (inb[i] === want) { x.push(s.t[i]); y.push(s.amp[i]); }
+        return { x, y };
+      };
+      const a = part(1), b = part(0);
+      k = a.x.length;
+      series = [Object.assign(b, { color: unitColor(u), size: 2, alpha: 0.5 }), Object.assign(a, { color: P.PALETTE[1], size: 2, alpha: 0.7 })];
+    }
+    cv._bsFrame = P.scatter(cv, {
+      series, xr: [0, dur], yr: [Math.min(0, lo - pad), hi + pad], xlabel: "time (s)", ylabel: "amplitude",
+      tip: (j, i) => `t ${P.fmt(series[j].x[i])} s, amplitude ${P.fmt(series[j].y[i])}`,
+    });
+    const bits = [`· ${s.n} of ${n} spikes shown`];
+    if (!all) bits.push("(the page does not hold every spike: no split; see the notes)");
+    else if (state.pending && state.pending.u === u)
+      bits.push(`· box: ${k} spikes <button class="small" id="split-go" title="split the unit: the box's spikes and the rest (s)">split</button> <button class="small plain" id="split-clear">clear</button>`);
+    else if (si >= 0) {
+      const nid = splitIds().get(u);
+      bits.push(`· split: ${k} spikes → unit ${nid[0]}, ${s.n - k} → unit ${nid[1]} <button class="small plain" id="split-undo">unsplit</button>`);
+    } else bits.push("· drag a box to split the unit");
+    note.innerHTML = bits.join(" ");
+    if ($("split-go")) $("split-go").addEventListener("click", () => splitUnit(u, state.pending));
+    if ($("split-clear")) $("split-clear").addEventListener("click", () => { state.pending = null; drawAmplitudes(u); });
+    if ($("split-undo")) $("split-undo").addEventListener("click", () => unsplit(u));
+    if (!all) return;
+    P.boxSelect(cv, (r) => {
+      const v = state.selected;
+      if (!r) { state.pending = null; drawAmplitudes(v); return; }
+      const a = all.lo[v], b = all.hi[v], qa = (y) => (b > a ? (y - a) / (b - a) * 254 : y >= a ? 127 : -1);
+      state.pending = { u: v, qt0: Math.max(0, Math.ceil(r.x0 / S.t_hi * 65534)), qt1: Math.min(65534, Math.floor(r.x1 / S.t_hi * 65534)),
+                        qa0: Math.max(0, Math.ceil(qa(r.y0))), qa1: Math.min(254, Math.floor(qa(r.y1))) };
+      drawAmplitudes(v);
+    });
   }
 
   function drawPositions(u, s) {
@@ -834,12 +945,18 @@
     state.labels.forEach((l) => { counts[l]++; });
     const changed = [];
     state.labels.forEach((l, u) => { if (l !== initial[u]) changed.push(u); });
-    $("cur-count").textContent = changed.length + state.groups.length ? `(${changed.length + state.groups.length})` : "";
+    const n_act = changed.length + state.groups.length + state.splits.length;
+    $("cur-count").textContent = n_act ? `(${n_act})` : "";
     if (activeTab !== "curation") return;
     $("cur-summary").innerHTML = LABELS.map((l) => `<span class="chip" style="background:${LABEL_COLOR[l]}">${l}</span> ${counts[l]}`).join(" &nbsp; ");
     $("cur-groups").innerHTML = state.groups.length
       ? "<ul>" + state.groups.map((g, i) => `<li>group ${i + 1} → new id ${maxId + 1 + i}: ${g.map((u) => `<a href="#" data-u="${u}">${ids[u]}</a>`).join(" + ")} <button class="small" data-unmerge="${i}">unmerge</button></li>`).join("") + "</ul>"
       : "<p class=\"na\">No merge groups. Tick units in the table and press “Merge ticked”, or use “merge” above a cross-correlogram.</p>";
+    const sid = splitIds();
+    $("cur-splits").innerHTML = state.splits.length
+      ? "<ul>" + state.splits.map((x) => { const k = splitIndices(x).length, n = all.off[x.u + 1] - all.off[x.u];
+        return `<li><a href="#" data-u="${x.u}">${ids[x.u]}</a> → ${sid.get(x.u)[0]} (${k} spikes in the box) + ${sid.get(x.u)[1]} (${n - k}) <button class="small" data-unsplit="${x.u}">unsplit</button></li>`; }).join("") + "</ul>"
+      : `<p class="na">${all ? "No splits. Drag a box on a unit's amplitude plot and press “split”." : "The page does not hold every spike (see the notes): no splits."}</p>`;
     const fx = (v, d) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
     $("cur-proposals").innerHTML = PROPOSALS.length
       ? "<table class=\"props\"><tr><th>units</th><th>evidence</th><th title=\"template similarity (l1)\">similarity</th><th title=\"presence overlap over time\">overlap</th><th title=\"refractory coincidences: observed / expected\">refractory</th><th title=\"|amplitude| smaller / larger\">amplitude</th><th>status</th><th></th></tr>" +
@@ -858,6 +975,7 @@
     $("cur-preview").textContent = text.length > 100000 ? text.slice(0, 100000) + "\n..." : text;
     document.querySelectorAll("#tab-curation a[data-u]").forEach((a) => a.addEventListener("click", (ev) => { ev.preventDefault(); showTab("units"); select(Number(a.dataset.u)); }));
     document.querySelectorAll("#tab-curation button[data-unmerge]").forEach((b) => b.addEventListener("click", () => unmerge(Number(b.dataset.unmerge))));
+    document.querySelectorAll("#tab-curation button[data-unsplit]").forEach((b) => b.addEventListener("click", () => unsplit(Number(b.dataset.unsplit))));
     document.querySelectorAll("#tab-curation button[data-accept]").forEach((b) => b.addEventListener("click", () => acceptProposal(Number(b.dataset.accept))));
     document.querySelectorAll("#tab-curation button[data-reject]").forEach((b) => b.addEventListener("click", () => rejectProposal(Number(b.dataset.reject))));
     document.querySelectorAll("#tab-curation button[data-reopen]").forEach((b) => b.addEventListener("click", () => reopenProposal(Number(b.dataset.reopen))));
@@ -868,6 +986,8 @@
     state.labels = initial.slice();
     state.groups = [];
     state.rejected = [];
+    state.splits = [];
+    state.pending = null;
     state.checked.clear();
     refresh();
   });
@@ -882,7 +1002,9 @@
   renderCuration();
   renderHistory();
   showTab(location.hash.slice(1) || "units");
-  window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, showTab, reveal, undo, redo,
+  window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, splitUnit, unsplit, showTab, reveal, undo, redo,
+                      unitAmplitudes: (u) => (all ? unitAll(u).amp : unitSpikes(u).amp),
+                      splitIndices: (u) => (splitOf(u) >= 0 ? splitIndices(state.splits[splitOf(u)]) : null),
                       proposalStatus: (i) => proposalStatus(PROPOSALS[i]),
                       order: () => order.map((u) => ids[u]) };
   window.bsTiming = { script_ms: performance.now() - t_start };

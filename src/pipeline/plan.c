@@ -149,7 +149,9 @@ static void plan_from(bs_sort_plan *pl, int from)
     bs_qc_params qp;
     bs_qc_default_params(&qp);
     pl->disk_qc = pl->p.no_qc ? 0 : bs_qc_disk_bytes(&qp, pl->shapes.qc_spill_spike, pl->n_spikes, pl->K);
-    pl->disk_report = pl->p.no_report ? 0 : bs_report_page_bytes(pl->K);
+    bs_report_params rp;
+    bs_report_params_default(&rp);
+    pl->disk_report = pl->p.no_report ? 0 : bs_report_page_bytes(pl->K, rp.split_max_spikes);
     finalize(pl);
 }
 

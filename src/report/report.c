@@ -33,11 +33,13 @@ void bs_report_params_default(bs_report_params *p)
     p->n_similar = 5;
     p->drift_time_bins = 600;
     p->drift_depth_bins = 300;
+    p->split_max_spikes = 2000000;
 }
 
-size_t bs_report_page_bytes(int64_t n_units)
+size_t bs_report_page_bytes(int64_t n_units, int64_t split_max_spikes)
 {
-    return 900000u + 7000u * (size_t)(n_units > 0 ? n_units : 0);
+    return 900000u + 7000u * (size_t)(n_units > 0 ? n_units : 0) +
+           RP_SPLIT_BYTES_PER_SPIKE * (size_t)(split_max_spikes > 0 ? split_max_spikes : 0);
 }
 
 void rp_note(rp_data *d, const char *fmt, ...)
@@ -62,7 +64,7 @@ void rp_free(rp_data *d)
     void *bulk[] = {d->chan_x, d->chan_y, d->chan_shank, d->unit_id, d->id_to_unit, d->count, d->tmpl,
                     d->amp_sum, d->pos_sum, d->pos_n, d->peak_ch, d->tchan, d->twave, d->tscale, d->tpos,
                     d->sim_unit, d->sim_score, d->pair, d->pair_score, d->ccg, d->acg, d->ring_full, d->sub_off,
-                    d->sub_t, d->sub_amp, d->sub_x, d->sub_y, d->dmap_count, d->dmap_amp, d->mot, d->mot_t,
+                    d->sub_t, d->sub_amp, d->sub_x, d->sub_y, d->all_off, d->all_t, d->all_amp, d->dmap_count, d->dmap_amp, d->mot, d->mot_t,
                     d->mot_depth, d->mot_shank, d->mem_t, d->mem_bytes};
     for (size_t i = 0; i < sizeof bulk / sizeof bulk[0]; i++)
         bs_mem_free(bulk[i]);
@@ -144,6 +146,8 @@ static bs_status check_params(const bs_report_params *p)
 {
     if (p->spikes_per_unit < 10 || p->spikes_per_unit > 100000)
         return bs_error(BS_ERR_USAGE, "spikes per unit: expected 10 to 100000, got %d", p->spikes_per_unit);
+    if (p->split_max_spikes < 0 || p->split_max_spikes > 100000000)
+        return bs_error(BS_ERR_USAGE, "split spikes: expected 0 to 100000000, got %lld", (long long)p->split_max_spikes);
     if (p->n_similar < 0 || p->n_similar > 50)
         return bs_error(BS_ERR_USAGE, "similar units: expected 0 to 50, got %d", p->n_similar);
     if (p->drift_time_bins < 10 || p->drift_time_bins > 10000 || p->drift_depth_bins < 10 ||

@@ -15,14 +15,20 @@
  *     and the estimated motion (drift.npy) when present;
  *   - the run summary (run_summary.json) and the memory timeline stacked by
  *     tag when the run recorded a trace;
- *   - curation: labels good/mua/noise, merge groups, exported in the browser
- *     as a SpikeInterface curation JSON (format v2) and Phy's cluster_group.tsv.
+ *   - curation: labels good/mua/noise, merge groups, splits, exported in the
+ *     browser as a SpikeInterface curation JSON (format v2) and Phy's
+ *     cluster_group.tsv. A split needs every spike of the unit: when the
+ *     folder has at most `split_max_spikes` spikes, each spike's time (u16
+ *     over the recording) and amplitude (u8 over its unit's range) is in the
+ *     page, 3 bytes (4 in base64) a spike.
  *
  * Size budget of report.html at the default caps (300 spikes per unit, 5
- * similar units, 16 template channels, a 600 x 300 drift map): about 0.9 MB
- * of fixed content plus about 7 KB per unit, i.e. about 8 MB for 1,000
- * units whatever the number of spikes. The test on 1,000 units and 1,000,000
- * spikes (tests/cli/test_report_scale.sh) checks the bound.
+ * similar units, 16 template channels, a 600 x 300 drift map, 2,000,000
+ * spikes held for splitting): about 0.9 MB of fixed content plus about
+ * 7 KB per unit plus 4 bytes per spike held, i.e. at most about 16 MB for
+ * 1,000 units whatever the number of spikes (a folder with more spikes than
+ * the cap holds none). The test on 1,000 units and 1,000,000 spikes
+ * (tests/cli/test_report_scale.sh) checks the bound.
  *
  * Memory: per-spike files are streamed in blocks (src/io/npy_rows.h);
  * RAM is O(units x caps + templates' one row + drift grid), every bulk
@@ -41,6 +47,8 @@ typedef struct {
     int n_similar;        /* cross-correlograms per unit with its most similar units */
     int drift_time_bins;  /* columns of the binned drift map */
     int drift_depth_bins; /* rows of the binned drift map (at most) */
+    int64_t split_max_spikes; /* every spike's time and amplitude is in the page (for splitting units) when the
+                                 folder has at most this many spikes; 0: never */
 } bs_report_params;
 
 typedef struct {
@@ -53,9 +61,10 @@ typedef struct {
 
 void bs_report_params_default(bs_report_params *p);
 
-/* The page's size bound at the default caps (above: 0.9 MB + 7 KB per unit), bytes, for the disk
- * `sort` plans when it writes the report (test_report_scale checks the bound at 1,000 units). */
-size_t bs_report_page_bytes(int64_t n_units);
+/* The page's size bound at the default caps (above: 0.9 MB + 7 KB per unit + 4 bytes per spike held for
+ * splitting, at most split_max_spikes), bytes, for the disk `sort` plans when it writes the report
+ * (test_report_scale checks the bound at 1,000 units). */
+size_t bs_report_page_bytes(int64_t n_units, int64_t split_max_spikes);
 
 /* Read the Phy folder `dir` and write the page atomically to html_path
  * (NULL: dir/report.html). BS_ERR_INPUT when dir is not a Phy folder or a file

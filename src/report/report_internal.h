@@ -30,6 +30,7 @@
 #define RP_TEMPLATE_CHANS 16 /* channels of a unit's template drawn around its peak channel */
 #define RP_MAX_CLUSTER_ID 16777215 /* larger ids are refused (the id -> unit table is dense) */
 #define RP_BLOCK 65536       /* rows per block when streaming per-spike files */
+#define RP_SPLIT_BYTES_PER_SPIKE 4u /* page bytes per spike held for splitting: u16 time + u8 amplitude, base64 */
 
 /* ---- streaming JSON writer ---- */
 typedef struct {
@@ -135,6 +136,12 @@ typedef struct {
     /* spike subsample per unit */
     uint32_t *sub_off;     /* (n_units + 1) offsets */
     float *sub_t, *sub_amp, *sub_x, *sub_y; /* s, amplitude, µm */
+
+    /* every spike's time and amplitude, for splitting a unit in the page (NULL when the folder has no
+       amplitudes or more than p.split_max_spikes spikes); unit u's k-th spike (file order) at all_off[u] + k */
+    uint32_t *all_off;     /* (n_units + 1) offsets: running sum of count */
+    uint16_t *all_t;       /* time, quantized over [0, duration_s] as the page reads it */
+    float *all_amp;        /* amplitude (amplitudes.npy) */
 
     /* drift map */
     const char *dmap_source;

@@ -246,7 +246,42 @@ static bs_status init_state(rp_data *d, pass_state *s)
     d->sub_y = bs_mem_alloc("report/subsample", nsub * sizeof(float));
     if (!d->sub_t || !d->sub_amp || !d->sub_x || !d->sub_y)
         return BS_ERR_MEMORY;
+    /* every spike, for splits */
+    if (!d->have_amplitudes) {
+        rp_note(d, "amplitudes.npy absent: units cannot be split in the page");
+    } else if (d->n_spikes > d->p.split_max_spikes) {
+        rp_note(d, "%lld spikes, more than the %lld the page holds for splitting (boundsort report --split-spikes): "
+                "units cannot be split in the page", (long long)d->n_spikes, (long long)d->p.split_max_spikes);
+    } else {
+        d->all_off = bs_mem_alloc("report/split", (U + 1) * sizeof(uint32_t));
+        d->all_t = bs_mem_alloc("report/split", ((size_t)d->n_spikes + 1) * sizeof(uint16_t));
+        d->all_amp = bs_mem_alloc("report/split", ((size_t)d->n_spikes + 1) * sizeof(float));
+        if (!d->all_off || !d->all_t || !d->all_amp) { /* optional: the page works without it */
+            bs_mem_free(d->all_off);
+            bs_mem_free(d->all_t);
+            bs_mem_free(d->all_amp);
+            d->all_off = NULL;
+            d->all_t = NULL;
+            d->all_amp = NULL;
+            rp_note(d, "every spike (%.1f MB) does not fit the memory budget (--mem): units cannot be split in the page",
+                    (double)d->n_spikes * (sizeof(uint16_t) + sizeof(float)) / 1e6);
+            return BS_OK;
+        }
+        d->all_off[0] = 0;
+        for (int64_t u = 0; u < d->n_units; u++)
+            d->all_off[u + 1] = d->all_off[u] + (uint32_t)d->count[u];
+    }
     return BS_OK;
+}
+
+/* t (s) quantized over [0, hi] to 0..65534 (65535: not finite), as emit_q16 and the page's deq() */
+static uint16_t q16(double t, double hi)
+{
+    if (!isfinite(t))
+        return 65535;
+    double r = hi > 0 ? t / hi : 0.5;
+    r = r < 0 ? 0 : r > 1 ? 1 : r;
+    return (uint16_t)lrint(r * 65534);
 }
 
 /* Correlogram updates for a spike of unit u at ts (samples). */
@@ -367,6 +402,10 @@ bs_status rp_spike_pass(rp_data *d)
                 d->sub_x[slot] = (float)x;
                 d->sub_y[slot] = (float)y;
             }
+            if (d->all_t) {
+                d->all_t[d->all_off[u] + k] = q16(bt[i] / d->fs_hz, (float)d->duration_s); /* the page's t_hi */
+                d->all_amp[d->all_off[u] + k] = (float)amp;
+            }
             if (d->dmap_fill_in_pass) {
                 double depth = d->have_positions ? y : d->tpos[2 * u + 1];
                 rp_drift_add(d, bt[i] / d->fs_hz, depth, d->have_amplitudes ? amp : 1.0);
@@ -434,6 +473,44 @@ static void range_of(const float *v, size_t n, float *lo, float *hi)
         *lo = *hi = 0;
 }
 
+/* Every spike for splits: "all": {off (u32, n_units + 1), t (u16 over [0, t_hi]), amp (u8: 0..254 over
+   [amp_lo[u], amp_hi[u]], the unit's own range; 255 = not finite), amp_lo, amp_hi}, or null. */
+static void emit_all(rp_json *j, const rp_data *d)
+{
+    size_t U = (size_t)d->n_units, n = (size_t)d->n_spikes;
+    float *lo = d->all_t ? bs_mem_alloc("report/emit", (U + 1) * sizeof(float)) : NULL;
+    float *hi = lo ? bs_mem_alloc("report/emit", (U + 1) * sizeof(float)) : NULL;
+    uint8_t *q = hi ? bs_mem_alloc("report/emit", n + 1) : NULL;
+    if (!q) { /* the page then offers no split */
+        rpj_null(j, "all");
+        goto done;
+    }
+    for (size_t u = 0; u < U; u++) {
+        uint32_t a = d->all_off[u], b = d->all_off[u + 1];
+        range_of(d->all_amp + a, b - a, &lo[u], &hi[u]);
+        for (uint32_t k = a; k < b; k++) {
+            float v = d->all_amp[k];
+            if (!isfinite(v)) {
+                q[k] = 255;
+                continue;
+            }
+            double r = hi[u] > lo[u] ? (v - lo[u]) / (hi[u] - lo[u]) : 0.5;
+            q[k] = (uint8_t)lrint((r < 0 ? 0 : r > 1 ? 1 : r) * 254);
+        }
+    }
+    rpj_obj(j, "all");
+    rpj_typed(j, "off", "u32", d->all_off, U + 1);
+    rpj_typed(j, "t", "u16", d->all_t, n);
+    rpj_typed(j, "amp", "u8", q, n);
+    rpj_typed(j, "amp_lo", "f32", lo, U);
+    rpj_typed(j, "amp_hi", "f32", hi, U);
+    rpj_end_obj(j);
+done:
+    bs_mem_free(lo);
+    bs_mem_free(hi);
+    bs_mem_free(q);
+}
+
 void rp_emit_spikes(rp_json *j, const rp_data *d)
 {
     size_t U = (size_t)d->n_units, n = d->sub_off[U];
@@ -465,6 +542,7 @@ void rp_emit_spikes(rp_json *j, const rp_data *d)
     rpj_num(j, "y_hi", yhi);
     emit_q16(j, "x", d->sub_x, n, &xlo, &xhi, NULL, 0);
     emit_q16(j, "y", d->sub_y, n, &ylo, &yhi, NULL, 0);
+    emit_all(j, d);
     rpj_end_obj(j);
 
     rpj_obj(j, "acg");

@@ -20,6 +20,7 @@ import time
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -357,6 +358,58 @@ def curate(args):
             driver.refresh()
             wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready after reload")
             check(status(0) == "accepted" and status(1) == "rejected", "proposal decisions survive a reload")
+            driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=curation]").click()
+
+        # split: a box dragged on a unit's amplitude plot, s; undo, redo, reload; the export holds it
+        if data["spikes"].get("all"):
+            merged = {x for g in driver.execute_script("return bsReport.state.groups") for x in g}
+            su = next(x for x in cand if x not in merged)
+            driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=units]").click()
+            click_row(driver, ids[su])
+            cv = driver.find_element(By.ID, "c-amp")
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", cv)
+            # the box: the whole time axis, amplitudes from the unit's median up
+            g = driver.execute_script(
+                "const c = arguments[0], f = c._bsFrame, u = bsReport.state.selected, a = bsReport.data.spikes.all; "
+                "const r = c.getBoundingClientRect(); return [r.width, r.height, f.px, f.py, f.pw, f.ph]", cv)
+            med = driver.execute_script(
+                "const c = arguments[0], f = c._bsFrame, s = []; const d = bsReport.unitAmplitudes(bsReport.state.selected); "
+                "const v = Array.from(d).filter(Number.isFinite).sort((a, b) => a - b); return f.Y(v[Math.floor(v.length / 2)])", cv)
+            w, h, px, py, pw, ph = g
+            ActionChains(driver).move_to_element_with_offset(cv, int(px + 2 - w / 2), int(py + 2 - h / 2)).click_and_hold() \
+                .move_by_offset(int(pw - 4), int(med - py - 2)).release().perform()
+            pend = driver.execute_script("return bsReport.state.pending")
+            check(pend is not None and pend["u"] == su, f"dragging on unit {ids[su]}'s amplitude plot draws a box ({pend})")
+            driver.find_element(By.TAG_NAME, "body").send_keys("s")
+            part = driver.execute_script(f"return bsReport.splitIndices({su})")
+            n_su = n_spikes[su]
+            check(part is not None and 0 < len(part) < n_su, f"key s splits unit {ids[su]}: {len(part or [])} of {n_su} spikes")
+            sp = driver.execute_script("return bsReport.curationJSON().splits")
+            nid = max(ids) + 1 + len(driver.execute_script("return bsReport.state.groups"))
+            check(sp == [{"unit_id": ids[su], "mode": "indices", "indices": [part], "new_unit_ids": [nid, nid + 1]}],
+                  f"the export's split: unit {ids[su]}, its box's spike indices, new ids {nid}, {nid + 1}")
+            check(ink(driver, "c-amp") > 0.01 and "split:" in driver.find_element(By.ID, "amp-note").text,
+                  "the amplitude plot shows the split")
+            shot(driver, shots, "report-split.png")
+            driver.find_element(By.ID, "undo").click()
+            check(driver.execute_script("return bsReport.curationJSON().splits") == [], "undo takes the split back")
+            driver.find_element(By.ID, "redo").click()
+            check(driver.execute_script("return bsReport.curationJSON().splits") == sp, "redo splits again")
+            driver.refresh()
+            wait_for(lambda: driver.execute_script("return window.bsReady === true"), 30, "page ready after reload")
+            check(driver.execute_script("return bsReport.curationJSON().splits") == sp, "the split survives a reload")
+            # a split unit is not merged
+            other = next(x for x in cand if x not in merged and x != su)
+            driver.execute_script(f"bsReport.mergeUnits([{su}, {other}])")
+            check(driver.execute_script(f"return bsReport.state.groups.some(g => g.includes({su}))") is False,
+                  "a split unit cannot be merged")
+            os.remove(jpath)
+            driver.find_element(By.ID, "export-json").click()
+            if check(wait_file(jpath), "curation.json with the split downloaded"):
+                cur = json.load(open(jpath))
+                n_groups = len(driver.execute_script("return bsReport.state.groups"))
+                check(cur["splits"] == sp and len(cur["merges"]) == n_groups, "the file holds the merges and the split")
+                shutil.copy(jpath, os.path.join(args.outdir, "curation-final.json"))
             driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=curation]").click()
         shot(driver, shots, "report-curation.png")
         check(not console_errors(driver), f"no console errors at the end: {console_errors(driver)}")

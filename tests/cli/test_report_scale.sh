@@ -3,8 +3,10 @@
 # with 1,000 units and 1,000,000 spikes (tests/browser/report_fixtures.py).
 # The report builds within a 20 MiB budget for its buffers (--mem 20M), less
 # than the 27 MiB of per-spike files it reads (they are streamed), the page
-# stays under its size bound (src/report/report.h: 0.9 MB + 7 KB per unit),
-# a cross-correlogram equals numpy's, and
+# stays under its size bound (src/report/report.h: 0.9 MB + 7 KB per unit +
+# 4 bytes per spike held for splitting), every spike's time and amplitude
+# held for splits equals numpy's within its quantization (and --split-spikes
+# below the count holds none), a cross-correlogram equals numpy's, and
 # the page is ready in headless Chromium within 15 s and stays responsive
 # (tests/browser/report_browser.py scale). The browser part is skipped (77)
 # only when Chromium is not installed; the rest has run by then.
@@ -31,7 +33,8 @@ def want(cond, what):
     if not cond:
         errors.append(what)
 want(r.returncode == 0, f"exit code {r.returncode} with --mem 20M")
-want(size <= 0.9e6 + 7e3 * 1000, f"page size {size / 1e6:.2f} MB over the bound of 0.9 MB + 7 KB per unit")
+want(size <= 0.9e6 + 7e3 * 1000 + 4 * 1000000,
+     f"page size {size / 1e6:.2f} MB over the bound of 0.9 MB + 7 KB per unit + 4 bytes per spike")
 if not os.environ.get("BS_SANITIZED"):  # ASan's shadow memory inflates RSS
     want(rss_mb < 150, f"peak RSS {rss_mb:.0f} MB: per-spike data should be streamed")
 d, html = load_report(os.path.join(big, "report.html"))
@@ -51,6 +54,23 @@ x = (lag + 0.05 * fs) / (0.001 * fs)
 h = np.bincount(x[(x >= 0) & (x < 100)].astype(int), minlength=100)
 want(np.array_equal(h, cc[p]), f"CCG of units {ids[a]}, {ids[b]}")
 print(f"{len(pairs)} cross-correlograms; units {ids[a]}, {ids[b]}: {cc[p].sum()} pairs, equal to numpy's")
+# every spike, for splits: unit u's k-th spike in file order, time u16 over [0, t_hi], amplitude u8 over its range
+al = d["spikes"]["all"]
+amps = np.load(os.path.join(big, "amplitudes.npy")).ravel()
+aoff = decode(al["off"]).astype(np.int64)
+want(np.array_equal(np.diff(aoff), np.bincount(cl, minlength=1000)), "held spikes: offsets are the unit counts")
+qt, qa, lo, hi = decode(al["t"]), decode(al["amp"]), decode(al["amp_lo"]), decode(al["amp_hi"])
+for u in (0, 500, 999):
+    m = cl == ids[u]
+    t = qt[aoff[u]:aoff[u + 1]] / 65534 * d["spikes"]["t_hi"]
+    want(np.abs(t - st[m] / fs).max() <= d["spikes"]["t_hi"] / 65534 * 0.51, f"held times of unit {ids[u]}")
+    am = lo[u] + qa[aoff[u]:aoff[u + 1]] / 254 * (hi[u] - lo[u])
+    want(np.abs(am - amps[m]).max() <= (hi[u] - lo[u]) / 254 * 0.501 + 1e-4 * abs(hi[u]),
+         f"held amplitudes of unit {ids[u]}")
+r = subprocess.run([bs, "report", big, "-o", big + "/nosplit.html", "--split-spikes", "999999"], stderr=subprocess.PIPE, text=True)
+d2, _ = load_report(big + "/nosplit.html")
+want(r.returncode == 0 and d2["spikes"]["all"] is None and any("cannot be split" in n for n in d2["notes"]),
+     "--split-spikes under the spike count: no spikes held, a note says so")
 for e in errors:
     print("  " + e)
 sys.exit(1 if errors else 0)
