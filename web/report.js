@@ -38,8 +38,11 @@
  * Ctrl+Shift+Z). The stacks live as long as the page; the state itself is
  * saved as above after every change.
  *
- * Tabs: each is reachable by the URL's hash (#units, #drift, #run,
- * #curation); showing a tab sets the hash.
+ * Tabs: each is reachable by the URL's hash (#units, #drift, #traces, #run,
+ * #curation); showing a tab sets the hash. The traces tab draws the
+ * stretches of preprocessed traces the page holds (D.traces), each spike
+ * over its unit's loud channels in the unit's colour, the selected unit's in
+ * red; clicking a spike selects its unit.
  *
  * Keyboard (listed on the page): up/down (or j/k) move through the table,
  * g/m/n/u relabel the selected unit, x ticks it for merging, s splits it by
@@ -322,6 +325,7 @@
     document.querySelectorAll(".tab").forEach((s) => s.classList.toggle("active", s.id === "tab-" + name));
     if (name === "units") renderUnit();
     if (name === "drift") renderDrift();
+    if (name === "traces") renderTraces();
     if (name === "run") renderRun();
     if (name === "curation") renderCuration();
   }
@@ -938,6 +942,136 @@
     ], P.fmtBytes, "memory per stage", budget);
   }
 
+  /* ---- traces tab ----
+     D.traces: n stretches of n_t samples, int8 x scale[i] µV, channel-major; spikes (stretch, sample offset, unit).
+     Shown: nvis channels in depth order (y, then x) centred on the selected unit's peak channel; a unit's spike is
+     drawn over [t - 1 ms, t + 1 ms) on its "loud" channels: those of its template whose peak-to-peak is at least
+     a quarter of the largest. Gain: the channel spacing per 8 x the visible traces' median |x| / 0.6745 (times the
+     user's factor). Selecting a unit shows the stretch with most of its spikes. */
+  const TR = D.traces;
+  const trv = { stretch: 0, gain: 1, hits: [], unit: -1 };
+  const trData = TR ? typed(TR.data) : null, trScale = TR ? typed(TR.scale) : null;
+  const trSp = TR ? { s: typed(TR.spike_stretch), t: typed(TR.spike_t), u: typed(TR.spike_unit) } : null;
+  const depthOrder = Array.from({ length: D.channels.n }, (_, c) => c)
+    .sort((a, b) => D.channels.y[a] - D.channels.y[b] || D.channels.x[a] - D.channels.x[b]);
+  const loudCache = new Map();
+  function loudChannels(u) {
+    if (loudCache.has(u)) return loudCache.get(u);
+    const nc = D.templates.n_chan, nt = D.templates.nt, ptp = [], out = new Set();
+    if (tpl.wave) {
+      for (let k = 0; k < nc; k++) {
+        let lo = Infinity, hi = -Infinity;
+        for (let s = 0; s < nt; s++) { const v = tpl.wave[(u * nc + k) * nt + s]; lo = Math.min(lo, v); hi = Math.max(hi, v); }
+        ptp.push(hi - lo);
+      }
+      const mx = Math.max.apply(null, ptp);
+      for (let k = 0; k < nc; k++) if (tpl.chans[u * nc + k] >= 0 && ptp[k] >= 0.25 * mx && mx > 0) out.add(tpl.chans[u * nc + k]);
+    }
+    if (!out.size && tpl.peak[u] >= 0) out.add(tpl.peak[u]);
+    loudCache.set(u, out);
+    return out;
+  }
+  function renderTraces() {
+    const cv = $("c-traces");
+    if (!TR) { P.message(cv, "no traces in this page (see the notes)"); $("trace-stretches").textContent = ""; return; }
+    $("trace-stretches").innerHTML = "stretch " + TR.start_s.map((s, i) =>
+      `<button class="small${i === trv.stretch ? " on" : ""}" data-stretch="${i}">${P.fmt(s, 2)} s</button>`).join(" ");
+    document.querySelectorAll("#trace-stretches button").forEach((b) => b.addEventListener("click", () => { trv.stretch = Number(b.dataset.stretch); renderTraces(); }));
+    const u = state.selected;
+    if (trv.unit !== u) { /* a newly selected unit: the stretch with most of its spikes */
+      trv.unit = u;
+      const cnt = new Array(TR.n).fill(0);
+      for (let q = 0; q < trSp.s.length; q++) if (trSp.u[q] === u) cnt[trSp.s[q]]++;
+      const best = cnt.indexOf(Math.max.apply(null, cnt));
+      if (cnt[best] > cnt[trv.stretch]) { trv.stretch = best; return renderTraces(); }
+    }
+    const C = D.channels.n, L = TR.n_t, i = trv.stretch, sc = trScale[i], base = i * C * L;
+    const want = Number($("trace-nch").value) || C, nvis = Math.min(C, want);
+    const pk = u >= 0 && tpl.peak[u] >= 0 ? depthOrder.indexOf(tpl.peak[u]) : Math.floor(C / 2);
+    const r0 = Math.max(0, Math.min(C - nvis, pk - Math.floor(nvis / 2))), rows = depthOrder.slice(r0, r0 + nvis);
+    const sample = [];
+    for (const c of rows) for (let k = 0; k < L; k += 7) sample.push(Math.abs(trData[base + c * L + k]));
+    sample.sort((a, b) => a - b);
+    const noise = Math.max(1, sample[Math.floor(sample.length / 2)] / 0.6745) * sc;
+    const t0 = TR.start_s[i];
+    const f = P.frame(cv, { xr: [t0, t0 + TR.ms / 1000], yr: [-0.5, nvis - 0.5], xlabel: "time (s)", yticks: false, grid: false, left: 44 });
+    const ctx = f.ctx, row = f.ph / nvis, k_uv = (row / (8 * noise)) * trv.gain, sPerSample = 1 / D.fs_hz;
+    ctx.fillStyle = "#555";
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    const step = Math.max(1, Math.ceil(12 / row));
+    rows.forEach((c, r) => { if (r % step === 0) ctx.fillText(String(c), f.px - 4, f.Y(r)); });
+    P.clip(f);
+    const line = (c, r, a, b, color, width) => {
+      ctx.strokeStyle = color;
+      ctx.lineWidth = width;
+      ctx.beginPath();
+      const y0 = f.Y(r);
+      for (let k = a; k < b; k++) {
+        const x = f.X(t0 + k * sPerSample), y = y0 - trData[base + c * L + k] * sc * k_uv;
+        if (k === a) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+      }
+      ctx.stroke();
+    };
+    rows.forEach((c, r) => line(c, r, 0, L, "#9aa0a6", 1));
+    const rowOf = new Map(rows.map((c, r) => [c, r])), half = Math.round(D.fs_hz / 1000);
+    const others = $("trace-others").checked;
+    trv.hits = [];
+    let n_sel = 0, n_all = 0;
+    for (const pass of [0, 1]) { /* the selected unit last, on top */
+      for (let q = 0; q < trSp.s.length; q++) {
+        if (trSp.s[q] !== i) continue;
+        const v = trSp.u[q], sel = v === u;
+        if ((pass === 1) !== sel || (!sel && !others)) continue;
+        if (pass === 0) n_all++; else n_sel++;
+        const a = Math.max(0, trSp.t[q] - half), b = Math.min(L, trSp.t[q] + half);
+        const color = sel ? P.PALETTE[1] : P.PALETTE[2 + (ids[v] % (P.PALETTE.length - 2))];
+        for (const c of loudChannels(v)) {
+          const r = rowOf.get(c);
+          if (r === undefined) continue;
+          line(c, r, a, b, color, sel ? 2 : 1.2);
+          trv.hits.push({ x: f.X(t0 + trSp.t[q] * sPerSample), y: f.Y(r), v, t: t0 + trSp.t[q] * sPerSample });
+        }
+      }
+    }
+    ctx.restore();
+    cv._bsFrame = f;
+    P.attachHit(cv, (x, y) => {
+      const h = nearestSpike(x, y);
+      return h ? `unit ${ids[h.v]}, ${h.t.toFixed(4)} s (click to select)` : null;
+    });
+    $("trace-note").textContent = `· channels ${rows.length ? rows[0] : ""}–${rows.length ? rows[rows.length - 1] : ""} by depth, ` +
+      `${n_sel} spike${n_sel === 1 ? "" : "s"} of unit ${u >= 0 ? ids[u] : "–"}, ${n_all} of other units; ` +
+      `int8 step ${P.fmt(sc)} µV, noise ≈ ${P.fmt(noise)} µV`;
+    $("trace-source").textContent = `${TR.n} stretches of ${TR.ms} ms spread over the recording (boundsort report --traces N --trace-ms MS).`;
+  }
+  function nearestSpike(x, y) {
+    let best = null, bd = 64;
+    for (const h of trv.hits) {
+      const d2 = (h.x - x) * (h.x - x) + (h.y - y) * (h.y - y) / 4;
+      if (d2 < bd) { bd = d2; best = h; }
+    }
+    return best;
+  }
+  $("c-traces").addEventListener("click", (ev) => {
+    const r = ev.target.getBoundingClientRect(), h = nearestSpike(ev.clientX - r.left, ev.clientY - r.top);
+    if (h) { select(h.v); renderTraces(); }
+  });
+  $("trace-nch").addEventListener("change", () => renderTraces());
+  $("trace-others").addEventListener("change", () => renderTraces());
+  $("trace-gain-up").addEventListener("click", () => { trv.gain *= 1.5; renderTraces(); });
+  $("trace-gain-down").addEventListener("click", () => { trv.gain /= 1.5; renderTraces(); });
+  document.addEventListener("keydown", (ev) => {
+    if (activeTab !== "traces" || !TR || ev.target.matches("input, select, textarea") || ev.ctrlKey || ev.metaKey) return;
+    if (ev.key === "ArrowRight") trv.stretch = (trv.stretch + 1) % TR.n;
+    else if (ev.key === "ArrowLeft") trv.stretch = (trv.stretch + TR.n - 1) % TR.n;
+    else if (ev.key === "+" || ev.key === "=") trv.gain *= 1.5;
+    else if (ev.key === "-") trv.gain /= 1.5;
+    else return;
+    ev.preventDefault();
+    renderTraces();
+  });
+
   /* ---- curation tab ---- */
   function renderCuration() {
     const counts = {};
@@ -1002,7 +1136,7 @@
   renderCuration();
   renderHistory();
   showTab(location.hash.slice(1) || "units");
-  window.bsReport = { data: D, state, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, splitUnit, unsplit, showTab, reveal, undo, redo,
+  window.bsReport = { data: D, state, trv, renderTraces, curationJSON, clusterGroupTSV, select, setLabel, mergeUnits, splitUnit, unsplit, showTab, reveal, undo, redo,
                       unitAmplitudes: (u) => (all ? unitAll(u).amp : unitSpikes(u).amp),
                       splitIndices: (u) => (splitOf(u) >= 0 ? splitIndices(state.splits[splitOf(u)]) : null),
                       proposalStatus: (i) => proposalStatus(PROPOSALS[i]),

@@ -17,13 +17,15 @@
 #include "cli.h"
 
 static const char *usage_text =
-    "usage: boundsort report OUT [-o FILE] [--spikes-per-unit N] [--similar N] [--split-spikes N] [--mem SIZE]\n"
-    "                        [-q]\n"
+    "usage: boundsort report OUT [-o FILE] [--spikes-per-unit N] [--similar N] [--split-spikes N]\n"
+    "                        [--traces N] [--trace-ms MS] [--mem SIZE] [-q]\n"
     "\n"
     "Writes OUT/report.html: a page that opens from disk with no network, showing the unit table\n"
     "(labels, quality metrics, position, firing rate), each unit's template on the probe,\n"
     "autocorrelogram, amplitudes and positions, cross-correlograms with its most similar units,\n"
-    "the drift map and estimated motion, and the run summary with the memory timeline.\n"
+    "the drift map and estimated motion, a few stretches of the preprocessed traces with each\n"
+    "spike marked (when OUT/source.json names a readable recording), and the run summary with\n"
+    "the memory timeline.\n"
     "Units can be relabelled (good/mua/noise), grouped for merging and split (a range of the\n"
     "amplitude plot), and the curation exported as a SpikeInterface curation JSON (format v2)\n"
     "and Phy's cluster_group.tsv.\n"
@@ -33,6 +35,9 @@ static const char *usage_text =
     "  --similar N          cross-correlograms per unit with its most similar units (default 5)\n"
     "  --split-spikes N     hold every spike (4 bytes each in the page) for splitting when the folder\n"
     "                       has at most N spikes (default 2000000; 0: no splitting)\n"
+    "  --traces N           stretches of preprocessed traces in the traces view (default 4, at most\n"
+    "                       16; 0: none); each holds 4/3 byte a sample and channel in the page\n"
+    "  --trace-ms MS        length of each stretch, 10 to 2000 ms (default 100)\n"
     "  --mem SIZE           budget for the report's buffers, e.g. 64M (default: none); exit 3 if short\n"
     "  -q                   no notes on stderr\n";
 
@@ -60,7 +65,8 @@ int bs_cmd_report(int argc, char **argv)
         if (strcmp(a, "-q") == 0) {
             quiet = 1;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--spikes-per-unit") == 0 || strcmp(a, "--similar") == 0 ||
-                   strcmp(a, "--split-spikes") == 0 || strcmp(a, "--mem") == 0) {
+                   strcmp(a, "--split-spikes") == 0 || strcmp(a, "--traces") == 0 ||
+                   strcmp(a, "--trace-ms") == 0 || strcmp(a, "--mem") == 0) {
             if (i + 1 >= argc)
                 return usage_error("option '%s' needs a value", a);
             const char *val = argv[++i];
@@ -79,6 +85,14 @@ int bs_cmd_report(int argc, char **argv)
                 if (!bs_cli_parse_long(val, 0, 100000000, &v))
                     return usage_error("--split-spikes: expected 0 to 100000000, got '%s'", val);
                 p.split_max_spikes = v;
+            } else if (strcmp(a, "--traces") == 0) {
+                if (!bs_cli_parse_long(val, 0, 16, &v))
+                    return usage_error("--traces: expected 0 to 16, got '%s'", val);
+                p.trace_stretches = (int)v;
+            } else if (strcmp(a, "--trace-ms") == 0) {
+                if (!bs_cli_parse_long(val, 10, 2000, &v))
+                    return usage_error("--trace-ms: expected 10 to 2000, got '%s'", val);
+                p.trace_ms = (double)v;
             } else {
                 if (!bs_cli_parse_long(val, 10, 100000, &v))
                     return usage_error("--spikes-per-unit: expected 10 to 100000, got '%s'", val);

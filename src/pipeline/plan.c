@@ -151,7 +151,7 @@ static void plan_from(bs_sort_plan *pl, int from)
     pl->disk_qc = pl->p.no_qc ? 0 : bs_qc_disk_bytes(&qp, pl->shapes.qc_spill_spike, pl->n_spikes, pl->K);
     bs_report_params rp;
     bs_report_params_default(&rp);
-    pl->disk_report = pl->p.no_report ? 0 : bs_report_page_bytes(pl->K, rp.split_max_spikes);
+    pl->disk_report = pl->p.no_report ? 0 : bs_report_page_bytes(&rp, pl->K, pl->n_chan, pl->fs_hz);
     finalize(pl);
 }
 

@@ -34,12 +34,16 @@ void bs_report_params_default(bs_report_params *p)
     p->drift_time_bins = 600;
     p->drift_depth_bins = 300;
     p->split_max_spikes = 2000000;
+    p->trace_stretches = 4;
+    p->trace_ms = 100;
 }
 
-size_t bs_report_page_bytes(int64_t n_units, int64_t split_max_spikes)
+size_t bs_report_page_bytes(const bs_report_params *p, int64_t n_units, int n_chan, double fs_hz)
 {
+    size_t traces = (size_t)p->trace_stretches * (size_t)rp_trace_samples(p, fs_hz) * (size_t)(n_chan > 0 ? n_chan : 0);
     return 900000u + 7000u * (size_t)(n_units > 0 ? n_units : 0) +
-           RP_SPLIT_BYTES_PER_SPIKE * (size_t)(split_max_spikes > 0 ? split_max_spikes : 0);
+           RP_SPLIT_BYTES_PER_SPIKE * (size_t)(p->split_max_spikes > 0 ? p->split_max_spikes : 0) + traces / 3 * 4 +
+           RP_TRACE_MAX_SPIKES * 12u;
 }
 
 void rp_note(rp_data *d, const char *fmt, ...)
@@ -61,6 +65,7 @@ void rp_free(rp_data *d)
     for (int i = 0; i < d->n_notes; i++)
         free(d->notes[i]);
     rp_free_tables(d);
+    rp_traces_free(d);
     void *bulk[] = {d->chan_x, d->chan_y, d->chan_shank, d->unit_id, d->id_to_unit, d->count, d->tmpl,
                     d->amp_sum, d->pos_sum, d->pos_n, d->peak_ch, d->tchan, d->twave, d->tscale, d->tpos,
                     d->sim_unit, d->sim_score, d->pair, d->pair_score, d->ccg, d->acg, d->ring_full, d->sub_off,
@@ -97,6 +102,7 @@ static void write_data(rp_json *j, const rp_data *d)
     rp_emit_templates(j, d);
     rp_emit_spikes(j, d);
     rp_emit_drift(j, d);
+    rp_emit_traces(j, d);
     rp_emit_run(j, d);
     rpj_end_obj(j);
 }
@@ -148,6 +154,10 @@ static bs_status check_params(const bs_report_params *p)
         return bs_error(BS_ERR_USAGE, "spikes per unit: expected 10 to 100000, got %d", p->spikes_per_unit);
     if (p->split_max_spikes < 0 || p->split_max_spikes > 100000000)
         return bs_error(BS_ERR_USAGE, "split spikes: expected 0 to 100000000, got %lld", (long long)p->split_max_spikes);
+    if (p->trace_stretches < 0 || p->trace_stretches > RP_TRACE_MAX_STRETCHES || !(p->trace_ms >= 10) ||
+        !(p->trace_ms <= 2000))
+        return bs_error(BS_ERR_USAGE, "traces: expected 0 to %d stretches of 10 to 2000 ms, got %d of %g ms",
+                        RP_TRACE_MAX_STRETCHES, p->trace_stretches, p->trace_ms);
     if (p->n_similar < 0 || p->n_similar > 50)
         return bs_error(BS_ERR_USAGE, "similar units: expected 0 to 50, got %d", p->n_similar);
     if (p->drift_time_bins < 10 || p->drift_time_bins > 10000 || p->drift_depth_bins < 10 ||
@@ -164,8 +174,10 @@ static bs_status gather(rp_data *d)
     BS_TRY(rp_load_templates(d));
     BS_TRY(rp_find_similar(d));
     BS_TRY(rp_drift_setup(d));
+    BS_TRY(rp_traces_setup(d));
     BS_TRY(rp_spike_pass(d));
     BS_TRY(rp_drift_load(d));
+    BS_TRY(rp_traces_load(d));
     return rp_load_run(d);
 }
 

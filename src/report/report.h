@@ -22,12 +22,18 @@
  *     over the recording) and amplitude (u8 over its unit's range) is in the
  *     page, 3 bytes (4 in base64) a spike.
  *
+ *   - a traces view: `trace_stretches` stretches of `trace_ms` of the
+ *     preprocessed recording (from OUT/source.json), int8, with every spike
+ *     in them marked by unit (report_traces.c).
+ *
  * Size budget of report.html at the default caps (300 spikes per unit, 5
  * similar units, 16 template channels, a 600 x 300 drift map, 2,000,000
- * spikes held for splitting): about 0.9 MB of fixed content plus about
- * 7 KB per unit plus 4 bytes per spike held, i.e. at most about 16 MB for
- * 1,000 units whatever the number of spikes (a folder with more spikes than
- * the cap holds none). The test on 1,000 units and 1,000,000 spikes
+ * spikes held for splitting, 4 stretches of 100 ms): about 0.9 MB of fixed
+ * content plus about 7 KB per unit plus 4 bytes per spike held plus the
+ * traces (4/3 byte per sample and channel: 6.1 MB for 384 channels at
+ * 30 kHz), i.e. at most about 23 MB for 1,000 units on 384 channels
+ * whatever the number of spikes (a folder with more spikes than the cap
+ * holds none of them for splits). The test on 1,000 units and 1,000,000 spikes
  * (tests/cli/test_report_scale.sh) checks the bound.
  *
  * Memory: per-spike files are streamed in blocks (src/io/npy_rows.h);
@@ -49,6 +55,8 @@ typedef struct {
     int drift_depth_bins; /* rows of the binned drift map (at most) */
     int64_t split_max_spikes; /* every spike's time and amplitude is in the page (for splitting units) when the
                                  folder has at most this many spikes; 0: never */
+    int trace_stretches;      /* stretches of preprocessed traces in the page (0: none) */
+    double trace_ms;          /* length of each stretch, ms */
 } bs_report_params;
 
 typedef struct {
@@ -64,7 +72,7 @@ void bs_report_params_default(bs_report_params *p);
 /* The page's size bound at the default caps (above: 0.9 MB + 7 KB per unit + 4 bytes per spike held for
  * splitting, at most split_max_spikes), bytes, for the disk `sort` plans when it writes the report
  * (test_report_scale checks the bound at 1,000 units). */
-size_t bs_report_page_bytes(int64_t n_units, int64_t split_max_spikes);
+size_t bs_report_page_bytes(const bs_report_params *p, int64_t n_units, int n_chan, double fs_hz);
 
 /* Read the Phy folder `dir` and write the page atomically to html_path
  * (NULL: dir/report.html). BS_ERR_INPUT when dir is not a Phy folder or a file

@@ -30,6 +30,8 @@
 #define RP_TEMPLATE_CHANS 16 /* channels of a unit's template drawn around its peak channel */
 #define RP_MAX_CLUSTER_ID 16777215 /* larger ids are refused (the id -> unit table is dense) */
 #define RP_BLOCK 65536       /* rows per block when streaming per-spike files */
+#define RP_TRACE_MAX_STRETCHES 16 /* most stretches in the traces view */
+#define RP_TRACE_MAX_SPIKES 200000 /* most spikes marked in the traces view */
 #define RP_SPLIT_BYTES_PER_SPIKE 4u /* page bytes per spike held for splitting: u16 time + u8 amplitude, base64 */
 
 /* ---- streaming JSON writer ---- */
@@ -143,6 +145,19 @@ typedef struct {
     uint16_t *all_t;       /* time, quantized over [0, duration_s] as the page reads it */
     float *all_amp;        /* amplitude (amplitudes.npy) */
 
+    /* traces view (report_traces.c) */
+    void *tr_rec;          /* bs_recording* from source.json, NULL when absent */
+    int tr_n;              /* stretches (0: no traces view) */
+    int64_t tr_len;        /* samples per stretch; stretch i is batch tr_batch[i] of that length */
+    int64_t tr_batch[RP_TRACE_MAX_STRETCHES];
+    float tr_scale[RP_TRACE_MAX_STRETCHES]; /* µV per step */
+    int8_t *tr_data;       /* (tr_n, n_chan, tr_len) quantized preprocessed traces */
+    int32_t tr_n_sp;       /* spikes in the stretches */
+    int64_t tr_sp_dropped; /* beyond RP_TRACE_MAX_SPIKES */
+    uint32_t *tr_sp_t;     /* sample offset within its stretch */
+    int32_t *tr_sp_u;      /* unit index */
+    uint8_t *tr_sp_s;      /* stretch */
+
     /* drift map */
     const char *dmap_source;
     int dmap_nt, dmap_nd;
@@ -185,6 +200,12 @@ bs_status rp_drift_setup(rp_data *d);                    /* report_drift.c */
 void rp_drift_add(rp_data *d, double t_s, double depth_um, double amp);
 bs_status rp_drift_load(rp_data *d);
 void rp_emit_drift(rp_json *j, const rp_data *d);
+int64_t rp_trace_samples(const bs_report_params *p, double fs_hz); /* report_traces.c */
+bs_status rp_traces_setup(rp_data *d);
+void rp_traces_add(rp_data *d, int64_t t, int32_t u);
+bs_status rp_traces_load(rp_data *d);
+void rp_emit_traces(rp_json *j, const rp_data *d);
+void rp_traces_free(rp_data *d);
 bs_status rp_load_run(rp_data *d);                       /* report_run.c */
 void rp_emit_run(rp_json *j, const rp_data *d);
 void rp_free(rp_data *d);

@@ -410,6 +410,8 @@ bs_status rp_spike_pass(rp_data *d)
                 double depth = d->have_positions ? y : d->tpos[2 * u + 1];
                 rp_drift_add(d, bt[i] / d->fs_hz, depth, d->have_amplitudes ? amp : 1.0);
             }
+            if (d->tr_n)
+                rp_traces_add(d, (int64_t)bt[i], u);
             correlate(d, &s, u, (int64_t)bt[i], acg_bw, ccg_bw, half);
         }
     }

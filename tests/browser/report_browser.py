@@ -322,6 +322,28 @@ def curate(args):
         if data.get("motion"):
             check(ink(driver, "c-motion") > 0.005, "motion drawn")
         shot(driver, shots, "report-drift.png")
+        # the traces view: stretches of the preprocessed recording, spikes in their unit's colour; a click on a spike
+        # selects its unit
+        driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=traces]").click()
+        if data.get("traces"):
+            tr = data["traces"]
+            check(ink(driver, "c-traces") > 0.05, f"traces drawn ({ink(driver, 'c-traces'):.3f})")
+            btns = driver.find_elements(By.CSS_SELECTOR, "#trace-stretches button")
+            check(len(btns) == tr["n"], f"a button per stretch ({len(btns)})")
+            btns[-1].click()
+            check(driver.execute_script("return bsReport.trv.stretch") == tr["n"] - 1, "a stretch button shows that stretch")
+            hits = driver.execute_script("return bsReport.trv.hits")
+            other = next((h for h in hits if h["v"] != driver.execute_script("return bsReport.state.selected")), None)
+            if check(other is not None, f"spikes of other units are drawn ({len(hits)} marks)"):
+                cv = driver.find_element(By.ID, "c-traces")
+                w, h = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.width, r.height]", cv)
+                ActionChains(driver).move_to_element_with_offset(cv, int(other["x"] - w / 2), int(other["y"] - h / 2)).click().perform()
+                check(driver.execute_script("return bsReport.state.selected") == other["v"],
+                      f"clicking a spike selects its unit ({ids[other['v']]})")
+                check(f"unit {ids[other['v']]}" in driver.find_element(By.ID, "trace-note").text, "the note names it")
+            shot(driver, shots, "report-traces.png")
+        else:
+            check(ink(driver, "c-traces") < 0.05, "no traces in the page: the view says so")
         driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=run]").click()
         if data.get("run"):
             n_rows = len(driver.find_elements(By.CSS_SELECTOR, "#run-table tbody tr"))

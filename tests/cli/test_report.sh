@@ -105,6 +105,28 @@ for u, i in enumerate(ids):
 # the template of each unit peaks where the table says
 pk = decode(d["templates"]["peak_ch"])
 want(col["peak_ch"]["values"] == pk.tolist() and (pk >= 0).all(), "peak channels")
+# the traces view: each stretch equals the recording high-passed forward and backward (scipy, qc's filter: order-3
+# Butterworth at 300 Hz) over the stretch and a 600-sample halo, less the median across channels, within its
+# int8 step; its spikes are exactly the sorting's spikes in the stretch
+from scipy.signal import butter, sosfiltfilt
+tr = d["traces"]
+want(tr is not None and tr["n"] == 4 and tr["n_t"] == 3000, f"4 stretches of 100 ms ({tr and tr['n']})")
+raw = np.fromfile(os.path.join(out, "..", "sim", "recording.bin"), dtype=np.int16).reshape(-1, 32).T.astype(np.float64)
+uvb = json.load(open(os.path.join(out, "source.json")))["uv_per_bit"]  # what the sort read it with
+sos = butter(3, 300, btype="highpass", fs=fs, output="sos")
+data, scale = decode(tr["data"]).reshape(tr["n"], 32, tr["n_t"]), decode(tr["scale"])
+ss, stt, su = decode(tr["spike_stretch"]), decode(tr["spike_t"]), decode(tr["spike_unit"])
+L, H = tr["n_t"], 600
+for i, s0 in enumerate(tr["start_s"]):
+    a = int(round(s0 * fs))
+    x = sosfiltfilt(sos, raw[:, a - H:a + L + H] * uvb, axis=1)
+    x = (x - np.median(x, axis=0))[:, H:H + L]
+    err = np.abs(data[i] * scale[i] - x).max()
+    want(err <= scale[i] * 0.5 + 1e-3 * np.abs(x).max(), f"stretch {i} at {s0:.3f} s: off by {err:.3f} µV (step {scale[i]:.3f})")
+    m = (st >= a) & (st < a + L)
+    got = sorted(zip(stt[ss == i].tolist(), ids[su[ss == i]].tolist()))
+    want(got == sorted(zip((st[m] - a).tolist(), cl[m].tolist())), f"spikes of stretch {i}")
+print(f"traces: {tr['n']} stretches of {L} samples equal scipy's within their int8 step; {len(ss)} spikes marked")
 for e in errors:
     print("  " + e)
 sys.exit(1 if errors else 0)
