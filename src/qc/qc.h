@@ -167,6 +167,7 @@ typedef struct {
     double merge_min_amp_ratio;  /* |amplitude_median| smaller / larger at least (0.5) */
     double merge_window_ms;      /* cross-correlogram window, ms (50) */
     double merge_rp_ms;          /* refractory period, ms (1) */
+    double merge_censored_ms;    /* coincidences this close are duplicates, not violations, ms (0.3) */
     double merge_max_chance;     /* refractoriness: P(so few coincidences | independent) at most (0.2) */
     double merge_max_refractory_ratio; /* observed / expected at most (0.2) */
     double merge_min_similarity_alone; /* similarity that proposes a pair whose timing is inconclusive (0.8) */

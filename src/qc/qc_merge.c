@@ -17,11 +17,15 @@
  *   2. spike timing (one pass over spike_times in order, a ring of the last
  *      merge_window_ms (50) of spikes): per candidate pair the number of
  *      cross-unit spike pairs within the window (n_window) and within the
- *      refractory period merge_rp_ms (1 ms, n_refractory). Two pieces of
- *      one neuron share its refractory period: their cross-correlogram is
- *      empty near 0. The refractory ratio n_refractory / expected, expected
- *      = n_window x rp / window (the flat correlogram's share), is ~0 for
- *      one neuron and ~1 for two independent ones. Each unit's presence is
+ *      refractory period merge_rp_ms (1 ms, n_refractory), less those
+ *      within the censored period merge_censored_ms (0.3 ms, as
+ *      SpikeInterface's cross-contamination test): a spike found twice, by
+ *      both templates a few samples apart, is the sorter's duplicate, not a
+ *      violation. Two pieces of one neuron share its refractory period:
+ *      their cross-correlogram is empty near 0. The refractory ratio
+ *      n_refractory / expected, expected = n_window x (rp - censored) /
+ *      window (the flat correlogram's share), is ~0 for one neuron and ~1
+ *      for two independent ones. Each unit's presence is
  *      its spike count in merge_presence_bins (100) equal bins of the
  *      recording; the overlap of two units is sum over bins of min(p_a, p_b)
  *      of the normalised histograms (1: same times, 0: disjoint, a unit
@@ -38,7 +42,8 @@
  *          at most merge_max_chance (0.2: Poisson, mean expected), as
  *          SpikeInterface's cross-contamination test (p-value 0.2);
  *        "alike, timing inconclusive": no more coincidences than expected,
- *          too few spikes for the test (chance > 0.2), and templates very
+ *          too few spikes for the test (even none would not pass it:
+ *          exp(-expected) > 0.2, i.e. expected < ln 5), and templates very
  *          alike (similarity >= merge_min_similarity_alone, 0.8).
  *
  * Memory: the candidate pairs (a few per unit: neighbours within 100 µm
@@ -170,6 +175,7 @@ bs_status qc_merge_trains(qc_ctx *c)
     int *fill = bs_mem_calloc("qc/merge", (size_t)K, sizeof *fill);
     int64_t *pres = bs_mem_calloc("qc/merge", (size_t)K * nb, sizeof *pres);
     int64_t W = (int64_t)llround(p->merge_window_ms * c->fs / 1000.0), R = (int64_t)llround(p->merge_rp_ms * c->fs / 1000.0);
+    int64_t Rc = (int64_t)llround(p->merge_censored_ms * c->fs / 1000.0);
     int ring_cap = 1024;
     int64_t *rt = bs_mem_alloc("qc/merge", sizeof *rt * (size_t)ring_cap);
     int32_t *ru = bs_mem_alloc("qc/merge", sizeof *ru * (size_t)ring_cap);
@@ -222,7 +228,7 @@ bs_status qc_merge_trains(qc_ctx *c)
                         continue;
                     qc_pair *q = &c->pairs[f[1]];
                     q->n_window++;
-                    q->n_refractory += t[i] - rt[e] <= R;
+                    q->n_refractory += t[i] - rt[e] <= R && t[i] - rt[e] > Rc;
                 }
             }
             if (n_ring == ring_cap) { /* grow, keeping the order */
@@ -276,7 +282,7 @@ int qc_merge_decide(const qc_ctx *c, const qc_pair *q, double *expected, double 
 {
     const bs_qc_params *p = c->p;
     const double *ma = c->metrics + (size_t)q->a * BS_QC_N_METRICS, *mb = c->metrics + (size_t)q->b * BS_QC_N_METRICS;
-    *expected = (double)q->n_window * p->merge_rp_ms / p->merge_window_ms;
+    *expected = (double)q->n_window * (p->merge_rp_ms - p->merge_censored_ms) / p->merge_window_ms;
     *ratio = *expected > 0 ? (double)q->n_refractory / *expected : NAN;
     double aa = fabs(ma[BS_QC_AMPLITUDE_MEDIAN]), ab = fabs(mb[BS_QC_AMPLITUDE_MEDIAN]);
     *amp_ratio = fmax(aa, ab) > 0 ? fmin(aa, ab) / fmax(aa, ab) : NAN;
@@ -292,7 +298,9 @@ int qc_merge_decide(const qc_ctx *c, const qc_pair *q, double *expected, double 
     int few = !(*ratio > p->merge_max_refractory_ratio); /* NaN (nothing expected): none seen */
     if (few && chance <= p->merge_max_chance)
         return *why = "refractory", 1;
-    if (q->n_refractory <= *expected && chance > p->merge_max_chance && q->similarity >= p->merge_min_similarity_alone)
+    /* inconclusive: even no coincidence at all would not pass the test (P(0) = exp(-expected) > max chance) */
+    if (q->n_refractory <= *expected && exp(-*expected) > p->merge_max_chance &&
+        q->similarity >= p->merge_min_similarity_alone)
         return *why = "alike, timing inconclusive", 1;
     return *why = few ? "timing inconclusive" : "not refractory", 0;
 }

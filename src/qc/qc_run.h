@@ -19,7 +19,7 @@ typedef struct {
     int a, b;
     double dist_um;        /* between the main channels */
     double similarity;     /* SpikeInterface's l1 template similarity, union of sparse channels */
-    int64_t n_refractory;  /* cross-unit spike pairs within merge_rp_ms */
+    int64_t n_refractory;  /* cross-unit spike pairs within merge_rp_ms, farther apart than merge_censored_ms */
     int64_t n_window;      /* within merge_window_ms */
     double overlap;        /* presence overlap, 0..1 */
 } qc_pair;

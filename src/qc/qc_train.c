@@ -104,6 +104,7 @@ void bs_qc_default_params(bs_qc_params *p)
     p->merge_min_amp_ratio = 0.5;
     p->merge_window_ms = 50.0;
     p->merge_rp_ms = 1.0;
+    p->merge_censored_ms = 0.3;
     p->merge_max_chance = 0.2;
     p->merge_max_refractory_ratio = 0.2;
     p->merge_min_similarity_alone = 0.8;
