@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/probe.h"
 #include "../mem/mem.h"
 #include "qc_run.h"
 
@@ -67,20 +68,14 @@ static int cmp_partner(const void *x, const void *y)
 #define SHIFTS 5 /* vertical shifts -2 .. 2 rows */
 
 /* map[ch * SHIFTS + k]: the channel at ch's position moved by (k - 2) rows
- * (the probe's smallest vertical spacing) within 1 µm in depth and the
- * closest in x within one row spacing, else -1. */
+ * (the probe's median spacing between distinct depths) within 1 µm in depth
+ * and the closest in x within one row spacing, else -1. */
 static void shift_map(const bs_probe *pr, int *map)
 {
-    double row = 0;
-    for (int i = 0; i < pr->n_chan; i++)
-        for (int j = 0; j < pr->n_chan; j++) {
-            double d = fabs(pr->y_um[i] - pr->y_um[j]);
-            if (d > 0.5 && (row == 0 || d < row))
-                row = d;
-        }
+    double row = bs_probe_median_depth_step(pr);
     for (int ch = 0; ch < pr->n_chan; ch++)
         for (int k = 0; k < SHIFTS; k++) {
-            double ty = pr->y_um[ch] + (k - SHIFTS / 2) * row, best = row > 0 ? row + 1e-6 : 1e-6;
+            double ty = pr->y_um[ch] + (k - SHIFTS / 2) * row, best = row + 1e-6;
             int arg = -1;
             for (int j = 0; j < pr->n_chan; j++) {
                 if (fabs(pr->y_um[j] - ty) > 1.0 || pr->shank[j] != pr->shank[ch])
