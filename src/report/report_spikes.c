@@ -274,14 +274,18 @@ static bs_status init_state(rp_data *d, pass_state *s)
     return BS_OK;
 }
 
+/* Where v lies in [lo, hi], clamped to [0, 1] (0.5 for an empty range): the page quantizes every value
+   as lo + q / levels * (hi - lo), q = round(frac x levels). */
+static double frac_of(double v, double lo, double hi)
+{
+    double r = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+    return r < 0 ? 0 : r > 1 ? 1 : r;
+}
+
 /* t (s) quantized over [0, hi] to 0..65534 (65535: not finite), as emit_q16 and the page's deq() */
 static uint16_t q16(double t, double hi)
 {
-    if (!isfinite(t))
-        return 65535;
-    double r = hi > 0 ? t / hi : 0.5;
-    r = r < 0 ? 0 : r > 1 ? 1 : r;
-    return (uint16_t)lrint(r * 65534);
+    return isfinite(t) ? (uint16_t)lrint(frac_of(t, 0, hi) * 65534) : 65535;
 }
 
 /* Correlogram updates for a spike of unit u at ts (samples). */
@@ -450,13 +454,7 @@ static void emit_q16(rp_json *j, const char *key, const float *v, size_t n, cons
         while (off && u + 1 < n_units && i >= off[u + 1])
             u++;
         float l = off ? lo[u] : lo[0], h = off ? hi[u] : hi[0];
-        if (!isfinite(v[i])) {
-            q[i] = 65535;
-            continue;
-        }
-        double r = h > l ? (v[i] - l) / (h - l) : 0.5;
-        r = r < 0 ? 0 : r > 1 ? 1 : r;
-        q[i] = (uint16_t)lrint(r * 65534);
+        q[i] = isfinite(v[i]) ? (uint16_t)lrint(frac_of(v[i], l, h) * 65534) : 65535;
     }
     rpj_typed(j, key, "u16", q, n);
     bs_mem_free(q);
@@ -492,12 +490,7 @@ static void emit_all(rp_json *j, const rp_data *d)
         range_of(d->all_amp + a, b - a, &lo[u], &hi[u]);
         for (uint32_t k = a; k < b; k++) {
             float v = d->all_amp[k];
-            if (!isfinite(v)) {
-                q[k] = 255;
-                continue;
-            }
-            double r = hi[u] > lo[u] ? (v - lo[u]) / (hi[u] - lo[u]) : 0.5;
-            q[k] = (uint8_t)lrint((r < 0 ? 0 : r > 1 ? 1 : r) * 254);
+            q[k] = isfinite(v) ? (uint8_t)lrint(frac_of(v, lo[u], hi[u]) * 254) : 255;
         }
     }
     rpj_obj(j, "all");
