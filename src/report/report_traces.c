@@ -22,7 +22,9 @@
  * stretch (µV per step = max |x| / 127 over the stretch), i.e.
  * n x L x channels bytes (4/3 of that in base64). The spikes in the
  * stretches (sample offset, unit index) are gathered by the spike pass
- * (rp_traces_add), at most RP_TRACE_MAX_SPIKES.
+ * (rp_traces_add), at most RP_TRACE_MAX_SPIKES. Anything that keeps the
+ * traces from being read (the memory budget, a read error) leaves the page
+ * without them, with a note: they never fail the report.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -101,10 +103,25 @@ void rp_traces_add(rp_data *d, int64_t t, int32_t u)
     }
 }
 
+static bs_status read_stretches(rp_data *d);
+
+/* The traces are optional: when they cannot be read (a budget too small, a read error), the page has none
+   and a note says why; the report goes on. */
 bs_status rp_traces_load(rp_data *d)
 {
     if (d->tr_n == 0)
         return BS_OK;
+    if (read_stretches(d) != BS_OK) {
+        rp_note(d, "the traces could not be read (%s): no traces view", bs_last_error());
+        bs_mem_free(d->tr_data);
+        d->tr_data = NULL;
+        d->tr_n = 0;
+    }
+    return BS_OK;
+}
+
+static bs_status read_stretches(rp_data *d)
+{
     if (d->tr_sp_dropped)
         rp_note(d, "the traces view marks the first %d spikes of its stretches, not %lld more", RP_TRACE_MAX_SPIKES,
                 (long long)d->tr_sp_dropped);

@@ -153,6 +153,24 @@ if missing:
 sys.exit(0 if ok else 1)
 PYEOF
 
+# 1c. the recording moved away (source.json names a missing file) or --traces 0: the page is written
+#     without traces, a note says why
+cp -r "$T/out" "$T/moved"
+sed -i "s|$T/sim/recording.bin|$T/gone/recording.bin|g" "$T/moved/source.json"
+expect 0 "" "$BS" report "$T/moved" -q
+expect 0 "" "$BS" report "$T/out" -o "$T/notraces.html" --traces 0 -q
+$PY - "$T/moved/report.html" "$T/notraces.html" "$FIX" <<'PYEOF' && ok || bad "pages without traces"
+import sys, os
+sys.path.insert(0, os.path.dirname(sys.argv[3]))
+from report_fixtures import load_report
+d, _ = load_report(sys.argv[1])
+e, _ = load_report(sys.argv[2])
+ok = d["traces"] is None and any("cannot be opened" in n for n in d["notes"]) and e["traces"] is None
+print("moved recording: traces", d["traces"], [n for n in d["notes"] if "traces" in n])
+sys.exit(0 if ok else 1)
+PYEOF
+expect 1 "--traces: expected 0 to 16" "$BS" report "$T/out" --traces 17
+
 # 2. with the optional files
 cp -r "$T/out" "$T/full"
 rm -f "$T/full/report.html"
