@@ -192,13 +192,22 @@
     refresh();
   }
   const splitOf = (u) => state.splits.findIndex((x) => x.u === u);
+  /* A refused action says why in the header for a few seconds (state.notice, for tests). */
+  let noticeTimer = null;
+  function notify(msg) {
+    const n = document.getElementById("notice");
+    state.notice = msg;
+    n.textContent = msg;
+    n.hidden = false;
+    clearTimeout(noticeTimer);
+    noticeTimer = setTimeout(() => { n.hidden = true; }, 6000);
+  }
   function mergeUnits(units) {
     const set = new Set(units);
     if (set.size < 2) return;
     const split = Array.from(set).filter((u) => splitOf(u) >= 0);
     if (split.length) { /* SpikeInterface applies merges before splits, on the original ids: one or the other */
-      state.notice = `unit ${split.map((u) => ids[u]).join(", ")} is split: unsplit it before merging`;
-      renderUnitHead();
+      notify(`unit ${split.map((u) => ids[u]).join(", ")} is split: unsplit it before merging`);
       return;
     }
     const keep = [];
@@ -246,9 +255,9 @@
      rest another (a unit has at most one split; splitting it again replaces the box). */
   function splitUnit(u, box) {
     if (!all || u < 0 || !box) return;
-    if (groupOf(u) >= 0) { state.notice = `unit ${ids[u]} is in a merge group: unmerge it before splitting`; renderUnitHead(); return; }
+    if (groupOf(u) >= 0) { notify(`unit ${ids[u]} is in a merge group: unmerge it before splitting`); return; }
     const sp = Object.assign({ u }, box), k = splitIndices(sp).length, n = all.off[u + 1] - all.off[u];
-    if (k === 0 || k === n) { state.notice = `the box holds ${k} of the unit's ${n} spikes: nothing to split`; renderUnitHead(); return; }
+    if (k === 0 || k === n) { notify(`the box holds ${k} of the unit's ${n} spikes: nothing to split`); return; }
     remember();
     const i = splitOf(u);
     if (i >= 0) state.splits[i] = sp; else state.splits.push(sp);
@@ -603,8 +612,6 @@
     if (tpl.peak[u] >= 0) bits.push(`peak channel ${tpl.peak[u]}`);
     if (g >= 0) bits.push(`merge group ${g + 1}: ${state.groups[g].map((v) => ids[v]).join(" + ")} <button class="small" id="unmerge">unmerge</button>`);
     if (splitOf(u) >= 0) bits.push(`split into units ${splitIds().get(u).join(" and ")}`);
-    if (state.notice) bits.push(`<span class="warn">${esc(state.notice)}</span>`);
-    state.notice = "";
     if (ringFull.has(u)) bits.push("<span class=\"warn\">correlograms miss pairs (bursts over 256 spikes in 50 ms)</span>");
     $("unit-meta").innerHTML = bits.join(" · ");
     if (g >= 0) $("unmerge").addEventListener("click", () => unmerge(g));

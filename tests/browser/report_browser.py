@@ -423,8 +423,10 @@ def curate(args):
             # a split unit is not merged
             other = next(x for x in cand if x not in merged and x != su)
             driver.execute_script(f"bsReport.mergeUnits([{su}, {other}])")
-            check(driver.execute_script(f"return bsReport.state.groups.some(g => g.includes({su}))") is False,
-                  "a split unit cannot be merged")
+            check(driver.execute_script(f"return bsReport.state.groups.some(g => g.includes({su}))") is False
+                  and driver.find_element(By.ID, "notice").is_displayed()
+                  and "unsplit it before merging" in driver.find_element(By.ID, "notice").text,
+                  "a split unit cannot be merged: the page says so")
             os.remove(jpath)
             driver.find_element(By.ID, "export-json").click()
             if check(wait_file(jpath), "curation.json with the split downloaded"):
