@@ -85,14 +85,15 @@
   for (let i = 0; i < ccgPairs.length / 2; i++) pairIndex.set(ccgPairs[2 * i] * 1048576 + ccgPairs[2 * i + 1], i);
   const ringFull = new Set(D.acg.ring_full);
 
-  function deq(q, lo, hi) { return q === 65535 ? NaN : lo + q / 65534 * (hi - lo); }
+  /* A quantized value back: lo + q / (top - 1) * (hi - lo); the top code (65535 for u16, 255 for u8) is "missing". */
+  function deq(q, lo, hi, top = 65535) { return q === top ? NaN : lo + q / (top - 1) * (hi - lo); }
   /* Every spike of unit u: times (s), amplitudes, and the quantized values a split is defined on. */
   function unitAll(u) {
     const a = all.off[u], n = all.off[u + 1] - a, qt = all.t.subarray(a, a + n), qa = all.amp.subarray(a, a + n);
     const t = new Float64Array(n), amp = new Float64Array(n), lo = all.lo[u], hi = all.hi[u];
     for (let i = 0; i < n; i++) {
       t[i] = deq(qt[i], 0, S.t_hi);
-      amp[i] = qa[i] === 255 ? NaN : lo + qa[i] / 254 * (hi - lo);
+      amp[i] = deq(qa[i], lo, hi, 255);
     }
     return { t, amp, n, qt, qa };
   }

@@ -77,26 +77,21 @@ int bs_cmd_report(int argc, char **argv)
                 if (bs_mem_parse_size(val, &bytes) != BS_OK || bytes == 0)
                     return usage_error("--mem: expected a size such as 64M or 1G, got '%s'", val);
                 bs_mem_set_budget(BS_DEV_HOST, bytes);
-            } else if (strcmp(a, "--similar") == 0) {
-                if (!bs_cli_parse_long(val, 0, 50, &v))
-                    return usage_error("--similar: expected 0 to 50, got '%s'", val);
-                p.n_similar = (int)v;
-            } else if (strcmp(a, "--split-spikes") == 0) {
-                if (!bs_cli_parse_long(val, 0, 100000000, &v))
-                    return usage_error("--split-spikes: expected 0 to 100000000, got '%s'", val);
-                p.split_max_spikes = v;
-            } else if (strcmp(a, "--traces") == 0) {
-                if (!bs_cli_parse_long(val, 0, 16, &v))
-                    return usage_error("--traces: expected 0 to 16, got '%s'", val);
-                p.trace_stretches = (int)v;
-            } else if (strcmp(a, "--trace-ms") == 0) {
-                if (!bs_cli_parse_long(val, 10, 2000, &v))
-                    return usage_error("--trace-ms: expected 10 to 2000, got '%s'", val);
-                p.trace_ms = (double)v;
             } else {
-                if (!bs_cli_parse_long(val, 10, 100000, &v))
-                    return usage_error("--spikes-per-unit: expected 10 to 100000, got '%s'", val);
-                p.spikes_per_unit = (int)v;
+                /* any integer here (clamped to int); bs_report_check_params below holds the ranges */
+                if (!bs_cli_parse_long(val, LLONG_MIN, LLONG_MAX, &v))
+                    return usage_error("%s: expected an integer", a);
+                long long vi = v < INT_MIN ? INT_MIN : v > INT_MAX ? INT_MAX : v;
+                if (strcmp(a, "--similar") == 0)
+                    p.n_similar = (int)vi;
+                else if (strcmp(a, "--split-spikes") == 0)
+                    p.split_max_spikes = v;
+                else if (strcmp(a, "--traces") == 0)
+                    p.trace_stretches = (int)vi;
+                else if (strcmp(a, "--trace-ms") == 0)
+                    p.trace_ms = (double)v;
+                else
+                    p.spikes_per_unit = (int)vi;
             }
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error("unknown option '%s'", a);
@@ -108,6 +103,8 @@ int bs_cmd_report(int argc, char **argv)
     }
     if (!dir)
         return usage_error("%s", "missing the output folder OUT");
+    if (bs_report_check_params(&p) != BS_OK)
+        return usage_error("%s", bs_last_error());
     bs_log_set_level(quiet ? BS_LOG_WARN : BS_LOG_INFO);
     /* temporaries a killed run left in OUT, and beside FILE (src/common/tmpfiles.h) */
     bs_tmp_set_interrupt_hint("the page was not written; rerun boundsort report");

@@ -104,6 +104,7 @@
 
 #include "../common/status.h"
 #include "../io/recording.h"
+#include "../preprocess/preprocess.h"
 
 typedef enum { BS_QC_PEAK_BOTH = 0, BS_QC_PEAK_NEG, BS_QC_PEAK_POS } bs_qc_peak_sign;
 
@@ -219,6 +220,16 @@ bs_status bs_qc_check_folder(const char *dir);
  * curation.json there (atomically). summary may be NULL. */
 bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_params *p, bs_qc_summary *summary);
 
+/* qc's preprocessing, the signal its metrics and the report's traces see: the
+ * order-`highpass_order` Butterworth high-pass at `highpass_hz`, forward and
+ * backward over the window, then the median across channels subtracted at
+ * each sample (bs_car). x is C rows of n_t float samples (µV), filtered in
+ * place; the centre of the window is exact when at least
+ * bs_qc_preprocess_halo(fs_hz) samples of context lie on each side.
+ * scratch may be NULL (then allocated per call). */
+int64_t bs_qc_preprocess_halo(double fs_hz);
+bs_status bs_qc_preprocess(const bs_highpass *hp, float *x, int C, int64_t n_t, void *scratch, size_t scratch_bytes);
+
 /* Remove the files bs_qc_run writes from out_dir (absent ones are fine):
  * `sort --no-qc` calls it so no earlier run's tables outlive its clusters. */
 bs_status bs_qc_remove_outputs(const char *out_dir);
@@ -248,9 +259,12 @@ bs_qc_label bs_qc_label_of(const double *metrics, const bs_qc_params *p);
  * waveform on the main channel (µV); chan_tmpl[n_ch][nt] on the sparse
  * channels at x_um/y_um (used when multi != 0, for exp_decay). Writes
  * out[BS_QC_SHAPE_FIRST .. BS_QC_N_METRICS) of a metric row. work:
- * bs_qc_shape_work_bytes(nt, n_ch, p->shape_upsampling) bytes.
+ * bs_qc_shape_work_bytes(nt, n_ch, p->shape_upsampling) bytes, prepared
+ * once by bs_qc_shape_work_init(work, p->shape_upsampling) (the filter taps; -1 when out
+ * of memory) and then used for any number of units of that nt and n_ch.
  * ------------------------------------------------------------------------- */
 size_t bs_qc_shape_work_bytes(int nt, int n_ch, int up);
+int bs_qc_shape_work_init(void *work, int up);
 void bs_qc_shape_metrics(const float *main_tmpl, int nt, const float *chan_tmpl, int n_ch, const double *x_um,
                          const double *y_um, int multi, double fs_hz, const bs_qc_params *p, double *out, void *work);
 

@@ -270,10 +270,20 @@ static bs_status recording_pass(qc_ctx *c, const char *name, spike_fn fn, void *
     return st;
 }
 
+int64_t bs_qc_preprocess_halo(double fs_hz)
+{
+    return (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * fs_hz / 30000.0);
+}
+
+bs_status bs_qc_preprocess(const bs_highpass *hp, float *x, int C, int64_t n_t, void *scratch, size_t scratch_bytes)
+{
+    BS_TRY(bs_highpass_apply(hp, x, C, n_t, scratch, scratch_bytes));
+    return bs_car(x, C, n_t, 0, 1, scratch, scratch_bytes);
+}
+
 bs_status qc_preprocess(qc_ctx *c, float *x, int64_t n_t)
 {
-    BS_TRY(bs_highpass_apply(&c->hp, x, c->C, n_t, c->scratch, c->scratch_bytes));
-    return bs_car(x, c->C, n_t, 0, 1, c->scratch, c->scratch_bytes);
+    return bs_qc_preprocess(&c->hp, x, c->C, n_t, c->scratch, c->scratch_bytes);
 }
 
 /* ------------------------------------------------------------ noise levels */
@@ -434,6 +444,8 @@ static bs_status shape_metrics(qc_ctx *c, const float *sum)
     float *tm = bs_mem_alloc("qc/shape", sizeof *tm * (size_t)c->nt * (size_t)(c->C + 1));
     double *xy = bs_mem_alloc("qc/shape", sizeof *xy * 2 * (size_t)c->C);
     bs_status st = work && tm && xy ? BS_OK : BS_ERR_MEMORY;
+    if (st == BS_OK && bs_qc_shape_work_init(work, c->p->shape_upsampling) != 0)
+        st = bs_error(BS_ERR_MEMORY, "qc: out of memory for the upsampling filter");
     for (int u = 0; st == BS_OK && u < c->K; u++) {
         if (c->m[u] == 0)
             continue;
@@ -748,7 +760,7 @@ bs_status bs_qc_run(const char *out_dir, const bs_recording *rec, const bs_qc_pa
     c.nb = bs_seconds_to_samples(p->batch_s, c.fs);
     if (c.nb < 1)
         c.nb = 1;
-    c.halo = (int64_t)ceil(BS_PREPROCESS_HALO_DEFAULT * c.fs / 30000.0);
+    c.halo = bs_qc_preprocess_halo(c.fs);
     if (c.halo < c.nbefore + c.nafter + 1)
         c.halo = c.nbefore + c.nafter + 1;
     c.width = c.nb + 2 * c.halo;

@@ -379,11 +379,23 @@ static double exp_decay(const double *dist, const double *amp, int n, double min
 
 /* ------------------------------------------------------------ the metrics */
 
+/* work: the taps first (padded to whole doubles, so they stay put whatever n_ch a call passes), then the
+   doubles, then the peak locations */
+static size_t taps_bytes(int up)
+{
+    size_t n = (size_t)(up > 1 ? 2 * FIR_HALF_PER_UP * up + 1 : 0);
+    return (n * sizeof(float) + sizeof(double) - 1) / sizeof(double) * sizeof(double);
+}
+
 size_t bs_qc_shape_work_bytes(int nt, int n_ch, int up)
 {
     size_t N = (size_t)nt * (size_t)(up > 1 ? up : 1);
-    return sizeof(double) * (4 * N + 3 * (size_t)n_ch) + sizeof(int) * N +
-           sizeof(float) * (size_t)(2 * FIR_HALF_PER_UP * up + 1);
+    return taps_bytes(up) + sizeof(double) * (4 * N + 3 * (size_t)n_ch) + sizeof(int) * N;
+}
+
+int bs_qc_shape_work_init(void *work, int up)
+{
+    return up > 1 && qc_upsample_taps(up, work) < 0 ? -1 : 0;
 }
 
 void bs_qc_shape_metrics(const float *main_tmpl, int nt, const float *chan_tmpl, int n_ch, const double *x_um,
@@ -391,13 +403,11 @@ void bs_qc_shape_metrics(const float *main_tmpl, int nt, const float *chan_tmpl,
 {
     int up = p->shape_upsampling > 1 ? p->shape_upsampling : 1, N = nt * up;
     double fs = fs_hz * up;
-    /* work: doubles first (alignment), then the peak locations, then the taps */
-    double *t = work, *neg = t + N, *prom_buf = neg + N, *width_buf = prom_buf + N;
+    const float *h = work;
+    double *t = (double *)((char *)work + taps_bytes(up)), *neg = t + N, *prom_buf = neg + N, *width_buf = prom_buf + N;
     double *chan_amp = width_buf + N, *chan_d = chan_amp + n_ch, *scratch = chan_d + n_ch;
     int *loc_buf = (int *)(scratch + n_ch);
-    float *h = (float *)(loc_buf + N);
     if (up > 1) {
-        qc_upsample_taps(up, h);
         qc_upsample(main_tmpl, nt, up, h, t);
     } else {
         for (int i = 0; i < N; i++)

@@ -148,18 +148,20 @@ static void write_page(FILE *fp, const rp_data *d)
     }
 }
 
-static bs_status check_params(const bs_report_params *p)
+bs_status bs_report_check_params(const bs_report_params *p)
 {
     if (p->spikes_per_unit < 10 || p->spikes_per_unit > 100000)
-        return bs_error(BS_ERR_USAGE, "spikes per unit: expected 10 to 100000, got %d", p->spikes_per_unit);
+        return bs_error(BS_ERR_USAGE, "--spikes-per-unit: expected 10 to 100000, got %d", p->spikes_per_unit);
     if (p->split_max_spikes < 0 || p->split_max_spikes > 100000000)
-        return bs_error(BS_ERR_USAGE, "split spikes: expected 0 to 100000000, got %lld", (long long)p->split_max_spikes);
-    if (p->trace_stretches < 0 || p->trace_stretches > RP_TRACE_MAX_STRETCHES || !(p->trace_ms >= 10) ||
-        !(p->trace_ms <= 2000))
-        return bs_error(BS_ERR_USAGE, "traces: expected 0 to %d stretches of 10 to 2000 ms, got %d of %g ms",
-                        RP_TRACE_MAX_STRETCHES, p->trace_stretches, p->trace_ms);
+        return bs_error(BS_ERR_USAGE, "--split-spikes: expected 0 to 100000000, got %lld",
+                        (long long)p->split_max_spikes);
+    if (p->trace_stretches < 0 || p->trace_stretches > RP_TRACE_MAX_STRETCHES)
+        return bs_error(BS_ERR_USAGE, "--traces: expected 0 to %d, got %d", RP_TRACE_MAX_STRETCHES,
+                        p->trace_stretches);
+    if (!(p->trace_ms >= 10) || !(p->trace_ms <= 2000))
+        return bs_error(BS_ERR_USAGE, "--trace-ms: expected 10 to 2000, got %g", p->trace_ms);
     if (p->n_similar < 0 || p->n_similar > 50)
-        return bs_error(BS_ERR_USAGE, "similar units: expected 0 to 50, got %d", p->n_similar);
+        return bs_error(BS_ERR_USAGE, "--similar: expected 0 to 50, got %d", p->n_similar);
     if (p->drift_time_bins < 10 || p->drift_time_bins > 10000 || p->drift_depth_bins < 10 ||
         p->drift_depth_bins > 10000)
         return bs_error(BS_ERR_USAGE, "drift map bins: expected 10 to 10000 each, got %d x %d", p->drift_time_bins,
@@ -184,7 +186,7 @@ static bs_status gather(rp_data *d)
 bs_status bs_report_write(const char *dir, const char *html_path, const bs_report_params *p,
                           bs_report_summary *summary)
 {
-    BS_TRY(check_params(p));
+    BS_TRY(bs_report_check_params(p));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return bs_error(BS_ERR_INPUT, "%s: not a folder (expected the output folder of boundsort sort)", dir);

@@ -69,6 +69,10 @@ typedef struct {
 
 void bs_report_params_default(bs_report_params *p);
 
+/* BS_ERR_USAGE, with a message naming the `report` option, when a field is out of its range (the one place
+ * the ranges live: the CLI and bs_report_write both call it). */
+bs_status bs_report_check_params(const bs_report_params *p);
+
 /* The page's size bound at the default caps (above: 0.9 MB + 7 KB per unit + 4 bytes per spike held for
  * splitting, at most split_max_spikes), bytes, for the disk `sort` plans when it writes the report
  * (test_report_scale checks the bound at 1,000 units). */

@@ -13,10 +13,9 @@
  * recording), so every stretch is read by the batch reader as one batch
  * with its halo. Fewer when the recording holds fewer whole batches.
  *
- * Preprocessing: the one `qc` uses for its µV templates (high-pass
- * Butterworth, qc's order and cutoff, forward-backward over the batch and
- * its halo, then the median across channels subtracted at each sample), so
- * the traces and the waveforms in the unit view are the same signal.
+ * Preprocessing: bs_qc_preprocess, the one `qc` uses for its µV templates
+ * (with qc's default order, cutoff and halo), so the traces and the
+ * waveforms in the unit view are the same signal.
  *
  * Stored: int8 per sample, channel-major per stretch, with one scale per
  * stretch (µV per step = max |x| / 127 over the stretch), i.e.
@@ -32,14 +31,14 @@
 
 #include "../export/source.h"
 #include "../io/batch.h"
+#include "../common/samples.h"
 #include "../mem/mem.h"
-#include "../preprocess/preprocess.h"
 #include "../qc/qc.h"
 #include "report_internal.h"
 
 int64_t rp_trace_samples(const bs_report_params *p, double fs_hz)
 {
-    return (int64_t)llround(p->trace_ms * 1e-3 * fs_hz);
+    return bs_seconds_to_samples(p->trace_ms * 1e-3, fs_hz);
 }
 
 bs_status rp_traces_setup(rp_data *d)
@@ -129,7 +128,7 @@ static bs_status read_stretches(rp_data *d)
     bs_qc_default_params(&qp);
     bs_highpass hp;
     BS_TRY(bs_highpass_design(qp.highpass_order, qp.highpass_hz, d->fs_hz, &hp));
-    int64_t halo = (int64_t)llround(BS_PREPROCESS_HALO_DEFAULT * d->fs_hz / 30000.0), L = d->tr_len;
+    int64_t halo = bs_qc_preprocess_halo(d->fs_hz), L = d->tr_len;
     int C = d->n_chan;
     d->tr_data = bs_mem_alloc("report/traces", (size_t)d->tr_n * (size_t)L * (size_t)C);
     if (!d->tr_data)
@@ -141,8 +140,7 @@ static bs_status read_stretches(rp_data *d)
         float *x;
         int64_t n_valid;
         if ((st = bs_batch_read(&rd, d->tr_batch[i], &x, &n_valid)) != BS_OK ||
-            (st = bs_highpass_apply(&hp, x, C, rd.width, NULL, 0)) != BS_OK ||
-            (st = bs_car(x, C, rd.width, 0, 1, NULL, 0)) != BS_OK)
+            (st = bs_qc_preprocess(&hp, x, C, rd.width, NULL, 0)) != BS_OK)
             break;
         float mx = 0;
         for (int c = 0; c < C; c++)

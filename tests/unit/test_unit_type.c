@@ -46,6 +46,7 @@ static void shape(const float *t, int n_ch, const float *chan, const double *x, 
     bs_qc_params p;
     bs_qc_default_params(&p);
     void *work = malloc(bs_qc_shape_work_bytes(NT, n_ch, p.shape_upsampling));
+    bs_qc_shape_work_init(work, p.shape_upsampling);
     bs_qc_shape_metrics(t, NT, chan, n_ch, x, y, multi, FS, &p, m, work);
     free(work);
 }
