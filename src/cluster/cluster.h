@@ -62,6 +62,15 @@
  *    caller then drops the spikes of B that lie in that window of an A spike
  *    (finish.c), and keeps B's other spikes.
  *
+ * 5. Collisions (shadow.c; docs/ALGORITHM.md §9.7). A template learned where
+ *    two units overlapped fires almost only when a unit beside it fires.
+ *    bs_mark_coincident marks a train's spikes that have a spike of another
+ *    train within ±w (O(n + m), both ascending); bs_collision_excess turns the
+ *    marked share f into its excess over the share f0 an independent train
+ *    would have, (f − f0) / (1 − f0). The finish stage drops the spikes of a
+ *    unit whose excess against its neighbours is high and which has a much
+ *    larger, similar neighbour.
+ *
  * Determinism: fixed seeds, integer counts or fixed-order double sums for
  * every reduction; OpenMP loops only over independent items. The output is
  * identical for any thread count.
@@ -277,5 +286,28 @@ void bs_shadow_default_params(bs_shadow_params *p, double fs_hz);
  * time, samples), *count the B spikes in it (both set either way). */
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
                    int64_t n_samples, int *lag, int64_t *count);
+
+/* ------------------------------------------------------------ collisions */
+
+typedef struct {
+    double window_ms;   /* coincidence window, ± ms (0.5) */
+    double radius_um;   /* neighbours: peak channels at most this far apart, µm (100) */
+    double min_excess;  /* coincidences above chance, (f − f0) / (1 − f0), that make a collision unit (0.3;
+                           above 1: never) */
+    double count_ratio; /* a collision unit has a similar neighbour with at least this many times its
+                           spikes (2) */
+} bs_collision_params;
+
+void bs_collision_default_params(bs_collision_params *p);
+
+/* hit[i] = 1 for every spike i of t (ascending, n) with a spike of o (ascending, m) at o[j] + off within
+ * [t[i] − w, t[i] + w]; other entries are left as they are. O(n + m). */
+void bs_mark_coincident(const int64_t *t, int64_t n, const int64_t *o, int64_t m, int64_t off, int64_t w,
+                        uint8_t *hit);
+
+/* The excess of coincidences over chance: (f − f0) / (1 − f0) with f = n_hit / n, the share of a unit's n
+ * spikes with a neighbour's spike within ±w samples, and f0 = 1 − exp(−n_nb (2w + 1) / n_samples), that
+ * share for a train independent of the neighbours' n_nb spikes. −1 when n or n_samples is 0 or f0 = 1. */
+double bs_collision_excess(int64_t n_hit, int64_t n, int64_t n_nb, int64_t w, int64_t n_samples);
 
 #endif

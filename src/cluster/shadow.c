@@ -1,7 +1,9 @@
 /*
  * shadow.c - spikes that another unit's spikes cast at a fixed lag (see
- * cluster.h, "shadows").
+ * cluster.h, "shadows"), and units whose spikes coincide with their
+ * neighbours' far more often than chance ("collisions").
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,4 +58,33 @@ int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, con
     *lag = best_lag;
     *count = best;
     return best >= p->min_count && (double)best >= p->min_fraction * (double)nb && (double)best >= p->min_ratio * chance;
+}
+
+void bs_collision_default_params(bs_collision_params *p)
+{
+    p->window_ms = 0.5;
+    p->radius_um = 100.0;
+    p->min_excess = 0.3;
+    p->count_ratio = 2.0;
+}
+
+void bs_mark_coincident(const int64_t *t, int64_t n, const int64_t *o, int64_t m, int64_t off, int64_t w,
+                        uint8_t *hit)
+{
+    for (int64_t i = 0, j = 0; i < n; i++) {
+        while (j < m && o[j] + off < t[i] - w)
+            j++;
+        if (j < m && o[j] + off <= t[i] + w)
+            hit[i] = 1;
+    }
+}
+
+double bs_collision_excess(int64_t n_hit, int64_t n, int64_t n_nb, int64_t w, int64_t n_samples)
+{
+    if (n <= 0 || n_samples <= 0)
+        return -1.0;
+    double f0 = 1.0 - exp(-(double)n_nb * (double)(2 * w + 1) / (double)n_samples);
+    if (!(f0 < 1.0))
+        return -1.0;
+    return ((double)n_hit / (double)n - f0) / (1.0 - f0);
 }

@@ -224,12 +224,13 @@ typedef struct {
     int64_t *last;   /* [K2] last kept sample, -1: none */
     const int32_t *shadow_of; /* [K2] unit whose shadow the unit is, -1: none */
     const int32_t *shadow_lag; /* [K2] its lag, samples (unit time minus the other's) */
+    const int32_t *collision_of; /* [K2] the neighbour a collision unit was found beside, -1: none */
     int half_width;  /* shadow lag window half-width, samples */
     /* the block being filled */
     int64_t n_blk, *ts, *ix;
     int32_t *bk, *cs;
     float *ba, *bf, *bxy, *btf;
-    int64_t n_out, n_dup, n_shadow, n_blocks;
+    int64_t n_out, n_dup, n_shadow, n_collision, n_blocks;
 } export_state;
 
 static bs_status flush_block(export_state *e)
@@ -275,8 +276,9 @@ static int unit_spike_in(const export_state *e, int a, int64_t lo, int64_t hi, c
 
 /* One spike in final order: drop it outside the recording, as a same-unit
  * duplicate or as a shadow of another unit's spike (next: the spikes after
- * it, every one up to its time + the largest shadow lag + half-width), else
- * add it to the block. */
+ * it, every one up to its time + the largest shadow lag + half-width), or as
+ * a spike of a collision unit (after the other tests, so that it removes the
+ * shadows it casts as before), else add it to the block. */
 static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_t n_next, const int32_t *final_id,
                       int64_t dup_samples)
 {
@@ -296,6 +298,10 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
         }
     }
     e->last[u] = r->ta;
+    if (e->collision_of[u] >= 0) { /* kept as a unit's spike until here: it still casts its shadows */
+        e->n_collision++;
+        return BS_OK;
+    }
     int64_t b = e->n_blk++;
     e->ts[b] = r->ta;
     e->ix[b] = r->i;
@@ -368,27 +374,21 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
  * and its peak channel on B's support whose train B shadows
  * (bs_shadow_test), the one with the most shadow spikes: shadow_of[B] = A
  * and shadow_lag[B], or -1. */
-static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, int K, const int32_t *final_id,
-                              const double *amp, int n_chan, int64_t n_samples, const bs_shadow_params *sp,
-                              int32_t *shadow_of, int32_t *shadow_lag, int *n_shadowed)
+/* For every unit u (0..K2-1, templates T after the merges): root[u], the template whose train in the store
+ * holds all its spikes (-1: none), and peak[u], its channel of largest waveform energy (the smaller channel
+ * on ties). */
+static void unit_roots_peaks(const disk_store *d, const bs_sparse_templates *T, int K, const int32_t *final_id,
+                             int32_t *root, int32_t *peak)
 {
     int K2 = T->K, nt = T->nt;
-    int32_t *root = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *root);
-    int32_t *peak = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *peak);
-    int32_t *by_peak = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *by_peak); /* units by peak channel */
-    int32_t *first = bs_mem_calloc("finish/shadows", (size_t)n_chan + 1, sizeof *first);
-    bs_status st = root && peak && by_peak && first ? BS_OK : BS_ERR_MEMORY;
-    *n_shadowed = 0;
-    for (int u = 0; u < K2 && st == BS_OK; u++) {
+    for (int u = 0; u < K2; u++)
         root[u] = -1;
-        shadow_of[u] = -1;
-        shadow_lag[u] = 0;
-    }
-    for (int k = 0; k < K && st == BS_OK; k++) /* a unit's spikes are all in its root's train */
+    for (int k = 0; k < K; k++) /* a unit's spikes are all in its root's train */
         if (d->len[k] > 0)
             root[final_id[k]] = k;
-    for (int u = 0; u < K2 && st == BS_OK; u++) { /* peak: largest waveform energy, smaller channel on ties */
+    for (int u = 0; u < K2; u++) {
         double best = -1;
+        peak[u] = 0;
         for (int64_t i = T->off[u]; i < T->off[u + 1]; i++) {
             double e = 0;
             for (int q = 0; q < nt; q++)
@@ -398,6 +398,21 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, int K
                 peak[u] = T->chans[i];
             }
         }
+    }
+}
+
+static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const int32_t *root, const int32_t *peak,
+                              const double *amp, int n_chan, int64_t n_samples, const bs_shadow_params *sp,
+                              int32_t *shadow_of, int32_t *shadow_lag, int *n_shadowed)
+{
+    int K2 = T->K;
+    int32_t *by_peak = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *by_peak); /* units by peak channel */
+    int32_t *first = bs_mem_calloc("finish/shadows", (size_t)n_chan + 1, sizeof *first);
+    bs_status st = by_peak && first ? BS_OK : BS_ERR_MEMORY;
+    *n_shadowed = 0;
+    for (int u = 0; u < K2 && st == BS_OK; u++) {
+        shadow_of[u] = -1;
+        shadow_lag[u] = 0;
         first[peak[u] + 1]++;
     }
     for (int c = 0; c < n_chan && st == BS_OK; c++)
@@ -432,7 +447,108 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, int K
         }
         *n_shadowed += shadow_of[b] >= 0;
     }
-    bs_mem_free(root), bs_mem_free(peak), bs_mem_free(by_peak), bs_mem_free(first);
+    bs_mem_free(by_peak), bs_mem_free(first);
+    return st;
+}
+
+/* ------------------------------------------------------------ collisions */
+
+typedef struct {
+    int64_t n;
+    int u;
+} unit_len;
+
+static int unit_len_cmp(const void *x, const void *y)
+{
+    const unit_len *a = x, *b = y;
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    return (a->u > b->u) - (a->u < b->u);
+}
+
+/* Collision units (docs/ALGORITHM.md §9.7), from the fewest spikes up: unit u's spikes that are not shadows
+ * (§9.5) coincide within ±window_ms with spikes of its neighbours (units whose peak channel lies within
+ * radius_um of u's, other than collision units and u's own shadows) at an excess over chance (bs_collision_excess) of at least min_excess, and a neighbour
+ * with template similarity >= r_thresh has at least count_ratio times u's spikes: collision_of[u] = that
+ * neighbour (the most similar), else -1. A collision unit is no one's neighbour afterwards. */
+static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, const int32_t *root,
+                                 const int32_t *peak, const bs_probe *probe, const int32_t *shadow_of,
+                                 const int32_t *shadow_lag, int half_width, int64_t n_samples, double fs_hz,
+                                 const bs_collision_params *cp, double r_thresh, int max_lag, int32_t *collision_of,
+                                 int *n_collision)
+{
+    int K2 = T->K;
+    *n_collision = 0;
+    for (int u = 0; u < K2; u++)
+        collision_of[u] = -1;
+    if (!(cp->min_excess <= 1.0))
+        return BS_OK;
+    int64_t w = bs_seconds_to_samples(cp->window_ms * 1e-3, fs_hz), cap = 0;
+    double r2 = cp->radius_um * cp->radius_um;
+    unit_len *ord = bs_mem_alloc("finish/collisions", (size_t)(K2 + 1) * sizeof *ord);
+    uint8_t *shadow = NULL, *hit = NULL;
+    if (!ord)
+        return BS_ERR_MEMORY;
+    for (int u = 0; u < K2; u++)
+        ord[u] = (unit_len){root[u] >= 0 ? d->len[root[u]] : 0, u};
+    qsort(ord, (size_t)K2, sizeof *ord, unit_len_cmp);
+    bs_status st = BS_OK;
+    for (int oi = 0; oi < K2 && st == BS_OK; oi++) {
+        int u = ord[oi].u;
+        if (root[u] < 0)
+            continue;
+        const int64_t *tu, *iu, *to, *io;
+        int64_t nu, no;
+        if ((st = store_get(d, root[u], 0, &tu, &iu, &nu)) != BS_OK)
+            break;
+        if (nu > cap) {
+            bs_mem_free(shadow), bs_mem_free(hit);
+            shadow = bs_mem_alloc("finish/collisions", (size_t)nu);
+            hit = bs_mem_alloc("finish/collisions", (size_t)nu);
+            cap = shadow && hit ? nu : 0;
+            if (!cap) {
+                st = BS_ERR_MEMORY;
+                break;
+            }
+        }
+        memset(shadow, 0, (size_t)nu);
+        memset(hit, 0, (size_t)nu);
+        if (shadow_of[u] >= 0 && root[shadow_of[u]] >= 0) { /* u's shadow spikes do not count */
+            if ((st = store_get(d, root[shadow_of[u]], 1, &to, &io, &no)) != BS_OK)
+                break;
+            bs_mark_coincident(tu, nu, to, no, shadow_lag[u], half_width, shadow);
+        }
+        int64_t n_own = 0, n_hit = 0, n_nb = 0;
+        for (int64_t i = 0; i < nu; i++)
+            n_own += !shadow[i];
+        int best = -1;
+        double best_sim = r_thresh;
+        for (int v = 0; v < K2 && st == BS_OK && n_own > 0; v++) {
+            double dx = probe->x_um[peak[v]] - probe->x_um[peak[u]], dy = probe->y_um[peak[v]] - probe->y_um[peak[u]];
+            /* a unit that casts shadows of u's spikes holds copies of them: not a neighbour */
+            if (v == u || root[v] < 0 || collision_of[v] >= 0 || shadow_of[v] == u || dx * dx + dy * dy > r2)
+                continue;
+            if ((st = store_get(d, root[v], 1, &to, &io, &no)) != BS_OK)
+                break;
+            n_nb += no;
+            bs_mark_coincident(tu, nu, to, no, 0, w, hit);
+            double sim;
+            if ((double)no >= cp->count_ratio * (double)n_own &&
+                (sim = bs_template_similarity(T, v, u, max_lag, NULL)) >= best_sim && (sim > best_sim || best < 0)) {
+                best_sim = sim;
+                best = v;
+            }
+        }
+        if (st != BS_OK || best < 0)
+            continue;
+        for (int64_t i = 0; i < nu; i++)
+            n_hit += hit[i] && !shadow[i];
+        if (bs_collision_excess(n_hit, n_own, n_nb, w, n_samples) >= cp->min_excess) {
+            collision_of[u] = best;
+            (*n_collision)++;
+        }
+    }
+    bs_mem_free(ord), bs_mem_free(shadow), bs_mem_free(hit);
     return st;
 }
 
@@ -446,6 +562,7 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
     b += k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
     b += (k + 1) * 5 * sizeof(int32_t) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, root, peak, index */
+    b += (k + 1) * (sizeof(int32_t) + 16);                          /* collisions: partner, visiting order */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
@@ -472,6 +589,7 @@ void bs_finish_default_params(bs_finish_params *p)
     bs_merge_default_params(&p->merge, 0);
     p->shadow_max_lag_ms = 0.5;
     bs_shadow_default_params(&p->shadow, 0);
+    bs_collision_default_params(&p->collision);
     p->n_template_features = 32;
 }
 
@@ -521,7 +639,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
             T.chans[T.off[k] + i] = mt->support[(size_t)k * mt->n_sup + i];
         bs_match_template_waveform(mt, k, T.wave + T.off[k] * nt);
     }
-    int n_merges = 0, K2 = K;
+    int n_merges = 0, n_collisions = 0, K2 = K;
     if (st == BS_OK) {
         bs_merge_params mp = in->fp->merge;
         mp.fs_hz = rec->fs_hz;
@@ -533,14 +651,25 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     }
     int32_t *shadow_of = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_of);
     int32_t *shadow_lag = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_lag);
+    int32_t *collision_of = bs_mem_alloc("finish/collisions", ((size_t)K2 + 1) * sizeof *collision_of);
+    int32_t *root = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *root);
+    int32_t *peak = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *peak);
     bs_shadow_params sp = in->fp->shadow;
     sp.max_lag = (int)bs_seconds_to_samples(in->fp->shadow_max_lag_ms * 1e-3, rec->fs_hz);
     int n_shadowed = 0;
-    if (st == BS_OK && !(shadow_of && shadow_lag))
+    if (st == BS_OK && !(shadow_of && shadow_lag && collision_of && root && peak))
         st = BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = find_shadows(&ds, &T, K, final_id, amp_mean, C, rec->n_samples, &sp, shadow_of, shadow_lag,
+    if (st == BS_OK) {
+        unit_roots_peaks(&ds, &T, K, final_id, root, peak);
+        st = find_shadows(&ds, &T, root, peak, amp_mean, C, rec->n_samples, &sp, shadow_of, shadow_lag,
                           &n_shadowed);
+    }
+    if (st == BS_OK)
+        st = find_collisions(&ds, &T, root, peak, probe, shadow_of, shadow_lag, sp.half_width, rec->n_samples,
+                             rec->fs_hz, &in->fp->collision, in->fp->merge.r_thresh,
+                             in->fp->merge.max_lag > 0 ? in->fp->merge.max_lag : nt / 2, collision_of,
+                             &n_collisions);
+    bs_mem_free(root), bs_mem_free(peak);
     bs_sparse_templates_free(&T);
     store_close(&ds);
 
@@ -549,6 +678,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     memset(&e, 0, sizeof e);
     e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc;
     e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.half_width = sp.half_width;
+    e.collision_of = collision_of;
     e.n_tf = bs_finish_n_tf(in->fp, K);
     int32_t *tf_ind = NULL;
     if (st == BS_OK) {
@@ -653,14 +783,16 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     *n_spikes = e.n_out;
     if (st == BS_OK && !in->quiet)
         bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed; %lld shadow spikes "
-                    "of %d units removed)",
-                    K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow, n_shadowed);
+                    "of %d units removed; %d collision units of %lld spikes removed)",
+                    K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow, n_shadowed,
+                    n_collisions, (long long)e.n_collision);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
     bs_mem_free(e.ts), bs_mem_free(e.ix), bs_mem_free(e.bk), bs_mem_free(e.cs), bs_mem_free(e.ba),
         bs_mem_free(e.bf), bs_mem_free(e.bxy), bs_mem_free(e.btf), bs_mem_free(tf_ind);
     bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag);
+    bs_mem_free(collision_of);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
@@ -685,6 +817,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "merges, unit state, reorder and export blocks",
                 bs_finish_bytes(pl->K, pl->nt, pl->n_sup, pl->n_chan, pl->n_pc, npc,
                                 bs_finish_n_tf(&pl->p.finish, pl->K)));
+    /* two read slots (32 B/spike each), the merged list (16) and the collision test's two flags (2) fit in 96 */
     bs_plan_add(s, "the two trains a merge compares (96 B/spike, <= merge.max_rate_hz)", (size_t)largest * 96);
     snprintf(s->strategy, sizeof s->strategy, "streamed, trains on disk");
     s->peak = s->min_peak = bs_plan_sum(s);

@@ -17,11 +17,17 @@
  *      read when a test needs it; a merged train is appended to
  *      .stages/finish/merged.bin. The result is, per template, its final unit
  *      and its total time shift.
+ *   2b. Shadows and collision units, from the merged trains: which units
+ *      cast spikes at a fixed lag after another's (bs_shadow_test), and
+ *      which fire almost only together with a neighbour and beside a much
+ *      larger, similar one (bs_mark_coincident, bs_collision_excess;
+ *      docs/ALGORITHM.md §9.5, §9.7).
  *   3. One streaming pass in time order: every spike's final time is its
  *      time plus its template's shift, so a small reorder buffer (spikes
  *      within the largest |shift| of the read frontier) restores the order by
  *      (final time, spike index) exactly; spikes outside the recording and
- *      same-unit duplicates are dropped on the fly; the rest go to the Phy
+ *      same-unit duplicates, shadow spikes and collision units' spikes are
+ *      dropped on the fly; the rest go to the Phy
  *      writer in blocks, with their amplitudes and PC features read back by
  *      index, their positions, per-template and per-unit amplitude sums, and
  *      each unit's autocorrelogram accumulated as a stream (bs_acg_stream),
@@ -57,6 +63,7 @@ typedef struct {
     double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */
     bs_shadow_params shadow;    /* half_width (samples), min_count, min_fraction, min_ratio (cluster.h);
                                    max_lag is set by the stage */
+    bs_collision_params collision; /* units made of other units' overlapping spikes (cluster.h) */
     int n_template_features;    /* templates per spike in template_features.npy, Phy's template-feature
                                    view (32, as Kilosort 2 and 3; capped at the template count; 0: none) */
 } bs_finish_params;

@@ -202,6 +202,15 @@ const bs_param_field bs_sort_param_fields[] = {
     I64("shadow", "min_count", finish.shadow.min_count, 0, 1000000000, NULL, "spikes in the window"),
     F64("shadow", "min_fraction", finish.shadow.min_fraction, 0, 1, NULL, "of the shadow's spikes in the window"),
     F64("shadow", "min_ratio", finish.shadow.min_ratio, 0, 1000000, NULL, "window count over chance"),
+    /* collision units */
+    F64("collision", "window_ms", finish.collision.window_ms, 0.01, 5, NULL,
+        "coincidence window of the collision-unit test, +/- ms"),
+    F64("collision", "radius_um", finish.collision.radius_um, 0, 10000, NULL,
+        "neighbours: peak channels at most this far apart, um"),
+    F64("collision", "min_excess", finish.collision.min_excess, 0, 2, NULL,
+        "coincidences above chance that make a collision unit, 0-1 (above 1: off)"),
+    F64("collision", "count_ratio", finish.collision.count_ratio, 1, 1000, NULL,
+        "a collision unit has a similar neighbour with at least this many times its spikes"),
     /* duplicates and labels */
     F64("finish", "duplicate_ms", finish.duplicate_ms, 0, 100, "duplicate_spike_ms",
         "same-unit spikes closer than this are duplicates, ms"),

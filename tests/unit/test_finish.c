@@ -10,7 +10,10 @@
  * waveform but an independent, non-refractory train (no merge); duplicates
  * within 0.25 ms are planted; template 4, smaller, has its own train plus
  * shadows of template 2's spikes 5 samples (±1) before them on 40 % of them,
- * which must go (the look-ahead path); and a second run streams through many read
+ * which must go (the look-ahead path), while template 2, whose spikes they
+ * copy, is no collision unit (docs/ALGORITHM.md §9.7: its own shadows are not its
+ * neighbours);
+ * and a second run streams through many read
  * blocks (more spikes than one block) to exercise the reorder buffer. The
  * per-spike files, cluster tables and templates are compared with the
  * reference built in RAM. Also: the streamed autocorrelogram equals

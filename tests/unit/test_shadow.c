@@ -5,9 +5,17 @@
  * only 4 % of its spikes copied (under min_fraction), one whose copies
  * number fewer than min_count, and a sparse train against a dense
  * non-refractory one (coincidences at chance, under min_ratio).
+ *
+ * Collisions: bs_mark_coincident against a brute-force count (with and
+ * without an offset), bs_collision_excess on its closed form, and the
+ * excess of a train whose spikes all lie within 5 samples of two other
+ * units' spikes (near 1) against an independent train (near 0, within
+ * three standard errors of a binomial share).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cluster/cluster.h"
 #include "common/rng.h"
@@ -69,5 +77,52 @@ int main(void)
     CHECK(bs_shadow_test(&p, dense, nd, sparse, ns, (int64_t)(60 * FS), &lag, &count) == 0);
     CHECK_MSG(count >= p.min_fraction * ns, "count %lld of %lld (the min_ratio rule is what rejects it)",
               (long long)count, (long long)ns);
+
+    /* collisions: marks against brute force */
+    static int64_t a[4000], b[4000], c[4000], col[400];
+    static uint8_t hit[4000];
+    int64_t n_a = refractory_train(&r, 10.0, 300.0, 2.0, a), n_b = refractory_train(&r, 10.0, 300.0, 2.0, b);
+    for (int off = -7; off <= 7; off += 7) {
+        memset(hit, 0, sizeof hit);
+        bs_mark_coincident(a, n_a, b, n_b, off, 15, hit);
+        int same = 1;
+        for (int64_t i = 0; i < n_a; i++) {
+            int want = 0;
+            for (int64_t j = 0; j < n_b && !want; j++)
+                want = llabs(b[j] + off - a[i]) <= 15;
+            same &= hit[i] == want;
+        }
+        CHECK_MSG(same, "offset %d", off);
+    }
+    CHECK_NEAR(bs_collision_excess(50, 100, 30000, 15, 9000000), (0.5 - (1 - exp(-30000.0 * 31 / 9e6))) /
+                                                                     exp(-30000.0 * 31 / 9e6), 1e-12);
+    CHECK(bs_collision_excess(0, 0, 10, 15, 100) == -1.0 && bs_collision_excess(1, 1, 10, 15, 0) == -1.0);
+    /* a collision unit: 300 spikes within 5 samples of a spike of a or b; an independent 1-Hz unit */
+    bs_collision_params cp;
+    bs_collision_default_params(&cp);
+    CHECK(cp.window_ms == 0.5 && cp.min_excess == 0.3 && cp.count_ratio == 2.0);
+    int64_t w = (int64_t)llround(cp.window_ms * 1e-3 * FS), ns2 = (int64_t)(300 * FS), n_col = 0;
+    for (int i = 0; i < 300; i++) {
+        const int64_t *src = i % 2 ? a : b;
+        int64_t m = i % 2 ? n_a : n_b;
+        col[n_col++] = src[(int64_t)(bs_rng_uniform(&r) * (double)m)] + (int64_t)(bs_rng_uniform(&r) * 11.0) - 5;
+    }
+    qsort(col, (size_t)n_col, sizeof *col, cmp64);
+    int64_t n_c = refractory_train(&r, 1.0, 300.0, 2.0, c);
+    double ex[2];
+    for (int q = 0; q < 2; q++) {
+        const int64_t *t = q ? c : col;
+        int64_t n = q ? n_c : n_col, n_hit = 0;
+        memset(hit, 0, sizeof hit);
+        bs_mark_coincident(t, n, a, n_a, 0, w, hit);
+        bs_mark_coincident(t, n, b, n_b, 0, w, hit);
+        for (int64_t i = 0; i < n; i++)
+            n_hit += hit[i];
+        ex[q] = bs_collision_excess(n_hit, n, n_a + n_b, w, ns2);
+    }
+    double f0 = 1 - exp(-(double)(n_a + n_b) * (2 * w + 1) / (double)ns2);
+    printf("collision excess: collision unit %.3f, independent unit %.3f (chance share %.4f)\n", ex[0], ex[1], f0);
+    CHECK(ex[0] > 0.99 && ex[0] >= cp.min_excess);
+    CHECK(fabs(ex[1]) < 3 * sqrt(f0 * (1 - f0) / (double)n_c) / (1 - f0) && ex[1] < cp.min_excess);
     TEST_MAIN_END();
 }
