@@ -53,6 +53,10 @@ CASES = {
     "smoke": dict(gen="si", n_chan=16, columns=2, duration=20.0, units=8, seed=11),
     "si-32ch-60s-20u": dict(gen="si", n_chan=32, columns=2, duration=60.0, units=20, seed=12),
     "si-64ch-300s-50u": dict(gen="si", n_chan=64, columns=2, duration=300.0, units=50, seed=13),
+    # dense static 384 channels (issue 18's target case: <= 3 false-positive and <= 3 redundant units): 150 units
+    # at 15 Hz on 4 columns (96 rows of 20 um, 1.9 mm), 2 minutes
+    "si-384ch-120s-150u-dense": dict(gen="si", n_chan=384, columns=4, duration=120.0, units=150, seed=25,
+                                     rate_hz=15.0),
     "np1-300s-100u-rigid": dict(gen="si-drift", probe="Neuropixel-384", duration=300.0, units=100,
                                 drift="rigid", seed=14),
     "np1-300s-100u-nonrigid": dict(gen="si-drift", probe="Neuropixel-384", duration=300.0, units=100,
@@ -203,6 +207,8 @@ def gen_si(folder: Path, name: str, d: dict):
         kw["num_channels"] = d["n_chan"]
         kw["generate_probe_kwargs"] = dict(num_columns=d["columns"], xpitch=20, ypitch=20,
                                            contact_shapes="circle", contact_shape_params={"radius": 6})
+    if "rate_hz" in d:
+        kw["generate_sorting_kwargs"] = dict(firing_rates=d["rate_hz"], refractory_period_ms=4.0)
     rec, sorting = generate_ground_truth_recording(**kw)
     templates = getattr(rec, "templates", None)
     if templates is not None and templates.ndim == 4:  # upsampled variants: keep the first
