@@ -369,11 +369,6 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
 
 /* ------------------------------------------------------------ shadows */
 
-/* For every unit B (0..K2-1, templates T after the merges, trains in the
- * store under their root template), the unit A with a larger mean amplitude
- * and its peak channel on B's support whose train B shadows
- * (bs_shadow_test), the one with the most shadow spikes: shadow_of[B] = A
- * and shadow_lag[B], or -1. */
 /* For every unit u (0..K2-1, templates T after the merges): root[u], the template whose train in the store
  * holds all its spikes (-1: none), and peak[u], its channel of largest waveform energy (the smaller channel
  * on ties). */
@@ -401,6 +396,11 @@ static void unit_roots_peaks(const disk_store *d, const bs_sparse_templates *T, 
     }
 }
 
+/* For every unit B (0..K2-1, templates T after the merges, trains in the
+ * store under their root template), the unit A with a larger mean amplitude
+ * and its peak channel on B's support whose train B shadows
+ * (bs_shadow_test), the one with the most shadow spikes: shadow_of[B] = A
+ * and shadow_lag[B], or -1. */
 static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const int32_t *root, const int32_t *peak,
                               const double *amp, int n_chan, int64_t n_samples, const bs_shadow_params *sp,
                               int32_t *shadow_of, int32_t *shadow_lag, int *n_shadowed)
@@ -468,9 +468,9 @@ static int unit_len_cmp(const void *x, const void *y)
 
 /* Collision units (docs/ALGORITHM.md §9.7), from the fewest spikes up: unit u's spikes that are not shadows
  * (§9.5) coincide within ±window_ms with spikes of its neighbours (units whose peak channel lies within
- * radius_um of u's, other than collision units and u's own shadows) at an excess over chance (bs_collision_excess) of at least min_excess, and a neighbour
- * with template similarity >= r_thresh has at least count_ratio times u's spikes: collision_of[u] = that
- * neighbour (the most similar), else -1. A collision unit is no one's neighbour afterwards. */
+ * radius_um of u's, other than collision units and u's own shadows) at an excess over chance
+ * (bs_collision_excess) of at least min_excess, and a neighbour with template similarity >= r_thresh has at
+ * least count_ratio times u's spikes: collision_of[u] = that neighbour (the most similar), else -1. */
 static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, const int32_t *root,
                                  const int32_t *peak, const bs_probe *probe, const int32_t *shadow_of,
                                  const int32_t *shadow_lag, int half_width, int64_t n_samples, double fs_hz,
