@@ -12,7 +12,9 @@ For each case (generated or taken from the cache by cases.ensure_case):
        * SpikeInterface compare_sorter_to_ground_truth (exhaustive GT, default delta 0.4 ms, match
          score 0.5); well-detected = accuracy >= 0.8; false-positive units = count_false_positive_units().
        * `boundsort compare OUT GT --json` when that command is available; its per-unit accuracies
-         must agree with SpikeInterface's within 0.01 (else the row is flagged "DISAGREE").
+         must agree with SpikeInterface's within 0.01 (else the row is flagged "DISAGREE"). It also gives
+         each GT unit's SNR (from the case's templates and recording) and the "well-det SNR>=5" column:
+         well-detected units among the GT units with SNR >= 5.
   4. One table on stdout (and bench/results/<date>-<cases>-table.txt) and bench/results/<date>-<case>.json
      with machine info (cores, CPU model, RAM), versions and every number.
 
@@ -236,7 +238,9 @@ def score_si(case: Path, fs: float, phy: Path):
 
 
 def score_boundsort_compare(bs_exe: str, phy: Path, case: Path):
-    """Per-unit accuracies from `boundsort compare OUT GT --json`, or a note why there are none."""
+    """Per-unit accuracies and the SNR summary from `boundsort compare OUT GT --json`, or a note why there are
+    none. Returns ((accuracies, snr), note); snr = dict(threshold, gt_units, well_detected, per_unit) or None
+    when the case folder gives no SNR."""
     if not os.path.isfile(bs_exe):
         return None, "boundsort compare: no binary"
     p = subprocess.run([bs_exe, "compare", str(phy), str(case), "--json"], capture_output=True, text=True)
@@ -262,7 +266,12 @@ def score_boundsort_compare(bs_exe: str, phy: Path, case: Path):
                 acc[str(int(k))] = float(row["accuracy"])
     if not acc:
         return None, "boundsort compare: no per-unit 'accuracy' found in its JSON"
-    return acc, "ok"
+    snr = None
+    if isinstance(data, dict) and data.get("n_gt_snr") is not None:
+        snr = dict(threshold=data["snr_threshold"], gt_units=data["n_gt_snr"],
+                   well_detected=data["n_well_detected_snr"],
+                   per_unit={str(int(u["gt_unit"])): u.get("snr") for u in units if isinstance(u, dict)})
+    return (acc, snr), "ok"
 
 
 def agreement(si_acc: dict, bs_acc: dict):
@@ -279,11 +288,13 @@ def fmt(x, f="{:.0f}"):
 
 
 def table(rows):
-    hdr = ["case", "sorter", "GT units", "well-det (acc>=0.8)", "mean acc", "FP units", "wall s",
+    hdr = ["case", "sorter", "GT units", "well-det (acc>=0.8)", "well-det SNR>=5", "mean acc", "FP units", "wall s",
            "peak RSS MiB", "time bs/KS4", "mem bs/KS4", "check"]
     lines = [hdr]
     for r in rows:
+        snr = r.get("snr")
         lines.append([r["case"], r["sorter"], fmt(r.get("gt_units")), fmt(r.get("well_detected")),
+                      f"{snr['well_detected']} of {snr['gt_units']}" if snr else "-",
                       fmt(r.get("mean_accuracy"), "{:.3f}"), fmt(r.get("false_positive_units")),
                       fmt(r.get("wall_s"), "{:.1f}"), fmt(r.get("peak_rss_mib"), "{:.0f}"),
                       fmt(r.get("time_ratio"), "{:.2f}"), fmt(r.get("mem_ratio"), "{:.2f}"), r.get("check", "")])
@@ -338,10 +349,11 @@ def main(argv=None):
                   f" in {time.time() - t0:.1f} s {r.get('note', '')}", flush=True)
             if r["status"] == "ok":
                 r["si"] = score_si(case, meta["fs_hz"], Path(r["out"]))
-                bs_acc, note = score_boundsort_compare(bs_exe, Path(r["out"]), case)
+                scored, note = score_boundsort_compare(bs_exe, Path(r["out"]), case)
                 r["boundsort_compare"] = note
-                if bs_acc is not None:
-                    r["agreement"] = agreement(r["si"]["per_unit_accuracy"], bs_acc)
+                if scored is not None:
+                    r["agreement"] = agreement(r["si"]["per_unit_accuracy"], scored[0])
+                    r["snr"] = scored[1]
             res[sorter] = r
         ks = res.get("ks4")
         for sorter, r in res.items():
@@ -354,7 +366,7 @@ def main(argv=None):
                 s = r["si"]
                 row.update(gt_units=s["gt_units"], well_detected=s["well_detected"], mean_accuracy=s["mean_accuracy"],
                            false_positive_units=s["false_positive_units"], wall_s=r["wall_s"],
-                           peak_rss_mib=r["peak_rss_mib"])
+                           peak_rss_mib=r["peak_rss_mib"], snr=r.get("snr"))
                 ag = r.get("agreement")
                 row["check"] = ("SI/bs-compare agree" if ag["agree"] else f"DISAGREE units {ag['disagreeing_units']}") \
                     if ag else r["boundsort_compare"].replace("skipped: ", "no check: ")

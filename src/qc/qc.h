@@ -348,6 +348,11 @@ double bs_qc_amplitude_cutoff(const float *amps, int64_t n, int bins, double sig
 /* Median (numpy: mean of the two middle values for even n); NaN if n == 0.
  * `work` holds n floats. */
 double bs_qc_median_f(const float *x, int64_t n, float *work);
+/* Noise level of samples x (µV): the median absolute deviation from the
+ * median over 0.6744897501960817 (the standard deviation of Gaussian noise);
+ * NaN if n == 0. `work` holds n floats. Used for qc's per-channel noise and
+ * the scorer's ground-truth SNR (compare.h). */
+double bs_qc_noise_sigma_f(const float *x, int64_t n, float *work);
 
 /* SpikeInterface drift metrics from per-spike depths y (µm): medians per
  * interval_s bin with >= min_spikes spikes minus the unit's overall median;

@@ -134,6 +134,14 @@ double bs_qc_median_f(const float *x, int64_t n, float *work)
     return qc_median_inplace_f(work, n);
 }
 
+double bs_qc_noise_sigma_f(const float *x, int64_t n, float *work)
+{
+    double med = bs_qc_median_f(x, n, work);
+    for (int64_t i = 0; i < n; i++)
+        work[i] = (float)fabs((double)x[i] - med);
+    return qc_median_inplace_f(work, n) / 0.6744897501960817;
+}
+
 double qc_median_d(double *a, int64_t n)
 {
     /* small arrays (per-bin medians of drift): insertion sort */

@@ -334,12 +334,7 @@ static bs_status noise_levels(qc_ctx *c)
         if (st == BS_OK)
             st = qc_preprocess(c, x, rd.width);
         for (int ch = 0; ch < c->C && st == BS_OK; ch++) {
-            const float *row = x + (size_t)ch * rd.width + c->halo;
-            memcpy(work, row, sizeof *work * (size_t)n_valid);
-            double med = qc_median_inplace_f(work, n_valid);
-            for (int64_t i = 0; i < n_valid; i++)
-                work[i] = (float)fabs((double)row[i] - med);
-            c->noise[ch] += qc_median_inplace_f(work, n_valid) / 0.6744897501960817;
+            c->noise[ch] += bs_qc_noise_sigma_f(x + (size_t)ch * rd.width + c->halo, n_valid, work);
         }
     }
     for (int ch = 0; ch < c->C; ch++)

@@ -489,6 +489,7 @@ void bs_compare_params_default(bs_compare_params *p)
     p->well_detected_score = 0.8;
     p->redundant_score = 0.2;
     p->overmerged_score = 0.2;
+    p->snr_threshold = 5.0;
 }
 
 int64_t bs_compare_delta_samples(double delta_ms, double fs_hz)
@@ -649,6 +650,8 @@ bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_h
     r->hungarian_21 = bs_mem_alloc("compare/match", (size_t)n2 * sizeof(int32_t));
     r->best_21 = bs_mem_alloc("compare/match", (size_t)n2 * sizeof(int32_t));
     r->units = bs_mem_calloc("compare/units", n1 ? (size_t)n1 : 1, sizeof(bs_compare_unit));
+    r->n_gt_snr = r->n_well_detected_snr = -1;
+    r->snr_threshold = p->snr_threshold;
     double *thr = bs_mem_alloc("compare/agreement_thresholded", cells * sizeof(double));
     bs_status st = BS_OK;
     if (!r->match_counts || !r->agreement || !r->hungarian_12 || !r->best_12 || !r->hungarian_21 || !r->best_21 ||
@@ -698,6 +701,7 @@ bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_h
         bs_compare_unit *u = &r->units[a];
         int32_t b = r->hungarian_12[a];
         u->gt_id = gt->unit_ids[a];
+        u->snr = NAN;
         u->n_gt = gt->counts[a];
         u->sorted_index = b;
         u->sorted_id = b >= 0 ? sorted->unit_ids[b] : -1;
@@ -759,12 +763,28 @@ fail:
     return st;
 }
 
+void bs_compare_set_snr(bs_compare_result *r, const double *snr, const bs_compare_params *p)
+{
+    r->snr_threshold = p->snr_threshold;
+    r->n_gt_snr = r->n_well_detected_snr = 0;
+    for (int32_t a = 0; a < r->n_gt_units; a++) {
+        bs_compare_unit *u = &r->units[a];
+        u->snr = snr[a];
+        if (snr[a] >= p->snr_threshold) {
+            r->n_gt_snr++;
+            if (u->sorted_index >= 0 && u->agreement >= p->well_detected_score)
+                r->n_well_detected_snr++;
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ output */
 
 void bs_compare_print_table(const bs_compare_result *r, FILE *out)
 {
-    fprintf(out, "%8s %9s %8s %9s %9s %9s %9s\n", "gt_unit", "n_gt", "sorted", "n_sorted", "accuracy", "precision",
-            "recall");
+    const int with_snr = r->n_gt_snr >= 0;
+    fprintf(out, "%8s %9s %8s %9s %9s %9s %9s%s\n", "gt_unit", "n_gt", "sorted", "n_sorted", "accuracy", "precision",
+            "recall", with_snr ? "       snr" : "");
     for (int32_t a = 0; a < r->n_gt_units; a++) {
         const bs_compare_unit *u = &r->units[a];
         char sid[32];
@@ -772,12 +792,18 @@ void bs_compare_print_table(const bs_compare_result *r, FILE *out)
             snprintf(sid, sizeof sid, "%" PRId64, u->sorted_id);
         else
             snprintf(sid, sizeof sid, "-");
-        fprintf(out, "%8" PRId64 " %9" PRId64 " %8s %9" PRId64 " %9.4f %9.4f %9.4f\n", u->gt_id, u->n_gt, sid,
+        fprintf(out, "%8" PRId64 " %9" PRId64 " %8s %9" PRId64 " %9.4f %9.4f %9.4f", u->gt_id, u->n_gt, sid,
                 u->n_sorted, u->accuracy, u->precision, u->recall);
+        if (with_snr)
+            fprintf(out, " %9.2f", u->snr);
+        fputc('\n', out);
     }
     fprintf(out, "\nGT units:             %d\n", (int)r->n_gt_units);
     fprintf(out, "sorted units:         %d\n", (int)r->n_sorted_units);
     fprintf(out, "well detected:        %d\n", (int)r->n_well_detected);
+    if (with_snr)
+        fprintf(out, "well detected, SNR >= %g: %d of %d\n", r->snr_threshold, (int)r->n_well_detected_snr,
+                (int)r->n_gt_snr);
     fprintf(out, "false positive units: %d\n", (int)r->n_false_positive);
     fprintf(out, "redundant units:      %d\n", (int)r->n_redundant);
     fprintf(out, "overmerged units:     %d\n", (int)r->n_overmerged);
@@ -806,6 +832,14 @@ char *bs_compare_json(const bs_compare_result *r, const char *sorting_path, cons
     cJSON_AddNumberToObject(root, "mean_accuracy", r->mean_accuracy);
     cJSON_AddNumberToObject(root, "mean_precision", r->mean_precision);
     cJSON_AddNumberToObject(root, "mean_recall", r->mean_recall);
+    cJSON_AddNumberToObject(root, "snr_threshold", r->snr_threshold);
+    if (r->n_gt_snr >= 0) {
+        cJSON_AddNumberToObject(root, "n_gt_snr", r->n_gt_snr);
+        cJSON_AddNumberToObject(root, "n_well_detected_snr", r->n_well_detected_snr);
+    } else {
+        cJSON_AddNullToObject(root, "n_gt_snr");
+        cJSON_AddNullToObject(root, "n_well_detected_snr");
+    }
     cJSON *units = cJSON_AddArrayToObject(root, "units");
     for (int32_t a = 0; units && a < r->n_gt_units; a++) {
         const bs_compare_unit *u = &r->units[a];
@@ -828,6 +862,10 @@ char *bs_compare_json(const bs_compare_result *r, const char *sorting_path, cons
         cJSON_AddNumberToObject(o, "recall", u->recall);
         cJSON_AddNumberToObject(o, "false_discovery_rate", u->false_discovery_rate);
         cJSON_AddNumberToObject(o, "miss_rate", u->miss_rate);
+        if (isfinite(u->snr))
+            cJSON_AddNumberToObject(o, "snr", u->snr);
+        else
+            cJSON_AddNullToObject(o, "snr");
         cJSON_AddItemToArray(units, o);
     }
     char *text = cJSON_PrintUnformatted(root);

@@ -39,6 +39,13 @@
  *    redundant      bad, has a best GT match u, is not u's own best match,
  *                   and agreement >= redundant_score;
  *    overmerged     agreement > overmerged_score (0.2) with 2 or more GT units.
+ * 7. SNR (gt_snr.c, when the ground-truth folder holds gt_templates.npy and
+ *    its recording): per GT unit |most negative template value| over the
+ *    noise of its channel (SpikeInterface's compute_snrs, peak_sign "neg"),
+ *    and the well-detected count among the units with snr >= snr_threshold
+ *    (5): a GT unit is well detected when its Hungarian partner's agreement
+ *    is >= well_detected_score (the sorted units counted in step 6, seen
+ *    from the GT side).
  *
  * Memory, all through the accountant under "compare/...": 12 bytes per spike
  * for each sorting (plus 16 bytes per spike while it is sorted), and five
@@ -106,6 +113,7 @@ typedef struct {
     double well_detected_score; /* (0.8) */
     double redundant_score;     /* (0.2) */
     double overmerged_score;    /* (0.2) */
+    double snr_threshold;       /* GT units with SNR >= this are counted apart (5) */
 } bs_compare_params;
 
 void bs_compare_params_default(bs_compare_params *p);
@@ -119,6 +127,7 @@ typedef struct {
     int64_t tp, fn, fp;   /* spikes */
     double agreement;     /* with the partner (0 if none) */
     double accuracy, precision, recall, false_discovery_rate, miss_rate;
+    double snr;           /* of the GT unit (step 7); NaN when unknown */
 } bs_compare_unit;
 
 typedef struct {
@@ -134,6 +143,9 @@ typedef struct {
     bs_compare_unit *units; /* n_gt_units */
     int32_t n_well_detected, n_false_positive, n_redundant, n_overmerged, n_bad;
     double mean_accuracy, mean_precision, mean_recall; /* over GT units, unmatched count as 0 */
+    double snr_threshold;          /* step 7 */
+    int32_t n_gt_snr;              /* GT units with snr >= snr_threshold; -1 when no SNR is known */
+    int32_t n_well_detected_snr;   /* of those, well detected; -1 when no SNR is known */
 } bs_compare_result;
 
 /* Window in samples for delta_ms at fs_hz: int(delta_ms / 1000 * fs_hz). */
@@ -146,6 +158,21 @@ bs_status bs_compare_match_counts(const bs_sorting *gt, const bs_sorting *sorted
 bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_hz, const bs_compare_params *p,
                      bs_compare_result *r);
 void bs_compare_result_free(bs_compare_result *r);
+
+/* Step 7. Chunks of the noise estimate: BS_GT_SNR_CHUNKS evenly spaced
+ * chunks of BS_GT_SNR_CHUNK_SAMPLES samples (SpikeInterface's
+ * get_noise_levels defaults, without its random draw). */
+#define BS_GT_SNR_CHUNKS 20
+#define BS_GT_SNR_CHUNK_SAMPLES 10000
+/* snr[a] of each GT unit a of gt (gt->n_units values). *have = 0 and snr
+ * untouched when gt_folder lacks gt_templates.npy or a recording
+ * (recording.bin): then there is no SNR to report. BS_ERR_INPUT when the
+ * templates do not fit the recording (not float32 (U, nt, file columns), or
+ * a unit id >= U). */
+bs_status bs_gt_unit_snr(const char *gt_folder, const bs_sorting *gt, double *snr, int *have);
+/* Store snr (r->n_gt_units values, from bs_gt_unit_snr) in r and count the
+ * SNR >= p->snr_threshold units and the well detected among them. */
+void bs_compare_set_snr(bs_compare_result *r, const double *snr, const bs_compare_params *p);
 
 /* Human-readable table and summary. */
 void bs_compare_print_table(const bs_compare_result *r, FILE *out);

@@ -2,6 +2,7 @@
 # test_compare.sh - `boundsort compare` end to end: the JSON summary on a
 # SpikeInterface fixture (numbers from tests/data/compare/mixed/expected.json),
 # the table, a GT folder scored against itself, --exclude-group, --delta-ms,
+# each GT unit's SNR against numpy's on a simulated folder (and --snr),
 # and the exit codes: 1 for bad usage, 2 for unreadable or malformed input.
 . "$(dirname "$0")/lib.sh"
 DATA=${BS_TEST_DATA:?BS_TEST_DATA is not set}/compare
@@ -62,6 +63,52 @@ has "$T/out.txt" '"n_false_positive":0'
 # --delta-ms 0 : 0 samples, only exact coincidences
 expect 0 "" "$BS" compare "$M/sorted" "$M/gt" --json --delta-ms 0
 has "$T/out.txt" '"delta_samples":0'
+
+# no templates or recording in the fixture's GT folder: no SNR
+expect 0 "" "$BS" compare "$M/sorted" "$M/gt" --json
+has "$T/out.txt" '"n_gt_snr":null'
+has "$T/out.txt" '"snr":null'
+
+# per-unit SNR of a simulated GT folder: numpy's value from the same 20 evenly spaced chunks of 10000
+# samples (MAD / 0.6745 per chunk and channel, mean over chunks; |most negative template value| / noise)
+"$BS" simulate -o "$T/sim" --probe linear32 --duration 10 --units 12 --seed 3 -q >/dev/null 2>&1 || bad "simulate failed"
+expect 0 "" "$BS" compare "$T/sim" "$T/sim" --json
+cp "$T/out.txt" "$T/sim.json"
+check "GT SNR equals numpy's" $PY - "$T/sim" "$T/sim.json" <<'EOF2'
+import json, sys
+import numpy as np
+d, res = sys.argv[1], json.load(open(sys.argv[2]))
+meta = json.load(open(d + "/recording.json"))
+C, T = meta["n_chan"], meta["n_samples"]
+x = np.fromfile(d + "/recording.bin", dtype=np.int16).reshape(T, C)
+L = min(T, 10000); avail = T // L; n = min(avail, 20)
+noise = np.zeros(C)
+for k in range(n):
+    b = k * avail // n
+    ch = x[b * L:(b + 1) * L].astype(np.float32) * np.float32(meta["uv_per_bit"])
+    noise += np.median(np.abs(ch - np.median(ch, axis=0)), axis=0) / 0.6744897501960817
+noise /= n
+mn = np.load(d + "/gt_templates.npy").min(axis=1)
+main = mn.argmin(axis=1)
+ref = -mn[np.arange(len(main)), main] / noise[main]
+got = np.array([u["snr"] for u in res["units"]], dtype=float)
+ids = np.array([u["gt_unit"] for u in res["units"]])
+assert np.allclose(got, ref[ids], rtol=1e-5), (got, ref[ids])
+assert res["n_gt_snr"] == int(np.sum(ref[ids] >= 5)) == res["n_well_detected_snr"], res
+assert 0 < res["n_gt_snr"] < len(ids), res  # the case has units on both sides of 5
+EOF2
+expect 0 "" "$BS" compare "$T/sim" "$T/sim" --json --snr 1000
+has "$T/out.txt" '"n_gt_snr":0,"n_well_detected_snr":0'
+expect 0 "" "$BS" compare "$T/sim" "$T/sim"
+grep -Eq '^well detected, SNR >= 5: ([0-9]+) of \1$' "$T/out.txt" && ok || bad "no SNR summary line: $(cat "$T/out.txt")"
+# templates that do not fit the recording: exit 2 naming the file
+cp -r "$T/sim" "$T/simbad" && $PY -c "
+import numpy as np; t = np.load('$T/simbad/gt_templates.npy'); np.save('$T/simbad/gt_templates.npy', t[:, :, :-1])"
+expect 2 "gt_templates.npy: expected float32 (units, samples, 32 channels)" "$BS" compare "$T/sim" "$T/simbad"
+$PY -c "
+import numpy as np; t = np.load('$T/sim/gt_templates.npy'); np.save('$T/simbad/gt_templates.npy', t[:3])"
+expect 2 "gt_templates.npy: 3 templates, but the ground truth has unit" "$BS" compare "$T/sim" "$T/simbad"
+expect 1 "" "$BS" compare "$T/sim" "$T/sim" --snr -1
 
 # usage errors: exit 1
 expect 1 "" "$BS" compare
