@@ -629,6 +629,50 @@ static int32_t best_match(const double *v, int32_t n, size_t stride, double chan
 }
 
 
+const char *const bs_compare_loss_names[BS_LOSS_N] = {"well", "split", "missed", "absorbed", "merged", "partial"};
+
+/* Step 7 for GT unit a (after its Hungarian partner and agreement are set). */
+static bs_compare_loss classify_loss(const bs_compare_result *r, const bs_sorting *gt, const bs_sorting *sorted,
+                                     int32_t a, const bs_compare_params *p, int64_t *v_id, int64_t *w_id)
+{
+    const int32_t n1 = r->n_gt_units, n2 = r->n_sorted_units;
+    const uint64_t *row = r->match_counts + (size_t)a * (size_t)n2;
+    const double n_gt = (double)gt->counts[a];
+    *v_id = *w_id = -1;
+    if (r->units[a].sorted_index >= 0 && r->units[a].agreement >= p->well_detected_score)
+        return BS_LOSS_WELL;
+    int32_t pure = 0, vs = -1;
+    for (int32_t b = 0; b < n2; b++) {
+        double m = (double)row[b];
+        if (sorted->counts[b] > 0 && m >= 0.5 * (double)sorted->counts[b] && m >= 0.1 * n_gt)
+            pure++;
+        if (row[b] > 0 && (vs < 0 || row[b] > row[vs]))
+            vs = b;
+    }
+    if (vs >= 0)
+        *v_id = sorted->unit_ids[vs];
+    if (pure >= 2)
+        return BS_LOSS_SPLIT;
+    if (vs < 0 || (double)row[vs] < 0.2 * n_gt)
+        return BS_LOSS_MISSED;
+    /* the GT unit other than a with the most spikes in v* */
+    int32_t w = -1;
+    for (int32_t g = 0; g < n1; g++) {
+        uint64_t m = r->match_counts[(size_t)g * (size_t)n2 + (size_t)vs];
+        if (g != a && m > 0 && (w < 0 || m > r->match_counts[(size_t)w * (size_t)n2 + (size_t)vs]))
+            w = g;
+    }
+    const double n_v = (double)sorted->counts[vs];
+    if (w >= 0)
+        *w_id = gt->unit_ids[w];
+    if ((double)row[vs] < 0.5 * n_v)
+        return BS_LOSS_ABSORBED;
+    if (w >= 0 && (double)r->match_counts[(size_t)w * (size_t)n2 + (size_t)vs] >= 0.2 * n_v)
+        return BS_LOSS_MERGED;
+    *w_id = -1;
+    return BS_LOSS_PARTIAL;
+}
+
 bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_hz, const bs_compare_params *p,
                      bs_compare_result *r)
 {
@@ -733,6 +777,12 @@ bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_h
         r->mean_recall = sum_rec / n1;
     }
 
+    for (int32_t a = 0; a < n1; a++) {
+        bs_compare_unit *u = &r->units[a];
+        u->loss = classify_loss(r, gt, sorted, a, p, &u->loss_sorted, &u->loss_gt);
+        r->n_loss[u->loss]++;
+    }
+
     /* unit categories over the sorted units */
     for (int32_t b = 0; b < n2; b++) {
         int32_t a = r->hungarian_21[b];
@@ -767,11 +817,13 @@ void bs_compare_set_snr(bs_compare_result *r, const double *snr, const bs_compar
 {
     r->snr_threshold = p->snr_threshold;
     r->n_gt_snr = r->n_well_detected_snr = 0;
+    memset(r->n_loss_snr, 0, sizeof r->n_loss_snr);
     for (int32_t a = 0; a < r->n_gt_units; a++) {
         bs_compare_unit *u = &r->units[a];
         u->snr = snr[a];
         if (snr[a] >= p->snr_threshold) {
             r->n_gt_snr++;
+            r->n_loss_snr[u->loss]++;
             if (u->sorted_index >= 0 && u->agreement >= p->well_detected_score)
                 r->n_well_detected_snr++;
         }
@@ -783,8 +835,8 @@ void bs_compare_set_snr(bs_compare_result *r, const double *snr, const bs_compar
 void bs_compare_print_table(const bs_compare_result *r, FILE *out)
 {
     const int with_snr = r->n_gt_snr >= 0;
-    fprintf(out, "%8s %9s %8s %9s %9s %9s %9s%s\n", "gt_unit", "n_gt", "sorted", "n_sorted", "accuracy", "precision",
-            "recall", with_snr ? "       snr" : "");
+    fprintf(out, "%8s %9s %8s %9s %9s %9s %9s %-9s%s\n", "gt_unit", "n_gt", "sorted", "n_sorted", "accuracy",
+            "precision", "recall", "loss", with_snr ? "       snr" : "");
     for (int32_t a = 0; a < r->n_gt_units; a++) {
         const bs_compare_unit *u = &r->units[a];
         char sid[32];
@@ -792,8 +844,8 @@ void bs_compare_print_table(const bs_compare_result *r, FILE *out)
             snprintf(sid, sizeof sid, "%" PRId64, u->sorted_id);
         else
             snprintf(sid, sizeof sid, "-");
-        fprintf(out, "%8" PRId64 " %9" PRId64 " %8s %9" PRId64 " %9.4f %9.4f %9.4f", u->gt_id, u->n_gt, sid,
-                u->n_sorted, u->accuracy, u->precision, u->recall);
+        fprintf(out, "%8" PRId64 " %9" PRId64 " %8s %9" PRId64 " %9.4f %9.4f %9.4f %-9s", u->gt_id, u->n_gt, sid,
+                u->n_sorted, u->accuracy, u->precision, u->recall, bs_compare_loss_names[u->loss]);
         if (with_snr)
             fprintf(out, " %9.2f", u->snr);
         fputc('\n', out);
@@ -801,9 +853,16 @@ void bs_compare_print_table(const bs_compare_result *r, FILE *out)
     fprintf(out, "\nGT units:             %d\n", (int)r->n_gt_units);
     fprintf(out, "sorted units:         %d\n", (int)r->n_sorted_units);
     fprintf(out, "well detected:        %d\n", (int)r->n_well_detected);
-    if (with_snr)
+    fprintf(out, "not well detected:   ");
+    for (int k = 1; k < BS_LOSS_N; k++)
+        fprintf(out, " %d %s%s", (int)r->n_loss[k], bs_compare_loss_names[k], k + 1 < BS_LOSS_N ? "," : "\n");
+    if (with_snr) {
         fprintf(out, "well detected, SNR >= %g: %d of %d\n", r->snr_threshold, (int)r->n_well_detected_snr,
                 (int)r->n_gt_snr);
+        fprintf(out, "not well detected, SNR >= %g:", r->snr_threshold);
+        for (int k = 1; k < BS_LOSS_N; k++)
+            fprintf(out, " %d %s%s", (int)r->n_loss_snr[k], bs_compare_loss_names[k], k + 1 < BS_LOSS_N ? "," : "\n");
+    }
     fprintf(out, "false positive units: %d\n", (int)r->n_false_positive);
     fprintf(out, "redundant units:      %d\n", (int)r->n_redundant);
     fprintf(out, "overmerged units:     %d\n", (int)r->n_overmerged);
@@ -832,13 +891,20 @@ char *bs_compare_json(const bs_compare_result *r, const char *sorting_path, cons
     cJSON_AddNumberToObject(root, "mean_accuracy", r->mean_accuracy);
     cJSON_AddNumberToObject(root, "mean_precision", r->mean_precision);
     cJSON_AddNumberToObject(root, "mean_recall", r->mean_recall);
+    cJSON *loss = cJSON_AddObjectToObject(root, "n_loss");
+    for (int k = 0; loss && k < BS_LOSS_N; k++)
+        cJSON_AddNumberToObject(loss, bs_compare_loss_names[k], r->n_loss[k]);
     cJSON_AddNumberToObject(root, "snr_threshold", r->snr_threshold);
     if (r->n_gt_snr >= 0) {
         cJSON_AddNumberToObject(root, "n_gt_snr", r->n_gt_snr);
         cJSON_AddNumberToObject(root, "n_well_detected_snr", r->n_well_detected_snr);
+        cJSON *ls = cJSON_AddObjectToObject(root, "n_loss_snr");
+        for (int k = 0; ls && k < BS_LOSS_N; k++)
+            cJSON_AddNumberToObject(ls, bs_compare_loss_names[k], r->n_loss_snr[k]);
     } else {
         cJSON_AddNullToObject(root, "n_gt_snr");
         cJSON_AddNullToObject(root, "n_well_detected_snr");
+        cJSON_AddNullToObject(root, "n_loss_snr");
     }
     cJSON *units = cJSON_AddArrayToObject(root, "units");
     for (int32_t a = 0; units && a < r->n_gt_units; a++) {
@@ -862,6 +928,15 @@ char *bs_compare_json(const bs_compare_result *r, const char *sorting_path, cons
         cJSON_AddNumberToObject(o, "recall", u->recall);
         cJSON_AddNumberToObject(o, "false_discovery_rate", u->false_discovery_rate);
         cJSON_AddNumberToObject(o, "miss_rate", u->miss_rate);
+        cJSON_AddStringToObject(o, "loss", bs_compare_loss_names[u->loss]);
+        if (u->loss_sorted >= 0)
+            cJSON_AddNumberToObject(o, "loss_sorted_unit", (double)u->loss_sorted);
+        else
+            cJSON_AddNullToObject(o, "loss_sorted_unit");
+        if (u->loss_gt >= 0)
+            cJSON_AddNumberToObject(o, "loss_gt_unit", (double)u->loss_gt);
+        else
+            cJSON_AddNullToObject(o, "loss_gt_unit");
         if (isfinite(u->snr))
             cJSON_AddNumberToObject(o, "snr", u->snr);
         else

@@ -39,7 +39,16 @@
  *    redundant      bad, has a best GT match u, is not u's own best match,
  *                   and agreement >= redundant_score;
  *    overmerged     agreement > overmerged_score (0.2) with 2 or more GT units.
- * 7. SNR (gt_snr.c, when the ground-truth folder holds gt_templates.npy and
+ * 7. Where a GT unit that is not well detected went (`loss`), from the
+ *    match counts m(u, v), recall r = m / n_gt(u), precision p = m /
+ *    n_sorted(v); the first that holds:
+ *      split     two or more sorted units with p >= 0.5 and r >= 0.1;
+ *      missed    no sorted unit holds r >= 0.2 (v* = the unit with the most
+ *                of u's spikes, the first of ties);
+ *      absorbed  u's spikes are the minority of v* (p < 0.5);
+ *      merged    another GT unit supplies >= 0.2 of v*'s spikes;
+ *      partial   v* is u's own but misses or adds too many spikes.
+ * 8. SNR (gt_snr.c, when the ground-truth folder holds gt_templates.npy and
  *    its recording): per GT unit |most negative template value| over the
  *    noise of its channel (SpikeInterface's compute_snrs, peak_sign "neg"),
  *    and the well-detected count among the units with snr >= snr_threshold
@@ -118,6 +127,18 @@ typedef struct {
 
 void bs_compare_params_default(bs_compare_params *p);
 
+/* Step 7's categories, in the order they are tested (WELL: well detected). */
+typedef enum {
+    BS_LOSS_WELL = 0,
+    BS_LOSS_SPLIT,
+    BS_LOSS_MISSED,
+    BS_LOSS_ABSORBED,
+    BS_LOSS_MERGED,
+    BS_LOSS_PARTIAL,
+    BS_LOSS_N
+} bs_compare_loss;
+extern const char *const bs_compare_loss_names[BS_LOSS_N]; /* "well", "split", ... */
+
 typedef struct {
     int64_t gt_id;        /* GT unit id */
     int64_t n_gt;         /* spikes of the GT unit */
@@ -127,7 +148,11 @@ typedef struct {
     int64_t tp, fn, fp;   /* spikes */
     double agreement;     /* with the partner (0 if none) */
     double accuracy, precision, recall, false_discovery_rate, miss_rate;
-    double snr;           /* of the GT unit (step 7); NaN when unknown */
+    double snr;           /* of the GT unit (step 8); NaN when unknown */
+    bs_compare_loss loss; /* step 7 */
+    int64_t loss_sorted;  /* id of v* (the sorted unit with most of its spikes), -1 if none */
+    int64_t loss_gt;      /* merged: the GT unit that supplies most of v*'s other spikes; absorbed: v*'s
+                             majority GT unit; else -1 */
 } bs_compare_unit;
 
 typedef struct {
@@ -143,9 +168,11 @@ typedef struct {
     bs_compare_unit *units; /* n_gt_units */
     int32_t n_well_detected, n_false_positive, n_redundant, n_overmerged, n_bad;
     double mean_accuracy, mean_precision, mean_recall; /* over GT units, unmatched count as 0 */
-    double snr_threshold;          /* step 7 */
+    int32_t n_loss[BS_LOSS_N];     /* GT units per step-7 category */
+    double snr_threshold;          /* step 8 */
     int32_t n_gt_snr;              /* GT units with snr >= snr_threshold; -1 when no SNR is known */
     int32_t n_well_detected_snr;   /* of those, well detected; -1 when no SNR is known */
+    int32_t n_loss_snr[BS_LOSS_N]; /* of those, per step-7 category (valid when n_gt_snr >= 0) */
 } bs_compare_result;
 
 /* Window in samples for delta_ms at fs_hz: int(delta_ms / 1000 * fs_hz). */
@@ -159,7 +186,7 @@ bs_status bs_compare(const bs_sorting *gt, const bs_sorting *sorted, double fs_h
                      bs_compare_result *r);
 void bs_compare_result_free(bs_compare_result *r);
 
-/* Step 7. Chunks of the noise estimate: BS_GT_SNR_CHUNKS evenly spaced
+/* Step 8. Chunks of the noise estimate: BS_GT_SNR_CHUNKS evenly spaced
  * chunks of BS_GT_SNR_CHUNK_SAMPLES samples (SpikeInterface's
  * get_noise_levels defaults, without its random draw). */
 #define BS_GT_SNR_CHUNKS 20

@@ -4,7 +4,8 @@
  * below, the window edge (10 vs 15 samples at 30 kHz), SpikeInterface's
  * counting rule in bursts (and its clip), the SpikeInterface fixtures under
  * tests/data/compare/ (made by make_fixtures.py with spikeinterface 0.105),
- * a large sorting, and malformed folders.
+ * a large sorting, malformed folders, and where each GT unit that is not well
+ * detected went (split, missed, absorbed, merged, partial).
  */
 #include "test.h"
 
@@ -543,8 +544,79 @@ static void bad_inputs(void)
     bs_sorting_free(&e2);
 }
 
+/* Step 7: one GT unit of each loss category, built so that no two GT units' spikes coincide.
+ * GT g (0..7) fires 100 times, spike k at (8k + g) * 1000 samples. Sorted units:
+ *   10 = GT 0 (well); 11, 12 = GT 1's two halves (split); 13 = GT 2 + GT 3 (both merged);
+ *   14 = GT 5 + 30 spikes of GT 4 (GT 4 absorbed into 14, GT 5 merged with GT 4 at 30/130);
+ *   15 = 10 spikes of GT 6 (missed); 16 = 60 spikes of GT 7 (partial). */
+static void losses(void)
+{
+    enum { G = 8, N = 100 };
+    static int64_t gt_t[G * N], gt_u[G * N], so_t[G * N], so_u[G * N];
+    int64_t n = 0, m = 0;
+    for (int g = 0; g < G; g++)
+        for (int k = 0; k < N; k++) {
+            int64_t t = ((int64_t)8 * k + g) * 1000, v = -1;
+            gt_t[n] = t;
+            gt_u[n++] = g;
+            switch (g) {
+            case 0: v = 10; break;
+            case 1: v = k < N / 2 ? 11 : 12; break;
+            case 2: case 3: v = 13; break;
+            case 4: v = k < 30 ? 14 : -1; break;
+            case 5: v = 14; break;
+            case 6: v = k < 10 ? 15 : -1; break;
+            case 7: v = k < 60 ? 16 : -1; break;
+            }
+            if (v >= 0) {
+                so_t[m] = t + 3;
+                so_u[m++] = v;
+            }
+        }
+    bs_sorting gt, so;
+    build(&gt, gt_t, gt_u, n);
+    build(&so, so_t, so_u, m);
+    bs_compare_params p;
+    bs_compare_params_default(&p);
+    bs_compare_result r;
+    CHECK(bs_compare(&gt, &so, 30000.0, &p, &r) == BS_OK);
+    const struct {
+        int64_t gt;
+        bs_compare_loss loss;
+        int64_t v, w;
+    } want[G] = {{0, BS_LOSS_WELL, -1, -1},   {1, BS_LOSS_SPLIT, 11, -1},   {2, BS_LOSS_MERGED, 13, 3},
+                 {3, BS_LOSS_MERGED, 13, 2},  {4, BS_LOSS_ABSORBED, 14, 5}, {5, BS_LOSS_MERGED, 14, 4},
+                 {6, BS_LOSS_MISSED, 15, -1}, {7, BS_LOSS_PARTIAL, 16, -1}};
+    for (int g = 0; g < G; g++) {
+        const bs_compare_unit *u = unit_by_id(&r, want[g].gt);
+        CHECK(u && u->loss == want[g].loss);
+        CHECK(u && (want[g].loss == BS_LOSS_WELL || (u->loss_sorted == want[g].v && u->loss_gt == want[g].w)));
+        if (u && u->loss != want[g].loss)
+            fprintf(stderr, "GT %d: loss %s, expected %s\n", g, bs_compare_loss_names[u->loss],
+                    bs_compare_loss_names[want[g].loss]);
+    }
+    const int32_t n_loss[BS_LOSS_N] = {1, 1, 1, 1, 3, 1};
+    for (int k = 0; k < BS_LOSS_N; k++)
+        CHECK(r.n_loss[k] == n_loss[k]);
+    CHECK(r.n_gt_snr == -1);
+    /* SNR: GT 0, 1, 6 at 5 or more; counted per category */
+    double snr[G] = {9, 5, 2, 3, 4, 4.9, 20, 1};
+    bs_compare_set_snr(&r, snr, &p);
+    CHECK(r.n_gt_snr == 3 && r.n_well_detected_snr == 1);
+    CHECK(r.n_loss_snr[BS_LOSS_WELL] == 1 && r.n_loss_snr[BS_LOSS_SPLIT] == 1 && r.n_loss_snr[BS_LOSS_MISSED] == 1 &&
+          r.n_loss_snr[BS_LOSS_MERGED] == 0);
+    char *js = bs_compare_json(&r, "s", "g");
+    CHECK(js && strstr(js, "\"n_loss_snr\":{\"well\":1,\"split\":1,\"missed\":1,\"absorbed\":0,\"merged\":0,"));
+    CHECK(js && strstr(js, "\"loss\":\"absorbed\",\"loss_sorted_unit\":14,\"loss_gt_unit\":5,\"snr\":4"));
+    free(js);
+    bs_compare_result_free(&r);
+    bs_sorting_free(&gt);
+    bs_sorting_free(&so);
+}
+
 int main(void)
 {
+    losses();
     hand_built();
     self_and_shuffled();
     jitter();
