@@ -14,7 +14,8 @@ For each case (generated or taken from the cache by cases.ensure_case):
        * `boundsort compare OUT GT --json` when that command is available; its per-unit accuracies
          must agree with SpikeInterface's within 0.01 (else the row is flagged "DISAGREE"). It also gives
          each GT unit's SNR (from the case's templates and recording) and the "well-det SNR>=5" column:
-         well-detected units among the GT units with SNR >= 5.
+         well-detected units among the GT units with SNR >= 5, and "SNR>=5 lost as": where the others
+         went (split, missed, absorbed, merged, partial; see src/sim/compare.h).
   4. One table on stdout (and bench/results/<date>-<cases>-table.txt) and bench/results/<date>-<case>.json
      with machine info (cores, CPU model, RAM), versions and every number.
 
@@ -269,7 +270,7 @@ def score_boundsort_compare(bs_exe: str, phy: Path, case: Path):
     snr = None
     if isinstance(data, dict) and data.get("n_gt_snr") is not None:
         snr = dict(threshold=data["snr_threshold"], gt_units=data["n_gt_snr"],
-                   well_detected=data["n_well_detected_snr"],
+                   well_detected=data["n_well_detected_snr"], loss=data.get("n_loss_snr"),
                    per_unit={str(int(u["gt_unit"])): u.get("snr") for u in units if isinstance(u, dict)})
     return (acc, snr), "ok"
 
@@ -288,13 +289,15 @@ def fmt(x, f="{:.0f}"):
 
 
 def table(rows):
-    hdr = ["case", "sorter", "GT units", "well-det (acc>=0.8)", "well-det SNR>=5", "mean acc", "FP units", "wall s",
+    hdr = ["case", "sorter", "GT units", "well-det (acc>=0.8)", "well-det SNR>=5", "SNR>=5 lost as", "mean acc", "FP units", "wall s",
            "peak RSS MiB", "time bs/KS4", "mem bs/KS4", "check"]
     lines = [hdr]
     for r in rows:
         snr = r.get("snr")
         lines.append([r["case"], r["sorter"], fmt(r.get("gt_units")), fmt(r.get("well_detected")),
                       f"{snr['well_detected']} of {snr['gt_units']}" if snr else "-",
+                      ", ".join(f"{v} {k}" for k, v in (snr.get("loss") or {}).items() if k != "well" and v) or "-"
+                      if snr else "-",
                       fmt(r.get("mean_accuracy"), "{:.3f}"), fmt(r.get("false_positive_units")),
                       fmt(r.get("wall_s"), "{:.1f}"), fmt(r.get("peak_rss_mib"), "{:.0f}"),
                       fmt(r.get("time_ratio"), "{:.2f}"), fmt(r.get("mem_ratio"), "{:.2f}"), r.get("check", "")])

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <omp.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static const char *usage_text =
     "                          [--drift none|rigid|nonrigid|step] [--drift-um UM] [--seed S] [--fs HZ]\n"
     "                          [--noise UV] [--artifacts RATE] [--spikeglx] [--nwb] [--openephys] [--no-mux]\n"
     "                          [--dead-channels N] [--noisy-channels N] [--out-channels N] [--noise-units N]\n"
-    "                          [--threads N] [-q]\n"
+    "                          [--coupled-pairs N] [--coupled-lag-ms MS] [--threads N] [-q]\n"
     "\n"
     "Writes a ground-truth recording into DIR: recording.bin (int16), probe.json, recording.json,\n"
     "gt_spike_times.npy, gt_spike_units.npy, gt_unit_positions.npy, gt_templates.npy, gt_drift_um.npy.\n"
@@ -49,6 +50,9 @@ static const char *usage_text =
     "  --noise-units N   the last N of the --units are artifact-like, not neurons: a ringing waveform\n"
     "                    (a damped 2-3.5 kHz oscillation) with an almost flat footprint over 300 µm;\n"
     "                    listed in recording.json \"noise_units\" (the other units are unchanged)\n"
+    "  --coupled-pairs N GT units 2i and 2i+1 (i < N) are neighbours (30 µm apart) and unit 2i+1 also\n"
+    "                    fires --coupled-lag-ms (default 0.6) after half of unit 2i's spikes: collisions\n"
+    "                    at one lag, listed in recording.json \"coupled_pairs\"\n"
     "  --threads N       OpenMP threads (the output does not depend on it)\n"
     "  -q                quiet\n";
 
@@ -181,6 +185,14 @@ int bs_cmd_simulate(int argc, char **argv)
             if (!parse_ll(v, &n) || n < 0 || n > 2000)
                 return bad_value(a, v, "a unit count in 0..2000");
             p.n_noise_units = (int)n;
+        } else if (strcmp(a, "--coupled-pairs") == 0) {
+            if (!parse_ll(v, &n) || n < 0 || n > 1000)
+                return bad_value(a, v, "a pair count in 0..1000");
+            p.n_coupled = (int)n;
+        } else if (strcmp(a, "--coupled-lag-ms") == 0) {
+            if (!parse_double(v, &d) || !(fabs(d) <= 2.0))
+                return bad_value(a, v, "a lag in -2..2 ms");
+            p.coupled_lag_ms = d;
         } else if (strcmp(a, "--threads") == 0) {
             if (!parse_ll(v, &n) || n < 1 || n > 1024)
                 return bad_value(a, v, "a thread count in 1..1024");

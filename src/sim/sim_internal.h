@@ -57,7 +57,7 @@ double bs_sim_rng_exp(bs_sim_rng *r);                  /* exponential, mean 1 */
 enum { BS_SIM_STREAM_UNIT = 1, BS_SIM_STREAM_TRAIN = 2, BS_SIM_STREAM_HASH = 3, BS_SIM_STREAM_HASH_TRAIN = 4,
        BS_SIM_STREAM_NOISE_CHAN = 5, BS_SIM_STREAM_NOISE_LOCAL = 6, BS_SIM_STREAM_NOISE_COMMON = 7,
        BS_SIM_STREAM_LFP = 8, BS_SIM_STREAM_ARTIFACT = 9,
-       BS_SIM_STREAM_BAD_CHAN = 10 };
+       BS_SIM_STREAM_BAD_CHAN = 10, BS_SIM_STREAM_COUPLE = 11 };
 
 /* ---- probe layouts (sim_probes.c) ---- */
 typedef struct {
@@ -153,6 +153,20 @@ double bs_sim_footprint(const bs_sim_unit *unit, double d_um);
 bs_status bs_sim_unit_train(const bs_sim_params *p, const bs_sim_world *w, const bs_sim_unit *unit, int hash,
                             int u, int32_t unit_index, int64_t t_lo, int64_t t_hi, bs_sim_spike **sp,
                             int64_t *n, int64_t *cap);
+/* Coupled pairs (--coupled-pairs N): GT unit 2i + 1 (the follower) sits BS_SIM_COUPLE_DY_UM from unit 2i
+ * (the leader) at the same x, and fires p->coupled_lag_ms (+-1 sample) after a BS_SIM_COUPLE_PROB share of
+ * the leader's spikes, besides its own train. */
+#define BS_SIM_COUPLE_PROB 0.5
+#define BS_SIM_COUPLE_DY_UM 30.0
+/* Moves follower beside leader (before bs_sim_unit_build): leader's shank and x, depth leader's +
+ * BS_SIM_COUPLE_DY_UM (- when that leaves the contacts' depth span). */
+void bs_sim_couple_place(const bs_sim_world *w, const bs_sim_unit *leader, bs_sim_unit *follower);
+/* sp[a0, b0) is the leader's train, sp[b0, *n) the follower's own (the last one drawn): adds the coupled
+ * follower spikes (unit index follower_index; seeded by pair) and drops the follower's own spikes that fall
+ * within its refractory period of an added one, so its train stays refractory. */
+bs_status bs_sim_couple_train(const bs_sim_params *p, const bs_sim_world *w, const bs_sim_unit *follower,
+                              int32_t follower_index, int pair, int64_t a0, int64_t b0, int64_t t_lo, int64_t t_hi,
+                              bs_sim_spike **sp, int64_t *n, int64_t *cap);
 /* Apparent depth shift of a unit at depth y_um during drift bin `bin`, µm. */
 double bs_sim_drift_at(const bs_sim_world *w, int64_t bin, double y_um);
 /* Adds spike sp (of unit) into buf[ch * stride + (t - t0)], for t in [t0, t1). */

@@ -345,6 +345,62 @@ bs_status bs_sim_unit_train(const bs_sim_params *p, const bs_sim_world *w, const
     return BS_OK;
 }
 
+void bs_sim_couple_place(const bs_sim_world *w, const bs_sim_unit *leader, bs_sim_unit *follower)
+{
+    const bs_sim_layout *L = w->layout;
+    follower->shank = leader->shank;
+    follower->x = leader->x;
+    follower->y = leader->y + BS_SIM_COUPLE_DY_UM;
+    if (follower->y > L->y_max_um)
+        follower->y = leader->y - BS_SIM_COUPLE_DY_UM;
+}
+
+bs_status bs_sim_couple_train(const bs_sim_params *p, const bs_sim_world *w, const bs_sim_unit *follower,
+                              int32_t follower_index, int pair, int64_t a0, int64_t b0, int64_t t_lo, int64_t t_hi,
+                              bs_sim_spike **sp, int64_t *n, int64_t *cap)
+{
+    bs_sim_rng r;
+    bs_sim_rng_seed(&r, p->seed, BS_SIM_STREAM_COUPLE, (uint64_t)pair);
+    const double fs = w->fs_hz;
+    const int64_t refr = (int64_t)ceil(follower->refractory_ms * 1e-3 * fs);
+    const int64_t n_own = *n - b0;
+    /* the added times, ascending as the leader's are: kept in a scratch copy of the leader's train */
+    bs_sim_spike *add = bs_mem_alloc("sim/couple", sizeof *add * (size_t)(b0 - a0 + 1));
+    if (!add)
+        return BS_ERR_MEMORY;
+    int64_t n_add = 0;
+    for (int64_t i = a0; i < b0; i++) {
+        double u = bs_sim_rng_uniform(&r), jit = bs_sim_rng_range(&r, -1.0, 1.0);
+        if (u >= BS_SIM_COUPLE_PROB)
+            continue;
+        double tc = (double)(*sp)[i].t + p->coupled_lag_ms * 1e-3 * fs + jit;
+        double ti = floor(tc + 0.5);
+        int64_t t = (int64_t)ti;
+        if (t < t_lo || t >= t_hi)
+            continue;
+        int ph = (int)floor((tc - ti) * 8.0 + 0.5) + (BS_SIM_NPHASE - 1) / 2;
+        ph = ph < 0 ? 0 : ph >= BS_SIM_NPHASE ? BS_SIM_NPHASE - 1 : ph;
+        float scale = (float)fmin(1.2, fmax(0.8, 1.0 + 0.07 * bs_sim_rng_normal(&r)));
+        add[n_add++] = (bs_sim_spike){.t = t, .unit = follower_index, .phase = (int8_t)ph, .scale = scale};
+    }
+    /* drop the follower's own spikes within refr of an added one (both lists ascending) */
+    int64_t keep = b0, j = 0;
+    for (int64_t i = b0; i < b0 + n_own; i++) {
+        int64_t t = (*sp)[i].t;
+        while (j < n_add && add[j].t < t - refr)
+            j++;
+        if (j < n_add && add[j].t <= t + refr)
+            continue;
+        (*sp)[keep++] = (*sp)[i];
+    }
+    *n = keep;
+    bs_status st = BS_OK;
+    for (int64_t i = 0; i < n_add && st == BS_OK; i++)
+        st = push(sp, n, cap, add[i]);
+    bs_mem_free(add);
+    return st;
+}
+
 void bs_sim_render_spike(const bs_sim_world *w, const bs_sim_unit *u, const bs_sim_spike *sp, float *buf,
                          int64_t stride, int64_t t0, int64_t t1)
 {

@@ -63,6 +63,7 @@ void bs_sim_params_default(bs_sim_params *p)
     p->fs_hz = 30000.0;
     p->spikeglx = 0;
     p->noise_uv = 10.0;
+    p->coupled_lag_ms = 0.6;
     p->hash_per_100um = 6.0;
     p->lfp_uv = 15.0;
     p->block_samples = 8192;
@@ -87,6 +88,11 @@ bs_status bs_sim_check_params(const bs_sim_params *p)
     if (p->n_noise_units < 0 || p->n_noise_units > p->n_units)
         return bs_error(BS_ERR_USAGE, "option --noise-units: expected 0..%d (at most --units), got %d", p->n_units,
                         p->n_noise_units);
+    if (p->n_coupled < 0 || 2 * p->n_coupled > p->n_units - p->n_noise_units)
+        return bs_error(BS_ERR_USAGE, "option --coupled-pairs: expected 0..%d (two neuron units a pair), got %d",
+                        (p->n_units - p->n_noise_units) / 2, p->n_coupled);
+    if (!(fabs(p->coupled_lag_ms) <= 2.0))
+        return bs_error(BS_ERR_USAGE, "option --coupled-lag-ms: expected -2..2 ms, got %g", p->coupled_lag_ms);
     if (!(p->drift_bin_s > 0.0 && p->drift_bin_s <= p->duration_s + 1e9))
         return bs_error(BS_ERR_USAGE, "drift bin: expected a positive length in s, got %g", p->drift_bin_s);
     if (p->n_drift_blocks < 1 || p->n_drift_blocks > 1000)
@@ -408,6 +414,15 @@ static bs_status write_recording_json(const char *dir, const bs_sim_params *p, c
     cJSON_AddStringToObject(r, "probe_model", w->layout->part_number);
     cJSON_AddNumberToObject(r, "duration_s", (double)s->n_samples / p->fs_hz);
     cJSON_AddNumberToObject(r, "n_units", p->n_units);
+    if (p->n_coupled > 0) {
+        cJSON *cp = cJSON_AddArrayToObject(r, "coupled_pairs");
+        for (int i = 0; i < p->n_coupled; i++) {
+            const int pair[2] = {2 * i, 2 * i + 1};
+            cJSON_AddItemToArray(cp, cJSON_CreateIntArray(pair, 2));
+        }
+        cJSON_AddNumberToObject(r, "coupled_lag_ms", p->coupled_lag_ms);
+        cJSON_AddNumberToObject(r, "coupled_share", BS_SIM_COUPLE_PROB);
+    }
     if (p->n_noise_units > 0) {
         cJSON *nu = cJSON_AddArrayToObject(r, "noise_units");
         for (int u = p->n_units - p->n_noise_units; u < p->n_units; u++)
@@ -573,6 +588,8 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
     for (int u = 0; u < n_all && st == BS_OK; u++) {
         int hash = u >= p->n_units;
         bs_sim_unit_draw(p, &w, hash, hash ? u - p->n_units : u, &units[u]);
+        if (!hash && u % 2 == 1 && u < 2 * p->n_coupled)
+            bs_sim_couple_place(&w, &units[u - 1], &units[u]);
         st = bs_sim_unit_build(&w, &units[u]);
     }
     if (st != BS_OK)
@@ -580,10 +597,16 @@ bs_status bs_simulate(const bs_sim_params *p, const char *out_dir, bs_sim_summar
 
     /* spike trains */
     int64_t gt_lo = w.nt_before, gt_hi = n_samples - (w.nt - w.nt_before);
+    int64_t leader0 = 0, leader1 = 0; /* the last even unit's train: sp[leader0, leader1) */
     for (int u = 0; u < n_all && st == BS_OK; u++) {
         int hash = u >= p->n_units;
+        int64_t start = n_sp;
         st = bs_sim_unit_train(p, &w, &units[u], hash, hash ? u - p->n_units : u, u, hash ? 0 : gt_lo,
                                hash ? n_samples : gt_hi, &sp, &n_sp, &cap);
+        if (u % 2 == 0)
+            leader0 = start, leader1 = n_sp;
+        else if (st == BS_OK && !hash && u < 2 * p->n_coupled)
+            st = bs_sim_couple_train(p, &w, &units[u], u, u / 2, leader0, leader1, gt_lo, gt_hi, &sp, &n_sp, &cap);
     }
     if (st != BS_OK)
         goto done;

@@ -72,6 +72,9 @@ typedef struct {
     int n_out;               /* out-of-brain channels planted at the top of each shank: no spikes, no shared noise,
                                 only white noise of 0.8 x noise_uv rms */
     int n_noise_units;       /* the last n_noise_units of the n_units are artifact-like (sim_units.c) */
+    int n_coupled;           /* pairs (2i, 2i + 1), i < n_coupled, of neighbouring GT units where 2i + 1 fires
+                                coupled_lag_ms after half of 2i's spikes (sim_internal.h, BS_SIM_COUPLE_*) */
+    double coupled_lag_ms;   /* ms (0.6; -2..2) */
 } bs_sim_params;
 
 typedef struct {

@@ -786,6 +786,73 @@ static void test_bad_output(const char *root)
     CHECK(strstr(bs_last_error(), "blocker") != NULL);
 }
 
+/* Share of unit a's spikes followed by a spike of unit b lag +- 1 samples later. */
+static double coupled_share(const gt_folder *g, int a, int b, int64_t lag)
+{
+    int64_t n_a = 0, hit = 0;
+    for (int64_t i = 0; i < g->n_spikes; i++) {
+        if (g->u[i] != a)
+            continue;
+        n_a++;
+        for (int64_t j = i + 1; j < g->n_spikes && g->t[j] <= g->t[i] + lag + 1; j++)
+            if (g->u[j] == b && g->t[j] >= g->t[i] + lag - 1) {
+                hit++;
+                break;
+            }
+    }
+    return n_a ? (double)hit / (double)n_a : NAN;
+}
+
+/* --coupled-pairs: units 0-1 and 2-3 are neighbours and 1 (3) fires 0.6 ms after half of 0's (2's)
+ * spikes; the followers' trains stay refractory; other units are not coupled. */
+static void test_coupled(const char *root)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/coupled", root);
+    bs_sim_params p;
+    small_params(&p, 5, BS_SIM_DRIFT_NONE);
+    p.duration_s = 60;
+    p.n_coupled = 2;
+    CHECK(bs_simulate(&p, dir, NULL) == BS_OK);
+    gt_folder g;
+    CHECK(load_gt(dir, &g));
+    const cJSON *cp = cJSON_GetObjectItemCaseSensitive(g.json, "coupled_pairs");
+    CHECK(cJSON_GetArraySize(cp) == 2 && cJSON_GetArrayItem(cJSON_GetArrayItem(cp, 1), 0)->valueint == 2 &&
+          cJSON_GetArrayItem(cJSON_GetArrayItem(cp, 1), 1)->valueint == 3);
+    CHECK(jnum(g.json, "coupled_lag_ms") == 0.6);
+    const int64_t lag = 18; /* 0.6 ms at 30 kHz */
+    for (int a = 0; a < 4; a += 2) {
+        /* neighbours: same x, 30 µm apart in depth */
+        CHECK(fabs(g.pos[3 * a] - g.pos[3 * (a + 1)]) < 1e-3);
+        CHECK(fabs(fabs(g.pos[3 * a + 1] - g.pos[3 * (a + 1) + 1]) - 30.0) < 1e-3);
+        int64_t n_a = 0;
+        for (int64_t i = 0; i < g.n_spikes; i++)
+            n_a += g.u[i] == a;
+        double share = coupled_share(&g, a, a + 1, lag), sd = sqrt(0.25 / (double)n_a);
+        CHECK_MSG(n_a > 50 && fabs(share - 0.5) < 4 * sd, "pair %d: %.3f of %lld leader spikes coupled", a, share,
+                  (long long)n_a);
+    }
+    CHECK(coupled_share(&g, 4, 5, lag) < 0.05 && coupled_share(&g, 6, 7, lag) < 0.05);
+    /* followers' own spikes near a coupled one were dropped: no ISI under 1.5 ms */
+    for (int b = 1; b < 4; b += 2) {
+        int64_t last = -1000000, min_isi = INT64_MAX;
+        for (int64_t i = 0; i < g.n_spikes; i++)
+            if (g.u[i] == b) {
+                if (g.t[i] - last < min_isi)
+                    min_isi = g.t[i] - last;
+                last = g.t[i];
+            }
+        CHECK_MSG(min_isi >= 45, "unit %d: ISI of %lld samples", b, (long long)min_isi);
+    }
+    free_gt(&g);
+    small_params(&p, 5, BS_SIM_DRIFT_NONE);
+    p.n_coupled = 6; /* 12 units needed */
+    CHECK(bs_simulate(&p, dir, NULL) == BS_ERR_USAGE);
+    p.n_coupled = 1;
+    p.coupled_lag_ms = 3;
+    CHECK(bs_simulate(&p, dir, NULL) == BS_ERR_USAGE);
+}
+
 int main(void)
 {
     const char *root = test_tmpdir();
@@ -796,6 +863,7 @@ int main(void)
     test_np1_spikeglx(root);
     test_adc_mux(root);
     test_bad_output(root);
+    test_coupled(root);
     CHECK(bs_mem_live_blocks() == 0);
     TEST_MAIN_END();
 }
