@@ -94,9 +94,10 @@ typedef struct {
     int n_init_candidates;  /* candidates drawn per greedy step (100) */
     int n_iter;             /* maximum assignment sweeps (200) */
     double lam;             /* modularity penalty (1) */
-    int64_t min_spikes;     /* centers with fewer spikes become one cluster (400: 20 landmarks, twice
-                             * the neighbours; Kilosort 4 uses 1000, which lumps every unit of a
-                             * sparse center together in short recordings) */
+    int64_t min_spikes;     /* centers with fewer spikes become one cluster (200: 10 landmarks, as many
+                             * as the neighbours; Kilosort 4 uses 1000, which lumps every unit of a
+                             * sparse center together in short recordings. 400 lost 4 of 17 SNR >= 5
+                             * units of a 60 s drifting case (bench/README.md, "Small centers")) */
     double modularity_split; /* tree ratio below which a split is kept (0.2) */
     double bimodality_merge; /* dip score below which the sides collapse (0.6) */
     double ridge;           /* regulariser of the discriminant (0.01) */

@@ -43,7 +43,7 @@ void bs_cluster_default_params(bs_cluster_params *p)
     p->n_init_candidates = 100;
     p->n_iter = 200;
     p->lam = 1.0;
-    p->min_spikes = 400;
+    p->min_spikes = 200;
     p->modularity_split = 0.2;
     p->bimodality_merge = 0.6;
     p->ridge = 0.01;

@@ -76,7 +76,7 @@ static void check_json(const char *out, const bs_sort_params *p, uint64_t key)
             CHECK_MSG(v->valuedouble == (double)bs_param_int(p, f), "%s.%s", f->group, f->name);
     }
     const cJSON *cl = cJSON_GetObjectItemCaseSensitive(root, "cluster");
-    CHECK(cJSON_GetObjectItemCaseSensitive(cl, "min_spikes")->valuedouble == 400);
+    CHECK(cJSON_GetObjectItemCaseSensitive(cl, "min_spikes")->valuedouble == 200);
     const cJSON *mg = cJSON_GetObjectItemCaseSensitive(root, "merge");
     CHECK(cJSON_GetObjectItemCaseSensitive(mg, "r_thresh")->valuedouble == 0.5);
     const cJSON *bt = cJSON_GetObjectItemCaseSensitive(root, "batch");
