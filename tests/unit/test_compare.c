@@ -33,6 +33,17 @@ static void build(bs_sorting *s, const int64_t *t, const int64_t *u, int64_t n)
     CHECK(bs_sorting_from_arrays(t, u, n, NULL, 0, "test", s) == BS_OK);
 }
 
+/* Both sortings from arrays, scored with the default parameters into r (checked). */
+static void score_default(const int64_t *gt_t, const int64_t *gt_u, int64_t n, const int64_t *so_t,
+                          const int64_t *so_u, int64_t m, bs_sorting *gt, bs_sorting *so, bs_compare_params *p,
+                          bs_compare_result *r)
+{
+    build(gt, gt_t, gt_u, n);
+    build(so, so_t, so_u, m);
+    bs_compare_params_default(p);
+    CHECK(bs_compare(gt, so, 30000.0, p, r) == BS_OK);
+}
+
 static const bs_compare_unit *unit_by_id(const bs_compare_result *r, int64_t id)
 {
     for (int32_t a = 0; a < r->n_gt_units; a++)
@@ -383,12 +394,9 @@ static void large(void)
         }
     }
     bs_sorting gt, so;
-    build(&gt, t, u, n);
-    build(&so, t2, u2, m);
     bs_compare_params p;
-    bs_compare_params_default(&p);
     bs_compare_result r;
-    CHECK(bs_compare(&gt, &so, 30000.0, &p, &r) == BS_OK);
+    score_default(t, u, n, t2, u2, m, &gt, &so, &p, &r);
     int ok = 1;
     for (int a = 0; a < U; a++)
         ok &= r.units[a].sorted_id == r.units[a].gt_id + 1000 && r.units[a].recall > 0.88 &&
@@ -574,12 +582,9 @@ static void losses(void)
             }
         }
     bs_sorting gt, so;
-    build(&gt, gt_t, gt_u, n);
-    build(&so, so_t, so_u, m);
     bs_compare_params p;
-    bs_compare_params_default(&p);
     bs_compare_result r;
-    CHECK(bs_compare(&gt, &so, 30000.0, &p, &r) == BS_OK);
+    score_default(gt_t, gt_u, n, so_t, so_u, m, &gt, &so, &p, &r);
     const struct {
         int64_t gt;
         bs_compare_loss loss;
