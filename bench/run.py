@@ -59,6 +59,10 @@ AGREE_TOL = 0.01
 # boundsort's default bench run: sorting only (quality metrics skipped, as Kilosort 4 computes none)
 DEFAULT_VARIANT = ("boundsort", ["--no-qc"])
 PY = sys.executable
+# SpikeInterface's own sorters and MountainSort 5 (bench/si_sorter_driver.py) need SpikeInterface >= 0.105,
+# which needs numpy >= 2: they run in their own venv (bench/README.md, "Peer sorters")
+PEER_PY = os.environ.get("BS_PEER_PYTHON", str(HERE / ".venv-si" / "bin" / "python"))
+PEER_LABELS = {"spykingcircus2": "SC2", "tridesclous2": "TDC2", "lupin": "lupin", "mountainsort5": "MS5"}
 
 
 # ------------------------------------------------------------------------------------------ machine
@@ -205,6 +209,26 @@ def run_ks4(case: Path, meta: dict, wd: Path, reuse: bool):
 
 
 # ------------------------------------------------------------------------------------------ scoring
+def run_peer(case: Path, wd: Path, sorter: str, reuse: bool, jobs: int = 2):
+    """One SpikeInterface sorter (si_sorter_driver.py) with default parameters and `jobs` jobs."""
+    out, log, tfile = wd / sorter, wd / f"{sorter}.log", wd / f"{sorter}.time"
+    if reuse and tfile.exists() and (out / "spike_times.npy").exists():
+        wall, rss, st = parse_time_v(tfile)
+        if st == 0:
+            return dict(status="ok", reused=True, wall_s=wall, peak_rss_mib=rss, out=str(out))
+    if not os.path.isfile(PEER_PY):
+        return dict(status="not available", note=f"no python at {PEER_PY} (set BS_PEER_PYTHON)")
+    cmd = [PEER_PY, str(HERE / "si_sorter_driver.py"), sorter, str(case), str(out), "--jobs", str(jobs)]
+    wall, rss, st = timed(cmd, log, tfile, nice=True)
+    if st != 0:
+        lines = log.read_text().strip().splitlines()
+        return dict(status="failed", exit=st, note=lines[-1] if lines else "", wall_s=wall, peak_rss_mib=rss)
+    r = dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd)
+    if (out / "driver.json").exists():
+        r["driver"] = json.loads((out / "driver.json").read_text())
+    return r
+
+
 def gt_sorting(case: Path, fs: float):
     from spikeinterface.core import NumpySorting
 
@@ -314,12 +338,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="boundsort vs Kilosort 4 on ground-truth cases")
     ap.add_argument("cases", nargs="*", default=["smoke", "si-32ch-60s-20u"])
     ap.add_argument("--reuse", action="store_true", help="reuse finished runs found in bench/work/")
-    ap.add_argument("--only", choices=["boundsort", "ks4"], help="run only this sorter (boundsort: all its variants)")
+    ap.add_argument("--only", choices=["boundsort", "ks4", "peers"],
+                    help="run only this sorter (boundsort: all its variants; peers: those of --peers)")
+    ap.add_argument("--peers", default="", help="comma-separated peer sorters run on every case with default "
+                    f"parameters and 2 jobs: {', '.join(PEER_LABELS)} (bench/si_sorter_driver.py)")
     ap.add_argument("--bs-variant", action="append", type=parse_variant, metavar="LABEL=ARGS",
                     help="a boundsort run with extra `sort` arguments, labelled LABEL in the table and work folder; "
                          f"repeatable (default: {DEFAULT_VARIANT[0]}={' '.join(DEFAULT_VARIANT[1])})")
     a = ap.parse_args(argv)
     variants = a.bs_variant or [DEFAULT_VARIANT]
+    peers = [x for x in a.peers.split(",") if x]
+    for x in peers:
+        if x not in PEER_LABELS:
+            ap.error(f"--peers: unknown sorter '{x}' (one of {', '.join(PEER_LABELS)})")
     if a.cases == ["all"]:
         a.cases = list(casesmod.CASES)
 
@@ -340,13 +371,16 @@ def main(argv=None):
         wd = WORK / name
         wd.mkdir(parents=True, exist_ok=True)
         res = {}
-        jobs = [] if a.only == "ks4" else [(lab, ex) for lab, ex in variants]
-        if a.only != "boundsort":
+        jobs = [] if a.only in ("ks4", "peers") else [(lab, ex) for lab, ex in variants]
+        if a.only in (None, "ks4"):
             jobs.append(("ks4", None))
+        if a.only in (None, "peers"):
+            jobs += [(x, None) for x in peers]
         for sorter, extra in jobs:
             t0 = time.time()
             print(f"{name}: running {sorter} ...", flush=True)
             r = run_ks4(case, meta, wd, a.reuse) if sorter == "ks4" else \
+                run_peer(case, wd, sorter, a.reuse) if sorter in PEER_LABELS else \
                 run_boundsort(case, meta, wd, bs_exe, a.reuse, sorter, extra)
             print(f"{name}: {sorter}: {r['status']}{' (reused)' if r.get('reused') else ''}"
                   f" in {time.time() - t0:.1f} s {r.get('note', '')}", flush=True)
@@ -360,7 +394,7 @@ def main(argv=None):
             res[sorter] = r
         ks = res.get("ks4")
         for sorter, r in res.items():
-            row = dict(case=name, sorter="KS4" if sorter == "ks4" else sorter)
+            row = dict(case=name, sorter="KS4" if sorter == "ks4" else PEER_LABELS.get(sorter, sorter))
             if r["status"] != "ok":
                 row["check"] = r["status"] + (f" (exit {r['exit']}: {r.get('note', '')})" if r["status"] == "failed" else "")
                 if r["status"] == "failed":
@@ -375,7 +409,7 @@ def main(argv=None):
                     if ag else r["boundsort_compare"].replace("skipped: ", "no check: ")
                 if r.get("reused"):
                     row["check"] += " [reused run]"
-            if sorter != "ks4" and r["status"] == "ok" and ks and ks["status"] == "ok":
+            if sorter.startswith("boundsort") and r["status"] == "ok" and ks and ks["status"] == "ok":
                 row["time_ratio"] = r["wall_s"] / ks["wall_s"]
                 row["mem_ratio"] = r["peak_rss_mib"] / ks["peak_rss_mib"]
             rows.append(row)
@@ -396,8 +430,9 @@ def main(argv=None):
         print(n)
     # one table file per run, named by the cases it holds, so runs of other cases never overwrite it
     # (and by its runs when they are not the default boundsort + KS4 pair, as for the JSON files)
-    runs = [lab for lab, _ in variants] if a.only != "ks4" else []
-    runs += ["ks4"] if a.only != "boundsort" else []
+    runs = [lab for lab, _ in variants] if a.only in (None, "boundsort") else []
+    runs += ["ks4"] if a.only in (None, "ks4") else []
+    runs += peers if a.only in (None, "peers") else []
     tag = "" if runs == ["boundsort", "ks4"] and variants == [DEFAULT_VARIANT] else "-" + "-".join(runs)
     (RESULTS / f"{today}-{'-'.join(a.cases)}{tag}-table.txt").write_text(head + "\n" + t + "\n" + "\n".join(notes) + "\n")
     return 0
