@@ -186,47 +186,39 @@ def parse_variant(text: str):
     return label, shlex.split(args)
 
 
-def run_ks4(case: Path, meta: dict, wd: Path, reuse: bool):
-    out, log, tfile = wd / "ks4", wd / "ks4.log", wd / "ks4.time"
-    threads = os.cpu_count()
+def run_driver(cmd, out: Path, log: Path, tfile: Path, meta_name: str, reuse: bool):
+    """A sorter driver (ks4_driver.py, si_sorter_driver.py) under time -v, or its earlier finished run with
+    --reuse; the driver's own record out/meta_name, when written, goes into the result as "driver"."""
+    r = None
     if reuse and tfile.exists() and (out / "spike_times.npy").exists():
         wall, rss, st = parse_time_v(tfile)
         if st == 0:
             r = dict(status="ok", reused=True, wall_s=wall, peak_rss_mib=rss, out=str(out))
-            if (out / "ks4_driver.json").exists():
-                r["driver"] = json.loads((out / "ks4_driver.json").read_text())
-            return r
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = [PY, str(HERE / "ks4_driver.py"), str(case), str(out), "--threads", str(threads), "--device", "cpu"]
-    wall, rss, st = timed(cmd, log, tfile, nice=True)
-    if st != 0:
-        lines = log.read_text().strip().splitlines()
-        return dict(status="failed", exit=st, note=lines[-1] if lines else "", wall_s=wall, peak_rss_mib=rss)
-    r = dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd)
-    if (out / "ks4_driver.json").exists():
-        r["driver"] = json.loads((out / "ks4_driver.json").read_text())
+    if r is None:
+        shutil.rmtree(out, ignore_errors=True)
+        wall, rss, st = timed(cmd, log, tfile, nice=True)
+        if st != 0:
+            lines = log.read_text().strip().splitlines()
+            return dict(status="failed", exit=st, note=lines[-1] if lines else "", wall_s=wall, peak_rss_mib=rss)
+        r = dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd)
+    if (out / meta_name).exists():
+        r["driver"] = json.loads((out / meta_name).read_text())
     return r
 
 
-# ------------------------------------------------------------------------------------------ scoring
+def run_ks4(case: Path, meta: dict, wd: Path, reuse: bool):
+    cmd = [PY, str(HERE / "ks4_driver.py"), str(case), str(wd / "ks4"), "--threads", str(os.cpu_count()),
+           "--device", "cpu"]
+    return run_driver(cmd, wd / "ks4", wd / "ks4.log", wd / "ks4.time", "ks4_driver.json", reuse)
+
+
 def run_peer(case: Path, wd: Path, sorter: str, reuse: bool, jobs: int = 2):
     """One SpikeInterface sorter (si_sorter_driver.py) with default parameters and `jobs` jobs."""
-    out, log, tfile = wd / sorter, wd / f"{sorter}.log", wd / f"{sorter}.time"
-    if reuse and tfile.exists() and (out / "spike_times.npy").exists():
-        wall, rss, st = parse_time_v(tfile)
-        if st == 0:
-            return dict(status="ok", reused=True, wall_s=wall, peak_rss_mib=rss, out=str(out))
     if not os.path.isfile(PEER_PY):
         return dict(status="not available", note=f"no python at {PEER_PY} (set BS_PEER_PYTHON)")
+    out = wd / sorter
     cmd = [PEER_PY, str(HERE / "si_sorter_driver.py"), sorter, str(case), str(out), "--jobs", str(jobs)]
-    wall, rss, st = timed(cmd, log, tfile, nice=True)
-    if st != 0:
-        lines = log.read_text().strip().splitlines()
-        return dict(status="failed", exit=st, note=lines[-1] if lines else "", wall_s=wall, peak_rss_mib=rss)
-    r = dict(status="ok", wall_s=wall, peak_rss_mib=rss, out=str(out), command=cmd)
-    if (out / "driver.json").exists():
-        r["driver"] = json.loads((out / "driver.json").read_text())
-    return r
+    return run_driver(cmd, out, wd / f"{sorter}.log", wd / f"{sorter}.time", "driver.json", reuse)
 
 
 def gt_sorting(case: Path, fs: float):
