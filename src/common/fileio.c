@@ -259,6 +259,12 @@ int64_t bs_dir_disk_bytes(const char *dir)
     return nftw(dir, du_add, 16, FTW_PHYS) == 0 ? du_sum : -1;
 }
 
+int bs_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *name)
 {
     int n = snprintf(buf, buflen, "%s/%s", dir, name);

@@ -69,5 +69,7 @@ int bs_pwrite_all(int fd, const void *buf, size_t n, off_t off);
 
 /* Join dir and name into buf ("dir/name"); fails if it does not fit. */
 bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *name);
+/* 1 if path names a regular file (stat follows links), else 0. */
+int bs_is_file(const char *path);
 
 #endif

@@ -40,12 +40,6 @@
 #define OE_TAG "io/openephys"
 #define MAX_FOUND 10
 
-static int is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 static int is_dir(const char *path)
 {
     struct stat st;
@@ -143,7 +137,7 @@ static void search(const char *dir, const char *rel, const char *const *levels, 
     char here[4400];
     if (n_levels == 0) {
         char oebin[4500];
-        if (snprintf(oebin, sizeof oebin, "%s/structure.oebin", dir) < (int)sizeof oebin && is_file(oebin)) {
+        if (snprintf(oebin, sizeof oebin, "%s/structure.oebin", dir) < (int)sizeof oebin && bs_is_file(oebin)) {
             if (loc->n_found == 0)
                 snprintf(loc->rec_dir, sizeof loc->rec_dir, "%s", dir);
             if (loc->n_found < MAX_FOUND)
@@ -178,7 +172,7 @@ static int stream_folder(const char *dir, location *loc)
     char cont[4096], rec[4096], oebin[4200];
     if (dir_name(dir, cont, sizeof cont) != BS_OK || strcmp(base_name(cont), "continuous") != 0 ||
         dir_name(cont, rec, sizeof rec) != BS_OK || join(oebin, sizeof oebin, rec, "structure.oebin") != BS_OK ||
-        !is_file(oebin))
+        !bs_is_file(oebin))
         return 0;
     snprintf(loc->rec_dir, sizeof loc->rec_dir, "%s", rec);
     snprintf(loc->folder, sizeof loc->folder, "%s", base_name(dir));
@@ -196,7 +190,7 @@ static int locate(const char *path, location *loc)
     size_t l = strlen(p);
     while (l > 1 && p[l - 1] == '/')
         p[--l] = '\0';
-    if (is_file(p)) {
+    if (bs_is_file(p)) {
         char dir[4096];
         if (dir_name(p, dir, sizeof dir) != BS_OK)
             return 0;
@@ -209,11 +203,11 @@ static int locate(const char *path, location *loc)
     if (!is_dir(p))
         return 0;
     char f[4200];
-    if (join(f, sizeof f, p, "structure.oebin") == BS_OK && is_file(f)) {
+    if (join(f, sizeof f, p, "structure.oebin") == BS_OK && bs_is_file(f)) {
         snprintf(loc->rec_dir, sizeof loc->rec_dir, "%s", p);
         return 1;
     }
-    if (join(f, sizeof f, p, "continuous.dat") == BS_OK && is_file(f))
+    if (join(f, sizeof f, p, "continuous.dat") == BS_OK && bs_is_file(f))
         return stream_folder(p, loc);
     search_all(p, loc);
     return loc->n_found > 0;
@@ -280,8 +274,8 @@ static bs_status first_sample_number(const char *dir, int64_t n_samples, int64_t
     BS_TRY(join(ts, sizeof ts, dir, "timestamps.npy"));
     const char *path = sn, *what = "sample numbers";
     bs_npy_header h;
-    if (!is_file(sn)) {
-        if (!is_file(ts))
+    if (!bs_is_file(sn)) {
+        if (!bs_is_file(ts))
             return bs_error(BS_ERR_INPUT, "%s: missing: expected sample_numbers.npy (GUI >= 0.6) or timestamps.npy "
                                           "(GUI 0.5.x) beside continuous.dat",
                             sn);
@@ -305,7 +299,7 @@ static bs_status first_sample_number(const char *dir, int64_t n_samples, int64_t
     *first = 0;
     if (n_samples == 0)
         return BS_OK;
-    int64_t last;
+    int64_t last = 0;
     BS_TRY(read_i64_at(path, h.data_offset, first));
     BS_TRY(read_i64_at(path, h.data_offset + 8 * (uint64_t)(n_samples - 1), &last));
     if ((uint64_t)last - (uint64_t)*first != (uint64_t)(n_samples - 1))
@@ -328,7 +322,7 @@ static bs_status settings_path(const location *loc, char *out, size_t n)
         char name[64];
         snprintf(name, sizeof name, "settings_%d.xml", num);
         BS_TRY(join(out, n, node, name));
-        if (is_file(out))
+        if (bs_is_file(out))
             return BS_OK;
     }
     return join(out, n, node, "settings.xml");
@@ -338,7 +332,7 @@ static bs_status probe_from_settings(const location *loc, const bs_oe_stream *s,
 {
     char path[4200];
     BS_TRY(settings_path(loc, path, sizeof path));
-    if (!is_file(path))
+    if (!bs_is_file(path))
         return bs_error(BS_ERR_INPUT, "%s: missing: the probe geometry of stream '%s' comes from the Record Node's "
                                       "settings.xml, or give it with --probe FILE",
                         path, s->name);
@@ -426,7 +420,7 @@ bs_status bs_openephys_open(const char *path, const bs_open_options *opt, bs_rec
         snprintf(dat, sizeof dat, "%s/continuous.dat", dir) >= (int)sizeof dat ||
         strlen(dat) >= sizeof rec->data_path)
         st = bs_error(BS_ERR_INPUT, "%s: path too long", loc.rec_dir);
-    if (st == BS_OK && !is_file(dat))
+    if (st == BS_OK && !bs_is_file(dat))
         st = bs_error(BS_ERR_INPUT, "%s: missing: expected the samples of stream '%s' (%s)", dat, s->name, oebin);
     if (st == BS_OK)
         st = bs_file_size(dat, &bytes);

@@ -173,18 +173,12 @@ fail:
 #define RAW_FOLDER_JSON "recording.json"
 #define RAW_FOLDER_JSON_MAX_BYTES ((size_t)1 << 26)
 
-static int is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 int bs_raw_folder_detect(const char *path)
 {
     struct stat st;
     char bin[4200];
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-           bs_path_join(bin, sizeof bin, path, RAW_FOLDER_BIN) == BS_OK && is_file(bin);
+           bs_path_join(bin, sizeof bin, path, RAW_FOLDER_BIN) == BS_OK && bs_is_file(bin);
 }
 
 /* What recording.json says (0 / "" / -1 where it says nothing). */
@@ -231,7 +225,7 @@ static bs_status parse_folder_json(const char *path, raw_folder_json *j)
 {
     memset(j, 0, sizeof *j);
     j->n_samples = -1;
-    if (!is_file(path))
+    if (!bs_is_file(path))
         return bs_error(BS_ERR_INPUT, "%s: missing: a raw recording.bin needs recording.json (fs_hz) beside it", path);
     char *text = NULL;
     size_t len = 0;
@@ -314,7 +308,7 @@ bs_status bs_raw_folder_open(const char *dir, const bs_open_options *opt, bs_rec
     const char *probe = opt->probe_path;
     BS_TRY(bs_path_join(bin, sizeof bin, dir, RAW_FOLDER_BIN));
     BS_TRY(bs_path_join(json, sizeof json, dir, RAW_FOLDER_JSON));
-    if (!is_file(bin))
+    if (!bs_is_file(bin))
         return bs_error(BS_ERR_INPUT, "%s: missing: a raw folder holds recording.bin, recording.json and probe.json "
                                       "(or probe.prb)",
                         bin);
@@ -323,7 +317,7 @@ bs_status bs_raw_folder_open(const char *dir, const bs_open_options *opt, bs_rec
     if (!probe) {
         static const char *const names[] = {"probe.json", "probe.prb"};
         for (int i = 0; i < 2 && !found[0]; i++)
-            if (bs_path_join(found, sizeof found, dir, names[i]) != BS_OK || !is_file(found))
+            if (bs_path_join(found, sizeof found, dir, names[i]) != BS_OK || !bs_is_file(found))
                 found[0] = '\0';
         probe = found;
         if (!found[0])

@@ -51,12 +51,6 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 bs_status bs_jobs_default_outroot(const char *root, char *out, size_t len)
 {
     char abs[PATH_MAX];
@@ -213,7 +207,7 @@ static bs_status walk(walker *w, const char *dir, const char *rel, int depth)
         return BS_OK;
     char path[4200], relpath[1200];
     /* Open Ephys recording folder */
-    if (bs_path_join(path, sizeof path, dir, "structure.oebin") == BS_OK && is_file(path)) {
+    if (bs_path_join(path, sizeof path, dir, "structure.oebin") == BS_OK && bs_is_file(path)) {
         bs_oe_stream_info *list = NULL;
         int n = 0;
         if (bs_openephys_list_streams(dir, &list, &n) != BS_OK) {

@@ -142,12 +142,6 @@ done:
 
 /* ------------------------------------------------------------------ loaders */
 
-static int file_exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 /* Load an integer vector ((n,) or (n, 1)) of any integer dtype into int64. */
 static bs_status load_int_vector(const char *path, const char *field, int64_t **out, int64_t *n)
 {
@@ -231,9 +225,9 @@ static bs_status read_excluded_clusters(const char *folder, const char *const *g
     *n_ids = 0;
     char path[4096];
     BS_TRY(bs_path_join(path, sizeof path, folder, "cluster_info.tsv"));
-    if (!file_exists(path))
+    if (!bs_is_file(path))
         BS_TRY(bs_path_join(path, sizeof path, folder, BS_PHY_CLUSTER_GROUP));
-    if (!file_exists(path)) {
+    if (!bs_is_file(path)) {
         bs_log_warn("%s: no cluster_info.tsv or cluster_group.tsv; no cluster is excluded", folder);
         return BS_OK;
     }
@@ -314,7 +308,7 @@ bs_status bs_sorting_load(const char *folder, const char *const *exclude_groups,
     if (stat(folder, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return bs_error(BS_ERR_INPUT, "%s: not a folder (expected a Phy folder or a ground-truth folder)", folder);
     BS_TRY(bs_path_join(p_times, sizeof p_times, folder, "gt_spike_times.npy"));
-    int is_gt = file_exists(p_times);
+    int is_gt = bs_is_file(p_times);
     int64_t *extra = NULL;
     int32_t n_extra = 0;
     const char *units_field;
@@ -322,7 +316,7 @@ bs_status bs_sorting_load(const char *folder, const char *const *exclude_groups,
         BS_TRY(bs_path_join(p_units, sizeof p_units, folder, "gt_spike_units.npy"));
         units_field = "gt_spike_units";
         BS_TRY(bs_path_join(p_pos, sizeof p_pos, folder, "gt_unit_positions.npy"));
-        if (file_exists(p_pos)) {
+        if (bs_is_file(p_pos)) {
             bs_npy_header h;
             BS_TRY(bs_npy_read_header(p_pos, &h));
             if (h.ndim < 1 || h.shape[0] > INT32_MAX / 2)
@@ -336,17 +330,17 @@ bs_status bs_sorting_load(const char *folder, const char *const *exclude_groups,
         }
     } else {
         BS_TRY(bs_path_join(p_times, sizeof p_times, folder, BS_PHY_SPIKE_TIMES));
-        if (!file_exists(p_times))
+        if (!bs_is_file(p_times))
             return bs_error(BS_ERR_INPUT,
                             "%s: neither gt_spike_times.npy nor spike_times.npy found (expected a ground-truth "
                             "folder or a Phy folder)",
                             folder);
         BS_TRY(bs_path_join(p_units, sizeof p_units, folder, BS_PHY_SPIKE_CLUSTERS));
         units_field = "spike_clusters";
-        if (!file_exists(p_units)) {
+        if (!bs_is_file(p_units)) {
             BS_TRY(bs_path_join(p_units, sizeof p_units, folder, BS_PHY_SPIKE_TEMPLATES));
             units_field = "spike_templates";
-            if (!file_exists(p_units))
+            if (!bs_is_file(p_units))
                 return bs_error(BS_ERR_INPUT, "%s: neither spike_clusters.npy nor spike_templates.npy found", folder);
         }
     }
@@ -429,7 +423,7 @@ static void folder_rate_length(const char *folder, double *fs_hz, int64_t *n_sam
     *fs_hz = 0;
     *n_samples = -1;
     char path[4096];
-    if (bs_path_join(path, sizeof path, folder, "recording.json") == BS_OK && file_exists(path)) {
+    if (bs_path_join(path, sizeof path, folder, "recording.json") == BS_OK && bs_is_file(path)) {
         if (read_recording_json(folder, fs_hz, n_samples) != BS_OK)
             *fs_hz = 0;
         return;

@@ -28,7 +28,6 @@
  */
 #include <math.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "../common/fileio.h"
 #include "../io/batch.h"
@@ -37,13 +36,6 @@
 #include "../mem/mem.h"
 #include "../qc/qc.h"
 #include "compare.h"
-
-static int is_file(const char *dir, const char *name)
-{
-    char path[4200];
-    struct stat st;
-    return bs_path_join(path, sizeof path, dir, name) == BS_OK && stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 /* Mean over the chosen chunks of each channel's MAD noise, noise[rec->probe.n_chan], µV. */
 static bs_status channel_noise(const bs_recording *rec, double *noise)
@@ -78,7 +70,9 @@ static bs_status channel_noise(const bs_recording *rec, double *noise)
 bs_status bs_gt_unit_snr(const char *gt_folder, const bs_sorting *gt, double *snr, int *have)
 {
     *have = 0;
-    if (!is_file(gt_folder, "gt_templates.npy") || !bs_raw_folder_detect(gt_folder))
+    char tpl_path[4200];
+    if (bs_path_join(tpl_path, sizeof tpl_path, gt_folder, "gt_templates.npy") != BS_OK || !bs_is_file(tpl_path) ||
+        !bs_raw_folder_detect(gt_folder))
         return BS_OK;
     bs_open_options opt;
     memset(&opt, 0, sizeof opt);

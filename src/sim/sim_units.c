@@ -297,10 +297,11 @@ static bs_status push(bs_sim_spike **sp, int64_t *n, int64_t *cap, bs_sim_spike 
     return BS_OK;
 }
 
-static bs_status emit(double t_s, double fs, float scale, int32_t idx, int64_t t_lo, int64_t t_hi, bs_sim_spike **sp,
-                      int64_t *n, int64_t *cap)
+/* A spike whose trough falls at tc samples (continuous): the nearest sample and the sub-sample phase,
+ * appended when the sample lies in [t_lo, t_hi). */
+static bs_status emit_at(double tc, float scale, int32_t idx, int64_t t_lo, int64_t t_hi, bs_sim_spike **sp,
+                         int64_t *n, int64_t *cap)
 {
-    double tc = t_s * fs;
     double ti = floor(tc + 0.5);
     int64_t t = (int64_t)ti;
     if (t < t_lo || t >= t_hi)
@@ -311,6 +312,19 @@ static bs_status emit(double t_s, double fs, float scale, int32_t idx, int64_t t
     if (ph >= BS_SIM_NPHASE)
         ph = BS_SIM_NPHASE - 1;
     return push(sp, n, cap, (bs_sim_spike){.t = t, .unit = idx, .phase = (int8_t)ph, .scale = scale});
+}
+
+/* The same at t_s seconds. */
+static bs_status emit(double t_s, double fs, float scale, int32_t idx, int64_t t_lo, int64_t t_hi, bs_sim_spike **sp,
+                      int64_t *n, int64_t *cap)
+{
+    return emit_at(t_s * fs, scale, idx, t_lo, t_hi, sp, n, cap);
+}
+
+/* A spike's amplitude jitter: 7 % rms, clipped to +-20 %. */
+static float amp_jitter(bs_sim_rng *r)
+{
+    return (float)fmin(0.2, fmax(-0.2, 0.07 * bs_sim_rng_normal(r)));
 }
 
 bs_status bs_sim_unit_train(const bs_sim_params *p, const bs_sim_world *w, const bs_sim_unit *u, int hash, int ui,
@@ -328,16 +342,14 @@ bs_status bs_sim_unit_train(const bs_sim_params *p, const bs_sim_world *w, const
     double t_end = (double)t_hi / fs;
     double t = (double)t_lo / fs + extra * bs_sim_rng_exp(&r);
     while (t < t_end) {
-        float jit = (float)fmin(0.2, fmax(-0.2, 0.07 * bs_sim_rng_normal(&r)));
-        BS_TRY(emit(t, fs, 1.0f + jit, idx, t_lo, t_hi, sp, n, cap));
+        BS_TRY(emit(t, fs, 1.0f + amp_jitter(&r), idx, t_lo, t_hi, sp, n, cap));
         if (u->bursting && bs_sim_rng_uniform(&r) < u->burst_prob) {
             int extra_spikes = 1 + (int)(bs_sim_rng_uniform(&r) * 4.0); /* 1..4 more */
             double decay = 1.0;
             for (int k = 0; k < extra_spikes; k++) {
                 t += bs_sim_rng_range(&r, 3e-3, 8e-3);
                 decay *= 0.8;
-                jit = (float)fmin(0.2, fmax(-0.2, 0.07 * bs_sim_rng_normal(&r)));
-                BS_TRY(emit(t, fs, (float)decay * (1.0f + jit), idx, t_lo, t_hi, sp, n, cap));
+                BS_TRY(emit(t, fs, (float)decay * (1.0f + amp_jitter(&r)), idx, t_lo, t_hi, sp, n, cap));
             }
         }
         t += refr + extra * bs_sim_rng_exp(&r);
@@ -364,24 +376,20 @@ bs_status bs_sim_couple_train(const bs_sim_params *p, const bs_sim_world *w, con
     const double fs = w->fs_hz;
     const int64_t refr = (int64_t)ceil(follower->refractory_ms * 1e-3 * fs);
     const int64_t n_own = *n - b0;
-    /* the added times, ascending as the leader's are: kept in a scratch copy of the leader's train */
-    bs_sim_spike *add = bs_mem_alloc("sim/couple", sizeof *add * (size_t)(b0 - a0 + 1));
-    if (!add)
-        return BS_ERR_MEMORY;
-    int64_t n_add = 0;
-    for (int64_t i = a0; i < b0; i++) {
+    /* the added spikes, ascending as the leader's are, in a list of their own */
+    bs_sim_spike *add = NULL;
+    int64_t n_add = 0, cap_add = 0;
+    bs_status st = BS_OK;
+    for (int64_t i = a0; i < b0 && st == BS_OK; i++) {
         double u = bs_sim_rng_uniform(&r), jit = bs_sim_rng_range(&r, -1.0, 1.0);
         if (u >= BS_SIM_COUPLE_PROB)
             continue;
         double tc = (double)(*sp)[i].t + p->coupled_lag_ms * 1e-3 * fs + jit;
-        double ti = floor(tc + 0.5);
-        int64_t t = (int64_t)ti;
-        if (t < t_lo || t >= t_hi)
-            continue;
-        int ph = (int)floor((tc - ti) * 8.0 + 0.5) + (BS_SIM_NPHASE - 1) / 2;
-        ph = ph < 0 ? 0 : ph >= BS_SIM_NPHASE ? BS_SIM_NPHASE - 1 : ph;
-        float scale = (float)fmin(1.2, fmax(0.8, 1.0 + 0.07 * bs_sim_rng_normal(&r)));
-        add[n_add++] = (bs_sim_spike){.t = t, .unit = follower_index, .phase = (int8_t)ph, .scale = scale};
+        st = emit_at(tc, 1.0f + amp_jitter(&r), follower_index, t_lo, t_hi, &add, &n_add, &cap_add);
+    }
+    if (st != BS_OK) {
+        bs_mem_free(add);
+        return st;
     }
     /* drop the follower's own spikes within refr of an added one (both lists ascending) */
     int64_t keep = b0, j = 0;
@@ -394,7 +402,6 @@ bs_status bs_sim_couple_train(const bs_sim_params *p, const bs_sim_world *w, con
         (*sp)[keep++] = (*sp)[i];
     }
     *n = keep;
-    bs_status st = BS_OK;
     for (int64_t i = 0; i < n_add && st == BS_OK; i++)
         st = push(sp, n, cap, add[i]);
     bs_mem_free(add);
