@@ -27,6 +27,9 @@
  *   4. The template's support: its n_sup channels of largest mean-feature
  *      norm, padded with the channels nearest its peak channel (same shank
  *      first, zero weight) when the center has fewer, ascending.
+ *   5. Templates that are the sum of two others at some lags (learned where
+ *      two units' spikes often overlap; src/match/sum_templates.h) are
+ *      removed, so the matcher peels those spikes as the pair.
  * Checkpoint (.stages/cluster/): support.npy int32 (K, n_sup), U.npy
  * float32 (K, n_sup, n_pcs).
  */
@@ -39,7 +42,9 @@
 
 #include "../common/fileio.h"
 #include "../common/progress.h"
+#include "../common/log.h"
 #include "../io/npy.h"
+#include "../match/sum_templates.h"
 #include "../mem/mem.h"
 #include "../pipeline/stage.h"
 #include "../pipeline/stage_io.h"
@@ -401,7 +406,15 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     size_t result = 64 * ((size_t)pl->center_chans * (pl->n_pc + (size_t)pl->nt) * sizeof(float) + 32) +
                     sizeof(center_result);
     size_t templates = (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4);
-    size_t fixed = pl->cluster_fixed + staging + templates + BS_PLAN_SMALL_BYTES, per = rows + graph + result;
+    /* the sum-template check after clustering (drop_sum_templates): the templates as the matcher holds them, the
+       pair table's neighbour lists, a row of every neighbour per thread (at most K) and the fits */
+    size_t sums = pl->p.sum.max_resid <= 0
+                      ? 0
+                      : bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup) +
+                            bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY) +
+                            bs_sum_templates_ws_bytes(pl->K, pl->nt, pl->n_threads) +
+                            (size_t)pl->K * (sizeof(bs_sum_fit) + 1);
+    size_t fixed = pl->cluster_fixed + staging + templates + sums + BS_PLAN_SMALL_BYTES, per = rows + graph + result;
     int W = pl->n_threads < pl->n_centers ? pl->n_threads : pl->n_centers;
     while (W > 1 && pl->budget && fixed + (size_t)W * per > pl->budget)
         W--;
@@ -413,6 +426,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "centers at once: graph clustering", (size_t)W * graph);
     bs_plan_add(s, "centers at once: their clusters", (size_t)W * result);
     bs_plan_add(s, "templates so far", templates);
+    bs_plan_add(s, "sum-template check (matcher's templates, neighbour lists, fits)", sums);
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     snprintf(s->strategy, sizeof s->strategy, "%d center%s at a time, <= %lld spikes", W, W > 1 ? "s" : "",
              (long long)cap);
@@ -425,9 +439,71 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
                            (double)pl->K * pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)));
 }
 
+/* Templates that are the sum of two others at some lags (sum_templates.h) are removed: the matcher then peels
+ * their spikes as the pair. The remaining templates keep their order. */
+static bs_status drop_sum_templates(bs_run_ctx *ctx)
+{
+    bs_learned_templates *lt = &ctx->lt;
+    const bs_detect_params *d = &ctx->p->detect;
+    if (ctx->p->sum.max_resid <= 0 || lt->K < 3)
+        return BS_OK;
+    bs_match_templates mt = {0};
+    bs_pair_table pt = {0};
+    bs_sum_fit *fit = NULL;
+    uint8_t *drop = NULL;
+    bs_status st = bs_match_templates_create("learned templates", ctx->rec->probe.n_chan, d->nt, d->nt_before,
+                                             ctx->basis.n_pcs, ctx->basis.wpca, lt->K, lt->n_sup, lt->support, lt->U,
+                                             &mt);
+    if (st == BS_OK)
+        st = bs_pair_table_build(&mt, BS_PAIR_ON_THE_FLY, &pt);
+    if (st == BS_OK) {
+        fit = bs_mem_alloc("sort/sum-templates", (size_t)lt->K * sizeof *fit);
+        drop = bs_mem_alloc("sort/sum-templates", (size_t)lt->K);
+        st = fit && drop ? BS_OK : BS_ERR_MEMORY;
+    }
+    if (st == BS_OK)
+        st = bs_sum_templates_fit(&mt, &pt, ctx->n_threads, fit);
+    int n_drop = st == BS_OK ? bs_sum_templates_select(&mt, fit, &ctx->p->sum, drop) : 0;
+    if (n_drop < 0)
+        st = BS_ERR_MEMORY;
+    for (int k = 0; k < (st == BS_OK && !ctx->p->quiet ? lt->K : 0); k++) {
+        const bs_sum_fit *f = &fit[k];
+        if (drop[k] == BS_SUM_SUM)
+            bs_log_info("template %d: the sum of %d (lag %d, weight %.3f) and %d (lag %d, %.3f) leaves %.3f of its "
+                        "norm, %d alone %.3f; mean amplitudes %.2f, %.2f, %.2f: removed",
+                        k, f->a, f->la, f->wa, f->b, f->lb, f->wb, f->r2, f->a1, f->r1, mt.norm_in[k],
+                        mt.norm_in[f->a], mt.norm_in[f->b]);
+        else if (drop[k] == BS_SUM_COPY)
+            bs_log_info("template %d: a copy of %d (lag %d, weight %.3f) leaves %.3f of its norm; mean amplitudes "
+                        "%.2f, %.2f: removed",
+                        k, f->a1, f->l1, f->w1, f->r1, mt.norm_in[k], mt.norm_in[f->a1]);
+    }
+    if (st == BS_OK && n_drop > 0) {
+        int K = 0;
+        const size_t ns = (size_t)lt->n_sup, nu = ns * (size_t)lt->P;
+        for (int k = 0; k < lt->K; k++) {
+            if (drop[k])
+                continue;
+            memmove(lt->support + (size_t)K * ns, lt->support + (size_t)k * ns, ns * sizeof *lt->support);
+            memmove(lt->U + (size_t)K * nu, lt->U + (size_t)k * nu, nu * sizeof *lt->U);
+            K++;
+        }
+        if (!ctx->p->quiet)
+            bs_log_info("removed %d templates that are the sum of two others or a copy of one (%d left)", lt->K - K,
+                        K);
+        lt->K = K;
+    }
+    bs_mem_free(fit);
+    bs_mem_free(drop);
+    bs_pair_table_free(&pt);
+    bs_match_templates_free(&mt);
+    return st;
+}
+
 static bs_status run(bs_run_ctx *c)
 {
     BS_TRY(cluster_templates(c));
+    BS_TRY(drop_sum_templates(c));
     return store_templates(c->stage_dir, &c->lt);
 }
 

@@ -32,6 +32,7 @@ void bs_sort_default_params(bs_sort_params *p)
     bs_detect_default_params(&p->detect);
     p->min_template_spikes = 20;
     p->min_template_norm = 0.75;
+    bs_sum_template_params_default(&p->sum);
     p->match_threshold = 8.0f;
     p->match_max_iter = 50;
     p->match_window_samples = 4096;

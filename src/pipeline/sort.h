@@ -70,6 +70,7 @@
 #include "../detect/detect.h"
 #include "../drift/drift.h"
 #include "../io/recording.h"
+#include "../match/sum_templates.h"
 #include "../preprocess/bad_channels.h"
 #include "../preprocess/preprocess.h"
 
@@ -98,6 +99,8 @@ typedef struct {
     int min_template_spikes;   /* clusters with fewer spikes make no template */
     double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of
                                   match_threshold make no template (0.75) */
+    bs_sum_template_params sum; /* templates that are the sum of two others, removed before matching
+                                  (src/match/sum_templates.h) */
     float match_threshold;     /* peeling threshold, whitened units */
     int match_max_iter;        /* peeling iterations per peeling window */
     int64_t match_window_samples; /* central samples of a peeling window (match.h, bs_peel_span): the
