@@ -42,6 +42,7 @@
 
 #include "../common/fileio.h"
 #include "../common/progress.h"
+#include "../common/samples.h"
 #include "../common/log.h"
 #include "../io/npy.h"
 #include "../match/sum_templates.h"
@@ -462,12 +463,14 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
         st = fit && drop ? BS_OK : BS_ERR_MEMORY;
     }
     if (st == BS_OK)
-        st = bs_sum_templates_fit(&mt, &pt, ctx->n_threads, fit);
+        st = bs_sum_templates_fit(&mt, &pt, (int)bs_seconds_to_samples(ctx->p->sum.min_lag_ms * 1e-3, ctx->rec->fs_hz), ctx->n_threads,
+                                  fit);
     int n_drop = st == BS_OK ? bs_sum_templates_select(&mt, fit, &ctx->p->sum, drop) : 0;
     if (n_drop < 0)
         st = BS_ERR_MEMORY;
-    for (int k = 0; k < (st == BS_OK && !ctx->p->quiet ? lt->K : 0); k++) {
+    for (int k = 0, shown = 0; k < (st == BS_OK && !ctx->p->quiet ? lt->K : 0) && shown < 10; k++) {
         const bs_sum_fit *f = &fit[k];
+        shown += drop[k] != BS_SUM_KEEP; /* the first 10 in the log; the count below */
         if (drop[k] == BS_SUM_SUM)
             bs_log_info("template %d: the sum of %d (lag %d, weight %.3f) and %d (lag %d, %.3f) leaves %.3f of its "
                         "norm, %d alone %.3f; mean amplitudes %.2f, %.2f, %.2f: removed",
@@ -479,9 +482,10 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
                         k, f->a1, f->l1, f->w1, f->r1, mt.norm_in[k], mt.norm_in[f->a1]);
     }
     if (st == BS_OK && n_drop > 0) {
-        int K = 0;
+        int K = 0, n_sum = 0;
         const size_t ns = (size_t)lt->n_sup, nu = ns * (size_t)lt->P;
         for (int k = 0; k < lt->K; k++) {
+            n_sum += drop[k] == BS_SUM_SUM;
             if (drop[k])
                 continue;
             memmove(lt->support + (size_t)K * ns, lt->support + (size_t)k * ns, ns * sizeof *lt->support);
@@ -489,8 +493,8 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
             K++;
         }
         if (!ctx->p->quiet)
-            bs_log_info("removed %d templates that are the sum of two others or a copy of one (%d left)", lt->K - K,
-                        K);
+            bs_log_info("removed %d templates that are the sum of two others and %d copies of one (%d left)", n_sum,
+                        n_drop - n_sum, K);
         lt->K = K;
     }
     bs_mem_free(fit);

@@ -16,9 +16,12 @@
  *   1. every neighbour j (support overlapping k's) gets its row UtU[j, k, .];
  *      its best lag is the one of largest inner product;
  *   2. for each of the n_first neighbours with the largest best inner
- *      product (a, at its best lag), every other neighbour b at every lag
- *      completes the pair; b needs an inner product of at least min_part
- *      with k somewhere (a component of a sum correlates with it);
+ *      product (a, at its best lag), every other neighbour b at every lag at
+ *      least min_lag from a's completes the pair; b needs an inner product of
+ *      at least min_part with k somewhere (a component of a sum correlates
+ *      with it). Parts at the same sample, or nearly, are not searched: that
+ *      is also how a real unit's spatial footprint decomposes into its
+ *      neighbours', while overlapping spikes are a lag apart;
  *   3. the best pair's first lag is then searched again with b fixed.
  * Both weights must be positive (a sum, not a difference). The weights times
  * k's norm before scaling (norm_in, the cluster's mean amplitude) are the
@@ -45,10 +48,12 @@
 
 void bs_sum_template_params_default(bs_sum_template_params *p)
 {
-    p->max_resid = 0.3;
-    p->min_single_resid = 0.5;
+    p->max_resid = 0.35;
+    p->min_single_resid = 0.35;
+    p->min_lag_ms = 0.1;
     p->max_amp_ratio = 2.0;
-    p->max_copy_resid = 0.0;
+    p->max_copy_resid = 0.15;
+    p->max_copy_amp_ratio = 1.1;
 }
 
 size_t bs_sum_templates_ws_bytes(int max_row, int nt, int n_threads)
@@ -75,7 +80,7 @@ static double pair_explained(double ca, double cb, double g, double *wa, double 
 
 /* The fit of template k; rows: the thread's n_nbr x nl rows UtU[j, k, .], best/best_lag per neighbour, row: one
    scratch row. */
-static void fit_one(const bs_match_templates *t, const bs_pair_table *pt, int k, float *rows, float *best,
+static void fit_one(const bs_match_templates *t, const bs_pair_table *pt, int k, int min_lag, float *rows, float *best,
                     int32_t *best_lag, float *row, bs_sum_fit *f)
 {
     const int nl = 2 * t->nt - 1, h = t->nt - 1;
@@ -136,6 +141,8 @@ static void fit_one(const bs_match_templates *t, const bs_pair_table *pt, int k,
             const float *rb = rows + (size_t)mb * nl;
             for (int dl = 0; dl < nl; dl++) {
                 int lb = dl - h, e = la - lb;
+                if (e < min_lag && e > -min_lag)
+                    continue;
                 double g = (e >= -h && e <= h) ? row[e + h] : 0.0, wa, wb;
                 double ex = pair_explained(ca, rb[dl], g, &wa, &wb);
                 if (ex > best_ex) {
@@ -157,6 +164,8 @@ static void fit_one(const bs_match_templates *t, const bs_pair_table *pt, int k,
     double cb = rows[(size_t)bm_b * nl + b_lb + h], wa = 0, wb = 0;
     for (int dl = 0; dl < nl; dl++) {
         int la = dl - h, e = la - b_lb;
+        if (e < min_lag && e > -min_lag)
+            continue;
         double g = (e >= -h && e <= h) ? row[e + h] : 0.0, xa, xb;
         double ex = pair_explained(ra[dl], cb, g, &xa, &xb);
         if (ex > best_ex || (la == b_la && ex == best_ex)) {
@@ -178,7 +187,8 @@ static void fit_one(const bs_match_templates *t, const bs_pair_table *pt, int k,
     f->r2 = (float)sqrt(fmax(0.0, 1.0 - best_ex));
 }
 
-bs_status bs_sum_templates_fit(const bs_match_templates *t, const bs_pair_table *pt, int n_threads, bs_sum_fit *fit)
+bs_status bs_sum_templates_fit(const bs_match_templates *t, const bs_pair_table *pt, int min_lag, int n_threads,
+                               bs_sum_fit *fit)
 {
     const int K = t->K, nl = 2 * t->nt - 1;
     int max_row = 1;
@@ -195,7 +205,7 @@ bs_status bs_sum_templates_fit(const bs_match_templates *t, const bs_pair_table 
         float *w = ws + per * (size_t)omp_get_thread_num();
         float *rows = w, *row = w + (size_t)max_row * nl, *best = row + nl;
         int32_t *best_lag = (int32_t *)(best + max_row);
-        fit_one(t, pt, k, rows, best, best_lag, row, &fit[k]);
+        fit_one(t, pt, k, min_lag, rows, best, best_lag, row, &fit[k]);
     }
     bs_mem_free(ws);
     return BS_OK;
@@ -236,7 +246,8 @@ int bs_sum_templates_select(const bs_match_templates *t, const bs_sum_fit *fit, 
     for (int k = 0; k < K; k++) {
         const bs_sum_fit *f = &fit[k];
         if (f->a1 >= 0 && f->r1 <= p->max_copy_resid &&
-            amp_ok(f->w1, t->norm_in[k], t->norm_in[f->a1], p->max_amp_ratio)) {
+            t->norm_in[k] <= p->max_copy_amp_ratio * t->norm_in[f->a1] &&
+            t->norm_in[f->a1] <= p->max_copy_amp_ratio * t->norm_in[k]) {
             c[n++] = (sum_cand){f->r1, k, 1};
             continue;
         }

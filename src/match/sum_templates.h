@@ -14,12 +14,13 @@
 #include "match.h"
 
 typedef struct {
-    double max_resid;        /* a sum leaves at most this share of the template's norm (0.3; 0: off) */
-    double min_single_resid; /* ...and the best single template at least this share: near-copies of one
-                                template are left to the merges (0.5) */
+    double max_resid;        /* a sum leaves at most this share of the template's norm (0.35; 0: off) */
+    double min_single_resid; /* ...and the best single template at least this share (0.35) */
+    double min_lag_ms;       /* ...with its two parts at least this far apart, ms (0.1) */
     double max_amp_ratio;    /* each part's amplitude in the sum within this factor of its own (2) */
-    double max_copy_resid;   /* a template that one other, at its amplitude within max_amp_ratio, fits leaving at
-                                most this share of its norm is a copy and is removed too (0: off) */
+    double max_copy_resid;   /* a template that one other fits leaving at most this share of its norm is a copy
+                                and is removed too (0.15; 0: off)... */
+    double max_copy_amp_ratio; /* ...when their mean amplitudes are within this factor (1.1) */
 } bs_sum_template_params;
 
 void bs_sum_template_params_default(bs_sum_template_params *p);
@@ -38,8 +39,10 @@ typedef struct {
 /* Bytes of the fitting workspace: max_row = the most overlapping templates of one template (pair-table row). */
 size_t bs_sum_templates_ws_bytes(int max_row, int nt, int n_threads);
 
-/* fit[k] for every template; pt needs only its neighbour lists (any storage mode). */
-bs_status bs_sum_templates_fit(const bs_match_templates *t, const bs_pair_table *pt, int n_threads, bs_sum_fit *fit);
+/* fit[k] for every template, its two parts at least min_lag samples apart; pt needs only its neighbour lists
+ * (any storage mode). */
+bs_status bs_sum_templates_fit(const bs_match_templates *t, const bs_pair_table *pt, int min_lag, int n_threads,
+                               bs_sum_fit *fit);
 
 enum { BS_SUM_KEEP = 0, BS_SUM_SUM = 1, BS_SUM_COPY = 2 };
 

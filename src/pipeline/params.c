@@ -180,11 +180,14 @@ const bs_param_field bs_sort_param_fields[] = {
         "a template fitted by two others with at most this share of its norm left is a sum and is removed (0: off)"),
     F64("cluster", "sum_min_single_residual", sum.min_single_resid, 0, 1, NULL,
         "...when the best single template leaves at least this share (near-copies are left to the merges)"),
+    F64("cluster", "sum_min_lag_ms", sum.min_lag_ms, 0, 10, NULL,
+        "...and its two parts are at least this far apart, ms"),
     F64("cluster", "sum_max_amp_ratio", sum.max_amp_ratio, 1, 1000, NULL,
         "...and each part's amplitude in the sum is within this factor of the part's own"),
     F64("cluster", "copy_max_residual", sum.max_copy_resid, 0, 1, NULL,
-        "a template fitted by one other at its amplitude (within sum_max_amp_ratio) with at most this share of its "
-        "norm left is a copy and is removed (0: off)"),
+        "a template fitted by one other with at most this share of its norm left is a copy and is removed (0: off)"),
+    F64("cluster", "copy_max_amp_ratio", sum.max_copy_amp_ratio, 1, 1000, NULL,
+        "...when the two templates' mean amplitudes are within this factor"),
     /* matching */
     F32("match", "threshold_whitened", match_threshold, 0.5, 1000, "Th_learned",
         "template-matching threshold, whitened units (--threshold)"),

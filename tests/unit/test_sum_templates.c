@@ -15,7 +15,8 @@
  *     times them, keeps the random templates, keeps near-copies of one
  *     template unless copies are asked for (then one of the two goes, when
  *     their amplitudes agree), and is off at max_resid 0;
- *   - the fits are the same bits with 1 and 2 threads.
+ *   - the fits are the same bits with 1 and 2 threads, and parts closer than
+ *     the minimum lag are not searched.
  */
 #include "test.h"
 
@@ -128,9 +129,12 @@ static void test_fit_and_select(double amp)
     bs_pair_table pt = {0};
     CHECK(bs_pair_table_build(&t, BS_PAIR_ON_THE_FLY, &pt) == BS_OK);
     bs_sum_fit fit[K0 + 2], fit2[K0 + 2];
-    CHECK(bs_sum_templates_fit(&t, &pt, 1, fit) == BS_OK);
-    CHECK(bs_sum_templates_fit(&t, &pt, 2, fit2) == BS_OK);
+    CHECK(bs_sum_templates_fit(&t, &pt, 3, 1, fit) == BS_OK);
+    CHECK(bs_sum_templates_fit(&t, &pt, 3, 2, fit2) == BS_OK);
     CHECK(memcmp(fit, fit2, sizeof fit) == 0);
+    /* parts at least 5 samples apart: the planted pair (4 apart) is not among those searched */
+    CHECK(bs_sum_templates_fit(&t, &pt, 5, 1, fit2) == BS_OK);
+    CHECK(fit2[K0].r2 > 0.1 && (fit2[K0].a < 0 || abs(fit2[K0].la - fit2[K0].lb) >= 5));
 
     const bs_sum_fit *f = &fit[K0];
     printf("amplitudes x%g: sum fit r1 %.4f r2 %.5f, parts %d (lag %d, amplitude %.2f) and %d (lag %d, %.2f)\n", amp,
@@ -160,6 +164,7 @@ static void test_fit_and_select(double amp)
     /* the sum is dropped at its parts' amplitudes, kept at 3 times them; random templates and the near-copy stay */
     bs_sum_template_params p;
     bs_sum_template_params_default(&p);
+    p.max_copy_resid = 0;
     uint8_t drop[K0 + 2];
     int want = amp < p.max_amp_ratio;
     CHECK(bs_sum_templates_select(&t, fit, &p, drop) == want);
@@ -170,7 +175,7 @@ static void test_fit_and_select(double amp)
     CHECK(bs_sum_templates_select(&t, fit, &p, drop) == 1 + want);
     CHECK(drop[1] + drop[K0 + 1] == BS_SUM_COPY && (drop[1] == 0 || drop[K0 + 1] == 0));
     CHECK(drop[K0] == (want ? BS_SUM_SUM : BS_SUM_KEEP));
-    p.max_amp_ratio = 1.0001; /* the copy's amplitude is not exactly template 1's */
+    p.max_copy_amp_ratio = 1.0001; /* the copy's amplitude is not exactly template 1's */
     bs_sum_templates_select(&t, fit, &p, drop);
     CHECK(drop[1] == 0 && drop[K0 + 1] == 0);
     p.max_resid = p.max_copy_resid = 0;
