@@ -409,7 +409,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     size_t templates = (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4);
     /* the sum-template check after clustering (drop_sum_templates): the templates as the matcher holds them, the
        pair table's neighbour lists, a row of every neighbour per thread (at most K) and the fits */
-    size_t sums = pl->p.sum.max_resid <= 0
+    size_t sums = pl->p.sum.max_resid <= 0 && pl->p.sum.max_copy_resid <= 0
                       ? 0
                       : bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup) +
                             bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY) +
@@ -446,7 +446,7 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
 {
     bs_learned_templates *lt = &ctx->lt;
     const bs_detect_params *d = &ctx->p->detect;
-    if (ctx->p->sum.max_resid <= 0 || lt->K < 3)
+    if ((ctx->p->sum.max_resid <= 0 && ctx->p->sum.max_copy_resid <= 0) || lt->K < 2)
         return BS_OK;
     bs_match_templates mt = {0};
     bs_pair_table pt = {0};

@@ -53,7 +53,7 @@ void bs_sum_template_params_default(bs_sum_template_params *p)
     p->min_lag_ms = 0.1;
     p->max_amp_ratio = 2.0;
     p->max_copy_resid = 0.15;
-    p->max_copy_amp_ratio = 1.1;
+    p->max_copy_amp_ratio = 1.2;
 }
 
 size_t bs_sum_templates_ws_bytes(int max_row, int nt, int n_threads)

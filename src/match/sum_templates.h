@@ -20,7 +20,7 @@ typedef struct {
     double max_amp_ratio;    /* each part's amplitude in the sum within this factor of its own (2) */
     double max_copy_resid;   /* a template that one other fits leaving at most this share of its norm is a copy
                                 and is removed too (0.15; 0: off)... */
-    double max_copy_amp_ratio; /* ...when their mean amplitudes are within this factor (1.1) */
+    double max_copy_amp_ratio; /* ...when their mean amplitudes are within this factor (1.2) */
 } bs_sum_template_params;
 
 void bs_sum_template_params_default(bs_sum_template_params *p);
