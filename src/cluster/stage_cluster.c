@@ -28,8 +28,9 @@
  *      norm, padded with the channels nearest its peak channel (same shank
  *      first, zero weight) when the center has fewer, ascending.
  *   5. Templates that are the sum of two others at some lags (learned where
- *      two units' spikes often overlap; src/match/sum_templates.h) are
- *      removed, so the matcher peels those spikes as the pair.
+ *      two units' spikes often overlap) or a copy of another (a unit split
+ *      a sample apart) are removed (src/match/sum_templates.h), so the
+ *      matcher peels those spikes as the pair, or with the one template.
  * Checkpoint (.stages/cluster/): support.npy int32 (K, n_sup), U.npy
  * float32 (K, n_sup, n_pcs).
  */
@@ -42,8 +43,8 @@
 
 #include "../common/fileio.h"
 #include "../common/progress.h"
-#include "../common/samples.h"
 #include "../common/log.h"
+#include "../common/samples.h"
 #include "../io/npy.h"
 #include "../match/sum_templates.h"
 #include "../mem/mem.h"
@@ -440,8 +441,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
                            (double)pl->K * pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)));
 }
 
-/* Templates that are the sum of two others at some lags (sum_templates.h) are removed: the matcher then peels
- * their spikes as the pair. The remaining templates keep their order. */
+/* Templates that are the sum of two others at some lags, or a copy of one (sum_templates.h), are removed: the
+ * matcher then peels their spikes as the pair, or with the one. The remaining templates keep their order. */
 static bs_status drop_sum_templates(bs_run_ctx *ctx)
 {
     bs_learned_templates *lt = &ctx->lt;
@@ -463,8 +464,8 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
         st = fit && drop ? BS_OK : BS_ERR_MEMORY;
     }
     if (st == BS_OK)
-        st = bs_sum_templates_fit(&mt, &pt, (int)bs_seconds_to_samples(ctx->p->sum.min_lag_ms * 1e-3, ctx->rec->fs_hz), ctx->n_threads,
-                                  fit);
+        st = bs_sum_templates_fit(&mt, &pt, (int)bs_seconds_to_samples(ctx->p->sum.min_lag_ms * 1e-3, ctx->rec->fs_hz),
+                                  ctx->n_threads, fit);
     int n_drop = st == BS_OK ? bs_sum_templates_select(&mt, fit, &ctx->p->sum, drop) : 0;
     if (n_drop < 0)
         st = BS_ERR_MEMORY;

@@ -1,7 +1,9 @@
 /*
- * sum_templates.c - templates that are the sum of two others (docs/ALGORITHM.md
- * §7.6): where two units' spikes often overlap, clustering can learn the sum
- * as a template of its own, which the matcher then prefers to the pair.
+ * sum_templates.c - templates that are the sum of two others, or a copy of
+ * one (docs/ALGORITHM.md §7.6): where two units' spikes often overlap,
+ * clustering can learn the sum as a template of its own, which the matcher
+ * then prefers to the pair; and a unit split into two clusters a sample
+ * apart gives two copies of one template, which share its spikes.
  *
  * Mechanism: template k (unit norm, like every matching template) is fitted
  * by least squares with one, then two other templates placed at lags; all
@@ -9,7 +11,7 @@
  * delayed by d samples has inner product UtU[j, k, d] with k, and two
  * templates a, b delayed by la, lb have UtU[a, b, la - lb] with each other.
  * For unit-norm a and b at lags with inner products ca, cb with k and g with
- * each other, the fit a·a + b·b leaves the residual share
+ * each other, the least-squares fit α·a + β·b leaves the residual share
  *     r2² = 1 - (ca² + cb² - 2 g ca cb) / (1 - g²)
  * of |k|² (0 when k is exactly such a sum), and a single template leaves
  * r1² = 1 - ca². The search is greedy and exact within it:
@@ -28,7 +30,9 @@
  * amplitudes that a and b would need in the sum; bs_sum_templates_select
  * requires each to be within a factor max_amp_ratio of that template's own
  * mean amplitude, so a unit whose shape happens to resemble a sum, at the
- * wrong amplitudes, is kept.
+ * wrong amplitudes, is kept. A copy is a template that its best single fit
+ * leaves with at most max_copy_resid, at a mean amplitude within
+ * max_copy_amp_ratio.
  *
  * Each k is fitted independently (threads over k, fixed order inside), so
  * the result does not depend on the thread count. Cost per template: its
