@@ -1,8 +1,9 @@
 /*
- * sum_templates.h - templates that are the sum of two others at some lags
- * (sum_templates.c; docs/ALGORITHM.md §7.6): found after clustering and
- * removed before matching, so that the two units' overlapping spikes are
- * peeled as a pair instead of as a third unit.
+ * sum_templates.h - templates that are the sum of two others at some lags,
+ * or a copy of one (sum_templates.c; docs/ALGORITHM.md §7.6): found after
+ * clustering and removed before matching, so that two units' overlapping
+ * spikes are peeled as a pair instead of as a third unit, and a unit's
+ * spikes are not shared between two copies of its template.
  */
 #ifndef BS_SUM_TEMPLATES_H
 #define BS_SUM_TEMPLATES_H
@@ -46,8 +47,9 @@ bs_status bs_sum_templates_fit(const bs_match_templates *t, const bs_pair_table 
 
 enum { BS_SUM_KEEP = 0, BS_SUM_SUM = 1, BS_SUM_COPY = 2 };
 
-/* drop[k] = BS_SUM_SUM or BS_SUM_COPY for the templates taken as sums or copies (lowest residual first; a template that is a part of a sum
- * already taken is kept, and so is a sum one of whose parts was taken); returns their count, -1 without memory. */
+/* drop[k] = BS_SUM_SUM or BS_SUM_COPY for the templates taken as sums or copies, else BS_SUM_KEEP (lowest
+ * residual first; a part of one already taken is kept, and so is one whose part was taken); returns their
+ * count, -1 without memory. */
 int bs_sum_templates_select(const bs_match_templates *t, const bs_sum_fit *fit, const bs_sum_template_params *p,
                             uint8_t *drop);
 
