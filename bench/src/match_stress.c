@@ -11,7 +11,8 @@
  * Gaussian noise with spikes of every template at --rate Hz (10) are peeled
  * in peeling windows of --window samples (4096, the sort default; 0: one
  * window per batch) as the match stage does (bs_peel_span). Prints, per K:
- * overlapping pairs, strategy, the bytes of each buffer, seconds per batch,
+ * overlapping pairs, strategy, the bytes of each buffer, the seconds of the
+ * cluster stage's check for sums and copies of templates, seconds per batch,
  * tracked peak and process peak RSS. With --gpu-mem SIZE the scores are
  * computed on CUDA device 0 (src/gpu/gpu.h) under that GPU budget, as
  * `sort --device cuda --gpu-mem SIZE` does, and the GPU's tracked peak is
@@ -31,6 +32,7 @@
 #include "../../src/common/progress.h"
 #include "../../src/gpu/gpu.h"
 #include "../../src/match/match.h"
+#include "../../src/match/sum_templates.h"
 #include "../../src/mem/mem.h"
 #include "../../tests/unit/match_synth.h"
 
@@ -91,6 +93,23 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
     t0 = bs_now_s();
     st = bs_pair_table_build(&mt, modes[pick], &pt);
     double t_pairs = bs_now_s() - t0;
+    /* the cluster stage's check for sums and copies of templates (its defaults: 3 samples at 30 kHz) */
+    bs_sum_fit *fit = st == BS_OK ? malloc(sizeof *fit * (size_t)K) : NULL;
+    uint8_t *drop = fit ? malloc((size_t)K) : NULL;
+    double t_sumfit = 0;
+    int n_drop = 0;
+    if (drop) {
+        bs_sum_template_params sp;
+        bs_sum_template_params_default(&sp);
+        t0 = bs_now_s();
+        st = bs_sum_templates_fit(&mt, &pt, 3, omp_get_max_threads(), fit);
+        n_drop = st == BS_OK ? bs_sum_templates_select(&mt, fit, &sp, drop) : 0;
+        t_sumfit = bs_now_s() - t0;
+    }
+    free(fit);
+    free(drop);
+    if (st == BS_OK)
+        printf("K=%d: sums and copies check %.1f s (%d removed)\n", K, t_sumfit, n_drop);
     if (st == BS_OK)
         st = bs_peel_ws_alloc(&mt, peel_n_t, 50, 0, &ws);
     bs_gpu_scorer *gpu = NULL;
