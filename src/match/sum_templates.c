@@ -60,11 +60,22 @@ void bs_sum_template_params_default(bs_sum_template_params *p)
     p->max_copy_amp_ratio = 1.2;
 }
 
+/* One thread's workspace, in 4-byte words: max_row rows of nl lags, one scratch row, and per neighbour its best
+   inner product (float) and best lag (int32). */
+static size_t per_thread_words(int max_row, int nl)
+{
+    return (size_t)max_row * (size_t)nl + (size_t)nl + 2 * (size_t)max_row;
+}
+
 size_t bs_sum_templates_ws_bytes(int max_row, int nt, int n_threads)
 {
-    size_t nl = 2 * (size_t)nt - 1;
-    return (size_t)(n_threads > 0 ? n_threads : 1) * ((size_t)max_row * nl * sizeof(float) + nl * sizeof(float) +
-                                                      (size_t)max_row * (sizeof(float) + sizeof(int32_t)));
+    return (size_t)(n_threads > 0 ? n_threads : 1) * per_thread_words(max_row, 2 * nt - 1) * sizeof(float);
+}
+
+/* UtU[a, b, e] from the row (a, b) (row[e + h]); 0 beyond the lags where the two waveforms overlap */
+static double lagged(const float *row, int e, int h)
+{
+    return (e >= -h && e <= h) ? row[e + h] : 0.0;
 }
 
 /* explained share of |k|² by two unit-norm templates with inner products ca, cb with k and g with each other;
@@ -147,8 +158,7 @@ static void fit_one(const bs_match_templates *t, const bs_pair_table *pt, int k,
                 int lb = dl - h, e = la - lb;
                 if (e < min_lag && e > -min_lag)
                     continue;
-                double g = (e >= -h && e <= h) ? row[e + h] : 0.0, wa, wb;
-                double ex = pair_explained(ca, rb[dl], g, &wa, &wb);
+                double xa, xb, ex = pair_explained(ca, rb[dl], lagged(row, e, h), &xa, &xb);
                 if (ex > best_ex) {
                     best_ex = ex;
                     bm_a = ma;
@@ -166,21 +176,17 @@ static void fit_one(const bs_match_templates *t, const bs_pair_table *pt, int k,
     bs_pair_row(t, a, b, row);
     const float *ra = rows + (size_t)bm_a * nl;
     double cb = rows[(size_t)bm_b * nl + b_lb + h], wa = 0, wb = 0;
-    for (int dl = 0; dl < nl; dl++) {
+    for (int dl = 0; dl < nl; dl++) { /* la = b_la itself gives best_ex again, so its weights are taken */
         int la = dl - h, e = la - b_lb;
         if (e < min_lag && e > -min_lag)
             continue;
-        double g = (e >= -h && e <= h) ? row[e + h] : 0.0, xa, xb;
-        double ex = pair_explained(ra[dl], cb, g, &xa, &xb);
+        double xa = 0, xb = 0, ex = pair_explained(ra[dl], cb, lagged(row, e, h), &xa, &xb);
         if (ex > best_ex || (la == b_la && ex == best_ex)) {
             best_ex = ex;
             b_la = la;
+            wa = xa;
+            wb = xb;
         }
-    }
-    {
-        int e = b_la - b_lb;
-        double g = (e >= -h && e <= h) ? row[e + h] : 0.0;
-        pair_explained(ra[b_la + h], cb, g, &wa, &wb);
     }
     f->a = a;
     f->b = b;
@@ -200,7 +206,7 @@ bs_status bs_sum_templates_fit(const bs_match_templates *t, const bs_pair_table 
         if (pt->row_start[k + 1] - pt->row_start[k] > max_row)
             max_row = (int)(pt->row_start[k + 1] - pt->row_start[k]);
     n_threads = n_threads < 1 ? 1 : n_threads;
-    size_t per = (size_t)max_row * nl + nl + 2 * (size_t)max_row;
+    size_t per = per_thread_words(max_row, nl);
     float *ws = bs_mem_alloc("sort/sum-templates", bs_sum_templates_ws_bytes(max_row, t->nt, n_threads));
     if (!ws)
         return BS_ERR_MEMORY;
@@ -230,6 +236,8 @@ static int cand_asc(const void *x, const void *y)
     return (a->k > b->k) - (a->k < b->k);
 }
 
+/* the amplitude a part has in template k (its weight w times k's mean amplitude nk) is within a factor ratio of
+   the part's own mean amplitude n_part */
 static int amp_ok(double w, double nk, double n_part, double ratio)
 {
     double amp = w * nk;
@@ -250,8 +258,7 @@ int bs_sum_templates_select(const bs_match_templates *t, const bs_sum_fit *fit, 
     for (int k = 0; k < K; k++) {
         const bs_sum_fit *f = &fit[k];
         if (f->a1 >= 0 && f->r1 <= p->max_copy_resid &&
-            t->norm_in[k] <= p->max_copy_amp_ratio * t->norm_in[f->a1] &&
-            t->norm_in[f->a1] <= p->max_copy_amp_ratio * t->norm_in[k]) {
+            amp_ok(1.0, t->norm_in[k], t->norm_in[f->a1], p->max_copy_amp_ratio)) {
             c[n++] = (sum_cand){f->r1, k, 1};
             continue;
         }
@@ -263,19 +270,23 @@ int bs_sum_templates_select(const bs_match_templates *t, const bs_sum_fit *fit, 
         c[n++] = (sum_cand){f->r2, k, 0};
     }
     qsort(c, (size_t)n, sizeof *c, cand_asc);
-    /* drop[] while deciding: 0 open, 1 a dropped sum, 2 a dropped copy, 3 kept as the part of a dropped one */
+    /* drop[] while deciding: BS_SUM_KEEP open, BS_SUM_SUM / BS_SUM_COPY dropped, PART kept as the part of a
+       dropped one */
+    enum { PART = 3 };
     int n_drop = 0;
     for (int i = 0; i < n; i++) {
         const bs_sum_fit *f = &fit[c[i].k];
         int pa = c[i].copy ? f->a1 : f->a, pb = c[i].copy ? f->a1 : f->b;
-        if (drop[c[i].k] || drop[pa] == 1 || drop[pa] == 2 || drop[pb] == 1 || drop[pb] == 2)
+        int gone_a = drop[pa] == BS_SUM_SUM || drop[pa] == BS_SUM_COPY;
+        int gone_b = drop[pb] == BS_SUM_SUM || drop[pb] == BS_SUM_COPY;
+        if (drop[c[i].k] != BS_SUM_KEEP || gone_a || gone_b)
             continue; /* k is a part of one already dropped, or one of its parts is itself dropped */
         drop[c[i].k] = c[i].copy ? BS_SUM_COPY : BS_SUM_SUM;
-        drop[pa] = drop[pb] = 3;
+        drop[pa] = drop[pb] = PART;
         n_drop++;
     }
     for (int k = 0; k < K; k++)
-        drop[k] = drop[k] == 3 ? BS_SUM_KEEP : drop[k];
+        drop[k] = drop[k] == PART ? BS_SUM_KEEP : drop[k];
     free(c);
     return n_drop;
 }
