@@ -288,6 +288,31 @@ void bs_shadow_default_params(bs_shadow_params *p, double fs_hz);
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
                    int64_t n_samples, int *lag, int64_t *count);
 
+/* ------------------------------------------------------------ amplitude splits */
+
+/* A template's matched spikes split in two by amplitude (split.c; docs/ALGORITHM.md §9.8). */
+typedef struct {
+    double min_dprime;           /* separation of the two parts' log amplitudes that splits (4) */
+    int64_t min_spikes;          /* spikes in each part, at least (20) */
+    double min_fraction;         /* share of the template's spikes in each part, at least (0.05) */
+    double low_amp_of_threshold; /* the low part's median amplitude, at least this times the matching
+                                    threshold (1.375) */
+    double min_low_amp;          /* that bound in whitened units; set by the stage */
+    double max_time_ks;          /* the two parts' spike times: Kolmogorov–Smirnov distance at most (0.3) */
+} bs_split_params;
+
+void bs_split_default_params(bs_split_params *p);
+
+/* Bytes of work bs_amp_split needs per spike. */
+size_t bs_split_bytes_per_spike(void);
+
+/* 1 when the n spikes (amplitudes amp, times t ascending) of one template
+ * split in two: the spikes with amplitude >= *thr form the high part. *dprime
+ * is the best cut's separation (0 when none was scored). work holds n ×
+ * bs_split_bytes_per_spike() bytes. */
+int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
+                 double *dprime);
+
 /* ------------------------------------------------------------ collisions */
 
 typedef struct {

@@ -75,9 +75,9 @@ static bs_status store_get(void *ctx, int k, int slot, const int64_t **t, const 
     return BS_OK;
 }
 
-static bs_status store_put(void *ctx, int k, int j, const int64_t *t, const int64_t *idx, int64_t n)
+/* Append a train to merged.bin as template k's. */
+static bs_status store_write(disk_store *d, int k, const int64_t *t, const int64_t *idx, int64_t n)
 {
-    disk_store *d = ctx;
     enum { CHUNK = 4096 };
     tpair buf[CHUNK];
     for (int64_t s = 0; s < n; s += CHUNK) {
@@ -90,6 +90,13 @@ static bs_status store_put(void *ctx, int k, int j, const int64_t *t, const int6
     d->moff[k] = d->mend;
     d->len[k] = n;
     d->mend += n;
+    return BS_OK;
+}
+
+static bs_status store_put(void *ctx, int k, int j, const int64_t *t, const int64_t *idx, int64_t n)
+{
+    disk_store *d = ctx;
+    BS_TRY(store_write(d, k, t, idx, n));
     d->len[j] = 0;
     return BS_OK;
 }
@@ -115,8 +122,8 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
 {
     int64_t n = r_t->h.shape[0];
     d->K = K;
-    d->moff = bs_mem_alloc("finish/trains", (size_t)K * sizeof(int64_t));
-    d->len = bs_mem_calloc("finish/trains", (size_t)K, sizeof(int64_t));
+    d->moff = bs_mem_alloc("finish/trains", (size_t)(2 * K) * sizeof(int64_t)); /* 2K: room for the splits */
+    d->len = bs_mem_calloc("finish/trains", (size_t)(2 * K), sizeof(int64_t));
     int64_t *bt = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int64_t));
     int32_t *bk = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int32_t));
     float *ba = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(float));
@@ -165,17 +172,90 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
     }
     if (st == BS_OK)
         st = bs_bucket_finish(&d->tr);
-    for (int k = 0; k < K && d->moff; k++)
+    for (int k = 0; k < 2 * K && d->moff; k++)
         d->moff[k] = -1;
     bs_mem_free(bt), bs_mem_free(bk), bs_mem_free(ba);
     return st;
+}
+
+/* ------------------------------------------------------------ amplitude splits */
+
+/* Per template k < K: each train (with its spikes' amplitudes) through
+ * bs_amp_split; a split one keeps its spikes at or over thr[k] and its
+ * others become template sub[k] = K + j (j in order of k), both trains
+ * rewritten to merged.bin; amp[k] and amp[K + j] become the parts' mean
+ * amplitudes. Templates without a split get thr[k] = -inf, sub[k] = -1.
+ * *K1 = K + the number of splits; d->moff, d->len and *amp grow to K1
+ * (capacity 2K, reserved by the caller). A train longer than max_train
+ * (the merges' bound, which the plan holds) is not split. */
+static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs_split_params *sp, int64_t max_train,
+                                 int K, double *amp, float *thr, int32_t *sub, int *K1)
+{
+    int64_t cap = 0;
+    float *a = NULL;
+    void *work = NULL;
+    int64_t *lt = NULL, *li = NULL;
+    bs_status st = BS_OK;
+    *K1 = K;
+    for (int k = 0; k < K; k++)
+        thr[k] = -INFINITY, sub[k] = -1;
+    for (int k = 0; k < K && st == BS_OK; k++) {
+        const int64_t *t, *ix;
+        int64_t n;
+        if (d->len[k] < 2 * sp->min_spikes || d->len[k] > max_train)
+            continue;
+        if ((st = store_get(d, k, 0, &t, &ix, &n)) != BS_OK)
+            break;
+        if (n > cap) {
+            bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li);
+            a = bs_mem_alloc("finish/split", (size_t)n * sizeof *a);
+            work = bs_mem_alloc("finish/split", (size_t)n * bs_split_bytes_per_spike());
+            lt = bs_mem_alloc("finish/split", (size_t)n * sizeof *lt);
+            li = bs_mem_alloc("finish/split", (size_t)n * sizeof *li);
+            cap = a && work && lt && li ? n : 0;
+            if (!cap) {
+                st = BS_ERR_MEMORY;
+                break;
+            }
+        }
+        if ((st = bs_npy_rows_gather(r_a, ix, n, a)) != BS_OK)
+            break;
+        float th;
+        double dp;
+        if (!bs_amp_split(sp, a, t, n, work, &th, &dp))
+            continue;
+        int j = (*K1)++;
+        int64_t nl = 0, nh = 0;
+        double sl = 0, sh = 0;
+        for (int64_t i = 0; i < n; i++) /* low part first, at the front of lt/li */
+            if (a[i] < th)
+                lt[nl] = t[i], li[nl++] = ix[i], sl += a[i];
+        st = store_write(d, j, lt, li, nl);
+        for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the high part (t, ix stay valid: slot 0) */
+            if (a[i] >= th)
+                lt[nh] = t[i], li[nh++] = ix[i], sh += a[i];
+        if (st == BS_OK)
+            st = store_write(d, k, lt, li, nh);
+        thr[k] = th;
+        sub[k] = j;
+        amp[j] = sl / (double)nl;
+        amp[k] = sh / (double)nh;
+    }
+    bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li);
+    return st;
+}
+
+/* The template (0..K1) of a spike of matching template k with amplitude a. */
+static int32_t split_template(const float *thr, const int32_t *sub, int32_t k, float a)
+{
+    return sub[k] >= 0 && a < thr[k] ? sub[k] : k;
 }
 
 /* ------------------------------------------------------------ ordered stream */
 
 typedef struct {
     int64_t ta, i; /* final time (time + template shift), spike index */
-    int32_t k;     /* matching template */
+    int32_t k;     /* template (0..K1: after the amplitude splits) */
 } rec_t;
 
 static int rec_cmp(const void *x, const void *y)
@@ -215,6 +295,7 @@ typedef struct {
     bs_phy_writer *pw;
     const bs_npy_rows *r_a, *r_f;
     int K, K2, P, npc;
+    const int32_t *matching; /* [K1] the matching template of each template (itself below K) */
     int n_tf;               /* template features per spike, 0: none */
     const int32_t *tf_ind;  /* [K x n_tf] their templates */
     /* per template (K) and per unit (K2) */
@@ -305,17 +386,19 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
     int64_t b = e->n_blk++;
     e->ts[b] = r->ta;
     e->ix[b] = r->i;
-    e->bk[b] = r->k;
+    e->bk[b] = e->matching[r->k];
     e->cs[b] = u;
     return e->n_blk == OUT_BLOCK ? flush_block(e) : BS_OK;
 }
 
-/* Stream the matched spikes in (final time, index) order through emit(). */
-static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs_npy_rows *r_k, const int64_t *shift,
-                               const int32_t *final_id)
+/* Stream the matched spikes in (final time, index) order through emit();
+ * each spike's template is its matching template's split by its amplitude
+ * (thr, sub: split_templates), K1 templates in all. */
+static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs_npy_rows *r_k, const float *thr,
+                               const int32_t *sub, int K1, const int64_t *shift, const int32_t *final_id)
 {
     int64_t n = r_t->h.shape[0], smax = 0, ahead = 0;
-    for (int k = 0; k < e->K; k++)
+    for (int k = 0; k < K1; k++)
         smax = llabs(shift[k]) > smax ? llabs(shift[k]) : smax;
     for (int u = 0; u < e->K2; u++)
         if (e->shadow_of[u] >= 0 && -e->shadow_lag[u] + e->half_width > ahead)
@@ -325,13 +408,16 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
     rec_t *buf = bs_mem_alloc("finish/reorder", (size_t)cap * sizeof *buf);
     int64_t *bt = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int64_t));
     int32_t *bk = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int32_t));
-    bs_status st = buf && bt && bk ? BS_OK : BS_ERR_MEMORY;
+    float *ba = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(float));
+    bs_status st = buf && bt && bk && ba ? BS_OK : BS_ERR_MEMORY;
     int64_t prev_t = INT64_MIN;
     for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += READ_BLOCK) {
         int64_t c = n - s0 < READ_BLOCK ? n - s0 : READ_BLOCK;
         st = bs_npy_rows_read(r_t, s0, c, bt);
         if (st == BS_OK)
             st = bs_npy_rows_read(r_k, s0, c, bk);
+        if (st == BS_OK)
+            st = bs_npy_rows_read(e->r_a, s0, c, ba);
         if (st == BS_OK && len + c > cap) {
             while (len + c > cap)
                 cap *= 2;
@@ -346,7 +432,8 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
                 st = bs_error(BS_ERR_INTERNAL, "%s: matched spike %lld goes back in time", r_t->path,
                               (long long)(s0 + i));
             prev_t = bt[i];
-            buf[len++] = (rec_t){bt[i] + shift[bk[i]], s0 + i, bk[i]};
+            int32_t k = split_template(thr, sub, bk[i], ba[i]);
+            buf[len++] = (rec_t){bt[i] + shift[k], s0 + i, k};
         }
         if (st != BS_OK)
             break;
@@ -363,7 +450,7 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
     }
     if (st == BS_OK)
         st = flush_block(e);
-    bs_mem_free(buf), bs_mem_free(bt), bs_mem_free(bk);
+    bs_mem_free(buf), bs_mem_free(bt), bs_mem_free(bk), bs_mem_free(ba);
     return st;
 }
 
@@ -558,9 +645,11 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
 {
     size_t k = (size_t)K, C = (size_t)n_chan;
     size_t b = 0;
-    b += k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3;  /* sparse waveforms + merged copies */
-    b += k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
+    /* up to 2K templates after the amplitude splits */
+    b += 2 * k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3; /* sparse waveforms + merged copies */
+    b += 2 * k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
+    b += 2 * k * (sizeof(float) + 2 * sizeof(int32_t)); /* split thresholds, split-off and matching templates */
     b += (k + 1) * 5 * sizeof(int32_t) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, root, peak, index */
     b += (k + 1) * (sizeof(int32_t) + 16);                          /* collisions: partner, visiting order */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
@@ -589,6 +678,8 @@ void bs_finish_default_params(bs_finish_params *p)
     bs_merge_default_params(&p->merge, 0);
     p->shadow_max_lag_ms = 0.5;
     bs_shadow_default_params(&p->shadow, 0);
+    bs_split_default_params(&p->split);
+    p->match_threshold = 8.0;
     bs_collision_default_params(&p->collision);
     p->n_template_features = 32;
 }
@@ -616,28 +707,45 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_npy_rows_open(&r_a, mdir, "amplitudes.npy", BS_NPY_F32);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_f, mdir, "pc_features.npy", BS_NPY_F32);
-    double *amp_mean = bs_mem_alloc("finish/merge-result", (size_t)(K > 0 ? K : 1) * sizeof *amp_mean); /* per template */
-    if (st == BS_OK && !amp_mean)
+    size_t kb = (size_t)(K > 0 ? 2 * K : 1); /* K templates and at most K split off them */
+    double *amp_mean = bs_mem_alloc("finish/merge-result", kb * sizeof *amp_mean); /* per template */
+    float *thr = bs_mem_alloc("finish/split", kb * sizeof *thr);
+    int32_t *sub = bs_mem_alloc("finish/split", kb * sizeof *sub);
+    int32_t *matching = bs_mem_alloc("finish/split", kb * sizeof *matching);
+    if (st == BS_OK && !(amp_mean && thr && sub && matching))
         st = BS_ERR_MEMORY;
     if (st == BS_OK)
         st = store_build(&ds, fdir, K, &r_t, &r_k, &r_a, amp_mean);
+    int K1 = K; /* templates after the amplitude splits */
+    if (st == BS_OK) {
+        bs_split_params spl = in->fp->split;
+        spl.min_low_amp = spl.low_amp_of_threshold * in->fp->match_threshold;
+        bs_merge_params mp = in->fp->merge;
+        mp.duration_s = (double)rec->n_samples / rec->fs_hz;
+        st = split_templates(&ds, &r_a, &spl, bs_merge_max_train(&mp), K, amp_mean, thr, sub, &K1);
+    }
+    for (int k = 0; k < K && matching; k++)
+        matching[k] = k;
+    for (int k = 0; k < K && matching && st == BS_OK; k++)
+        if (sub[k] >= 0)
+            matching[sub[k]] = k;
 
     /* merges over the disk trains, on the matching templates' waveforms */
     bs_sparse_templates T = {0};
-    int64_t *shift = bs_mem_calloc("finish/merge-result", (size_t)K, sizeof *shift);
-    int32_t *final_id = bs_mem_alloc("finish/merge-result", (size_t)K * sizeof *final_id);
-    int *nsup = malloc((size_t)K * sizeof *nsup);
+    int64_t *shift = bs_mem_calloc("finish/merge-result", kb, sizeof *shift);
+    int32_t *final_id = bs_mem_alloc("finish/merge-result", kb * sizeof *final_id);
+    int *nsup = malloc(kb * sizeof *nsup);
     if (st == BS_OK && !(shift && final_id && nsup))
         st = BS_ERR_MEMORY;
-    for (int k = 0; k < K && nsup; k++)
+    for (int k = 0; k < K1 && nsup; k++)
         nsup[k] = mt->n_sup;
     if (st == BS_OK)
-        st = bs_sparse_templates_alloc(&T, K, nt, nsup);
+        st = bs_sparse_templates_alloc(&T, K1, nt, nsup);
     free(nsup);
-    for (int k = 0; k < K && st == BS_OK; k++) {
+    for (int k = 0; k < K1 && st == BS_OK; k++) { /* a split-off template has its matching template's waveform */
         for (int i = 0; i < mt->n_sup; i++)
-            T.chans[T.off[k] + i] = mt->support[(size_t)k * mt->n_sup + i];
-        bs_match_template_waveform(mt, k, T.wave + T.off[k] * nt);
+            T.chans[T.off[k] + i] = mt->support[(size_t)matching[k] * mt->n_sup + i];
+        bs_match_template_waveform(mt, matching[k], T.wave + T.off[k] * nt);
     }
     int n_merges = 0, n_collisions = 0, K2 = K;
     if (st == BS_OK) {
@@ -660,7 +768,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     if (st == BS_OK && !(shadow_of && shadow_lag && collision_of && root && peak))
         st = BS_ERR_MEMORY;
     if (st == BS_OK) {
-        unit_roots_peaks(&ds, &T, K, final_id, root, peak);
+        unit_roots_peaks(&ds, &T, K1, final_id, root, peak);
         st = find_shadows(&ds, &T, root, peak, amp_mean, C, rec->n_samples, &sp, shadow_of, shadow_lag,
                           &n_shadowed);
     }
@@ -676,7 +784,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     /* the Phy folder */
     export_state e;
     memset(&e, 0, sizeof e);
-    e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc;
+    e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc, e.matching = matching;
     e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.half_width = sp.half_width;
     e.collision_of = collision_of;
     e.n_tf = bs_finish_n_tf(in->fp, K);
@@ -742,7 +850,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_phy_writer_set_whitening(e.pw, W, Winv);
     bs_mem_free(W), bs_mem_free(Winv);
     if (st == BS_OK)
-        st = stream_spikes(&e, &r_t, &r_k, shift, final_id);
+        st = stream_spikes(&e, &r_t, &r_k, thr, sub, K1, shift, final_id);
 
     /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
     float *dense = bs_mem_alloc("finish/export-template", (size_t)nt * C * sizeof *dense);
@@ -782,9 +890,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     *n_units = n_rows;
     *n_spikes = e.n_out;
     if (st == BS_OK && !in->quiet)
-        bs_log_info("%d templates, %d merges, %d units, %lld spikes (%lld duplicates removed; %lld shadow spikes "
+        bs_log_info("%d templates, %d split by amplitude, %d merges, %d units, %lld spikes (%lld duplicates removed; %lld shadow spikes "
                     "of %d units removed; %d collision units of %lld spikes removed)",
-                    K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow, n_shadowed,
+                    K, K1 - K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow, n_shadowed,
                     n_collisions, (long long)e.n_collision);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
@@ -792,7 +900,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     bs_mem_free(e.ts), bs_mem_free(e.ix), bs_mem_free(e.bk), bs_mem_free(e.cs), bs_mem_free(e.ba),
         bs_mem_free(e.bf), bs_mem_free(e.bxy), bs_mem_free(e.btf), bs_mem_free(tf_ind);
     bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag);
-    bs_mem_free(collision_of);
+    bs_mem_free(collision_of), bs_mem_free(thr), bs_mem_free(sub), bs_mem_free(matching);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
@@ -802,7 +910,10 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
 /* Bounded by K (bs_finish_bytes), plus the two spike trains the merge
  * compares: 96 bytes per spike of the longest train it reads or makes (read
  * buffers of both slots and the merged list), which merge.max_rate_hz bounds
- * (bs_merge_max_train), and which the spikes bound too. */
+ * (bs_merge_max_train), and which the spikes bound too. The amplitude split,
+ * before the merges, holds one slot (32) and its own 52 bytes per spike
+ * (amplitudes, sort keys and prefix sums, the two parts' lists), within the
+ * same 96. */
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
@@ -885,6 +996,8 @@ static bs_status publish_artifacts(const bs_run_ctx *c, int64_t *n_periods, int6
 
 static bs_status run(bs_run_ctx *c)
 {
+    bs_finish_params fp = c->p->finish;
+    fp.match_threshold = c->p->match_threshold;
     bs_finish_input fin = {.rec = c->rec,
                            .stage_dir = c->stage_dir,
                            .out_dir = c->p->out_dir,
@@ -892,7 +1005,7 @@ static bs_status run(bs_run_ctx *c)
                            .mt = &c->mt,
                            .pc_chan = c->pc_chan,
                            .n_pc_chan = c->n_pc_chan,
-                           .fp = &c->p->finish,
+                           .fp = &fp,
                            .quiet = c->p->quiet};
     BS_TRY(bs_finish_run(&fin, &c->n_units, &c->n_final));
     int64_t n_periods, n_blanked;
@@ -919,7 +1032,7 @@ static bs_status finish(bs_run_ctx *c)
     return BS_OK;
 }
 
-static const char *const params[] = {"match", "merge", "shadow", "finish", NULL};
+static const char *const params[] = {"match", "split", "merge", "shadow", "finish", NULL};
 
 /* Not checkpointed (no files): the Phy folder is written whole each run. */
 const bs_stage bs_finish_stage = {

@@ -13,6 +13,13 @@
  *   1. Trains: one pass counts each template's spikes, a second writes every
  *      spike's (time, index) into .stages/finish/trains.bin grouped by
  *      template (per-template write buffers of bounded total size).
+ *   1b. Amplitude splits (split.c): each template's train is read with its
+ *      spikes' amplitudes; a template whose amplitudes have two modes
+ *      (bs_amp_split) keeps its high part and gives its low part to a new
+ *      template K + j with the same waveform (appended to
+ *      .stages/finish/merged.bin like a merged train). From here on
+ *      "template" means one of these K + S; spike_templates.npy keeps the
+ *      matching template.
  *   2. Merges: bs_merge_ccg_store over a disk-backed train store: a train is
  *      read when a test needs it; a merged train is appended to
  *      .stages/finish/merged.bin. The result is, per template, its final unit
@@ -58,6 +65,9 @@ typedef struct {
     double duplicate_ms;        /* same-unit spikes closer than this are duplicates, ms (0.25) */
     double label_acg_threshold; /* a unit is good when its autocorrelogram passes the refractory test at
                                    this bound (ccg.h), ratio (0.2) */
+    bs_split_params split;      /* amplitude splits before the merges (cluster.h); min_low_amp is set by the
+                                   stage from match_threshold */
+    double match_threshold;     /* the matching threshold, whitened units (set by the stage from the sort's) */
     bs_merge_params merge;      /* CCG-guided merges (cluster.h); max_lag in samples (0: nt/2); amp and
                                    fs_hz are set by the stage */
     double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */

@@ -195,6 +195,16 @@ const bs_param_field bs_sort_param_fields[] = {
     I64Z("match", "window_samples", match_window_samples, 64, 100000000, NULL,
          "central samples of a peeling window (memory, not the result, when >= 4 waveforms); 0: the batch"),
     INT("match", "n_pc_chan", n_pc_chan, 1, 64, NULL, "channels per spike in pc_features.npy"),
+    /* amplitude splits */
+    F64("split", "min_dprime", finish.split.min_dprime, 0, 1000, NULL,
+        "a template's spikes split in two when their log amplitudes separate by this d' (0: off)"),
+    I64("split", "min_spikes", finish.split.min_spikes, 1, 1000000000, NULL, "spikes in each part, at least"),
+    F64("split", "min_fraction", finish.split.min_fraction, 0, 0.5, NULL,
+        "share of the template's spikes in each part, at least"),
+    F64("split", "low_amp_of_threshold", finish.split.low_amp_of_threshold, 0, 1000, NULL,
+        "the low part's median amplitude, at least this times the matching threshold"),
+    F64("split", "max_time_ks", finish.split.max_time_ks, 0, 1, NULL,
+        "the parts' spike times differ by at most this Kolmogorov-Smirnov distance"),
     /* merges */
     F64("merge", "r_thresh", finish.merge.r_thresh, 0, 1, NULL, "template similarity needed to test a merge"),
     F64("merge", "acg_threshold", finish.merge.acg_threshold, 0, 10, "acg_threshold",

@@ -1,0 +1,162 @@
+/*
+ * test_split.c - a template's spikes split in two by amplitude
+ * (src/cluster/split.c, bs_amp_split).
+ *
+ * Spike trains with Poisson times over 600 s and log-normal amplitudes
+ * (spread 0.1 in log units, as the bench's sorted units have):
+ *   - two cells at amplitudes 15 and 60 (ratio 1:2 in spike counts) split,
+ *     with the threshold between the modes, every spike on its side, and d'
+ *     matching the one computed here from the two parts;
+ *   - one cell (one mode) and one with a uniform spread of amplitudes do not;
+ *   - two modes in different halves of the recording (a cell whose
+ *     amplitude drift changed) do not (the time test);
+ *   - a low mode of noise crossings just above the matching threshold does
+ *     not (the low part's median), nor with too few spikes in a part;
+ *   - min_dprime 0 is off;
+ *   - the decision does not depend on where equal amplitudes sit.
+ */
+#include "test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cluster/cluster.h"
+#include "match_synth.h"
+
+enum { NMAX = 20000 };
+static float amp[NMAX];
+static int64_t t[NMAX];
+static unsigned char work[NMAX * 64];
+
+typedef struct {
+    double a;  /* median amplitude */
+    int n;     /* spikes */
+    double t0, t1; /* firing period, fraction of the recording */
+} mode;
+
+/* n spikes of the given modes, in time order, amplitudes exp(log a + 0.1 z). */
+static int make(synth_rng *r, const mode *m, int n_modes)
+{
+    typedef struct {
+        int64_t t;
+        float a;
+    } sp;
+    static sp s[NMAX];
+    int n = 0;
+    const int64_t span = 600 * 30000;
+    for (int q = 0; q < n_modes; q++)
+        for (int i = 0; i < m[q].n; i++) {
+            double u = m[q].t0 + (m[q].t1 - m[q].t0) * synth_uniform(r);
+            s[n++] = (sp){(int64_t)(u * (double)span), (float)exp(log(m[q].a) + 0.1 * synth_normal(r))};
+        }
+    for (int i = 1; i < n; i++) /* insertion sort by time (small n) */
+        for (int j = i; j > 0 && s[j].t < s[j - 1].t; j--) {
+            sp x = s[j];
+            s[j] = s[j - 1], s[j - 1] = x;
+        }
+    for (int i = 0; i < n; i++)
+        t[i] = s[i].t, amp[i] = s[i].a;
+    return n;
+}
+
+static void test_two_cells(void)
+{
+    synth_rng r = {1};
+    bs_split_params p;
+    bs_split_default_params(&p);
+    p.min_low_amp = 11;
+    mode m[2] = {{15, 600, 0, 1}, {60, 300, 0, 1}};
+    int n = make(&r, m, 2);
+    float thr = 0;
+    double dp = 0;
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 1);
+    CHECK_MSG(thr > 20 && thr < 45, "threshold %g between the modes 15 and 60", thr);
+    int lo = 0;
+    double s1[2] = {0}, s2[2] = {0};
+    for (int i = 0; i < n; i++) {
+        int h = amp[i] >= thr;
+        lo += !h;
+        double l = log(amp[i]);
+        s1[h] += l, s2[h] += l * l;
+    }
+    CHECK_MSG(lo == 600, "%d spikes in the low part, expected 600", lo);
+    double ml = s1[0] / lo, mh = s1[1] / (n - lo);
+    double v = 0.5 * (s2[0] / lo - ml * ml + s2[1] / (n - lo) - mh * mh);
+    CHECK_NEAR(dp, (mh - ml) / sqrt(v), 1e-6);
+    CHECK(dp > 10);
+    p.min_dprime = 0; /* off */
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+}
+
+static void test_one_cell(void)
+{
+    synth_rng r = {2};
+    bs_split_params p;
+    bs_split_default_params(&p);
+    p.min_low_amp = 11;
+    mode m[1] = {{30, 5000, 0, 1}};
+    int n = make(&r, m, 1);
+    float thr;
+    double dp = 0;
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    CHECK_MSG(dp > 2.9 && dp < 3.5, "one Gaussian mode: best d' %g, expected about 3.2 (a cut at a 5 %% tail)", dp);
+    for (int i = 0; i < n; i++) /* uniform in log amplitude over 20..40 */
+        amp[i] = (float)exp(log(20.0) + log(2.0) * synth_uniform(&r));
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    CHECK_MSG(dp > 3.2 && dp < 3.7, "uniform: best d' %g, expected about 3.5", dp);
+}
+
+static void test_guards(void)
+{
+    synth_rng r = {3};
+    bs_split_params p;
+    bs_split_default_params(&p);
+    p.min_low_amp = 11;
+    float thr;
+    double dp;
+    mode drift[2] = {{15, 600, 0, 0.5}, {60, 300, 0.5, 1}}; /* the same cell before and after a change */
+    int n = make(&r, drift, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    CHECK(dp > 10); /* separated, but in different periods */
+    mode noise[2] = {{9, 600, 0, 1}, {40, 600, 0, 1}}; /* a low mode at the threshold's noise crossings */
+    n = make(&r, noise, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    p.min_low_amp = 8; /* ... which a lower bound lets through */
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 1);
+    mode few[2] = {{15, 2000, 0, 1}, {60, 60, 0, 1}}; /* 60 spikes: under 5 % of 2,060 */
+    n = make(&r, few, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    p.min_fraction = 0.02;
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 1);
+}
+
+static void test_ties(void)
+{
+    synth_rng r = {4};
+    bs_split_params p;
+    bs_split_default_params(&p);
+    p.min_low_amp = 11;
+    mode m[2] = {{15, 400, 0, 1}, {45, 400, 0, 1}};
+    int n = make(&r, m, 2);
+    for (int i = 0; i < n; i++) /* amplitudes rounded: many equal values */
+        amp[i] = (float)round(amp[i]);
+    float thr1, thr2;
+    double d1, d2;
+    int s1 = bs_amp_split(&p, amp, t, n, work, &thr1, &d1);
+    for (int i = 0; i + 1 < n; i += 2) { /* swap neighbours' amplitudes: the same multiset */
+        float x = amp[i];
+        amp[i] = amp[i + 1], amp[i + 1] = x;
+    }
+    int s2 = bs_amp_split(&p, amp, t, n, work, &thr2, &d2);
+    CHECK(s1 == 1 && s2 == 1 && thr1 == thr2 && d1 == d2);
+}
+
+int main(void)
+{
+    test_two_cells();
+    test_one_cell();
+    test_guards();
+    test_ties();
+    TEST_MAIN_END();
+}
