@@ -278,6 +278,7 @@ typedef struct {
     int64_t min_count;   /* spikes in the window (20) */
     double min_fraction; /* of B's spikes in the window (0.1) */
     double min_ratio;    /* window count over chance (10) */
+    int64_t max_rest;    /* a shadow unit with at most this many spikes outside the window is removed whole (10) */
 } bs_shadow_params;
 
 void bs_shadow_default_params(bs_shadow_params *p, double fs_hz);

@@ -17,6 +17,7 @@ void bs_shadow_default_params(bs_shadow_params *p, double fs_hz)
     p->min_count = 20;
     p->min_fraction = 0.1;
     p->min_ratio = 10.0;
+    p->max_rest = 10;
 }
 
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,

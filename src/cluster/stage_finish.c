@@ -305,6 +305,7 @@ typedef struct {
     int64_t *last;   /* [K2] last kept sample, -1: none */
     const int32_t *shadow_of; /* [K2] unit whose shadow the unit is, -1: none */
     const int32_t *shadow_lag; /* [K2] its lag, samples (unit time minus the other's) */
+    const uint8_t *shadow_whole; /* [K2] 1: a shadow unit with too few spikes left, removed whole */
     const int32_t *collision_of; /* [K2] the neighbour a collision unit was found beside, -1: none */
     int half_width;  /* shadow lag window half-width, samples */
     /* the block being filled */
@@ -374,6 +375,10 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
     if (a >= 0) {
         int64_t c = r->ta - e->shadow_lag[u];
         if (unit_spike_in(e, a, c - e->half_width, c + e->half_width, next, n_next, final_id)) {
+            e->n_shadow++;
+            return BS_OK;
+        }
+        if (e->shadow_whole[u]) {
             e->n_shadow++;
             return BS_OK;
         }
@@ -487,19 +492,22 @@ static void unit_roots_peaks(const disk_store *d, const bs_sparse_templates *T, 
  * store under their root template), the unit A with a larger mean amplitude
  * and its peak channel on B's support whose train B shadows
  * (bs_shadow_test), the one with the most shadow spikes: shadow_of[B] = A
- * and shadow_lag[B], or -1. */
+ * and shadow_lag[B], or -1; whole[B] = 1 when at most sp->max_rest of B's
+ * spikes lie outside that window (B is removed whole). */
 static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const int32_t *root, const int32_t *peak,
                               const double *amp, int n_chan, int64_t n_samples, const bs_shadow_params *sp,
-                              int32_t *shadow_of, int32_t *shadow_lag, int *n_shadowed)
+                              int32_t *shadow_of, int32_t *shadow_lag, uint8_t *whole, int *n_shadowed,
+                              int *n_whole)
 {
     int K2 = T->K;
     int32_t *by_peak = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *by_peak); /* units by peak channel */
     int32_t *first = bs_mem_calloc("finish/shadows", (size_t)n_chan + 1, sizeof *first);
     bs_status st = by_peak && first ? BS_OK : BS_ERR_MEMORY;
-    *n_shadowed = 0;
+    *n_shadowed = *n_whole = 0;
     for (int u = 0; u < K2 && st == BS_OK; u++) {
         shadow_of[u] = -1;
         shadow_lag[u] = 0;
+        whole[u] = 0;
         first[peak[u] + 1]++;
     }
     for (int c = 0; c < n_chan && st == BS_OK; c++)
@@ -533,6 +541,8 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const
             }
         }
         *n_shadowed += shadow_of[b] >= 0;
+        whole[b] = shadow_of[b] >= 0 && nb - best <= sp->max_rest;
+        *n_whole += whole[b];
     }
     bs_mem_free(by_peak), bs_mem_free(first);
     return st;
@@ -650,7 +660,8 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
     b += 2 * k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
     b += 2 * k * (sizeof(float) + 2 * sizeof(int32_t)); /* split thresholds, split-off and matching templates */
-    b += (k + 1) * 5 * sizeof(int32_t) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, root, peak, index */
+    b += (2 * k + 1) * (5 * sizeof(int32_t) + 1) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, whole, root,
+                                                                               peak, index */
     b += (k + 1) * (sizeof(int32_t) + 16);                          /* collisions: partner, visiting order */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
@@ -759,18 +770,19 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     }
     int32_t *shadow_of = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_of);
     int32_t *shadow_lag = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_lag);
+    uint8_t *shadow_whole = bs_mem_alloc("finish/shadows", (size_t)K2 + 1);
     int32_t *collision_of = bs_mem_alloc("finish/collisions", ((size_t)K2 + 1) * sizeof *collision_of);
     int32_t *root = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *root);
     int32_t *peak = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *peak);
     bs_shadow_params sp = in->fp->shadow;
     sp.max_lag = (int)bs_seconds_to_samples(in->fp->shadow_max_lag_ms * 1e-3, rec->fs_hz);
-    int n_shadowed = 0;
-    if (st == BS_OK && !(shadow_of && shadow_lag && collision_of && root && peak))
+    int n_shadowed = 0, n_whole = 0;
+    if (st == BS_OK && !(shadow_of && shadow_lag && shadow_whole && collision_of && root && peak))
         st = BS_ERR_MEMORY;
     if (st == BS_OK) {
         unit_roots_peaks(&ds, &T, K1, final_id, root, peak);
         st = find_shadows(&ds, &T, root, peak, amp_mean, C, rec->n_samples, &sp, shadow_of, shadow_lag,
-                          &n_shadowed);
+                          shadow_whole, &n_shadowed, &n_whole);
     }
     if (st == BS_OK)
         st = find_collisions(&ds, &T, root, peak, probe, shadow_of, shadow_lag, sp.half_width, rec->n_samples,
@@ -785,7 +797,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     export_state e;
     memset(&e, 0, sizeof e);
     e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc, e.matching = matching;
-    e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.half_width = sp.half_width;
+    e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.shadow_whole = shadow_whole, e.half_width = sp.half_width;
     e.collision_of = collision_of;
     e.n_tf = bs_finish_n_tf(in->fp, K);
     int32_t *tf_ind = NULL;
@@ -890,16 +902,18 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     *n_units = n_rows;
     *n_spikes = e.n_out;
     if (st == BS_OK && !in->quiet)
-        bs_log_info("%d templates, %d split by amplitude, %d merges, %d units, %lld spikes (%lld duplicates removed; %lld shadow spikes "
-                    "of %d units removed; %d collision units of %lld spikes removed)",
-                    K, K1 - K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow, n_shadowed,
-                    n_collisions, (long long)e.n_collision);
+        bs_log_info("%d templates, %d split by amplitude, %d merges, %d units, %lld spikes (%lld duplicates removed; "
+                    "%lld shadow spikes of %d units removed, %d of them whole; %d collision units of %lld spikes "
+                    "removed)",
+                    K, K1 - K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow,
+                    n_shadowed, n_whole, n_collisions, (long long)e.n_collision);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
     bs_mem_free(e.ts), bs_mem_free(e.ix), bs_mem_free(e.bk), bs_mem_free(e.cs), bs_mem_free(e.ba),
         bs_mem_free(e.bf), bs_mem_free(e.bxy), bs_mem_free(e.btf), bs_mem_free(tf_ind);
-    bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag);
+    bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag),
+        bs_mem_free(shadow_whole);
     bs_mem_free(collision_of), bs_mem_free(thr), bs_mem_free(sub), bs_mem_free(matching);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;

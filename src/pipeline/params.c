@@ -224,6 +224,8 @@ const bs_param_field bs_sort_param_fields[] = {
     I64("shadow", "min_count", finish.shadow.min_count, 0, 1000000000, NULL, "spikes in the window"),
     F64("shadow", "min_fraction", finish.shadow.min_fraction, 0, 1, NULL, "of the shadow's spikes in the window"),
     F64("shadow", "min_ratio", finish.shadow.min_ratio, 0, 1000000, NULL, "window count over chance"),
+    I64("shadow", "max_rest_spikes", finish.shadow.max_rest, -1, 1000000000, NULL,
+        "a shadow unit with at most this many spikes outside the window is removed whole (-1: never)"),
     /* collision units */
     F64("collision", "window_ms", finish.collision.window_ms, 0.01, 5, NULL,
         "coincidence window of the collision-unit test, +/- ms"),

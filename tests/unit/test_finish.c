@@ -298,6 +298,28 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
         snprintf(expect + strlen(expect), sizeof expect - strlen(expect), "%d\t%s\n", u, good[u] ? "good" : "mua");
     CHECK_MSG(tsv && strcmp(tsv, expect) == 0, "labels: got\n%s\nexpected\n%s", tsv ? tsv : "(none)", expect);
     CHECK(n_units == T.K);
+
+    /* a shadow unit with at most shadow.max_rest spikes outside its window is removed whole: with the bound
+     * at every spike, the shadow unit (template 4) goes and every other spike stays */
+    fp.shadow.max_rest = n;
+    char out2[3200];
+    snprintf(out2, sizeof out2, "%s_whole", out);
+    in.out_dir = out2;
+    int n_units2 = 0;
+    int64_t n_out2 = 0, n4 = 0, n5 = 0;
+    st = bs_finish_run(&in, &n_units2, &n_out2);
+    CHECK_MSG(st == BS_OK, "finish (whole shadows): %s", bs_last_error());
+    int64_t *wt = load(out2, "spike_times.npy", BS_NPY_I64, 1, &n4);
+    int32_t *wk = load(out2, "spike_templates.npy", BS_NPY_I32, 1, &n5);
+    int64_t q2 = 0;
+    int same2 = wt && wk && n4 == n5;
+    for (int64_t i = 0; same2 && i < q; i++)
+        if (ks[i] != 4)
+            same2 = q2 < n4 && wt[q2] == ts[i] && wk[q2] == ks[i], q2++;
+    CHECK_MSG(same2 && q2 == n4, "removing the shadow unit whole: %lld spikes, expected %lld", (long long)n4,
+              (long long)q2);
+    CHECK(n_units2 == T.K - 1);
+    bs_mem_free(wt), bs_mem_free(wk);
     printf("rate %g Hz: %lld matched spikes -> %lld kept (%lld shadows), %d units\n", rate_hz, (long long)n,
            (long long)q, (long long)n_shadow, n_units);
 
