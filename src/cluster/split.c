@@ -14,6 +14,10 @@
  * ties) is taken when
  *   - d' ≥ min_dprime (one Gaussian cloud's best cut, at a 5 % tail, scores
  *     about 3.2; a uniform spread about 3.5);
+ *   - the cut is not at the edge of the allowed range (a part of exactly the
+ *     smallest size allowed): there d' grows only because the part shrinks
+ *     into the tail of one cell's amplitudes, where a second cell's mode
+ *     gives a maximum inside the range;
  *   - the low part's median amplitude is at least min_low_amp (the matching
  *     threshold's noise crossings pile up just above it: a low part of them
  *     is noise, not a cell);
@@ -116,6 +120,8 @@ int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, i
     }
     *dprime = bd;
     if (best < 0 || bd < p->min_dprime)
+        return 0;
+    if (best == minn || best == n - minn) /* pinned to the smallest part allowed: a tail, not a mode */
         return 0;
     if ((double)s[(best - 1) / 2].a < p->min_low_amp) /* the low part's median (the lower middle one) */
         return 0;

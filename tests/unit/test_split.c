@@ -11,7 +11,8 @@
  *   - two modes in different halves of the recording (a cell whose
  *     amplitude drift changed) do not (the time test);
  *   - a low mode of noise crossings just above the matching threshold does
- *     not (the low part's median), nor with too few spikes in a part;
+ *     not (the low part's median), nor with too few spikes in a part, nor
+ *     when the best cut leaves a part of exactly the smallest size allowed;
  *   - min_dprime 0 is off;
  *   - the decision does not depend on where equal amplitudes sit.
  */
@@ -128,6 +129,14 @@ static void test_guards(void)
     n = make(&r, few, 2);
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
     p.min_fraction = 0.02;
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 1);
+    p.min_fraction = 0.05;
+    mode edge[2] = {{15, 22, 0, 1}, {60, 400, 0, 1}}; /* the best cut leaves 22 = 5 % of 422: at the edge */
+    n = make(&r, edge, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    CHECK(dp > 10);
+    mode inside[2] = {{15, 30, 0, 1}, {60, 400, 0, 1}}; /* 30 > 22: inside */
+    n = make(&r, inside, 2);
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 1);
 }
 
