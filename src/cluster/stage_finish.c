@@ -690,7 +690,6 @@ void bs_finish_default_params(bs_finish_params *p)
     p->shadow_max_lag_ms = 0.5;
     bs_shadow_default_params(&p->shadow, 0);
     bs_split_default_params(&p->split);
-    p->match_threshold = 8.0;
     bs_collision_default_params(&p->collision);
     p->n_template_features = 32;
 }
@@ -727,14 +726,13 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = BS_ERR_MEMORY;
     if (st == BS_OK)
         st = store_build(&ds, fdir, K, &r_t, &r_k, &r_a, amp_mean);
+    bs_merge_params mp = in->fp->merge; /* the merges' parameters; max_train also bounds the splits */
+    mp.fs_hz = rec->fs_hz;
+    mp.duration_s = (double)rec->n_samples / rec->fs_hz;
+    mp.amp = amp_mean;
     int K1 = K; /* templates after the amplitude splits */
-    if (st == BS_OK) {
-        bs_split_params spl = in->fp->split;
-        spl.min_low_amp = spl.low_amp_of_threshold * in->fp->match_threshold;
-        bs_merge_params mp = in->fp->merge;
-        mp.duration_s = (double)rec->n_samples / rec->fs_hz;
-        st = split_templates(&ds, &r_a, &spl, bs_merge_max_train(&mp), K, amp_mean, thr, sub, &K1);
-    }
+    if (st == BS_OK)
+        st = split_templates(&ds, &r_a, &in->fp->split, bs_merge_max_train(&mp), K, amp_mean, thr, sub, &K1);
     for (int k = 0; k < K && matching; k++)
         matching[k] = k;
     for (int k = 0; k < K && matching && st == BS_OK; k++)
@@ -760,10 +758,6 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     }
     int n_merges = 0, n_collisions = 0, K2 = K;
     if (st == BS_OK) {
-        bs_merge_params mp = in->fp->merge;
-        mp.fs_hz = rec->fs_hz;
-        mp.duration_s = (double)rec->n_samples / rec->fs_hz;
-        mp.amp = amp_mean;
         bs_train_store ts = {store_get, store_put, store_count, &ds};
         st = bs_merge_ccg_store(&mp, &ts, &T, shift, final_id, &n_merges);
         K2 = T.K;
@@ -1011,7 +1005,7 @@ static bs_status publish_artifacts(const bs_run_ctx *c, int64_t *n_periods, int6
 static bs_status run(bs_run_ctx *c)
 {
     bs_finish_params fp = c->p->finish;
-    fp.match_threshold = c->p->match_threshold;
+    fp.split.min_low_amp = fp.split.low_amp_of_threshold * c->p->match_threshold;
     bs_finish_input fin = {.rec = c->rec,
                            .stage_dir = c->stage_dir,
                            .out_dir = c->p->out_dir,

@@ -66,8 +66,7 @@ typedef struct {
     double label_acg_threshold; /* a unit is good when its autocorrelogram passes the refractory test at
                                    this bound (ccg.h), ratio (0.2) */
     bs_split_params split;      /* amplitude splits before the merges (cluster.h); min_low_amp is set by the
-                                   stage from match_threshold */
-    double match_threshold;     /* the matching threshold, whitened units (set by the stage from the sort's) */
+                                   stage from the sort's matching threshold */
     bs_merge_params merge;      /* CCG-guided merges (cluster.h); max_lag in samples (0: nt/2); amp and
                                    fs_hz are set by the stage */
     double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */

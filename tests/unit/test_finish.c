@@ -184,6 +184,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     bs_finish_params fp;
     bs_finish_default_params(&fp); /* duplicates under 0.25 ms */
     fp.merge.max_rate_hz = 4 * rate_hz; /* every train here may merge (the 400-Hz case is over the default) */
+    fp.split.min_low_amp = fp.split.low_amp_of_threshold * 8.0; /* as the stage sets it: the default threshold */
     bs_finish_input in = {&rec, stage, out, &wh, &mt, pc_chan, NPC, &fp, 1};
     int n_units = 0;
     int64_t n_out = 0;

@@ -61,12 +61,19 @@ static int make(synth_rng *r, const mode *m, int n_modes)
     return n;
 }
 
-static void test_two_cells(void)
+/* The default parameters, with the stage's low-part bound at the default matching threshold (1.375 × 8). */
+static bs_split_params defaults(void)
 {
-    synth_rng r = {1};
     bs_split_params p;
     bs_split_default_params(&p);
     p.min_low_amp = 11;
+    return p;
+}
+
+static void test_two_cells(void)
+{
+    synth_rng r = {1};
+    bs_split_params p = defaults();
     mode m[2] = {{15, 600, 0, 1}, {60, 300, 0, 1}};
     int n = make(&r, m, 2);
     float thr = 0;
@@ -93,9 +100,7 @@ static void test_two_cells(void)
 static void test_one_cell(void)
 {
     synth_rng r = {2};
-    bs_split_params p;
-    bs_split_default_params(&p);
-    p.min_low_amp = 11;
+    bs_split_params p = defaults();
     mode m[1] = {{30, 5000, 0, 1}};
     int n = make(&r, m, 1);
     float thr;
@@ -111,9 +116,7 @@ static void test_one_cell(void)
 static void test_guards(void)
 {
     synth_rng r = {3};
-    bs_split_params p;
-    bs_split_default_params(&p);
-    p.min_low_amp = 11;
+    bs_split_params p = defaults();
     float thr;
     double dp;
     mode drift[2] = {{15, 600, 0, 0.5}, {60, 300, 0.5, 1}}; /* the same cell before and after a change */
@@ -143,9 +146,7 @@ static void test_guards(void)
 static void test_ties(void)
 {
     synth_rng r = {4};
-    bs_split_params p;
-    bs_split_default_params(&p);
-    p.min_low_amp = 11;
+    bs_split_params p = defaults();
     mode m[2] = {{15, 400, 0, 1}, {45, 400, 0, 1}};
     int n = make(&r, m, 2);
     for (int i = 0; i < n; i++) /* amplitudes rounded: many equal values */
