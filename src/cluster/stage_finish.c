@@ -25,6 +25,7 @@
 #define READ_BLOCK 16384               /* spikes per read of the match files */
 #define OUT_BLOCK 8192                 /* spikes per block handed to the Phy writer */
 #define TRAIN_BUF_BYTES ((size_t)8 << 20) /* all per-template write buffers together */
+#define TSHADOW_ROUNDS 3               /* rounds of template shadows before the merges, at most */
 
 typedef struct {
     int64_t t, i; /* sample, spike index in the match files */
@@ -308,6 +309,14 @@ typedef struct {
     const uint8_t *shadow_whole; /* [K2] 1: a shadow unit with too few spikes left, removed whole */
     const int32_t *collision_of; /* [K2] the neighbour a collision unit was found beside, -1: none */
     int half_width;  /* shadow lag window half-width, samples */
+    /* template shadows, found before the merges (per template, K1) */
+    int K1, n_rounds;            /* templates after the splits; rounds of template shadows */
+    const int32_t *tshadow_of;   /* [n_rounds x K1] template whose shadow the template is, -1: none */
+    const int32_t *tshadow_lag;  /* [n_rounds x K1] its lag, samples (matched time minus the other's) */
+    const uint8_t *tshadow_whole; /* [n_rounds x K1] 1: removed whole */
+    const int64_t *shift;        /* [K1] each template's time shift onto its unit, samples */
+    int64_t smax;                /* largest |shift|, samples */
+    int64_t *tlast;              /* [K1] matched time of the template's last spike streamed, INT64_MIN: none */
     /* the block being filled */
     int64_t n_blk, *ts, *ix;
     int32_t *bk, *cs;
@@ -356,6 +365,18 @@ static int unit_spike_in(const export_state *e, int a, int64_t lo, int64_t hi, c
     return 0;
 }
 
+/* 1 if a spike of template a has its matched time (final time minus the
+ * template's shift) in [lo, hi]: the last one streamed or one among next. */
+static int template_spike_in(const export_state *e, int a, int64_t lo, int64_t hi, const rec_t *next, int64_t n_next)
+{
+    if (e->tlast[a] >= lo && e->tlast[a] <= hi)
+        return 1;
+    for (int64_t j = 0; j < n_next && next[j].ta <= hi + e->smax; j++)
+        if (next[j].k == a && next[j].ta - e->shift[a] >= lo && next[j].ta - e->shift[a] <= hi)
+            return 1;
+    return 0;
+}
+
 /* One spike in final order: drop it outside the recording, as a same-unit
  * duplicate or as a shadow of another unit's spike (next: the spikes after
  * it, every one up to its time + the largest shadow lag + half-width), or as
@@ -364,8 +385,20 @@ static int unit_spike_in(const export_state *e, int a, int64_t lo, int64_t hi, c
 static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_t n_next, const int32_t *final_id,
                       int64_t dup_samples)
 {
+    int64_t t0 = r->ta - e->shift[r->k]; /* matched time */
+    e->tlast[r->k] = t0;
     if (r->ta < 0 || r->ta >= e->in->rec->n_samples)
         return BS_OK;
+    for (int q = 0; q < e->n_rounds; q++) {
+        size_t x = (size_t)q * e->K1 + r->k;
+        int sa = e->tshadow_of[x];
+        if (sa >= 0 && (e->tshadow_whole[x] || template_spike_in(e, sa, t0 - e->tshadow_lag[x] - e->half_width,
+                                                                 t0 - e->tshadow_lag[x] + e->half_width, next,
+                                                                 n_next))) {
+            e->n_shadow++;
+            return BS_OK;
+        }
+    }
     int u = final_id[r->k];
     if (e->last[u] >= 0 && r->ta < e->last[u] + dup_samples) {
         e->n_dup++;
@@ -408,6 +441,12 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
     for (int u = 0; u < e->K2; u++)
         if (e->shadow_of[u] >= 0 && -e->shadow_lag[u] + e->half_width > ahead)
             ahead = -e->shadow_lag[u] + e->half_width;
+    for (int64_t x = 0; x < (int64_t)e->n_rounds * K1; x++) /* a matched time is its final time within smax */
+        if (e->tshadow_of[x] >= 0 && -e->tshadow_lag[x] + e->half_width + 2 * smax > ahead)
+            ahead = -e->tshadow_lag[x] + e->half_width + 2 * smax;
+    e->smax = smax;
+    for (int k = 0; k < K1; k++)
+        e->tlast[k] = INT64_MIN;
     int64_t dup = (int64_t)llround(e->in->fp->duplicate_ms * e->in->rec->fs_hz / 1000.0);
     int64_t cap = 2 * READ_BLOCK, len = 0;
     rec_t *buf = bs_mem_alloc("finish/reorder", (size_t)cap * sizeof *buf);
@@ -545,6 +584,56 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const
         *n_whole += whole[b];
     }
     bs_mem_free(by_peak), bs_mem_free(first);
+    return st;
+}
+
+/* Template shadows (before the merges): every template B that find_shadows
+ * made a shadow of template A (of_[B] = A, lag[B]) loses the spikes within
+ * ±half_width of an A spike at that lag, or all of them when whole[B], in
+ * its train in the store, so that the merges judge refractoriness on the
+ * spikes B keeps. A's spikes are those it was matched with (moff0, len0:
+ * its train before any template shadow went; the stream tests the same,
+ * emit). */
+static bs_status drop_template_shadows(disk_store *d, int K1, const int64_t *moff0, const int64_t *len0,
+                                       const int32_t *of_, const int32_t *lag, const uint8_t *whole, int half_width)
+{
+    uint8_t *hit = NULL;
+    int64_t *lt = NULL, *li = NULL, cap = 0;
+    bs_status st = BS_OK;
+    for (int b = 0; b < K1 && st == BS_OK; b++) {
+        int a = of_[b];
+        if (a < 0)
+            continue;
+        const int64_t *tb, *ib, *ta, *ia;
+        int64_t nb, na;
+        int64_t mo = d->moff[a], ln = d->len[a];
+        d->moff[a] = moff0[a], d->len[a] = len0[a];
+        st = store_get(d, a, 1, &ta, &ia, &na);
+        d->moff[a] = mo, d->len[a] = ln;
+        if (st == BS_OK)
+            st = store_get(d, b, 0, &tb, &ib, &nb);
+        if (st != BS_OK)
+            break;
+        if (nb > cap) {
+            bs_mem_free(hit), bs_mem_free(lt), bs_mem_free(li);
+            hit = bs_mem_alloc("finish/shadows", (size_t)nb);
+            lt = bs_mem_alloc("finish/shadows", (size_t)nb * sizeof *lt);
+            li = bs_mem_alloc("finish/shadows", (size_t)nb * sizeof *li);
+            cap = hit && lt && li ? nb : 0;
+            if (!cap) {
+                st = BS_ERR_MEMORY;
+                break;
+            }
+        }
+        memset(hit, whole[b], (size_t)nb);
+        bs_mark_coincident(tb, nb, ta, na, lag[b], half_width, hit);
+        int64_t m = 0;
+        for (int64_t i = 0; i < nb; i++)
+            if (!hit[i])
+                lt[m] = tb[i], li[m++] = ib[i];
+        st = store_write(d, b, lt, li, m);
+    }
+    bs_mem_free(hit), bs_mem_free(lt), bs_mem_free(li);
     return st;
 }
 
@@ -756,6 +845,36 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
             T.chans[T.off[k] + i] = mt->support[(size_t)matching[k] * mt->n_sup + i];
         bs_match_template_waveform(mt, matching[k], T.wave + T.off[k] * nt);
     }
+    /* template shadows, dropped from the trains before the merges test them */
+    int32_t *root = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *root);
+    int32_t *peak = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *peak);
+    size_t kr = (kb + 1) * TSHADOW_ROUNDS;
+    int32_t *tshadow_of = bs_mem_alloc("finish/shadows", kr * sizeof *tshadow_of);
+    int32_t *tshadow_lag = bs_mem_alloc("finish/shadows", kr * sizeof *tshadow_lag);
+    uint8_t *tshadow_whole = bs_mem_alloc("finish/shadows", kr);
+    int64_t *moff0 = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *moff0); /* the matched trains */
+    int64_t *len0 = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *len0);
+    int64_t *tlast = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *tlast);
+    bs_shadow_params sp = in->fp->shadow;
+    sp.max_lag = (int)bs_seconds_to_samples(in->fp->shadow_max_lag_ms * 1e-3, rec->fs_hz);
+    int n_tshadowed = 0, n_twhole = 0, n_rounds = 0;
+    if (st == BS_OK && !(root && peak && tshadow_of && tshadow_lag && tshadow_whole && tlast && moff0 && len0))
+        st = BS_ERR_MEMORY;
+    for (int k = 0; k < K1 && st == BS_OK; k++)
+        moff0[k] = ds.moff[k], len0[k] = ds.len[k], final_id[k] = k;
+    /* a template may shadow several others' spikes: rounds until one finds no shadow (each test sees the
+     * trains the rounds before left) */
+    while (st == BS_OK && n_rounds < TSHADOW_ROUNDS) {
+        int32_t *of_ = tshadow_of + (size_t)n_rounds * K1, *lag_ = tshadow_lag + (size_t)n_rounds * K1;
+        uint8_t *wh_ = tshadow_whole + (size_t)n_rounds * K1;
+        int ns = 0, nw = 0;
+        unit_roots_peaks(&ds, &T, K1, final_id, root, peak);
+        st = find_shadows(&ds, &T, root, peak, amp_mean, C, rec->n_samples, &sp, of_, lag_, wh_, &ns, &nw);
+        if (st != BS_OK || ns == 0)
+            break;
+        st = drop_template_shadows(&ds, K1, moff0, len0, of_, lag_, wh_, sp.half_width);
+        n_tshadowed += ns, n_twhole += nw, n_rounds++;
+    }
     int n_merges = 0, n_collisions = 0, K2 = K;
     if (st == BS_OK) {
         bs_train_store ts = {store_get, store_put, store_count, &ds};
@@ -766,10 +885,6 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     int32_t *shadow_lag = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_lag);
     uint8_t *shadow_whole = bs_mem_alloc("finish/shadows", (size_t)K2 + 1);
     int32_t *collision_of = bs_mem_alloc("finish/collisions", ((size_t)K2 + 1) * sizeof *collision_of);
-    int32_t *root = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *root);
-    int32_t *peak = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *peak);
-    bs_shadow_params sp = in->fp->shadow;
-    sp.max_lag = (int)bs_seconds_to_samples(in->fp->shadow_max_lag_ms * 1e-3, rec->fs_hz);
     int n_shadowed = 0, n_whole = 0;
     if (st == BS_OK && !(shadow_of && shadow_lag && shadow_whole && collision_of && root && peak))
         st = BS_ERR_MEMORY;
@@ -783,7 +898,6 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
                              rec->fs_hz, &in->fp->collision, in->fp->merge.r_thresh,
                              in->fp->merge.max_lag > 0 ? in->fp->merge.max_lag : nt / 2, collision_of,
                              &n_collisions);
-    bs_mem_free(root), bs_mem_free(peak);
     bs_sparse_templates_free(&T);
     store_close(&ds);
 
@@ -793,6 +907,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc, e.matching = matching;
     e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.shadow_whole = shadow_whole, e.half_width = sp.half_width;
     e.collision_of = collision_of;
+    e.K1 = K1, e.n_rounds = n_rounds;
+    e.tshadow_of = tshadow_of, e.tshadow_lag = tshadow_lag, e.tshadow_whole = tshadow_whole, e.shift = shift;
+    e.tlast = tlast;
     e.n_tf = bs_finish_n_tf(in->fp, K);
     int32_t *tf_ind = NULL;
     if (st == BS_OK) {
@@ -897,10 +1014,10 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     *n_spikes = e.n_out;
     if (st == BS_OK && !in->quiet)
         bs_log_info("%d templates, %d split by amplitude, %d merges, %d units, %lld spikes (%lld duplicates removed; "
-                    "%lld shadow spikes of %d units removed, %d of them whole; %d collision units of %lld spikes "
-                    "removed)",
+                    "%lld shadow spikes of %d templates and %d units removed, %d and %d of them whole; %d collision "
+                    "units of %lld spikes removed)",
                     K, K1 - K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow,
-                    n_shadowed, n_whole, n_collisions, (long long)e.n_collision);
+                    n_tshadowed, n_shadowed, n_twhole, n_whole, n_collisions, (long long)e.n_collision);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
@@ -908,7 +1025,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_mem_free(e.bf), bs_mem_free(e.bxy), bs_mem_free(e.btf), bs_mem_free(tf_ind);
     bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag),
         bs_mem_free(shadow_whole);
-    bs_mem_free(collision_of), bs_mem_free(thr), bs_mem_free(sub), bs_mem_free(matching);
+    bs_mem_free(collision_of), bs_mem_free(root), bs_mem_free(peak), bs_mem_free(tshadow_of),
+        bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
+        bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(thr), bs_mem_free(sub), bs_mem_free(matching);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
@@ -920,8 +1039,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
  * buffers of both slots and the merged list), which merge.max_rate_hz bounds
  * (bs_merge_max_train), and which the spikes bound too. The amplitude split,
  * before the merges, holds one slot (32) and its own 52 bytes per spike
- * (amplitudes, sort keys and prefix sums, the two parts' lists), within the
- * same 96. */
+ * (amplitudes, sort keys and prefix sums, the two parts' lists), and the
+ * template shadows two slots (64) and their own 17 (flags and the kept
+ * list), within the same 96. */
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
@@ -944,8 +1064,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     int trains_assumed = pl->spikes_assumed && largest == pl->n_spikes;
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (trains_assumed ? (size_t)largest * 96 : 0);
     s->reduce = "--mem";
-    /* trains.bin and merged.bin (each at most every matched spike), then the Phy folder */
-    bs_plan_disk(s, 2, (double)pl->n_spikes * 2 * sizeof(tpair));
+    /* trains.bin and merged.bin (every matched spike, and again for the amplitude splits' and the template
+     * shadows' rewrites), then the Phy folder */
+    bs_plan_disk(s, 2, (double)pl->n_spikes * 3 * sizeof(tpair));
     s->disk += bs_phy_folder_bytes(pl->n_spikes, pl->K, pl->nt, pl->n_chan, pl->n_pc, npc,
                                    bs_finish_n_tf(&pl->p.finish, pl->K));
 }

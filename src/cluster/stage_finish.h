@@ -20,6 +20,12 @@
  *      .stages/finish/merged.bin like a merged train). From here on
  *      "template" means one of these K + S; spike_templates.npy keeps the
  *      matching template.
+ *   1c. Template shadows: the shadow test of 2b on the templates' own
+ *      trains; a template that shadows another's spikes loses those spikes
+ *      from its train (rewritten to merged.bin), so that the merges judge its
+ *      refractoriness on the spikes it keeps: a unit's fragment carrying
+ *      another unit's shadows otherwise fails the refractory tests and stays
+ *      a unit of its own (docs/ALGORITHM.md §9.5).
  *   2. Merges: bs_merge_ccg_store over a disk-backed train store: a train is
  *      read when a test needs it; a merged train is appended to
  *      .stages/finish/merged.bin. The result is, per template, its final unit
@@ -33,7 +39,9 @@
  *      time plus its template's shift, so a small reorder buffer (spikes
  *      within the largest |shift| of the read frontier) restores the order by
  *      (final time, spike index) exactly; spikes outside the recording and
- *      same-unit duplicates, shadow spikes and collision units' spikes are
+ *      template shadow spikes (tested on the templates' matched times, the
+ *      last one of each template kept for the look-back), same-unit
+ *      duplicates, unit shadow spikes and collision units' spikes are
  *      dropped on the fly; the rest go to the Phy
  *      writer in blocks, with their amplitudes and PC features read back by
  *      index, their positions, per-template and per-unit amplitude sums, and
@@ -44,8 +52,8 @@
  *
  * RAM: O(K) per-template state (K units × 8 KiB of autocorrelogram counts),
  * the two largest trains the merge compares, and fixed blocks; never
- * O(spikes). The result is identical to merging, ordering and labelling the
- * whole spike list in RAM (bs_merge_ccg, bs_spike_order,
+ * O(spikes). The result is identical to dropping the template shadows,
+ * merging, ordering and labelling the whole spike list in RAM (bs_merge_ccg, bs_spike_order,
  * bs_remove_duplicates, bs_cluster_labels; a test compares them).
  */
 #ifndef BS_STAGE_FINISH_H
