@@ -291,7 +291,7 @@ int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, con
 
 /* ------------------------------------------------------------ amplitude splits */
 
-/* A template's matched spikes split in two by amplitude (split.c; docs/ALGORITHM.md §9.8). */
+/* A template's matched spikes split in two by amplitude or by features (split.c; docs/ALGORITHM.md §9.8). */
 typedef struct {
     double min_dprime;           /* separation of the two parts' log amplitudes that splits (4) */
     int64_t min_spikes;          /* spikes in each part, at least (20) */
@@ -300,6 +300,8 @@ typedef struct {
                                     threshold (1.375) */
     double min_low_amp;          /* that bound in whitened units; set by the stage */
     double max_time_ks;          /* the two parts' spike times: Kolmogorov–Smirnov distance at most (0.3) */
+    double feature_min_dprime;   /* separation of the two parts along the spikes' first principal axis of
+                                    features that splits a template no amplitude split took (5; 0: off) */
 } bs_split_params;
 
 void bs_split_default_params(bs_split_params *p);
@@ -313,6 +315,24 @@ size_t bs_split_bytes_per_spike(void);
  * bs_split_bytes_per_spike() bytes. */
 int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
                  double *dprime);
+
+/* A spike's feature vector f (D values) projected on the axis v: the one
+ * computation the split and the finish stage's stream both use, so that a
+ * spike lands on the same side in each. */
+float bs_feature_projection(const float *f, const float *v, int D);
+
+/* Bytes of work bs_feature_split needs for n spikes of D features. */
+size_t bs_feature_split_bytes(int64_t n, int D);
+
+/* The n spikes (features f, n × D; times t ascending) of one template split
+ * along their first principal axis of features: the projections
+ * bs_feature_projection(f_i, v) are cut by the rules of bs_amp_split (on the
+ * values themselves, bound feature_min_dprime, no low-part bound). On a split
+ * (*split = 1) the axis v (D) is turned so that the smaller part is the one
+ * under *thr (*n_low spikes). work holds bs_feature_split_bytes(n, D) bytes.
+ * Fails only if the eigen-decomposition does. */
+bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, const int64_t *t, int64_t n, void *work,
+                           float *v, float *thr, int64_t *n_low, double *dprime, int *split);
 
 /* ------------------------------------------------------------ collisions */
 

@@ -22,8 +22,13 @@
  * (|2(a_k − a_j)/(a_k + a_j)| < 0.2, Kilosort's template-norm rule; a
  * cluster of noise crossings beside a unit has a similar shape but about
  * half its amplitude). Kilosort 4 keeps such fragments as separate units,
- * which the ground truth scores as false positives. The rule needs the
- * amplitudes (p->amp) and is off without them; a merge makes a_k the
+ * which the ground truth scores as false positives. With the same evidence
+ * standard a cluster k too small for its own ACG to show refractoriness
+ * (the ACG underpowered in the same sense) counts as passing the ACG test
+ * when its central window holds no more violations than the ACG test allows
+ * (R12 < acg_threshold): two fragments of a unit of a few dozen spikes each
+ * can then merge. These rules need the amplitudes (p->amp) and are off
+ * without them; a merge makes a_k the
  * spike-count-weighted mean. On a merge j's spikes are shifted by
  * +τ samples (onto k's alignment: a spike that j's template catches at t_j
  * is k's template at t_j + τ), relabelled k, and k's template becomes the
@@ -310,8 +315,12 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
         if (len[k] > max_train)
             continue; /* faster than any neuron: neither read nor merged */
         st = ts->get(ts->ctx, k, 0, &tk, &ik, &len[k]);
-        if (st == BS_OK)
-            isref[k] = (uint8_t)bs_ccg_is_good(tk, len[k], p->fs_hz, p->acg_threshold, NULL);
+        if (st == BS_OK) {
+            bs_ccg_metrics m;
+            isref[k] = (uint8_t)bs_ccg_is_good(tk, len[k], p->fs_hz, p->acg_threshold, &m);
+            if (!isref[k] && amp && len[k] > 10 && bs_ccg_underpowered(&m) && m.R12 < p->acg_threshold)
+                isref[k] = 1; /* too few spikes to show refractoriness, and no violation */
+        }
     }
     if (st != BS_OK)
         goto done;

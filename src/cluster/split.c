@@ -1,6 +1,7 @@
 /*
- * split.c - a template's matched spikes split in two by amplitude
- * (docs/ALGORITHM.md §9.8; declared in cluster.h, "amplitude splits").
+ * split.c - a template's matched spikes split in two by amplitude or by
+ * their features (docs/ALGORITHM.md §9.8; declared in cluster.h,
+ * "amplitude splits").
  *
  * Two neurons whose waveforms have the same shape on the same channels but
  * different sizes (two cells a few µm apart, one nearer the contacts) give
@@ -29,13 +30,23 @@
  * another's) is undone by the CCG-guided merge that follows (§9.3): the two
  * parts have the same waveform and a refractory cross-correlogram.
  *
- * The result depends only on the amplitudes and times given, in any order
- * of equal values (ties are ordered by index), so it is the same for every
+ * Feature splits (bs_feature_split) run the same cut search on another
+ * value per spike: the projection of its pc features (residual plus its own
+ * fitted template) on their first principal axis, the top eigenvector of the
+ * features' covariance (cyclic Jacobi, sign fixed by its largest entry). Two
+ * units' spikes on one template differ in shape, which that axis picks up
+ * when their amplitudes alone do not separate them. No low-part bound
+ * applies to the projection (its caller bounds the part's amplitudes); the
+ * axis is turned so that the smaller part lies under the cut.
+ *
+ * The result depends only on the values and times given, in any order of
+ * equal values (ties are ordered by index), so it is the same for every
  * thread count and memory budget.
  */
 #include <math.h>
 #include <stdlib.h>
 
+#include "../common/eigen.h"
 #include "cluster.h"
 
 void bs_split_default_params(bs_split_params *p)
@@ -46,6 +57,7 @@ void bs_split_default_params(bs_split_params *p)
     p->low_amp_of_threshold = 1.375;
     p->min_low_amp = 0;
     p->max_time_ks = 0.3;
+    p->feature_min_dprime = 5.0;
 }
 
 typedef struct {
@@ -80,26 +92,30 @@ static double time_ks(const float *amp, const int64_t *t, int64_t n, float thr, 
     return d;
 }
 
-int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
-                 double *dprime)
+/* The best cut of the n values x (times t ascending) into a part under *thr
+ * and one at or over it, scored on log(x) (log_scale) or on x, under the
+ * rules of the file comment with the bound min_dprime; min_low bounds the low
+ * part's median value. */
+static int cut_split(const bs_split_params *p, double min_dprime, const float *x, const int64_t *t, int64_t n,
+                     int log_scale, double min_low, void *work, float *thr, double *dprime)
 {
     *dprime = 0;
     int64_t minn = (int64_t)ceil(p->min_fraction * (double)n);
     if (minn < p->min_spikes)
         minn = p->min_spikes;
-    if (minn < 2 || n < 2 * minn || !(p->min_dprime > 0))
+    if (minn < 2 || n < 2 * minn || !(min_dprime > 0))
         return 0;
     amp_idx *s = work;
-    double *c1 = (double *)(s + n), *c2 = c1 + n; /* prefix sums of log amplitude and its square */
+    double *c1 = (double *)(s + n), *c2 = c1 + n; /* prefix sums of the (log) value and its square */
     for (int64_t i = 0; i < n; i++) {
-        if (!(amp[i] > 0))
+        if (log_scale ? !(x[i] > 0) : !isfinite(x[i]))
             return 0;
-        s[i] = (amp_idx){amp[i], i};
+        s[i] = (amp_idx){x[i], i};
     }
     qsort(s, (size_t)n, sizeof *s, amp_idx_cmp);
     double a1 = 0, a2 = 0;
     for (int64_t i = 0; i < n; i++) {
-        double l = log((double)s[i].a);
+        double l = log_scale ? log((double)s[i].a) : (double)s[i].a;
         a1 += l, a2 += l * l;
         c1[i] = a1, c2[i] = a2;
     }
@@ -119,12 +135,87 @@ int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, i
         }
     }
     *dprime = bd;
-    if (best < 0 || bd < p->min_dprime)
+    if (best < 0 || bd < min_dprime)
         return 0;
     if (best == minn || best == n - minn) /* pinned to the smallest part allowed: a tail, not a mode */
         return 0;
-    if ((double)s[(best - 1) / 2].a < p->min_low_amp) /* the low part's median (the lower middle one) */
+    if ((double)s[(best - 1) / 2].a < min_low) /* the low part's median (the lower middle one) */
         return 0;
     *thr = s[best].a;
-    return time_ks(amp, t, n, *thr, best) <= p->max_time_ks;
+    return time_ks(x, t, n, *thr, best) <= p->max_time_ks;
+}
+
+int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
+                 double *dprime)
+{
+    return cut_split(p, p->min_dprime, amp, t, n, 1, p->min_low_amp, work, thr, dprime);
+}
+
+float bs_feature_projection(const float *f, const float *v, int D)
+{
+    double s = 0;
+    for (int d = 0; d < D; d++)
+        s += (double)f[d] * (double)v[d];
+    return (float)s;
+}
+
+size_t bs_feature_split_bytes(int64_t n, int D)
+{
+    return (size_t)n * (bs_split_bytes_per_spike() + sizeof(float)) + (size_t)D * (size_t)D * 2 * sizeof(double) +
+           (size_t)D * 2 * sizeof(double);
+}
+
+bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, const int64_t *t, int64_t n, void *work,
+                           float *v, float *thr, int64_t *n_low, double *dprime, int *split)
+{
+    *split = 0;
+    *dprime = 0;
+    *n_low = 0;
+    if (!(p->feature_min_dprime > 0) || n < 2 || D < 1)
+        return BS_OK;
+    void *cw = work; /* the cut's work, then the moments, then the projections */
+    double *mu = (double *)((char *)cw + (size_t)n * bs_split_bytes_per_spike());
+    double *cov = mu + D, *evals = cov + (size_t)D * D, *evecs = evals + D;
+    float *x = (float *)(evecs + (size_t)D * D);
+    for (int d = 0; d < D; d++)
+        mu[d] = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int d = 0; d < D; d++)
+            mu[d] += f[(size_t)i * D + d];
+    for (int d = 0; d < D; d++)
+        mu[d] /= (double)n;
+    for (size_t e = 0; e < (size_t)D * D; e++)
+        cov[e] = 0;
+    for (int64_t i = 0; i < n; i++) { /* upper triangle, then mirrored */
+        const float *fi = f + (size_t)i * D;
+        for (int a = 0; a < D; a++) {
+            double da = fi[a] - mu[a];
+            for (int b = a; b < D; b++)
+                cov[(size_t)a * D + b] += da * (fi[b] - mu[b]);
+        }
+    }
+    for (int a = 0; a < D; a++)
+        for (int b = a + 1; b < D; b++)
+            cov[(size_t)b * D + a] = cov[(size_t)a * D + b];
+    BS_TRY(bs_eigh_jacobi(cov, D, evals, evecs));
+    for (int d = 0; d < D; d++) /* the first principal axis, largest entry positive */
+        v[d] = (float)evecs[d];
+    for (int64_t i = 0; i < n; i++)
+        x[i] = bs_feature_projection(f + (size_t)i * D, v, D);
+    float th;
+    if (!cut_split(p, p->feature_min_dprime, x, t, n, 0, -INFINITY, cw, &th, dprime))
+        return BS_OK;
+    int64_t nl = 0;
+    for (int64_t i = 0; i < n; i++)
+        nl += x[i] < th;
+    if (nl > n - nl) { /* the smaller part goes under the cut: the axis turned round */
+        for (int d = 0; d < D; d++)
+            v[d] = -v[d];
+        th = nextafterf(-th, INFINITY); /* x >= th  <=>  -x <= -th  <=>  -x < next float above -th */
+        nl = n - nl;
+    }
+    *thr = th;
+    *n_low = nl;
+    *split = 1;
+    return BS_OK;
 }

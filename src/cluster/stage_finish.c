@@ -14,6 +14,7 @@
 #include "cluster.h"
 #include "../common/fileio.h"
 #include "../common/log.h"
+#include "../common/select.h"
 #include "../common/samples.h"
 #include "../export/phy.h"
 #include "../mem/mem.h"
@@ -179,27 +180,36 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
     return st;
 }
 
-/* ------------------------------------------------------------ amplitude splits */
+/* ------------------------------------------------------------ amplitude and feature splits */
 
 /* Per template k < K: each train (with its spikes' amplitudes) through
- * bs_amp_split; a split one keeps its spikes at or over thr[k] and its
- * others become template sub[k] = K + j (j in order of k), both trains
- * rewritten to merged.bin; amp[k] and amp[K + j] become the parts' mean
- * amplitudes. Templates without a split get thr[k] = -inf, sub[k] = -1.
- * *K1 = K + the number of splits; d->moff, d->len and *amp grow to K1
- * (capacity 2K, reserved by the caller). A train longer than max_train
- * (the merges' bound, which the plan holds) is not split. */
-static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs_split_params *sp, int64_t max_train,
-                                 int K, double *amp, float *thr, int32_t *sub, int *K1)
+ * bs_amp_split, and when that finds no split, (with its spikes' pc features,
+ * D = n_pcs × n_pc_chan per spike) through bs_feature_split. A split one keeps
+ * its spikes whose value (amplitude, or projection on the axis fv[k] when
+ * fsplit[k]) is at or over thr[k]; its others become template sub[k] = K + j
+ * (j in order of k), both trains rewritten to merged.bin; amp[k] and
+ * amp[K + j] become the parts' mean amplitudes, and fmean[k] (D) the mean
+ * features of a feature split's split-off part. A feature split whose
+ * split-off part's mean amplitude is under the low-part bound (min_low_amp:
+ * noise crossings) is not made. Templates without a split get thr[k] = -inf,
+ * sub[k] = -1. *K1 = K + the number of splits (*n_feat of them by features);
+ * d->moff, d->len and *amp grow to K1 (capacity 2K, reserved by the caller).
+ * A train longer than max_train (the merges' bound, which the plan holds) is
+ * not split. */
+static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs_npy_rows *r_f, int D,
+                                 const bs_split_params *sp, int64_t max_train, int K, double *amp, float *thr,
+                                 int32_t *sub, float *fv, float *fmean, uint8_t *fsplit, int *K1, int *n_feat)
 {
     int64_t cap = 0;
-    float *a = NULL;
+    float *a = NULL, *f = NULL, *px = NULL;
     void *work = NULL;
     int64_t *lt = NULL, *li = NULL;
     bs_status st = BS_OK;
+    int feat = sp->feature_min_dprime > 0;
     *K1 = K;
+    *n_feat = 0;
     for (int k = 0; k < K; k++)
-        thr[k] = -INFINITY, sub[k] = -1;
+        thr[k] = -INFINITY, sub[k] = -1, fsplit[k] = 0;
     for (int k = 0; k < K && st == BS_OK; k++) {
         const int64_t *t, *ix;
         int64_t n;
@@ -208,12 +218,17 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
         if ((st = store_get(d, k, 0, &t, &ix, &n)) != BS_OK)
             break;
         if (n > cap) {
-            bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li);
+            bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li), bs_mem_free(f), bs_mem_free(px);
+            size_t wb = n * bs_split_bytes_per_spike();
+            if (feat && bs_feature_split_bytes(n, D) > wb)
+                wb = bs_feature_split_bytes(n, D);
             a = bs_mem_alloc("finish/split", (size_t)n * sizeof *a);
-            work = bs_mem_alloc("finish/split", (size_t)n * bs_split_bytes_per_spike());
+            work = bs_mem_alloc("finish/split", wb);
             lt = bs_mem_alloc("finish/split", (size_t)n * sizeof *lt);
             li = bs_mem_alloc("finish/split", (size_t)n * sizeof *li);
-            cap = a && work && lt && li ? n : 0;
+            f = feat ? bs_mem_alloc("finish/split-features", (size_t)n * D * sizeof *f) : NULL;
+            px = feat ? bs_mem_alloc("finish/split-features", (size_t)n * sizeof *px) : NULL;
+            cap = a && work && lt && li && ((f && px) || !feat) ? n : 0;
             if (!cap) {
                 st = BS_ERR_MEMORY;
                 break;
@@ -223,17 +238,45 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
             break;
         float th;
         double dp;
-        if (!bs_amp_split(sp, a, t, n, work, &th, &dp))
-            continue;
+        float *v = fv + (size_t)k * D, *x = a; /* x: the values the cut applies to */
+        if (!bs_amp_split(sp, a, t, n, work, &th, &dp)) {
+            int split = 0;
+            int64_t nl = 0;
+            if (feat && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK)
+                st = bs_feature_split(sp, f, D, t, n, work, v, &th, &nl, &dp, &split);
+            if (st != BS_OK)
+                break;
+            if (!split)
+                continue;
+            float *al = work; /* the split-off part's amplitudes (the split's work is free again) */
+            int64_t m = 0;
+            for (int64_t i = 0; i < n; i++) {
+                px[i] = bs_feature_projection(f + (size_t)i * D, v, D);
+                if (px[i] < th)
+                    al[m++] = a[i];
+            }
+            if (bs_select_f(al, m, (m - 1) / 2) < sp->min_low_amp) /* its median: noise crossings */
+                continue;
+            float *mu = fmean + (size_t)k * D; /* the split-off part's mean features: its waveform */
+            for (int q = 0; q < D; q++) {
+                double acc = 0;
+                for (int64_t i = 0; i < n; i++)
+                    acc += px[i] < th ? f[(size_t)i * D + q] : 0;
+                mu[q] = (float)(acc / (double)m);
+            }
+            x = px;
+            fsplit[k] = 1;
+            (*n_feat)++;
+        }
         int j = (*K1)++;
         int64_t nl = 0, nh = 0;
         double sl = 0, sh = 0;
         for (int64_t i = 0; i < n; i++) /* low part first, at the front of lt/li */
-            if (a[i] < th)
+            if (x[i] < th)
                 lt[nl] = t[i], li[nl++] = ix[i], sl += a[i];
         st = store_write(d, j, lt, li, nl);
         for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the high part (t, ix stay valid: slot 0) */
-            if (a[i] >= th)
+            if (x[i] >= th)
                 lt[nh] = t[i], li[nh++] = ix[i], sh += a[i];
         if (st == BS_OK)
             st = store_write(d, k, lt, li, nh);
@@ -242,21 +285,22 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
         amp[j] = sl / (double)nl;
         amp[k] = sh / (double)nh;
     }
-    bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li);
+    bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li), bs_mem_free(f), bs_mem_free(px);
     return st;
 }
 
-/* The template (0..K1) of a spike of matching template k with amplitude a. */
-static int32_t split_template(const float *thr, const int32_t *sub, int32_t k, float a)
+/* The template (0..K1) of a spike of matching template k whose value is x:
+ * its amplitude, or its features' projection on fv[k] when fsplit[k]. */
+static int32_t split_template(const float *thr, const int32_t *sub, int32_t k, float x)
 {
-    return sub[k] >= 0 && a < thr[k] ? sub[k] : k;
+    return sub[k] >= 0 && x < thr[k] ? sub[k] : k;
 }
 
 /* ------------------------------------------------------------ ordered stream */
 
 typedef struct {
     int64_t ta, i; /* final time (time + template shift), spike index */
-    int32_t k;     /* template (0..K1: after the amplitude splits) */
+    int32_t k;     /* template (0..K1: after the amplitude and feature splits) */
 } rec_t;
 
 static int rec_cmp(const void *x, const void *y)
@@ -430,11 +474,16 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
 }
 
 /* Stream the matched spikes in (final time, index) order through emit();
- * each spike's template is its matching template's split by its amplitude
- * (thr, sub: split_templates), K1 templates in all. */
+ * each spike's template is its matching template's split by its amplitude or
+ * its features (thr, sub, fv, fsplit: split_templates; D features a spike),
+ * K1 templates in all. */
 static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs_npy_rows *r_k, const float *thr,
-                               const int32_t *sub, int K1, const int64_t *shift, const int32_t *final_id)
+                               const int32_t *sub, const float *fv, const uint8_t *fsplit, int D, int K1,
+                               const int64_t *shift, const int32_t *final_id)
 {
+    int any_feat = 0;
+    for (int k = 0; k < e->K; k++)
+        any_feat |= fsplit[k];
     int64_t n = r_t->h.shape[0], smax = 0, ahead = 0;
     for (int k = 0; k < K1; k++)
         smax = llabs(shift[k]) > smax ? llabs(shift[k]) : smax;
@@ -453,7 +502,8 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
     int64_t *bt = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int64_t));
     int32_t *bk = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(int32_t));
     float *ba = bs_mem_alloc("finish/read", READ_BLOCK * sizeof(float));
-    bs_status st = buf && bt && bk && ba ? BS_OK : BS_ERR_MEMORY;
+    float *bf = any_feat ? bs_mem_alloc("finish/read", (size_t)READ_BLOCK * D * sizeof(float)) : NULL;
+    bs_status st = buf && bt && bk && ba && (bf || !any_feat) ? BS_OK : BS_ERR_MEMORY;
     int64_t prev_t = INT64_MIN;
     for (int64_t s0 = 0; s0 < n && st == BS_OK; s0 += READ_BLOCK) {
         int64_t c = n - s0 < READ_BLOCK ? n - s0 : READ_BLOCK;
@@ -462,6 +512,8 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
             st = bs_npy_rows_read(r_k, s0, c, bk);
         if (st == BS_OK)
             st = bs_npy_rows_read(e->r_a, s0, c, ba);
+        if (st == BS_OK && any_feat)
+            st = bs_npy_rows_read(e->r_f, s0, c, bf);
         if (st == BS_OK && len + c > cap) {
             while (len + c > cap)
                 cap *= 2;
@@ -476,7 +528,10 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
                 st = bs_error(BS_ERR_INTERNAL, "%s: matched spike %lld goes back in time", r_t->path,
                               (long long)(s0 + i));
             prev_t = bt[i];
-            int32_t k = split_template(thr, sub, bk[i], ba[i]);
+            int32_t k0 = bk[i];
+            int32_t k = split_template(thr, sub, k0,
+                                       fsplit[k0] ? bs_feature_projection(bf + (size_t)i * D, fv + (size_t)k0 * D, D)
+                                                  : ba[i]);
             buf[len++] = (rec_t){bt[i] + shift[k], s0 + i, k};
         }
         if (st != BS_OK)
@@ -494,7 +549,7 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
     }
     if (st == BS_OK)
         st = flush_block(e);
-    bs_mem_free(buf), bs_mem_free(bt), bs_mem_free(bk), bs_mem_free(ba);
+    bs_mem_free(buf), bs_mem_free(bt), bs_mem_free(bk), bs_mem_free(ba), bs_mem_free(bf);
     return st;
 }
 
@@ -744,17 +799,21 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
 {
     size_t k = (size_t)K, C = (size_t)n_chan;
     size_t b = 0;
-    /* up to 2K templates after the amplitude splits */
+    /* up to 2K templates after the amplitude and feature splits */
     b += 2 * k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3; /* sparse waveforms + merged copies */
     b += 2 * k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
-    b += 2 * k * (sizeof(float) + 2 * sizeof(int32_t)); /* split thresholds, split-off and matching templates */
+    b += 2 * k * (sizeof(float) + 2 * sizeof(int32_t) + 1); /* split thresholds, split-off and matching
+                                                                templates, feature-split flags */
+    b += 2 * k * (size_t)n_pc * n_pc_chan * sizeof(float);     /* feature splits' axes and parts' means */
+    b += 2 * (size_t)n_pc * n_pc_chan * ((size_t)n_pc * n_pc_chan + 1) * sizeof(double); /* their moments */
     b += (2 * k + 1) * (5 * sizeof(int32_t) + 1) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, whole, root,
                                                                                peak, index */
     b += (k + 1) * (sizeof(int32_t) + 16);                          /* collisions: partner, visiting order */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
+    b += (size_t)READ_BLOCK * n_pc * n_pc_chan * sizeof(float); /* the reads' features, for the feature splits */
     b += (size_t)OUT_BLOCK * (2 * sizeof(int64_t) + 2 * sizeof(int32_t) + 3 * sizeof(float) +
                               (size_t)n_pc * n_pc_chan * sizeof(float));
     b += C * C * 2 * sizeof(float) + bs_whitener_inverse_bytes(n_chan); /* export whitening */
@@ -811,7 +870,12 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     float *thr = bs_mem_alloc("finish/split", kb * sizeof *thr);
     int32_t *sub = bs_mem_alloc("finish/split", kb * sizeof *sub);
     int32_t *matching = bs_mem_alloc("finish/split", kb * sizeof *matching);
-    if (st == BS_OK && !(amp_mean && thr && sub && matching))
+    int D = P * npc; /* features of a spike */
+    /* feature split axes, split-off parts' mean features */
+    float *fv = bs_mem_alloc("finish/split", (size_t)(K > 0 ? K : 1) * D * sizeof *fv);
+    float *fmean = bs_mem_alloc("finish/split", (size_t)(K > 0 ? K : 1) * D * sizeof *fmean);
+    uint8_t *fsplit = bs_mem_alloc("finish/split", kb);
+    if (st == BS_OK && !(amp_mean && thr && sub && matching && fv && fmean && fsplit))
         st = BS_ERR_MEMORY;
     if (st == BS_OK)
         st = store_build(&ds, fdir, K, &r_t, &r_k, &r_a, amp_mean);
@@ -819,9 +883,10 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     mp.fs_hz = rec->fs_hz;
     mp.duration_s = (double)rec->n_samples / rec->fs_hz;
     mp.amp = amp_mean;
-    int K1 = K; /* templates after the amplitude splits */
+    int K1 = K, n_fsplit = 0; /* templates after the amplitude and feature splits; feature splits */
     if (st == BS_OK)
-        st = split_templates(&ds, &r_a, &in->fp->split, bs_merge_max_train(&mp), K, amp_mean, thr, sub, &K1);
+        st = split_templates(&ds, &r_a, &r_f, D, &in->fp->split, bs_merge_max_train(&mp), K, amp_mean, thr, sub, fv,
+                             fmean, fsplit, &K1, &n_fsplit);
     for (int k = 0; k < K && matching; k++)
         matching[k] = k;
     for (int k = 0; k < K && matching && st == BS_OK; k++)
@@ -840,10 +905,29 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     if (st == BS_OK)
         st = bs_sparse_templates_alloc(&T, K1, nt, nsup);
     free(nsup);
-    for (int k = 0; k < K1 && st == BS_OK; k++) { /* a split-off template has its matching template's waveform */
+    /* a template split off by amplitude has its matching template's waveform; one split off by features, its
+     * mean features' waveform on the pc channels (zero on the support's others) */
+    for (int k = 0; k < K1 && st == BS_OK; k++) {
+        int m = matching[k];
+        float *w = T.wave + T.off[k] * nt;
         for (int i = 0; i < mt->n_sup; i++)
-            T.chans[T.off[k] + i] = mt->support[(size_t)matching[k] * mt->n_sup + i];
-        bs_match_template_waveform(mt, matching[k], T.wave + T.off[k] * nt);
+            T.chans[T.off[k] + i] = mt->support[(size_t)m * mt->n_sup + i];
+        if (k < K || !fsplit[m]) {
+            bs_match_template_waveform(mt, m, w);
+            continue;
+        }
+        memset(w, 0, (size_t)mt->n_sup * nt * sizeof *w);
+        for (int j = 0; j < npc; j++) {
+            int i = 0;
+            while (i < mt->n_sup && T.chans[T.off[k] + i] != in->pc_chan[(size_t)m * npc + j])
+                i++;
+            for (int s = 0; s < nt && i < mt->n_sup; s++) {
+                double acc = 0;
+                for (int q = 0; q < P; q++)
+                    acc += (double)fmean[(size_t)m * D + (size_t)q * npc + j] * mt->basis[(size_t)q * nt + s];
+                w[(size_t)i * nt + s] = (float)acc;
+            }
+        }
     }
     /* template shadows, dropped from the trains before the merges test them */
     int32_t *root = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *root);
@@ -973,7 +1057,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_phy_writer_set_whitening(e.pw, W, Winv);
     bs_mem_free(W), bs_mem_free(Winv);
     if (st == BS_OK)
-        st = stream_spikes(&e, &r_t, &r_k, thr, sub, K1, shift, final_id);
+        st = stream_spikes(&e, &r_t, &r_k, thr, sub, fv, fsplit, D, K1, shift, final_id);
 
     /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
     float *dense = bs_mem_alloc("finish/export-template", (size_t)nt * C * sizeof *dense);
@@ -1013,11 +1097,12 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     *n_units = n_rows;
     *n_spikes = e.n_out;
     if (st == BS_OK && !in->quiet)
-        bs_log_info("%d templates, %d split by amplitude, %d merges, %d units, %lld spikes (%lld duplicates removed; "
-                    "%lld shadow spikes of %d templates and %d units removed, %d and %d of them whole; %d collision "
-                    "units of %lld spikes removed)",
-                    K, K1 - K, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup, (long long)e.n_shadow,
-                    n_tshadowed, n_shadowed, n_twhole, n_whole, n_collisions, (long long)e.n_collision);
+        bs_log_info("%d templates, %d split by amplitude and %d by features, %d merges, %d units, %lld spikes "
+                    "(%lld duplicates removed; %lld shadow spikes of %d templates and %d units removed, %d and %d of "
+                    "them whole; %d collision units of %lld spikes removed)",
+                    K, K1 - K - n_fsplit, n_fsplit, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup,
+                    (long long)e.n_shadow, n_tshadowed, n_shadowed, n_twhole, n_whole, n_collisions,
+                    (long long)e.n_collision);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
@@ -1028,6 +1113,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     bs_mem_free(collision_of), bs_mem_free(root), bs_mem_free(peak), bs_mem_free(tshadow_of),
         bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
         bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(thr), bs_mem_free(sub), bs_mem_free(matching);
+    bs_mem_free(fv), bs_mem_free(fmean), bs_mem_free(fsplit);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
@@ -1041,7 +1127,10 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
  * before the merges, holds one slot (32) and its own 52 bytes per spike
  * (amplitudes, sort keys and prefix sums, the two parts' lists), and the
  * template shadows two slots (64) and their own 17 (flags and the kept
- * list), within the same 96. */
+ * list), within the same 96. A feature split holds one slot and 56 bytes
+ * like the amplitude split (with its projections' 4 for sorting), and
+ * besides the 96 the train's features (n_pcs × n_pc_chan floats per spike)
+ * and their projections (4). */
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
@@ -1058,11 +1147,14 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
                                 bs_finish_n_tf(&pl->p.finish, pl->K)));
     /* two read slots (32 B/spike each), the merged list (16) and the collision test's two flags (2) fit in 96 */
     bs_plan_add(s, "the two trains a merge compares (96 B/spike, <= merge.max_rate_hz)", (size_t)largest * 96);
+    size_t fbytes = pl->p.finish.split.feature_min_dprime > 0 ? ((size_t)pl->n_pc * npc + 1) * sizeof(float) : 0;
+    if (fbytes)
+        bs_plan_add(s, "the features of the train a feature split reads", (size_t)largest * fbytes);
     snprintf(s->strategy, sizeof s->strategy, "streamed, trains on disk");
     s->peak = s->min_peak = bs_plan_sum(s);
     /* the bound is sure once K is known, unless the spike count that lowered it is an assumption */
     int trains_assumed = pl->spikes_assumed && largest == pl->n_spikes;
-    s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (trains_assumed ? (size_t)largest * 96 : 0);
+    s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (trains_assumed ? (size_t)largest * (96 + fbytes) : 0);
     s->reduce = "--mem";
     /* trains.bin and merged.bin (every matched spike, and again for the amplitude splits' and the template
      * shadows' rewrites), then the Phy folder */

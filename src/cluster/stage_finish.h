@@ -13,11 +13,16 @@
  *   1. Trains: one pass counts each template's spikes, a second writes every
  *      spike's (time, index) into .stages/finish/trains.bin grouped by
  *      template (per-template write buffers of bounded total size).
- *   1b. Amplitude splits (split.c): each template's train is read with its
- *      spikes' amplitudes; a template whose amplitudes have two modes
- *      (bs_amp_split) keeps its high part and gives its low part to a new
- *      template K + j with the same waveform (appended to
- *      .stages/finish/merged.bin like a merged train). From here on
+ *   1b. Amplitude and feature splits (split.c): each template's train is
+ *      read with its spikes' amplitudes; a template whose amplitudes have
+ *      two modes (bs_amp_split) keeps its high part and gives its low part
+ *      to a new template K + j with the same waveform (appended to
+ *      .stages/finish/merged.bin like a merged train). A template with no
+ *      amplitude split is read again with its spikes' pc features; one whose
+ *      projections on their first principal axis have two modes
+ *      (bs_feature_split) gives its smaller part to a new template whose
+ *      waveform is that part's mean features. The stream later sends each
+ *      spike to its side by its amplitude or its projection. From here on
  *      "template" means one of these K + S; spike_templates.npy keeps the
  *      matching template.
  *   1c. Template shadows: the shadow test of 2b on the templates' own
@@ -73,8 +78,8 @@ typedef struct {
     double duplicate_ms;        /* same-unit spikes closer than this are duplicates, ms (0.25) */
     double label_acg_threshold; /* a unit is good when its autocorrelogram passes the refractory test at
                                    this bound (ccg.h), ratio (0.2) */
-    bs_split_params split;      /* amplitude splits before the merges (cluster.h); min_low_amp is set by the
-                                   stage from the sort's matching threshold */
+    bs_split_params split;      /* amplitude and feature splits before the merges (cluster.h); min_low_amp
+                                   is set by the stage from the sort's matching threshold */
     bs_merge_params merge;      /* CCG-guided merges (cluster.h); max_lag in samples (0: nt/2); amp and
                                    fs_hz are set by the stage */
     double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */

@@ -205,6 +205,9 @@ const bs_param_field bs_sort_param_fields[] = {
         "the low part's median amplitude, at least this times the matching threshold"),
     F64("split", "max_time_ks", finish.split.max_time_ks, 0, 1, NULL,
         "the parts' spike times differ by at most this Kolmogorov-Smirnov distance"),
+    F64("split", "feature_min_dprime", finish.split.feature_min_dprime, 0, 1000, NULL,
+        "a template no amplitude split took splits when its spikes' features separate by this d' along their "
+        "first principal axis (0: off)"),
     /* merges */
     F64("merge", "r_thresh", finish.merge.r_thresh, 0, 1, NULL, "template similarity needed to test a merge"),
     F64("merge", "acg_threshold", finish.merge.acg_threshold, 0, 10, "acg_threshold",

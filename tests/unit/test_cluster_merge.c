@@ -7,8 +7,13 @@
  * (too few spikes for the CCG to show anything) merged through the
  * underpowered rule, and not merged without amplitudes, with a 50 % smaller
  * amplitude, with a refractory violation or with a template below 0.8
- * similarity; no merge that would make a train longer than max_rate_hz x
- * duration; duplicate removal on a hand-built case, and good/mua labels.
+ * similarity; a unit of 90 spikes in two fragments, neither with enough
+ * spikes for its autocorrelogram to show refractoriness, merged (the larger
+ * fragment counts as refractory when its autocorrelogram is underpowered and
+ * clean), and not merged without amplitudes or when each fragment has a
+ * refractory violation; no merge that would make a train longer than
+ * max_rate_hz x duration; duplicate removal on a hand-built case, and
+ * good/mua labels.
  */
 #include "test.h"
 
@@ -96,6 +101,50 @@ static int fragment_merges(int reversed, int violations, double amp1, double *si
     bs_merge_default_params(&mp, 30000.0);
     double amp[2] = {10.0, amp1};
     mp.amp = amp1 > 0 ? amp : NULL;
+    int merges = 0;
+    CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
+    bs_sparse_templates_free(&T);
+    return merges;
+}
+
+/* A unit at 0.3 Hz for 300 s (about 90 spikes) whose spikes went to two
+ * clusters at random (2:1), templates of one shape (amplitudes 10 and 9.5, or
+ * none when amps is 0); with `violation`, each cluster gets one more spike
+ * 1 ms after one of its own. Returns the merges, and in *acg_weak whether cluster
+ * 0's autocorrelogram was underpowered. */
+static int small_unit_merges(int amps, int violation, int *acg_weak)
+{
+    int nsup[2] = {3, 3};
+    bs_sparse_templates T;
+    CHECK(bs_sparse_templates_alloc(&T, 2, NT, nsup) == BS_OK);
+    fill(&T, 0, 10, 0.0, 10.0);
+    fill(&T, 1, 10, 0.0, 9.5);
+    bs_rng r;
+    bs_rng_seed(&r, 11);
+    static int64_t tu[400], t[401], t0[401];
+    static int32_t clu[401];
+    int64_t nu = refractory_train(&r, 0.3, 300, 2.0, tu), n = 0, n0 = 0;
+    for (int64_t i = 0; i < nu; i++) {
+        t[n] = tu[i];
+        clu[n++] = bs_rng_uniform(&r) < 1.0 / 3.0;
+        int c = clu[n - 1];
+        if ((violation >> c & 1) && (i + 1 == nu || tu[i + 1] > tu[i] + 30)) { /* order kept */
+            t[n] = tu[i] + 30;
+            clu[n++] = c;
+            violation &= ~(1 << c);
+        }
+    }
+    n0 = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (clu[i] == 0)
+            t0[n0++] = t[i];
+    bs_ccg_metrics m;
+    bs_ccg_is_good(t0, n0, 30000.0, 0.2, &m);
+    *acg_weak = bs_ccg_underpowered(&m);
+    bs_merge_params mp;
+    bs_merge_default_params(&mp, 30000.0);
+    double amp[2] = {10.0, 9.5};
+    mp.amp = amps ? amp : NULL;
     int merges = 0;
     CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
     bs_sparse_templates_free(&T);
@@ -207,6 +256,14 @@ int main(void)
     CHECK(fragment_merges(1, 0, 9.5, &fsim, &weak) == 0);
     printf("fragment: reversed-profile similarity %.3f\n", fsim);
     CHECK(weak && fsim > 0.5 && fsim < 0.8);
+
+    /* a small unit in two fragments, neither refractory by its own autocorrelogram */
+    int acg_weak;
+    CHECK(small_unit_merges(1, 0, &acg_weak) == 1);
+    CHECK(acg_weak);
+    CHECK(small_unit_merges(0, 0, &acg_weak) == 0); /* no amplitudes: rule off */
+    CHECK(small_unit_merges(1, 3, &acg_weak) == 0); /* a violation in each fragment */
+    CHECK(acg_weak);
 
     /* order: stable by time */
     int64_t tt[5] = {5, 3, 5, 1, 3}, perm[5];

@@ -15,6 +15,13 @@
  *     when the best cut leaves a part of exactly the smallest size allowed;
  *   - min_dprime 0 is off;
  *   - the decision does not depend on where equal amplitudes sit.
+ * And split by features (bs_feature_split): spikes of two cells' waveforms
+ * (12 features, unit noise, amplitudes spread as above) on one template:
+ *   - 600 + 100 spikes of shapes at cosine 0.6 split along the first
+ *     principal axis, the 100 (the smaller part) exactly under the cut, with
+ *     the features as given and negated (the axis turned round either way);
+ *   - one cell's 700 spikes do not, nor two cells firing in different halves
+ *     of the recording, nor with feature_min_dprime 0.
  */
 #include "test.h"
 
@@ -162,11 +169,89 @@ static void test_ties(void)
     CHECK(s1 == 1 && s2 == 1 && thr1 == thr2 && d1 == d2);
 }
 
+enum { D = 12 };
+static float feat[NMAX * D];
+
+/* n_a spikes of shape a and n_b of shape b (unit-norm, scaled by 20 and the
+ * amplitude spread), each with unit Gaussian noise per feature, all times
+ * sign; cell a fires over the whole recording and b over [t0, t1), and the
+ * spikes are sorted by time. is_b[i]: spike i is b's. */
+static int make_features(synth_rng *r, int n_a, int n_b, double t0, double t1, double sign, int *is_b)
+{
+    double a[D], b[D], na = 0, nb = 0;
+    for (int d = 0; d < D; d++) {
+        a[d] = exp(-0.5 * (d - 4) * (d - 4) / 4.0);
+        b[d] = a[d] * (d == 5 ? -1.0 : 1.0); /* cosine 0.56 */
+        na += a[d] * a[d], nb += b[d] * b[d];
+    }
+    double c = 0;
+    for (int d = 0; d < D; d++)
+        a[d] /= sqrt(na), b[d] /= sqrt(nb), c += a[d] * b[d];
+    CHECK_MSG(c > 0.4 && c < 0.8, "shapes at cosine %g", c);
+    int n = n_a + n_b;
+    static int64_t key[NMAX];
+    const int64_t span = 600 * 30000;
+    for (int i = 0; i < n; i++) { /* time * n + i: sorting keys that carry the spike's index */
+        double u = i < n_a ? synth_uniform(r) : t0 + (t1 - t0) * synth_uniform(r);
+        key[i] = (int64_t)(u * (double)span) * n + i;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort by time (small n) */
+        for (int j = i; j > 0 && key[j] < key[j - 1]; j--) {
+            int64_t x = key[j];
+            key[j] = key[j - 1], key[j - 1] = x;
+        }
+    for (int i = 0; i < n; i++) {
+        int src = (int)(key[i] % n);
+        t[i] = key[i] / n;
+        is_b[i] = src >= n_a;
+        amp[i] = (float)exp(log(20.0) + 0.1 * synth_normal(r));
+        for (int d = 0; d < D; d++)
+            feat[(size_t)i * D + d] = (float)(sign * (amp[i] * (is_b[i] ? b[d] : a[d]) + synth_normal(r)));
+    }
+    return n;
+}
+
+static void test_features(void)
+{
+    synth_rng r = {5};
+    bs_split_params p = defaults();
+    static int is_b[NMAX];
+    float v[D], thr;
+    double dp;
+    int64_t nl;
+    int split;
+    for (int s = 0; s < 2; s++) { /* the features as made, then negated */
+        int n = make_features(&r, 600, 100, 0, 1, s ? -1.0 : 1.0, is_b);
+        int n_b = 0;
+        for (int i = 0; i < n; i++)
+            n_b += is_b[i];
+        CHECK(bs_feature_split(&p, feat, D, t, n, work, v, &thr, &nl, &dp, &split) == BS_OK);
+        CHECK_MSG(split == 1 && nl == n_b, "split %d, %lld spikes under the cut, cell b has %d", split, (long long)nl,
+                  n_b);
+        int wrong = 0;
+        for (int i = 0; i < n; i++)
+            wrong += (bs_feature_projection(feat + (size_t)i * D, v, D) < thr) != is_b[i];
+        CHECK_MSG(wrong == 0, "%d spikes on the wrong side of the cut", wrong);
+        CHECK_MSG(dp > 8, "d' %g", dp);
+    }
+    int n = make_features(&r, 700, 0, 0, 1, 1.0, is_b); /* one cell */
+    CHECK(bs_feature_split(&p, feat, D, t, n, work, v, &thr, &nl, &dp, &split) == BS_OK);
+    CHECK_MSG(split == 0 && dp < p.feature_min_dprime, "one cell: split %d at d' %g", split, dp);
+    n = make_features(&r, 300, 300, 0.5, 1, 1.0, is_b); /* b only in the second half: separated, but in time */
+    CHECK(bs_feature_split(&p, feat, D, t, n, work, v, &thr, &nl, &dp, &split) == BS_OK);
+    CHECK_MSG(split == 0 && dp > 8, "cells in different periods: split %d at d' %g", split, dp);
+    n = make_features(&r, 600, 100, 0, 1, 1.0, is_b);
+    p.feature_min_dprime = 0; /* off */
+    CHECK(bs_feature_split(&p, feat, D, t, n, work, v, &thr, &nl, &dp, &split) == BS_OK);
+    CHECK(split == 0);
+}
+
 int main(void)
 {
     test_two_cells();
     test_one_cell();
     test_guards();
     test_ties();
+    test_features();
     TEST_MAIN_END();
 }
