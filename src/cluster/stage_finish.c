@@ -190,7 +190,7 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
  * (j in order of k), both trains rewritten to merged.bin; amp[k] and
  * amp[K + j] become the parts' mean amplitudes, and fmean[k] (D) the mean
  * features of a feature split's split-off part. A feature split whose
- * split-off part's mean amplitude is under the low-part bound (min_low_amp:
+ * split-off part's median amplitude is under the low-part bound (min_low_amp:
  * noise crossings) is not made. Templates without a split get thr[k] = -inf,
  * sub[k] = -1. *K1 = K + the number of splits (*n_feat of them by features);
  * d->moff, d->len and *amp grow to K1 (capacity 2K, reserved by the caller).
