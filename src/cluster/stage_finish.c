@@ -47,10 +47,11 @@ typedef struct {
     int64_t cap[2];
 } disk_store;
 
-static bs_status store_get(void *ctx, int k, int slot, const int64_t **t, const int64_t **idx, int64_t *n)
+/* Template k's train stored at moff (-1: its bucket in trains.bin) with m
+ * spikes, read into slot. */
+static bs_status store_read(disk_store *d, int k, int64_t moff, int64_t m, int slot, const int64_t **t,
+                            const int64_t **idx, int64_t *n)
 {
-    disk_store *d = ctx;
-    int64_t m = d->len[k];
     if (m > d->cap[slot]) {
         bs_mem_free(d->rd[slot]), bs_mem_free(d->t[slot]), bs_mem_free(d->ix[slot]);
         d->rd[slot] = bs_mem_alloc("finish/train", (size_t)m * sizeof(tpair));
@@ -60,10 +61,10 @@ static bs_status store_get(void *ctx, int k, int slot, const int64_t **t, const 
         if (!d->cap[slot])
             return BS_ERR_MEMORY;
     }
-    if (d->moff[k] < 0) {
+    if (moff < 0) {
         BS_TRY(bs_bucket_read(&d->tr, k, 0, m, d->rd[slot]));
     } else if (m && bs_pread_all(d->fd_mg, d->rd[slot], (size_t)m * sizeof(tpair),
-                                 (off_t)(d->moff[k] * (int64_t)sizeof(tpair))) != 0) {
+                                 (off_t)(moff * (int64_t)sizeof(tpair))) != 0) {
         return bs_error(BS_ERR_INPUT, "%s: cannot read a merged spike train: %s", d->path_mg,
                         errno ? strerror(errno) : "unexpected end of file");
     }
@@ -75,6 +76,13 @@ static bs_status store_get(void *ctx, int k, int slot, const int64_t **t, const 
     *idx = d->ix[slot];
     *n = m;
     return BS_OK;
+}
+
+/* Template k's current train, read into slot (the merges' train store get). */
+static bs_status store_get(void *ctx, int k, int slot, const int64_t **t, const int64_t **idx, int64_t *n)
+{
+    disk_store *d = ctx;
+    return store_read(d, k, d->moff[k], d->len[k], slot, t, idx, n);
 }
 
 /* Append a train to merged.bin as template k's. */
@@ -661,10 +669,7 @@ static bs_status drop_template_shadows(disk_store *d, int K1, const int64_t *mof
             continue;
         const int64_t *tb, *ib, *ta, *ia;
         int64_t nb, na;
-        int64_t mo = d->moff[a], ln = d->len[a];
-        d->moff[a] = moff0[a], d->len[a] = len0[a];
-        st = store_get(d, a, 1, &ta, &ia, &na);
-        d->moff[a] = mo, d->len[a] = ln;
+        st = store_read(d, a, moff0[a], len0[a], 1, &ta, &ia, &na); /* a's matched train */
         if (st == BS_OK)
             st = store_get(d, b, 0, &tb, &ib, &nb);
         if (st != BS_OK)
