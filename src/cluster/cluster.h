@@ -334,10 +334,39 @@ size_t bs_feature_split_bytes(int64_t n, int D);
 bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, const int64_t *t, int64_t n, void *work,
                            float *v, float *thr, int64_t *n_low, double *dprime, int *split);
 
+/* The splits of one finish stage as rules. Rule r (0..n) cut template
+ * from's train and made template K + r of its spikes whose value is under
+ * thr[r]: their amplitude, or with kind[r] their features' projection on
+ * fv[r] (bs_feature_projection). A template's rules chain in the order they
+ * were made (first[k], next[r]), so a template's later rule cuts what its
+ * earlier ones left, and a made template's rules cut what it received. */
+typedef struct {
+    int K, n;       /* matching templates; rules made (at most K) */
+    int32_t *first; /* [2K] a template's first rule, -1: none */
+    int32_t *next;  /* [K] the same template's next rule, -1: none */
+    float *thr;     /* [K] the cut: amplitude (whitened units) or projection */
+    uint8_t *kind;  /* [K] 0: by amplitude, 1: by features */
+    float *fv;      /* [K x D] a feature rule's axis */
+    float *fmean;   /* [K x D] a feature rule's split-off part's mean features (set by the caller) */
+} bs_split_rules;
+
+/* No rules yet: first[0..2K) = -1, n = 0. */
+void bs_split_rules_clear(bs_split_rules *R);
+
+/* Add a rule to template k's chain (k < K + n; the caller holds n < K):
+ * kind, cut thr and, for a feature rule, axis v (D, copied). Returns the
+ * template it makes, K + r. */
+int32_t bs_split_rules_add(bs_split_rules *R, int32_t k, int kind, float thr, const float *v, int D);
+
+/* The template (0..K + n) of a spike of matching template k, amplitude amp
+ * and pc features f (D; read only by a feature rule): k's rules in order until
+ * the spike falls under one, then that rule's template's rules, and so on. */
+int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, float amp, const float *f, int D);
+
 /* ------------------------------------------------------------ collisions */
 
 typedef struct {
-    double window_ms;   /* coincidence window, ± ms (0.5) */
+    double window_ms;   /* coincidence window, ± ms (2) */
     double radius_um;   /* neighbours: peak channels at most this far apart, µm (100) */
     double min_excess;  /* coincidences above chance, (f − f0) / (1 − f0), that make a collision unit (0.3;
                            above 1: never) */

@@ -63,7 +63,7 @@ int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, con
 
 void bs_collision_default_params(bs_collision_params *p)
 {
-    p->window_ms = 0.5;
+    p->window_ms = 2.0;
     p->radius_um = 100.0;
     p->min_excess = 0.3;
     p->count_ratio = 2.0;

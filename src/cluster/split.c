@@ -36,8 +36,14 @@
  * features' covariance (cyclic Jacobi, sign fixed by its largest entry). Two
  * units' spikes on one template differ in shape, which that axis picks up
  * when their amplitudes alone do not separate them. No low-part bound
- * applies to the projection (its caller bounds the part's amplitudes); the
+ * applies to the projection (its caller bounds the part's mean spike); the
  * axis is turned so that the smaller part lies under the cut.
+ *
+ * The finish stage may cut a train, then each of its parts again. It keeps
+ * the cuts as rules (bs_split_rules): each makes one template and chains on
+ * the template it cut, in order, so that walking a spike through its
+ * matching template's chain (and then the chain of the template it fell
+ * into) repeats exactly the cuts its train went through.
  *
  * The result depends only on the values and times given, in any order of
  * equal values (ties are ordered by index), so it is the same for every
@@ -45,6 +51,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../common/eigen.h"
 #include "cluster.h"
@@ -218,4 +225,40 @@ bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, cons
     *n_low = nl;
     *split = 1;
     return BS_OK;
+}
+
+/* ------------------------------------------------------------ split rules */
+
+void bs_split_rules_clear(bs_split_rules *R)
+{
+    for (int k = 0; k < 2 * R->K; k++)
+        R->first[k] = -1;
+    R->n = 0;
+}
+
+int32_t bs_split_rules_add(bs_split_rules *R, int32_t k, int kind, float thr, const float *v, int D)
+{
+    int32_t r = R->n++;
+    R->thr[r] = thr;
+    R->kind[r] = (uint8_t)kind;
+    R->next[r] = -1;
+    if (kind)
+        memcpy(R->fv + (size_t)r * D, v, (size_t)D * sizeof *v);
+    int32_t *link = &R->first[k];
+    while (*link >= 0)
+        link = &R->next[*link];
+    *link = r;
+    return R->K + r;
+}
+
+int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, float amp, const float *f, int D)
+{
+    for (int32_t r = R->first[k]; r >= 0;) {
+        float x = R->kind[r] ? bs_feature_projection(f, R->fv + (size_t)r * D, D) : amp;
+        if (x < R->thr[r])
+            k = R->K + r, r = R->first[k];
+        else
+            r = R->next[r];
+    }
+    return k;
 }

@@ -190,118 +190,121 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
 
 /* ------------------------------------------------------------ amplitude and feature splits */
 
-/* Per template k < K: each train (with its spikes' amplitudes) through
- * bs_amp_split, and when that finds no split, (with its spikes' pc features,
- * D = n_pcs × n_pc_chan per spike) through bs_feature_split. A split one keeps
- * its spikes whose value (amplitude, or projection on the axis fv[k] when
- * fsplit[k]) is at or over thr[k]; its others become template sub[k] = K + j
- * (j in order of k), both trains rewritten to merged.bin; amp[k] and
- * amp[K + j] become the parts' mean amplitudes, and fmean[k] (D) the mean
- * features of a feature split's split-off part. A feature split whose
- * split-off part's median amplitude is under the low-part bound (min_low_amp:
- * noise crossings) is not made. Templates without a split get thr[k] = -inf,
- * sub[k] = -1. *K1 = K + the number of splits (*n_feat of them by features);
- * d->moff, d->len and *amp grow to K1 (capacity 2K, reserved by the caller).
- * A train longer than max_train (the merges' bound, which the plan holds) is
- * not split. */
+/* Splits along one path of templates: a spike's train is cut at most this
+ * often (a matching template by amplitude or features, then each part once
+ * more by features), so each spike is rewritten at most twice. */
+#define SPLIT_DEPTH 2
+
+/* Each template's train, in order of template (those made by splits after
+ * the K matching ones, so they are tested too), is cut while its spikes have
+ * been cut fewer than SPLIT_DEPTH times (depth[k]): a matching template's
+ * untouched train (with its spikes' amplitudes) first through bs_amp_split,
+ * and when that finds no split, and for every later cut, (with its spikes' pc
+ * features, D = n_pcs × n_pc_chan per spike) through bs_feature_split. A cut
+ * adds rule r to R: the spikes under the cut become template j = K + r, the
+ * others stay, both trains rewritten to merged.bin; amp[k] and amp[j] become
+ * the parts' mean amplitudes, matching[j] = matching[k]. A feature split
+ * is not made when its split-off part's mean spike, the norm of its mean
+ * features (fmean[r], the template's waveform later), is under the low-part
+ * bound min_low_amp: matched noise crossings average to about the template's
+ * shape at their amplitude, while another unit's spikes keep their own. *K1 = K + R->n (*n_feat cuts by
+ * features); d->moff, d->len, *amp, matching and depth grow to K1 (capacity
+ * 2K, reserved by the caller; splitting stops at K cuts). A train longer than
+ * max_train (the merges' bound, which the plan holds) is not cut. */
 static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs_npy_rows *r_f, int D,
-                                 const bs_split_params *sp, int64_t max_train, int K, double *amp, float *thr,
-                                 int32_t *sub, float *fv, float *fmean, uint8_t *fsplit, int *K1, int *n_feat)
+                                 const bs_split_params *sp, int64_t max_train, double *amp, bs_split_rules *R,
+                                 int32_t *matching, uint8_t *depth, int *K1, int *n_feat)
 {
     int64_t cap = 0;
-    float *a = NULL, *f = NULL, *px = NULL;
+    float *a = NULL, *f = NULL, *px = NULL, *v = bs_mem_alloc("finish/split", (size_t)(D > 0 ? D : 1) * sizeof *v);
     void *work = NULL;
     int64_t *lt = NULL, *li = NULL;
-    bs_status st = BS_OK;
-    int feat = sp->feature_min_dprime > 0;
+    bs_status st = v ? BS_OK : BS_ERR_MEMORY;
+    int feat = sp->feature_min_dprime > 0, K = R->K;
     *K1 = K;
     *n_feat = 0;
+    bs_split_rules_clear(R);
     for (int k = 0; k < K; k++)
-        thr[k] = -INFINITY, sub[k] = -1, fsplit[k] = 0;
-    for (int k = 0; k < K && st == BS_OK; k++) {
-        const int64_t *t, *ix;
-        int64_t n;
-        if (d->len[k] < 2 * sp->min_spikes || d->len[k] > max_train)
-            continue;
-        if ((st = store_get(d, k, 0, &t, &ix, &n)) != BS_OK)
-            break;
-        if (n > cap) {
-            bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li), bs_mem_free(f), bs_mem_free(px);
-            size_t wb = n * bs_split_bytes_per_spike();
-            if (feat && bs_feature_split_bytes(n, D) > wb)
-                wb = bs_feature_split_bytes(n, D);
-            a = bs_mem_alloc("finish/split", (size_t)n * sizeof *a);
-            work = bs_mem_alloc("finish/split", wb);
-            lt = bs_mem_alloc("finish/split", (size_t)n * sizeof *lt);
-            li = bs_mem_alloc("finish/split", (size_t)n * sizeof *li);
-            f = feat ? bs_mem_alloc("finish/split-features", (size_t)n * D * sizeof *f) : NULL;
-            px = feat ? bs_mem_alloc("finish/split-features", (size_t)n * sizeof *px) : NULL;
-            cap = a && work && lt && li && ((f && px) || !feat) ? n : 0;
-            if (!cap) {
-                st = BS_ERR_MEMORY;
+        matching[k] = k, depth[k] = 0;
+    for (int k = 0; k < *K1 && st == BS_OK; k++) {
+        while (depth[k] < SPLIT_DEPTH && R->n < K && st == BS_OK) {
+            const int64_t *t, *ix;
+            int64_t n;
+            if (d->len[k] < 2 * sp->min_spikes || d->len[k] > max_train)
                 break;
-            }
-        }
-        if ((st = bs_npy_rows_gather(r_a, ix, n, a)) != BS_OK)
-            break;
-        float th;
-        double dp;
-        float *v = fv + (size_t)k * D, *x = a; /* x: the values the cut applies to */
-        if (!bs_amp_split(sp, a, t, n, work, &th, &dp)) {
-            int split = 0;
-            int64_t nl = 0;
-            if (feat && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK)
-                st = bs_feature_split(sp, f, D, t, n, work, v, &th, &nl, &dp, &split);
-            if (st != BS_OK)
+            if ((st = store_get(d, k, 0, &t, &ix, &n)) != BS_OK)
                 break;
-            if (!split)
-                continue;
-            float *al = work; /* the split-off part's amplitudes (the split's work is free again) */
-            int64_t m = 0;
-            for (int64_t i = 0; i < n; i++) {
-                px[i] = bs_feature_projection(f + (size_t)i * D, v, D);
-                if (px[i] < th)
-                    al[m++] = a[i];
+            if (n > cap) {
+                bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li), bs_mem_free(f), bs_mem_free(px);
+                size_t wb = n * bs_split_bytes_per_spike();
+                if (feat && bs_feature_split_bytes(n, D) > wb)
+                    wb = bs_feature_split_bytes(n, D);
+                a = bs_mem_alloc("finish/split", (size_t)n * sizeof *a);
+                work = bs_mem_alloc("finish/split", wb);
+                lt = bs_mem_alloc("finish/split", (size_t)n * sizeof *lt);
+                li = bs_mem_alloc("finish/split", (size_t)n * sizeof *li);
+                f = feat ? bs_mem_alloc("finish/split-features", (size_t)n * D * sizeof *f) : NULL;
+                px = feat ? bs_mem_alloc("finish/split-features", (size_t)n * sizeof *px) : NULL;
+                cap = a && work && lt && li && ((f && px) || !feat) ? n : 0;
+                if (!cap) {
+                    st = BS_ERR_MEMORY;
+                    break;
+                }
             }
-            if (bs_select_f(al, m, (m - 1) / 2) < sp->min_low_amp) /* its median: noise crossings */
-                continue;
-            float *mu = fmean + (size_t)k * D; /* the split-off part's mean features: its waveform */
-            for (int q = 0; q < D; q++) {
-                double acc = 0;
-                for (int64_t i = 0; i < n; i++)
-                    acc += px[i] < th ? f[(size_t)i * D + q] : 0;
-                mu[q] = (float)(acc / (double)m);
+            if ((st = bs_npy_rows_gather(r_a, ix, n, a)) != BS_OK)
+                break;
+            float th, *x = a; /* x: the values the cut applies to */
+            double dp;
+            int kind = 0;
+            if (depth[k] > 0 || k >= K || !bs_amp_split(sp, a, t, n, work, &th, &dp)) {
+                int split = 0;
+                int64_t nl = 0;
+                if (feat && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK)
+                    st = bs_feature_split(sp, f, D, t, n, work, v, &th, &nl, &dp, &split);
+                if (st != BS_OK || !split)
+                    break;
+                int64_t m = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    px[i] = bs_feature_projection(f + (size_t)i * D, v, D);
+                    m += px[i] < th;
+                }
+                float *mu = R->fmean + (size_t)R->n * D; /* the split-off part's mean features: its waveform */
+                double mu2 = 0;
+                for (int q = 0; q < D; q++) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < n; i++)
+                        acc += px[i] < th ? f[(size_t)i * D + q] : 0;
+                    mu[q] = (float)(acc / (double)m);
+                    mu2 += (double)mu[q] * mu[q];
+                }
+                if (sqrt(mu2) < sp->min_low_amp) /* its mean spike is a noise crossing's size */
+                    break;
+                x = px;
+                kind = 1;
+                (*n_feat)++;
             }
-            x = px;
-            fsplit[k] = 1;
-            (*n_feat)++;
+            int32_t j = bs_split_rules_add(R, k, kind, th, v, D);
+            int64_t nl = 0, nh = 0;
+            double sl = 0, sh = 0;
+            for (int64_t i = 0; i < n; i++) /* low part first, at the front of lt/li */
+                if (x[i] < th)
+                    lt[nl] = t[i], li[nl++] = ix[i], sl += a[i];
+            st = store_write(d, j, lt, li, nl);
+            for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the high part (t, ix stay valid: slot 0) */
+                if (x[i] >= th)
+                    lt[nh] = t[i], li[nh++] = ix[i], sh += a[i];
+            if (st == BS_OK)
+                st = store_write(d, k, lt, li, nh);
+            (*K1)++;
+            amp[j] = sl / (double)nl;
+            amp[k] = sh / (double)nh;
+            matching[j] = matching[k];
+            depth[j] = ++depth[k];
         }
-        int j = (*K1)++;
-        int64_t nl = 0, nh = 0;
-        double sl = 0, sh = 0;
-        for (int64_t i = 0; i < n; i++) /* low part first, at the front of lt/li */
-            if (x[i] < th)
-                lt[nl] = t[i], li[nl++] = ix[i], sl += a[i];
-        st = store_write(d, j, lt, li, nl);
-        for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the high part (t, ix stay valid: slot 0) */
-            if (x[i] >= th)
-                lt[nh] = t[i], li[nh++] = ix[i], sh += a[i];
-        if (st == BS_OK)
-            st = store_write(d, k, lt, li, nh);
-        thr[k] = th;
-        sub[k] = j;
-        amp[j] = sl / (double)nl;
-        amp[k] = sh / (double)nh;
     }
     bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li), bs_mem_free(f), bs_mem_free(px);
+    bs_mem_free(v);
     return st;
-}
-
-/* The template (0..K1) of a spike of matching template k whose value is x:
- * its amplitude, or its features' projection on fv[k] when fsplit[k]. */
-static int32_t split_template(const float *thr, const int32_t *sub, int32_t k, float x)
-{
-    return sub[k] >= 0 && x < thr[k] ? sub[k] : k;
 }
 
 /* ------------------------------------------------------------ ordered stream */
@@ -482,16 +485,14 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
 }
 
 /* Stream the matched spikes in (final time, index) order through emit();
- * each spike's template is its matching template's split by its amplitude or
- * its features (thr, sub, fv, fsplit: split_templates; D features a spike),
- * K1 templates in all. */
-static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs_npy_rows *r_k, const float *thr,
-                               const int32_t *sub, const float *fv, const uint8_t *fsplit, int D, int K1,
-                               const int64_t *shift, const int32_t *final_id)
+ * each spike's template is where the split rules R send it (bs_split_rules_walk;
+ * D features a spike), K1 templates in all. */
+static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs_npy_rows *r_k, const bs_split_rules *R,
+                               int D, int K1, const int64_t *shift, const int32_t *final_id)
 {
     int any_feat = 0;
-    for (int k = 0; k < e->K; k++)
-        any_feat |= fsplit[k];
+    for (int r = 0; r < R->n; r++)
+        any_feat |= R->kind[r];
     int64_t n = r_t->h.shape[0], smax = 0, ahead = 0;
     for (int k = 0; k < K1; k++)
         smax = llabs(shift[k]) > smax ? llabs(shift[k]) : smax;
@@ -537,9 +538,7 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
                               (long long)(s0 + i));
             prev_t = bt[i];
             int32_t k0 = bk[i];
-            int32_t k = split_template(thr, sub, k0,
-                                       fsplit[k0] ? bs_feature_projection(bf + (size_t)i * D, fv + (size_t)k0 * D, D)
-                                                  : ba[i]);
+            int32_t k = bs_split_rules_walk(R, k0, ba[i], any_feat ? bf + (size_t)i * D : NULL, D);
             buf[len++] = (rec_t){bt[i] + shift[k], s0 + i, k};
         }
         if (st != BS_OK)
@@ -591,8 +590,9 @@ static void unit_roots_peaks(const disk_store *d, const bs_sparse_templates *T, 
 }
 
 /* For every unit B (0..K2-1, templates T after the merges, trains in the
- * store under their root template), the unit A with a larger mean amplitude
- * and its peak channel on B's support whose train B shadows
+ * store under their root template), the unit A with a larger mean amplitude,
+ * its peak channel on B's support or B's peak channel on A's support, whose
+ * train B shadows
  * (bs_shadow_test), the one with the most shadow spikes: shadow_of[B] = A
  * and shadow_lag[B], or -1; whole[B] = 1 when at most sp->max_rest of B's
  * spikes lie outside that window (B is removed whole). */
@@ -604,7 +604,22 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const
     int K2 = T->K;
     int32_t *by_peak = bs_mem_alloc("finish/shadows", (size_t)(K2 + 1) * sizeof *by_peak); /* units by peak channel */
     int32_t *first = bs_mem_calloc("finish/shadows", (size_t)n_chan + 1, sizeof *first);
-    bs_status st = by_peak && first ? BS_OK : BS_ERR_MEMORY;
+    /* units by the channels of their support, and B's support as flags */
+    int32_t *by_sup = bs_mem_alloc("finish/shadows", (size_t)T->off[K2] * sizeof *by_sup + 1);
+    int32_t *sfirst = bs_mem_calloc("finish/shadows", (size_t)n_chan + 1, sizeof *sfirst);
+    uint8_t *on_b = bs_mem_calloc("finish/shadows", (size_t)n_chan, 1);
+    bs_status st = by_peak && first && by_sup && sfirst && on_b ? BS_OK : BS_ERR_MEMORY;
+    for (int64_t i = 0; i < T->off[K2] && st == BS_OK; i++)
+        sfirst[T->chans[i] + 1]++;
+    for (int c = 0; c < n_chan && st == BS_OK; c++)
+        sfirst[c + 1] += sfirst[c];
+    for (int u = 0; u < K2 && st == BS_OK; u++) /* sfirst[c] advances to c's end, then shifts back */
+        for (int64_t i = T->off[u]; i < T->off[u + 1]; i++)
+            by_sup[sfirst[T->chans[i]]++] = u;
+    for (int c = n_chan; c > 0 && st == BS_OK; c--)
+        sfirst[c] = sfirst[c - 1];
+    if (st == BS_OK)
+        sfirst[0] = 0;
     *n_shadowed = *n_whole = 0;
     for (int u = 0; u < K2 && st == BS_OK; u++) {
         shadow_of[u] = -1;
@@ -626,11 +641,18 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const
         const int64_t *tb = NULL, *ib = NULL, *ta = NULL, *ia = NULL;
         int64_t nb = 0, na = 0, best = 0;
         st = store_get(d, root[b], 0, &tb, &ib, &nb);
-        for (int64_t i = T->off[b]; i < T->off[b + 1] && st == BS_OK; i++) {
-            int c = T->chans[i];
-            for (int32_t q = first[c]; q < first[c + 1] && st == BS_OK; q++) {
-                int a = by_peak[q];
-                if (a == b || root[a] < 0 || !(amp[root[a]] > amp[root[b]]))
+        for (int64_t i = T->off[b]; i < T->off[b + 1]; i++)
+            on_b[T->chans[i]] = 1;
+        /* the units peaking on B's support (one support channel after another), then those whose support
+         * holds B's peak and that peak elsewhere */
+        int64_t n_near = T->off[b + 1] - T->off[b];
+        for (int64_t i = 0; i <= n_near && st == BS_OK; i++) {
+            int c = i < n_near ? T->chans[T->off[b] + i] : peak[b];
+            const int32_t *list = i < n_near ? by_peak + first[c] : by_sup + sfirst[c];
+            int32_t n_list = i < n_near ? first[c + 1] - first[c] : sfirst[c + 1] - sfirst[c];
+            for (int32_t q = 0; q < n_list && st == BS_OK; q++) {
+                int a = list[q];
+                if (a == b || root[a] < 0 || !(amp[root[a]] > amp[root[b]]) || (i == n_near && on_b[peak[a]]))
                     continue;
                 st = store_get(d, root[a], 1, &ta, &ia, &na);
                 int lag;
@@ -642,11 +664,13 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const
                 }
             }
         }
+        for (int64_t i = T->off[b]; i < T->off[b + 1]; i++)
+            on_b[T->chans[i]] = 0;
         *n_shadowed += shadow_of[b] >= 0;
         whole[b] = shadow_of[b] >= 0 && nb - best <= sp->max_rest;
         *n_whole += whole[b];
     }
-    bs_mem_free(by_peak), bs_mem_free(first);
+    bs_mem_free(by_peak), bs_mem_free(first), bs_mem_free(by_sup), bs_mem_free(sfirst), bs_mem_free(on_b);
     return st;
 }
 
@@ -808,12 +832,14 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
     b += 2 * k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3; /* sparse waveforms + merged copies */
     b += 2 * k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
-    b += 2 * k * (sizeof(float) + 2 * sizeof(int32_t) + 1); /* split thresholds, split-off and matching
-                                                                templates, feature-split flags */
+    b += 2 * k * (sizeof(float) + 3 * sizeof(int32_t) + 2); /* split rules (cut, first, next, kind), matching
+                                                                templates, depths */
     b += 2 * k * (size_t)n_pc * n_pc_chan * sizeof(float);     /* feature splits' axes and parts' means */
     b += 2 * (size_t)n_pc * n_pc_chan * ((size_t)n_pc * n_pc_chan + 1) * sizeof(double); /* their moments */
     b += (2 * k + 1) * (5 * sizeof(int32_t) + 1) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, whole, root,
                                                                                peak, index */
+    b += 2 * k * (size_t)n_sup * sizeof(int32_t) + (C + 1) * sizeof(int32_t) + C; /* units by support channel,
+                                                                                     one unit's support flags */
     b += (k + 1) * (sizeof(int32_t) + 16);                          /* collisions: partner, visiting order */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
@@ -872,15 +898,18 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_npy_rows_open(&r_f, mdir, "pc_features.npy", BS_NPY_F32);
     size_t kb = (size_t)(K > 0 ? 2 * K : 1); /* K templates and at most K split off them */
     double *amp_mean = bs_mem_alloc("finish/merge-result", kb * sizeof *amp_mean); /* per template */
-    float *thr = bs_mem_alloc("finish/split", kb * sizeof *thr);
-    int32_t *sub = bs_mem_alloc("finish/split", kb * sizeof *sub);
-    int32_t *matching = bs_mem_alloc("finish/split", kb * sizeof *matching);
     int D = P * npc; /* features of a spike */
-    /* feature split axes, split-off parts' mean features */
-    float *fv = bs_mem_alloc("finish/split", (size_t)(K > 0 ? K : 1) * D * sizeof *fv);
-    float *fmean = bs_mem_alloc("finish/split", (size_t)(K > 0 ? K : 1) * D * sizeof *fmean);
-    uint8_t *fsplit = bs_mem_alloc("finish/split", kb);
-    if (st == BS_OK && !(amp_mean && thr && sub && matching && fv && fmean && fsplit))
+    size_t nr = (size_t)(K > 0 ? K : 1); /* at most K split rules */
+    bs_split_rules R = {.K = K};
+    R.first = bs_mem_alloc("finish/split", kb * sizeof *R.first);
+    R.next = bs_mem_alloc("finish/split", nr * sizeof *R.next);
+    R.thr = bs_mem_alloc("finish/split", nr * sizeof *R.thr);
+    R.kind = bs_mem_alloc("finish/split", nr);
+    R.fv = bs_mem_alloc("finish/split", nr * D * sizeof *R.fv);
+    R.fmean = bs_mem_alloc("finish/split", nr * D * sizeof *R.fmean);
+    int32_t *matching = bs_mem_alloc("finish/split", kb * sizeof *matching);
+    uint8_t *depth = bs_mem_alloc("finish/split", kb);
+    if (st == BS_OK && !(amp_mean && R.first && R.next && R.thr && R.kind && R.fv && R.fmean && matching && depth))
         st = BS_ERR_MEMORY;
     if (st == BS_OK)
         st = store_build(&ds, fdir, K, &r_t, &r_k, &r_a, amp_mean);
@@ -890,13 +919,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     mp.amp = amp_mean;
     int K1 = K, n_fsplit = 0; /* templates after the amplitude and feature splits; feature splits */
     if (st == BS_OK)
-        st = split_templates(&ds, &r_a, &r_f, D, &in->fp->split, bs_merge_max_train(&mp), K, amp_mean, thr, sub, fv,
-                             fmean, fsplit, &K1, &n_fsplit);
-    for (int k = 0; k < K && matching; k++)
-        matching[k] = k;
-    for (int k = 0; k < K && matching && st == BS_OK; k++)
-        if (sub[k] >= 0)
-            matching[sub[k]] = k;
+        st = split_templates(&ds, &r_a, &r_f, D, &in->fp->split, bs_merge_max_train(&mp), amp_mean, &R, matching,
+                             depth, &K1, &n_fsplit);
 
     /* merges over the disk trains, on the matching templates' waveforms */
     bs_sparse_templates T = {0};
@@ -917,7 +941,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         float *w = T.wave + T.off[k] * nt;
         for (int i = 0; i < mt->n_sup; i++)
             T.chans[T.off[k] + i] = mt->support[(size_t)m * mt->n_sup + i];
-        if (k < K || !fsplit[m]) {
+        if (k < K || !R.kind[k - K]) {
             bs_match_template_waveform(mt, m, w);
             continue;
         }
@@ -929,7 +953,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
             for (int s = 0; s < nt && i < mt->n_sup; s++) {
                 double acc = 0;
                 for (int q = 0; q < P; q++)
-                    acc += (double)fmean[(size_t)m * D + (size_t)q * npc + j] * mt->basis[(size_t)q * nt + s];
+                    acc += (double)R.fmean[(size_t)(k - K) * D + (size_t)q * npc + j] * mt->basis[(size_t)q * nt + s];
                 w[(size_t)i * nt + s] = (float)acc;
             }
         }
@@ -1062,7 +1086,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         st = bs_phy_writer_set_whitening(e.pw, W, Winv);
     bs_mem_free(W), bs_mem_free(Winv);
     if (st == BS_OK)
-        st = stream_spikes(&e, &r_t, &r_k, thr, sub, fv, fsplit, D, K1, shift, final_id);
+        st = stream_spikes(&e, &r_t, &r_k, &R, D, K1, shift, final_id);
 
     /* templates: unit-norm waveforms scaled by their spikes' mean amplitude */
     float *dense = bs_mem_alloc("finish/export-template", (size_t)nt * C * sizeof *dense);
@@ -1117,8 +1141,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_mem_free(shadow_whole);
     bs_mem_free(collision_of), bs_mem_free(root), bs_mem_free(peak), bs_mem_free(tshadow_of),
         bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
-        bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(thr), bs_mem_free(sub), bs_mem_free(matching);
-    bs_mem_free(fv), bs_mem_free(fmean), bs_mem_free(fsplit);
+        bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(matching), bs_mem_free(depth);
+    bs_mem_free(R.first), bs_mem_free(R.next), bs_mem_free(R.thr), bs_mem_free(R.kind), bs_mem_free(R.fv),
+        bs_mem_free(R.fmean);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }
@@ -1161,9 +1186,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     int trains_assumed = pl->spikes_assumed && largest == pl->n_spikes;
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak - (trains_assumed ? (size_t)largest * (96 + fbytes) : 0);
     s->reduce = "--mem";
-    /* trains.bin and merged.bin (every matched spike, and again for the amplitude splits' and the template
-     * shadows' rewrites), then the Phy folder */
-    bs_plan_disk(s, 2, (double)pl->n_spikes * 3 * sizeof(tpair));
+    /* trains.bin and merged.bin (every matched spike, again for each of the SPLIT_DEPTH cuts a spike's train
+     * may have, and for the template shadows' rewrites), then the Phy folder */
+    bs_plan_disk(s, 2, (double)pl->n_spikes * (2 + SPLIT_DEPTH) * sizeof(tpair));
     s->disk += bs_phy_folder_bytes(pl->n_spikes, pl->K, pl->nt, pl->n_chan, pl->n_pc, npc,
                                    bs_finish_n_tf(&pl->p.finish, pl->K));
 }

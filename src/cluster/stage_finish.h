@@ -21,8 +21,10 @@
  *      amplitude split is read again with its spikes' pc features; one whose
  *      projections on their first principal axis have two modes
  *      (bs_feature_split) gives its smaller part to a new template whose
- *      waveform is that part's mean features. The stream later sends each
- *      spike to its side by its amplitude or its projection. From here on
+ *      waveform is that part's mean features. Each part is then tested
+ *      once more by features (at most two cuts along a spike's path); the
+ *      cuts are kept as rules (bs_split_rules), and the stream later walks
+ *      each spike through its matching template's rules. From here on
  *      "template" means one of these K + S; spike_templates.npy keeps the
  *      matching template.
  *   1c. Template shadows: the shadow test of 2b on the templates' own
@@ -82,7 +84,7 @@ typedef struct {
                                    is set by the stage from the sort's matching threshold */
     bs_merge_params merge;      /* CCG-guided merges (cluster.h); max_lag in samples (0: nt/2); amp and
                                    fs_hz are set by the stage */
-    double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */
+    double shadow_max_lag_ms;   /* lags examined for shadows, ms (2): shadow.max_lag at the recording's rate */
     bs_shadow_params shadow;    /* half_width (samples), min_count, min_fraction, min_ratio (cluster.h);
                                    max_lag is set by the stage */
     bs_collision_params collision; /* units made of other units' overlapping spikes (cluster.h) */

@@ -100,7 +100,7 @@ int main(void)
     /* a collision unit: 300 spikes within 5 samples of a spike of a or b; an independent 1-Hz unit */
     bs_collision_params cp;
     bs_collision_default_params(&cp);
-    CHECK(cp.window_ms == 0.5 && cp.min_excess == 0.3 && cp.count_ratio == 2.0);
+    CHECK(cp.window_ms == 2.0 && cp.min_excess == 0.3 && cp.count_ratio == 2.0);
     int64_t w = (int64_t)llround(cp.window_ms * 1e-3 * FS), ns2 = (int64_t)(300 * FS), n_col = 0;
     for (int i = 0; i < 300; i++) {
         const int64_t *src = i % 2 ? a : b;

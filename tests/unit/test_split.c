@@ -246,6 +246,56 @@ static void test_features(void)
     CHECK(split == 0);
 }
 
+/* Split rules: a template's rules apply in the order they were made, a made
+ * template's rules to what it received; the walk lands each spike where the
+ * cuts, made one after another on the trains, put it. */
+static void test_rules(void)
+{
+    enum { K = 3 };
+    int32_t first[2 * K], next[K];
+    float thr[K], fv[K * D], fmean[K * D];
+    uint8_t kind[K];
+    bs_split_rules R = {.K = K, .first = first, .next = next, .thr = thr, .kind = kind, .fv = fv, .fmean = fmean};
+    bs_split_rules_clear(&R);
+    CHECK(R.n == 0 && bs_split_rules_walk(&R, 1, 3.0f, NULL, D) == 1);
+    /* amplitudes only: template 0 cut at 10 (-> 3), then what is left at 20 (-> 4); template 3 cut at 5 (-> 5) */
+    CHECK(bs_split_rules_add(&R, 0, 0, 10.0f, NULL, D) == 3);
+    CHECK(bs_split_rules_add(&R, 0, 0, 20.0f, NULL, D) == 4);
+    CHECK(bs_split_rules_add(&R, 3, 0, 5.0f, NULL, D) == 5);
+    CHECK(R.n == 3);
+    const float a[] = {3, 7, 9.99f, 10, 15, 19.99f, 20, 25};
+    const int32_t want[] = {5, 3, 3, 4, 4, 4, 0, 0};
+    for (int i = 0; i < 8; i++)
+        CHECK_MSG(bs_split_rules_walk(&R, 0, a[i], NULL, D) == want[i], "amplitude %g: template %d, expected %d",
+                  a[i], bs_split_rules_walk(&R, 0, a[i], NULL, D), want[i]);
+    CHECK(bs_split_rules_walk(&R, 2, 3.0f, NULL, D) == 2); /* another template's spikes: no rule */
+
+    /* features: two cells on template 0, cut by their first axis (b -> 3); then a's spikes at amplitude under
+     * 20 (-> 4), and b's under 18 (-> 5): every spike lands where the cuts put it */
+    synth_rng r = {11};
+    static int is_b[NMAX];
+    int n = make_features(&r, 600, 100, 0, 1, 1.0, is_b), split = 0;
+    float v[D], th;
+    int64_t nl;
+    double dp;
+    bs_split_params p = defaults();
+    CHECK(bs_feature_split(&p, feat, D, t, n, work, v, &th, &nl, &dp, &split) == BS_OK && split && nl == 100);
+    bs_split_rules_clear(&R);
+    CHECK(bs_split_rules_add(&R, 0, 1, th, v, D) == 3);
+    CHECK(bs_split_rules_add(&R, 0, 0, 20.0f, NULL, D) == 4);
+    CHECK(bs_split_rules_add(&R, 3, 0, 18.0f, NULL, D) == 5);
+    int wrong = 0, count[2 * K] = {0};
+    for (int i = 0; i < n; i++) {
+        int32_t k = bs_split_rules_walk(&R, 0, amp[i], feat + (size_t)i * D, D);
+        int32_t e = is_b[i] ? (amp[i] < 18.0f ? 5 : 3) : (amp[i] < 20.0f ? 4 : 0);
+        wrong += k != e;
+        count[k]++;
+    }
+    CHECK_MSG(wrong == 0, "%d spikes walked to another template than their cuts'", wrong);
+    CHECK_MSG(count[0] > 100 && count[3] > 10 && count[4] > 100 && count[5] > 10, "parts %d %d %d %d", count[0],
+              count[3], count[4], count[5]);
+}
+
 int main(void)
 {
     test_two_cells();
@@ -253,5 +303,6 @@ int main(void)
     test_guards();
     test_ties();
     test_features();
+    test_rules();
     TEST_MAIN_END();
 }
