@@ -207,10 +207,11 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
  * is not made when its split-off part's mean spike, the norm of its mean
  * features (fmean[r], the template's waveform later), is under the low-part
  * bound min_low_amp: matched noise crossings average to about the template's
- * shape at their amplitude, while another unit's spikes keep their own. *K1 = K + R->n (*n_feat cuts by
- * features); d->moff, d->len, *amp, matching and depth grow to K1 (capacity
- * 2K, reserved by the caller; splitting stops at K cuts). A train longer than
- * max_train (the merges' bound, which the plan holds) is not cut. */
+ * shape at their amplitude, while another unit's spikes keep their own.
+ * *K1 = K + R->n (*n_feat cuts by features); d->moff, d->len, *amp, matching
+ * and depth grow to K1 (capacity 2K, reserved by the caller; splitting stops
+ * at K cuts). A train longer than max_train (the merges' bound, which the
+ * plan holds) is not cut. */
 static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs_npy_rows *r_f, int D,
                                  const bs_split_params *sp, int64_t max_train, double *amp, bs_split_rules *R,
                                  int32_t *matching, uint8_t *depth, int *K1, int *n_feat)
