@@ -590,6 +590,25 @@ static void unit_roots_peaks(const disk_store *d, const bs_sparse_templates *T, 
     }
 }
 
+/* Units by channel, a counting sort: list[first[c] .. first[c + 1]) are the
+ * units u < n, in order, whose channels (chans[off[u] .. off[u + 1]), or
+ * without off the one channel chans[u]) include c. first holds n_chan + 1
+ * zeros on entry. */
+static void units_by_channel(int n, const int64_t *off, const int32_t *chans, int n_chan, int32_t *first,
+                             int32_t *list)
+{
+    for (int64_t i = 0, m = off ? off[n] : n; i < m; i++)
+        first[chans[i] + 1]++;
+    for (int c = 0; c < n_chan; c++)
+        first[c + 1] += first[c];
+    for (int u = 0; u < n; u++) /* first[c] advances to c's end ... */
+        for (int64_t i = off ? off[u] : u; i < (off ? off[u + 1] : u + 1); i++)
+            list[first[chans[i]]++] = u;
+    for (int c = n_chan; c > 0; c--) /* ... so shift back by one channel */
+        first[c] = first[c - 1];
+    first[0] = 0;
+}
+
 /* For every unit B (0..K2-1, templates T after the merges, trains in the
  * store under their root template), the unit A with a larger mean amplitude,
  * its peak channel on B's support or B's peak channel on A's support, whose
@@ -610,32 +629,16 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const
     int32_t *sfirst = bs_mem_calloc("finish/shadows", (size_t)n_chan + 1, sizeof *sfirst);
     uint8_t *on_b = bs_mem_calloc("finish/shadows", (size_t)n_chan, 1);
     bs_status st = by_peak && first && by_sup && sfirst && on_b ? BS_OK : BS_ERR_MEMORY;
-    for (int64_t i = 0; i < T->off[K2] && st == BS_OK; i++)
-        sfirst[T->chans[i] + 1]++;
-    for (int c = 0; c < n_chan && st == BS_OK; c++)
-        sfirst[c + 1] += sfirst[c];
-    for (int u = 0; u < K2 && st == BS_OK; u++) /* sfirst[c] advances to c's end, then shifts back */
-        for (int64_t i = T->off[u]; i < T->off[u + 1]; i++)
-            by_sup[sfirst[T->chans[i]]++] = u;
-    for (int c = n_chan; c > 0 && st == BS_OK; c--)
-        sfirst[c] = sfirst[c - 1];
-    if (st == BS_OK)
-        sfirst[0] = 0;
+    if (st == BS_OK) {
+        units_by_channel(K2, NULL, peak, n_chan, first, by_peak);
+        units_by_channel(K2, T->off, T->chans, n_chan, sfirst, by_sup);
+    }
     *n_shadowed = *n_whole = 0;
     for (int u = 0; u < K2 && st == BS_OK; u++) {
         shadow_of[u] = -1;
         shadow_lag[u] = 0;
         whole[u] = 0;
-        first[peak[u] + 1]++;
     }
-    for (int c = 0; c < n_chan && st == BS_OK; c++)
-        first[c + 1] += first[c];
-    for (int u = 0; u < K2 && st == BS_OK; u++) /* first[c] advances to c's end ... */
-        by_peak[first[peak[u]]++] = u;
-    for (int c = n_chan; c > 0 && st == BS_OK; c--) /* ... so shift back by one channel */
-        first[c] = first[c - 1];
-    if (st == BS_OK)
-        first[0] = 0;
     for (int b = 0; b < K2 && st == BS_OK; b++) {
         if (root[b] < 0)
             continue;
