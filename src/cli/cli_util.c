@@ -84,7 +84,7 @@ const char BS_CLI_RECORDING_OPTIONS_HELP[] =
     "  --fs HZ         sampling rate of a raw binary, Hz (1000 to 1000000)\n"
     "  --fs-unchecked HZ  the same, outside 1 kHz..1 MHz too (a rate from the file is accepted as well)\n"
     "  --n-chan N      columns per sample in the raw binary (default: what the probe file needs)\n"
-    "  --dtype T       int16 (default), uint16, int32, float32\n"
+    "  --dtype T       int16 (default), uint16, int32, float32, float16\n"
     "  --uv-per-bit X  µV per raw unit (default 1)\n"
     "  --offset X      raw units subtracted before scaling (default 0; 32768 for uint16)\n"
     "  --header-bytes N  bytes to skip at the start of the file\n"
@@ -114,7 +114,7 @@ int bs_cli_recording_option(const char *name, const char *v, bs_open_options *op
     } else if (strcmp(name, "--dtype") == 0) {
         bs_sample_type t;
         if (bs_sample_type_parse(v, &t) != BS_OK)
-            return snprintf(msg, msglen, "--dtype: expected int16, uint16, int32 or float32, got '%s'", v), -1;
+            return snprintf(msg, msglen, "--dtype: expected int16, uint16, int32, float32 or float16, got '%s'", v), -1;
         opt->dtype = v;
     } else if (strcmp(name, "--uv-per-bit") == 0) {
         if (!bs_cli_parse_double(v, &d) || d <= 0)

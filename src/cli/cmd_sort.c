@@ -35,7 +35,8 @@ static const char *USAGE_HEAD =
     "                          [--export-raw]\n"
     "                          [--no-qc] [--unit-type-thresholds FILE] [--no-report] [--no-drift | --drift-only]\n"
     "                          [--motion FOLDER]\n"
-    "                          [--no-artifact-removal] [--no-phase-shift] [--no-disk-check] [-q]\n"
+    "                          [--no-artifact-removal] [--no-phase-shift] [--no-disk-check]\n"
+    "                          [--keep-preprocessed] [-q]\n"
     "\n"
     "  REC               an NWB file, an Open Ephys recording, a SpikeGLX .bin (with its .meta) or folder, or\n"
     "                    a raw binary with --probe\n"
@@ -67,6 +68,10 @@ static const char *USAGE_HEAD =
     "                    contact_annotations.inter_sample_shift)\n"
     "  --no-disk-check   run even when OUT's file system has less free space than the plan says the run\n"
     "                    writes there (default: refused with exit 3 before each stage; `boundsort plan -o OUT`)\n"
+    "  --keep-preprocessed\n"
+    "                    keep OUT/.stages/preprocess/recording.f16, the recording after filtering and the\n"
+    "                    common reference (float16 µV, time-major, the sorted channels), which every pass\n"
+    "                    after the first reads; by default it is removed when the sort ends\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -151,6 +156,10 @@ int bs_cmd_sort(int argc, char **argv)
         }
         if (strcmp(a, "--no-disk-check") == 0) {
             so.sp.no_disk_check = 1;
+            continue;
+        }
+        if (strcmp(a, "--keep-preprocessed") == 0) {
+            so.sp.keep_preprocessed = 1;
             continue;
         }
         if (strcmp(a, "--no-drift") == 0 || strcmp(a, "--drift-only") == 0) {

@@ -1,5 +1,5 @@
 /*
- * stage_cluster.c - stage 4 of `boundsort sort` (the table:
+ * stage_cluster.c - a stage of `boundsort sort` (the table:
  * src/pipeline/stages.h): per spatial center, its detected spikes read back
  * from .stages/detect/, graph clustering (graph.c, centers.c), and the
  * clusters that pass the acceptance rule become channel-sparse low-rank

@@ -115,7 +115,7 @@ static bs_status basis_run(bs_run_ctx *c)
 static const char *const basis_params[] = {"batch", "preprocess", "bad_channels", "drift", "detect", NULL};
 
 const bs_stage bs_basis_stage = {.name = "basis", .plan = basis_plan, .run = basis_run, .load = basis_load,
-    .files = basis_files, .n_files = 2, .params = basis_params};
+    .files = basis_files, .n_files = 2, .params = basis_params, .reads_batches = 1};
 
 /* ------------------------------------------------------------ detect */
 
@@ -304,4 +304,4 @@ static const char *const detect_params[] = {"batch", "preprocess", "bad_channels
 
 const bs_stage bs_detect_stage = {.name = "detect", .plan = detect_plan, .prepare = detect_prepare, .run = detect_run,
     .load = detect_load, .finish = detect_finish, .files = detect_ckpt_files, .n_files = DET_N + 1,
-    .params = detect_params};
+    .params = detect_params, .reads_batches = 1};

@@ -365,4 +365,4 @@ static bs_status finish(bs_run_ctx *c)
 static const char *const params[] = {"batch", "preprocess", "bad_channels", "drift", NULL};
 
 const bs_stage bs_drift_stage = {.name = "drift", .plan = plan, .off = off, .when_off = when_off, .run = run,
-    .load = load, .finish = finish, .files = ckpt_files, .n_files = 3, .params = params};
+    .load = load, .finish = finish, .files = ckpt_files, .n_files = 3, .params = params, .reads_batches = 1};

@@ -10,7 +10,7 @@
  * probe.column[c] are gathered with a stride of one row and written
  * contiguously into row c of the window as
  *     (float)(((double)raw - offset) * uv_per_bit[c]).
- * A float32 value that is not finite, or whose scaled value is not, is
+ * A float32 (or float16) value that is not finite, or whose scaled value is not, is
  * refused. Performance (NP1 shape, 385 int16 columns, page cache hot, one
  * core of the development machine): ~0.8 GB/s of raw data, ~35x real time.
  * Window columns before lo and from hi on are then filled by copying the
@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/half.h"
 #include "../mem/mem.h"
 
 int64_t bs_batch_count(int64_t n_samples, int64_t nb)
@@ -166,7 +167,7 @@ static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
     } while (0)
 
 /* Convert rows [k0, k1) of the raw block into window columns [j0 + k0, j0 + k1).
- * float32 files: the first non-finite value (channel by channel, then row)
+ * float32 and float16 files: the first non-finite value (channel by channel, then row)
  * stops the tile; *bad_c and *bad_k say where (-1: none). */
 static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64_t j0, int *bad_c, int64_t *bad_k)
 {
@@ -183,11 +184,35 @@ static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64
         case BS_SAMPLE_I16: GATHER(int16_t); break;
         case BS_SAMPLE_U16: GATHER(uint16_t); break;
         case BS_SAMPLE_I32: GATHER(int32_t); break;
+        case BS_SAMPLE_F16:
+            if (off == 0 && g == 1.0) { /* e.g. the preprocessed recording (stage_preprocess.c): exact */
+                const unsigned char *src = raw + (size_t)rec->probe.column[c] * 2;
+                for (int64_t k = k0; k < k1; k++) {
+                    uint16_t h;
+                    memcpy(&h, src + (size_t)k * rb, sizeof h);
+                    dst[k] = bs_half_to_float(h);
+                }
+                for (int64_t k = k0; k < k1; k++)
+                    if (!isfinite(dst[k])) {
+                        *bad_c = c;
+                        *bad_k = k;
+                        return;
+                    }
+                break;
+            }
+            /* fall through */
         case BS_SAMPLE_F32: {
-            const unsigned char *src = raw + (size_t)rec->probe.column[c] * 4;
+            const int f16 = rec->dtype == BS_SAMPLE_F16;
+            const unsigned char *src = raw + (size_t)rec->probe.column[c] * (f16 ? 2 : 4);
             for (int64_t k = k0; k < k1; k++) {
                 float v;
-                memcpy(&v, src + (size_t)k * rb, sizeof v);
+                if (f16) {
+                    uint16_t h;
+                    memcpy(&h, src + (size_t)k * rb, sizeof h);
+                    v = bs_half_to_float(h);
+                } else {
+                    memcpy(&v, src + (size_t)k * rb, sizeof v);
+                }
                 dst[k] = (float)(((double)v - off) * g);
                 if (!isfinite(dst[k])) {
                     *bad_c = c;
@@ -224,11 +249,17 @@ static bs_status convert_block(bs_batch_reader *r, int64_t nrows, int64_t j0, in
     int64_t k0 = first_bad * TILE_ROWS, k1 = k0 + TILE_ROWS < nrows ? k0 + TILE_ROWS : nrows, k;
     int c;
     convert_tile(r, k0, k1, j0, &c, &k); /* again, for where */
+    const unsigned char *at = (const unsigned char *)r->raw + (size_t)k * r->row_bytes;
     float v;
-    memcpy(&v, (const unsigned char *)r->raw + (size_t)rec->probe.column[c] * 4 + (size_t)k * r->row_bytes, sizeof v);
-    return bs_error(BS_ERR_INPUT,
-                    "%s: sample %lld, channel %d (file column %d): expected a finite float32 value%s, got %g",
-                    rec->data_path, (long long)(s0 + k), c, rec->probe.column[c],
+    if (rec->dtype == BS_SAMPLE_F16) {
+        uint16_t h;
+        memcpy(&h, at + (size_t)rec->probe.column[c] * 2, sizeof h);
+        v = bs_half_to_float(h);
+    } else {
+        memcpy(&v, at + (size_t)rec->probe.column[c] * 4, sizeof v);
+    }
+    return bs_error(BS_ERR_INPUT, "%s: sample %lld, channel %d (file column %d): expected a finite %s value%s, got %g",
+                    rec->data_path, (long long)(s0 + k), c, rec->probe.column[c], bs_sample_type_name(rec->dtype),
                     isfinite(v) ? " whose scaled value fits a float32" : "", (double)v);
 }
 

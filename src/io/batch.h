@@ -33,7 +33,7 @@
  * each has its own file descriptor and buffers and pread() has no shared file
  * position, so any batches can be read concurrently.
  *
- * float32 files: a NaN or infinite sample in a probe channel is refused
+ * float32 and float16 files: a NaN or infinite sample in a probe channel is refused
  * (BS_ERR_INPUT naming the file, the sample and the channel).
  */
 #ifndef BS_BATCH_H

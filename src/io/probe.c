@@ -272,7 +272,8 @@ size_t bs_sample_bytes(bs_sample_type t)
 {
     switch (t) {
     case BS_SAMPLE_I16:
-    case BS_SAMPLE_U16: return 2;
+    case BS_SAMPLE_U16:
+    case BS_SAMPLE_F16: return 2;
     case BS_SAMPLE_I32:
     case BS_SAMPLE_F32: return 4;
     }

@@ -55,7 +55,8 @@ bs_status bs_sample_type_parse(const char *text, bs_sample_type *t)
     } names[] = {{"int16", "i2", BS_SAMPLE_I16},
                  {"uint16", "u2", BS_SAMPLE_U16},
                  {"int32", "i4", BS_SAMPLE_I32},
-                 {"float32", "f4", BS_SAMPLE_F32}};
+                 {"float32", "f4", BS_SAMPLE_F32},
+                 {"float16", "f2", BS_SAMPLE_F16}};
     if (!text) {
         *t = BS_SAMPLE_I16;
         return BS_OK;
@@ -65,7 +66,7 @@ bs_status bs_sample_type_parse(const char *text, bs_sample_type *t)
             *t = names[i].t;
             return BS_OK;
         }
-    return bs_error(BS_ERR_USAGE, "dtype: expected int16, uint16, int32 or float32, got '%s'", text);
+    return bs_error(BS_ERR_USAGE, "dtype: expected int16, uint16, int32, float32 or float16, got '%s'", text);
 }
 
 const char *bs_sample_type_name(bs_sample_type t)
@@ -75,6 +76,7 @@ const char *bs_sample_type_name(bs_sample_type t)
     case BS_SAMPLE_U16: return "uint16";
     case BS_SAMPLE_I32: return "int32";
     case BS_SAMPLE_F32: return "float32";
+    case BS_SAMPLE_F16: return "float16";
     }
     return "unknown";
 }
@@ -100,7 +102,7 @@ bs_status bs_raw_open(const char *path, const bs_open_options *opt, bs_recording
                         opt->uv_per_bit);
     if (!isfinite(opt->offset) || !isfinite((float)opt->offset))
         return bs_error(BS_ERR_INPUT, "%s: offset: expected a finite number of raw units, got %g", path, opt->offset);
-    if (t != BS_SAMPLE_F32) { /* the largest scaled integer must fit a float32 */
+    if (t != BS_SAMPLE_F32) { /* the largest scaled integer (or float16, at most 65504) must fit a float32 */
         double max_raw = t == BS_SAMPLE_I32 ? 2147483648.0 : 65536.0;
         if ((max_raw + fabs(opt->offset)) * uvpb >= FLT_MAX)
             return bs_error(BS_ERR_INPUT,
@@ -254,7 +256,7 @@ static bs_status parse_folder_json(const char *path, raw_folder_json *j)
         st = bad_field(path, "n_chan", "a whole number of columns >= 1", nc);
     else if (dt && (!cJSON_IsString(dt) || strlen(dt->valuestring) >= sizeof j->dtype ||
                     bs_sample_type_parse(dt->valuestring, &t) != BS_OK))
-        st = bad_field(path, "dtype", "int16, uint16, int32 or float32", dt);
+        st = bad_field(path, "dtype", "int16, uint16, int32, float32 or float16", dt);
     else if (uv && (!cJSON_IsNumber(uv) || !(uv->valuedouble > 0) || !isfinite(uv->valuedouble)))
         st = bad_field(path, "uv_per_bit", "a number > 0 (µV per raw unit)", uv);
     else if (off && (!cJSON_IsNumber(off) || !isfinite(off->valuedouble)))

@@ -17,7 +17,7 @@
 
 #include "../common/status.h"
 
-typedef enum { BS_SAMPLE_I16 = 0, BS_SAMPLE_U16, BS_SAMPLE_I32, BS_SAMPLE_F32 } bs_sample_type;
+typedef enum { BS_SAMPLE_I16 = 0, BS_SAMPLE_U16, BS_SAMPLE_I32, BS_SAMPLE_F32, BS_SAMPLE_F16 } bs_sample_type;
 
 typedef struct {
     int n_chan;     /* channels used for sorting */
@@ -68,7 +68,7 @@ typedef struct {
     double fs_hz;           /* 0: unknown */
     int n_cols;             /* columns per sample; 0: what the probe file requires (Kilosort n_chan, else
                                the largest device channel index + 1) */
-    const char *dtype;      /* "int16" (default), "uint16", "int32", "float32" */
+    const char *dtype;      /* "int16" (default), "uint16", "int32", "float32", "float16" */
     double uv_per_bit;      /* 0: 1.0 */
     double offset;          /* raw units subtracted before scaling (uint16: 0 means 32768) */
     uint64_t header_bytes;  /* bytes to skip at file start */
@@ -110,7 +110,7 @@ int bs_raw_folder_detect(const char *path);
  * malformed description. */
 bs_status bs_raw_folder_open(const char *dir, const bs_open_options *opt, bs_recording *rec);
 
-/* "int16", "uint16", "int32", "float32" (also "i2", "u2", "i4", "f4") ->
+/* "int16", "uint16", "int32", "float32", "float16" (also "i2", "u2", "i4", "f4", "f2") ->
  * type; BS_ERR_USAGE with a message on anything else. NULL -> int16. */
 bs_status bs_sample_type_parse(const char *text, bs_sample_type *t);
 const char *bs_sample_type_name(bs_sample_type t); /* "int16", ... */

@@ -1,5 +1,5 @@
 /*
- * stage_match.c - stage 5 of `boundsort sort` (the table:
+ * stage_match.c - a stage of `boundsort sort` (the table:
  * src/pipeline/stages.h): template matching by peeling (peel.c) over every
  * batch with the clustering stage's templates.
  *
@@ -250,4 +250,4 @@ static bs_status finish(bs_run_ctx *c)
 static const char *const params[] = {"batch", "preprocess", "bad_channels", "drift", "detect", "match", NULL};
 
 const bs_stage bs_match_stage = {.name = "match", .plan = plan, .replan = replan, .prepare = prepare, .run = run,
-    .load = load, .finish = finish, .files = match_files, .n_files = MAT_N, .params = params};
+    .load = load, .finish = finish, .files = match_files, .n_files = MAT_N, .params = params, .reads_batches = 1};

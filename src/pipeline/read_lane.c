@@ -36,7 +36,7 @@
 #include "../mem/mem.h"
 #include "stage.h"
 
-enum { READ_WHITENED, READ_UNWHITENED };
+enum { READ_WHITENED, READ_UNWHITENED, READ_PREPROCESSED };
 enum { RA_IDLE, RA_PENDING, RA_DONE };
 
 struct bs_read_ahead {
@@ -63,7 +63,8 @@ bs_status bs_read_lane_open(bs_read_lane *l, const bs_run_ctx *c, int n_threads,
     l->reader.fd = -1;
     bs_preprocess with_wh = c->pp;
     with_wh.wh = &c->wh; /* size for the whitening step too (set for real by the whitening stage) */
-    BS_TRY(bs_batch_reader_open(&l->reader, rec, c->nb, c->halo, 0));
+    BS_TRY(bs_batch_reader_open(&l->reader, c->pre_ready ? &c->pre_rec : rec, c->nb, c->halo, 0));
+    l->pre = c->pre_ready;
     l->scratch_bytes = bs_preprocess_scratch_bytes(&with_wh, rec->probe.n_chan, c->width, n_threads);
     l->scratch = bs_mem_alloc(scratch_tag, l->scratch_bytes ? l->scratch_bytes : 1);
     if (!l->scratch)
@@ -110,21 +111,28 @@ static bs_status blank_artifacts(const bs_run_ctx *c, bs_read_lane *l, float *x,
 }
 
 /* The window of batch b, just read through lane l, preprocessed in place:
- * whitened (drift-corrected where the lane has the correction) or not. */
+ * whitened (drift-corrected where the lane has the correction) or not, and
+ * its artifacts blanked; READ_PREPROCESSED: neither. A lane on the
+ * preprocessed recording only whitens (the rest was done once). */
 static bs_status preprocess(const bs_run_ctx *c, bs_read_lane *l, int kind, int64_t b, float *x)
 {
     bs_preprocess pp = c->pp;
-    if (kind == READ_UNWHITENED)
+    if (kind != READ_WHITENED)
         pp.wh = NULL;
     else if (l->have_corr)
         BS_TRY(bs_drift_corrector_whitener(&l->corr, b, &pp.wh));
-    BS_TRY(bs_preprocess_batch(&pp, x, c->rec->probe.n_chan, c->width, l->scratch, l->scratch_bytes, NULL));
-    return blank_artifacts(c, l, x, b, pp.wh != NULL);
+    if (!l->pre)
+        BS_TRY(bs_preprocess_batch(&pp, x, c->rec->probe.n_chan, c->width, l->scratch, l->scratch_bytes, NULL));
+    else if (pp.wh)
+        BS_TRY(bs_whiten_apply(pp.wh, x, c->width, l->scratch, l->scratch_bytes));
+    return kind == READ_PREPROCESSED ? BS_OK : blank_artifacts(c, l, x, b, pp.wh != NULL);
 }
 
 static bs_status lane_read(const bs_run_ctx *c, bs_read_lane *l, int kind, int64_t b, float **x, int64_t *n_valid)
 {
     BS_TRY(bs_batch_read(&l->reader, b, x, n_valid));
+    if (kind == READ_PREPROCESSED)
+        l->railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
     return preprocess(c, l, kind, b, *x);
 }
 
@@ -210,6 +218,11 @@ bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_vali
 bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
 {
     return read_next(c, READ_UNWHITENED, b, x, n_valid);
+}
+
+bs_status bs_run_read_preprocessed(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
+{
+    return read_next(c, READ_PREPROCESSED, b, x, n_valid);
 }
 
 bs_status bs_run_read_ahead_begin(bs_run_ctx *c)

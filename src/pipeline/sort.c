@@ -211,6 +211,7 @@ static bs_status run_stage(bs_run_ctx *c, const bs_stage *s)
         st = s->load(c);
         bs_run_stage_resumed(c->summary);
     } else if (st == BS_OK && (st = check_disk(c, c->stage)) == BS_OK &&
+               (!s->reads_batches || (st = bs_preprocessed_ensure(c)) == BS_OK) &&
                (st = bs_run_read_ahead_begin(c)) == BS_OK) {
         st = s->run(c);
         bs_run_read_ahead_end(c);
@@ -295,6 +296,7 @@ bs_status bs_sort_run(bs_recording *rec, const bs_sort_params *p)
     if (st == BS_OK && !ctx.stop)
         st = write_summary(&ctx);
     bs_checkpoint_close(&ck);
+    bs_preprocessed_release(&ctx, st == BS_OK && !p->keep_preprocessed); /* kept for --resume after a failure */
     ctx_release(&ctx);
     return st;
 }

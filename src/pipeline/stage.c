@@ -39,7 +39,8 @@ static bs_status take(bs_run_ctx *c, bs_sample_batches *s, int64_t cand, float *
     if (c->summary)
         bs_run_stage_read(c->summary, bs_now_s() - t0);
     BS_TRY(st);
-    double railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
+    double railed = c->rd.pre ? c->railed[cand] /* the raw window's (the preprocessed one no longer shows it) */
+                              : bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
     *usable = railed <= c->p->max_railed_fraction;
     s->seen[cand / 8] |= (uint8_t)(1u << (cand % 8));
     if (!*usable) {

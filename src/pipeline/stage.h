@@ -62,6 +62,9 @@ typedef struct {
     int art_n;                 /* periods found */
     bs_drift_corrector corr;   /* per-batch drift-corrected whitening (once the drift stage ran) */
     int have_corr;
+    int pre;                   /* 1: the reader reads the preprocessed recording (c->pre_rec), so a window only
+                                  needs its whitening and artifact blanking */
+    double railed;             /* railed fraction of the raw window last read by bs_run_read_preprocessed */
 } bs_read_lane;
 
 struct bs_read_ahead; /* read_lane.c */
@@ -80,6 +83,12 @@ typedef struct bs_run_ctx {
     bs_run_summary *summary;
     bs_checkpoint *ck;
     int disk_warned;           /* --no-disk-check: the disk warning was given */
+    /* the preprocessed recording (src/preprocess/stage_preprocess.c) */
+    bs_recording pre_rec;      /* OUT/.stages/preprocess/recording.f16 as a float16 recording of the sorted
+                                  channels (what the lanes read once the preprocess stage is done) */
+    int pre_ready;             /* 1: lanes read pre_rec */
+    int pre_missing;           /* 1: the stage was resumed but its file is gone (bs_preprocessed_ensure) */
+    double *railed;            /* [n_batches] railed fraction of each batch's raw window (batch.h) */
     /* batches: every batch loop reads through these */
     int64_t nb;                /* samples per batch */
     int64_t halo;              /* samples of context each side */
@@ -127,6 +136,8 @@ typedef struct {
     const char *const *files;                   /* checkpoint files, relative to OUT/.stages */
     int n_files;                                /* 0: not checkpointed, always runs */
     const char *const *params;                  /* params.json groups the stage reads, NULL-terminated */
+    int reads_batches;                          /* 1: run() reads batches through the lanes (which need the
+                                                   preprocessed recording: bs_preprocessed_ensure) */
 } bs_stage;
 
 /* Batch b read and preprocessed as the context is configured: whitened once
@@ -186,6 +197,14 @@ bs_status bs_sample_batches_end(const bs_run_ctx *c, bs_sample_batches *s, bs_st
 
 /* Batch b high-passed but never whitened (the drift peaks' input). */
 bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+/* Batch b read from the recording itself through the preprocessing before the whitening, no artifact
+ * blanked (the preprocess stage's input); the lane's `railed` is then the raw window's railed fraction. */
+bs_status bs_run_read_preprocessed(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+/* Before a stage that reads batches runs: when the preprocess stage was resumed without its float16 file,
+ * write it again and switch the lanes to it (src/preprocess/stage_preprocess.c). */
+bs_status bs_preprocessed_ensure(bs_run_ctx *c);
+/* At the end of the run: free what the preprocess stage holds, and remove its file when remove_file. */
+void bs_preprocessed_release(bs_run_ctx *c, int remove_file);
 
 /* Rows of stage_dir/rel, an .npy file (a resumed stage's spike count). */
 bs_status bs_stage_rows(const char *stage_dir, const char *rel, int64_t *n);

@@ -14,6 +14,7 @@
 #include "stage.h"
 
 extern const bs_stage bs_channels_stage;  /* src/preprocess/stage_channels.c */
+extern const bs_stage bs_preprocess_stage; /* src/preprocess/stage_preprocess.c */
 extern const bs_stage bs_whitening_stage; /* src/preprocess/stage_whitening.c */
 extern const bs_stage bs_drift_stage;     /* src/drift/stage_drift.c */
 extern const bs_stage bs_basis_stage;     /* src/detect/stage_detect.c */

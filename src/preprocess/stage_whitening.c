@@ -1,9 +1,9 @@
 /*
- * stage_whitening.c - stage 1 of `boundsort sort` (the table: src/pipeline/
+ * stage_whitening.c - the stage after `preprocess` (the table: src/pipeline/
  * stages.h): one batch in whiten_stride, spread over the recording and
- * never a flat or saturated one (stage.h: bs_sample_batches), with mean
- * removal, median reference and high-pass; their channel covariance
- * accumulated in double; then the
+ * never a flat or saturated one (stage.h: bs_sample_batches), read from the
+ * preprocessed recording (mean removal, median reference and high-pass done:
+ * stage_preprocess.c); their channel covariance accumulated in double; then the
  * local whitener (whiten.c) over each channel's whiten_neighbors nearest
  * channels of its shank. From here on every batch read through the run
  * context is whitened.
@@ -130,4 +130,4 @@ static bs_status load(bs_run_ctx *c)
 static const char *const params[] = {"batch", "preprocess", "bad_channels", NULL};
 
 const bs_stage bs_whitening_stage = {
-    .name = "whitening", .plan = plan, .run = run, .load = load, .files = files, .n_files = 3, .params = params};
+    .name = "whitening", .plan = plan, .run = run, .load = load, .files = files, .n_files = 3, .params = params, .reads_batches = 1};

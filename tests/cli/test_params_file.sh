@@ -43,7 +43,7 @@ if [ -z "${BS_SANITIZED:-}" ]; then
     cmp -s "$f" "$T/again/$(basename "$f")" || bad "params.json given back: $(basename "$f") differs"
   done
   "$BS" sort "${REC[@]}" -o "$T/ref" --no-qc --resume --params "$T/ref/params.json" 2>"$T/resume.log"
-  [ "$(grep -c "resume: stage .* is complete" "$T/resume.log")" = 7 ] && ok || bad "--resume with params.json given back did not skip the 7 stages"
+  [ "$(grep -c "resume: stage .* is complete" "$T/resume.log")" = 8 ] && ok || bad "--resume with params.json given back did not skip the 8 stages"
 fi
 
 # Kilosort 4's names, each to its field, recorded in params.json (a drift-only run writes it)

@@ -93,7 +93,7 @@ expect_fixed 2 "field 'fs_hz': expected a sampling rate > 0 Hz, got the string '
 mk ncfrac; edit ncfrac 'j["n_chan"] = 32.5'
 expect_fixed 2 "field 'n_chan': expected a whole number of columns >= 1, got 32.5" -- "$BS" info "$T/ncfrac"
 mk dtnum; edit dtnum 'j["dtype"] = 16'
-expect_fixed 2 "field 'dtype': expected int16, uint16, int32 or float32, got 16" -- "$BS" info "$T/dtnum"
+expect_fixed 2 "field 'dtype': expected int16, uint16, int32, float32 or float16, got 16" -- "$BS" info "$T/dtnum"
 mk uvneg; edit uvneg 'j["uv_per_bit"] = -1'
 expect_fixed 2 "field 'uv_per_bit': expected a number > 0" -- "$BS" plan "$T/uvneg"
 mk nc16; edit nc16 'j["n_chan"] = 16'

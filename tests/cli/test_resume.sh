@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_resume.sh - checkpoints and `sort --resume`: a sort killed with
-# SIGKILL at several points (after whitening, after drift, in the middle of detection,
+# SIGKILL at several points (in the middle of the preprocessing, after whitening, after drift, in the
+# middle of detection,
 # after clustering, in the middle of matching, in the middle of the export)
 # and resumed gives byte-identical final outputs to an uninterrupted run; the
 # resumed run skips the stages that were complete; a completed run resumed
@@ -23,12 +24,14 @@ same_as_ref() { # same_as_ref DIR LABEL
 }
 
 # kill point -> stages the resumed run must report as skipped (under the
-# sanitizers, ~20x slower, one of the six points: mid-export, whose resume
+# sanitizers, ~20x slower, one of the seven points: mid-export, whose resume
 # loads every other stage's checkpoint)
-cases=("whitening:end|channels whitening" "drift:end|channels whitening drift" "detect:3|channels whitening drift basis"
-       "cluster:end|channels whitening drift basis detect cluster" "match:4|channels whitening drift basis detect cluster"
-       "finish:1|channels whitening drift basis detect cluster match")
-[ -n "${BS_SANITIZED:-}" ] && cases=("${cases[5]}")
+cases=("preprocess:3|channels" "whitening:end|channels preprocess whitening"
+       "drift:end|channels preprocess whitening drift" "detect:3|channels preprocess whitening drift basis"
+       "cluster:end|channels preprocess whitening drift basis detect cluster"
+       "match:4|channels preprocess whitening drift basis detect cluster"
+       "finish:1|channels preprocess whitening drift basis detect cluster match")
+[ -n "${BS_SANITIZED:-}" ] && cases=("${cases[6]}")
 for case in "${cases[@]}"; do
   kill=${case%%|*}; skipped=${case#*|}
   out="$T/k_${kill%%:*}"
@@ -46,7 +49,7 @@ done
 
 # a completed run resumed: every stage skipped, same outputs
 "$BS" sort "${REC[@]}" -o "$T/ref" --resume 2>"$T/again.log" && ok || bad "resume of a complete run failed"
-[ "$(grep -c "resume: stage .* is complete" "$T/again.log")" = 7 ] && ok || bad "a complete run did not skip its 7 stages"
+[ "$(grep -c "resume: stage .* is complete" "$T/again.log")" = 8 ] && ok || bad "a complete run did not skip its 8 stages"
 # changed parameters: nothing is skipped (a whole new sort: not under the sanitizers)
 if [ -z "${BS_SANITIZED:-}" ]; then
 cp -r "$T/ref" "$T/chg"
@@ -60,6 +63,10 @@ truncate -s 100 "$T/dmg/.stages/detect/spike_score.npy"
 "$BS" sort "${REC[@]}" -o "$T/dmg" --resume 2>"$T/dmg.log" && ok || bad "resume over a damaged checkpoint failed"
 grep -q "resume: stage basis is complete" "$T/dmg.log" && ! grep -q "resume: stage detect is complete" "$T/dmg.log" \
   && ok || bad "damaged detection checkpoint was not re-run"
+# the preprocessed recording was removed when the reference run ended: detection, run again, writes it
+# again first (the same bytes: the same outputs), and it is removed again at the end
+grep -q "preprocess: .* is absent" "$T/dmg.log" && ok || bad "the preprocessed recording was not written again"
+[ ! -e "$T/dmg/.stages/preprocess/recording.f16" ] && ok || bad "the preprocessed recording was left behind"
 same_as_ref "$T/dmg" "damaged checkpoint"
 
 finish

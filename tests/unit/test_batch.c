@@ -3,7 +3,7 @@
  * sample at the clamped index (exact reconstruction and edge replication) for
  * NB not dividing T, halo > NB, T < NB, halo 0 and tiny raw blocks; a spike
  * straddling a batch boundary is detected exactly once at the right sample;
- * uint16 / int32 / float32 scaling; NaN in float32 input; the allocation
+ * uint16 / int32 / float32 / float16 scaling; NaN in float32 and float16 input; the allocation
  * equals bs_batch_reader_bytes; one reader per thread reads in parallel;
  * the railed fraction of noise, flat and clipped channels.
  */
@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "common/half.h"
 #include "io/batch.h"
 #include "io/recording.h"
 #include "mem/mem.h"
@@ -217,6 +218,9 @@ static void test_scaling(void)
     CHECK(first_value("float32", f, sizeof f, 2.0, 0.5) == 6.0f);
     int16_t s[2] = {0, -32768};
     CHECK(first_value("int16", s, sizeof s, 0.125, 0) == -4096.0f);
+    uint16_t h[2] = {0, 0xc248}; /* float16 -3.140625 */
+    CHECK(first_value("float16", h, sizeof h, 1.0, 0) == -3.140625f);
+    CHECK(first_value("f2", h, sizeof h, 2.0, 0.5) == (float)((-3.140625 - 0.5) * 2.0));
 }
 
 static void test_nan(void)
@@ -251,6 +255,25 @@ static void test_nan(void)
     CHECK(bs_batch_read(&r, 3, &w, &nv) == BS_OK && nv == 10 && w[40 + 5 + 9] == 99.0f);
     bs_batch_reader_close(&r);
     bs_recording_close(&rec);
+
+    /* float16: a NaN is refused the same way (a half's NaN: exponent bits all set, mantissa not 0) */
+    fp = fopen(bin, "wb");
+    for (int t = 0; t < 100; t++)
+        for (int c = 0; c < 3; c++) {
+            uint16_t v = t == 37 && c == 0 ? 0x7e00 : bs_float_to_half((float)(t + c));
+            fwrite(&v, sizeof v, 1, fp);
+        }
+    fclose(fp);
+    opt.dtype = "float16";
+    CHECK(bs_recording_open(bin, &opt, &rec) == BS_OK);
+    CHECK(bs_batch_reader_open(&r, &rec, 30, 5, 0) == BS_OK);
+    CHECK(bs_batch_read(&r, 0, &w, &nv) == BS_OK && w[5 + 29] == 31.0f);
+    CHECK(bs_batch_read(&r, 1, &w, &nv) == BS_ERR_INPUT);
+    CHECK(strstr(bs_last_error(), "nan.bin: sample 37, channel 1 (file column 0): expected a finite float16") !=
+          NULL);
+    bs_batch_reader_close(&r);
+    bs_recording_close(&rec);
+    opt.dtype = "float32";
 
     /* a finite value whose scaled µV overflows float32 */
     fp = fopen(bin, "wb");

@@ -69,6 +69,8 @@ int main(void)
     CHECK(bs_sample_type_parse("INT32", &t) == BS_OK && t == BS_SAMPLE_I32);
     CHECK(bs_sample_type_parse("int8", &t) == BS_ERR_USAGE && strstr(bs_last_error(), "got 'int8'"));
     CHECK(strcmp(bs_sample_type_name(BS_SAMPLE_F32), "float32") == 0);
+    CHECK(bs_sample_type_parse("f2", &t) == BS_OK && t == BS_SAMPLE_F16 && bs_sample_bytes(t) == 2);
+    CHECK(strcmp(bs_sample_type_name(BS_SAMPLE_F16), "float16") == 0);
 
     /* int16, columns from the probe (pi_2shank needs 12), 100 samples */
     const char *bin12 = tmp("rec12.bin");
@@ -140,7 +142,7 @@ int main(void)
     opt = (bs_open_options){.probe_path = "/nonexistent/p.json", .fs_hz = 30000};
     BAD_OPEN(bin12, &opt, "/nonexistent/p.json: cannot open");
     opt = (bs_open_options){.probe_path = fixture("pi_2shank.json"), .fs_hz = 30000, .dtype = "int8"};
-    BAD_OPEN(bin12, &opt, "dtype: expected int16, uint16, int32 or float32");
+    BAD_OPEN(bin12, &opt, "dtype: expected int16, uint16, int32, float32 or float16");
     opt = (bs_open_options){.probe_path = fixture("pi_2shank.json"), .fs_hz = 30000, .uv_per_bit = -1};
     BAD_OPEN(bin12, &opt, "uv_per_bit (--uv-per-bit): expected a finite value > 0");
     opt = (bs_open_options){.probe_path = fixture("pi_2shank.json"), .fs_hz = 30000, .dtype = "int32",

@@ -1,0 +1,212 @@
+/*
+ * stage_preprocess.c - the stage after `channels` (the table: src/pipeline/
+ * stages.h): the recording read once through the preprocessing chain up to
+ * the whitening (mean removal, ADC phase shift, bad channels, median
+ * reference or destriping, high-pass: preprocess.h) and written to
+ * OUT/.stages/preprocess/recording.f16, so that the later passes (whitening,
+ * drift, shapes, detect, match) read it instead of the raw file and do not
+ * filter and reference every batch again (docs/ALGORITHM.md §3.7).
+ *
+ * The file: float16 µV (src/common/half.h: 11 significant bits, a relative
+ * error of at most 4.9e-4, far under the noise), time-major like a raw
+ * recording: sample t of sorted channel c at byte (t * C + c) * 2, C the
+ * sorted channels (after the channels stage dropped any), n_samples rows. It
+ * is read as a float16 recording (c->pre_rec) through the ordinary batch
+ * reader, so a window's context columns are the neighbouring batches' own
+ * samples (the recording's first and last sample repeated past its ends)
+ * rather than the raw window's filtered edges. The whitening and the drift
+ * correction, which differ per batch, and the artifact blanking are applied
+ * to each window as it is read (read_lane.c). Every run reads its windows
+ * this way, so the result depends on neither threads nor budget, and a
+ * resumed run reads the same bytes.
+ *
+ * Also kept per batch: the railed fraction of its raw window (batch.h), which
+ * the sampled statistics use to pass over flat or saturated batches
+ * (stage.h: bs_sample_batches), since the preprocessed window no longer shows
+ * it.
+ *
+ * Checkpoint (OUT/.stages/preprocess/): railed.npy float64 (n_batches,). The
+ * float16 file is not a checkpoint file: it is removed when the sort ends
+ * (`--keep-preprocessed` keeps it), so a completed run resumed skips this
+ * stage; when it is absent and a later stage must run again, that stage
+ * writes it first (bs_preprocessed_ensure: the same bytes, being the same
+ * computation). Disk: C x n_samples x 2 bytes while the sort runs (planned).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/fileio.h"
+#include "../common/half.h"
+#include "../common/log.h"
+#include "../common/progress.h"
+#include "../io/npy.h"
+#include "../mem/mem.h"
+#include "../pipeline/stage.h"
+#include "../pipeline/stages.h"
+
+static const char *const files[1] = {"preprocess/railed.npy"};
+#define PRE_FILE "preprocess/recording.f16"
+
+/* Rows converted at a time per thread: a tile of the window's columns for every channel. */
+#define TILE_COLS 64
+
+static void plan(bs_sort_plan *pl, bs_plan_stage *s)
+{
+    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
+    bs_plan_add(s, "railed fraction per batch", (size_t)pl->n_batches * sizeof(double));
+    snprintf(s->strategy, sizeof s->strategy, "float16, every batch");
+    s->reduce = "--batch-seconds";
+    bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
+    bs_plan_stage_total(s);
+    bs_plan_read_ahead(pl, s);
+    bs_plan_disk(s, 2, 2.0 * pl->n_chan * (double)pl->n_samples + (double)pl->n_batches * sizeof(double));
+}
+
+/* Columns [halo, halo + n_valid) of window x (C rows of width) as float16 rows, appended to f, through the
+ * lane's preprocessing scratch (free once the batch is preprocessed). */
+static bs_status write_rows(bs_run_ctx *c, const bs_atomic_file *f, const float *x, int64_t n_valid)
+{
+    const int C = c->rec->probe.n_chan;
+    uint16_t *buf = c->rd.scratch;
+    int64_t cap = (int64_t)(c->rd.scratch_bytes / (2 * (size_t)C));
+    if (cap < 1)
+        return bs_error(BS_ERR_INTERNAL, "preprocess: scratch of %zu bytes holds no row", c->rd.scratch_bytes);
+    for (int64_t t0 = 0; t0 < n_valid; t0 += cap) {
+        int64_t n = n_valid - t0 < cap ? n_valid - t0 : cap;
+#pragma omp parallel for schedule(static)
+        for (int64_t r0 = 0; r0 < n; r0 += TILE_COLS) {
+            int64_t r1 = r0 + TILE_COLS < n ? r0 + TILE_COLS : n;
+            for (int ch = 0; ch < C; ch++) {
+                const float *src = x + (size_t)ch * (size_t)c->width + c->halo + t0;
+                for (int64_t r = r0; r < r1; r++)
+                    buf[(size_t)r * C + ch] = bs_float_to_half(src[r]);
+            }
+        }
+        errno = 0;
+        if (fwrite(buf, 2 * (size_t)C, (size_t)n, f->fp) != (size_t)n)
+            return bs_error(BS_ERR_IO, "%s: write failed: %s", f->path, strerror(errno ? errno : EIO));
+    }
+    return BS_OK;
+}
+
+/* Every batch through the raw lane: the float16 file written and committed, the railed fractions filled. */
+static bs_status fill(bs_run_ctx *c)
+{
+    char path[4200];
+    BS_TRY(bs_stage_file(c->stage_dir, PRE_FILE, path, sizeof path));
+    bs_atomic_file f;
+    BS_TRY(bs_atomic_open(&f, path));
+    bs_progress pb;
+    bs_progress_start(&pb, "preprocess", "batches", c->p->quiet ? 0 : c->n_batches);
+    bs_status st = BS_OK;
+    for (int64_t b = 0; b < c->n_batches && st == BS_OK; b++) {
+        float *x;
+        int64_t n_valid;
+        st = bs_run_read_preprocessed(c, b, &x, &n_valid);
+        if (st == BS_OK) {
+            c->railed[b] = c->rd.railed;
+            st = write_rows(c, &f, x, n_valid);
+        }
+        bs_progress_update(&pb, b + 1);
+        bs_checkpoint_test_kill("preprocess", b + 1);
+    }
+    bs_progress_finish(&pb);
+    if (st != BS_OK) {
+        bs_atomic_abort(&f);
+        return st;
+    }
+    return bs_atomic_commit(&f);
+}
+
+/* From now on every lane reads the float16 file (the run's lane reopened on it; read-ahead lanes open on it). */
+static bs_status use_file(bs_run_ctx *c)
+{
+    const bs_recording *rec = c->rec;
+    bs_recording *r = &c->pre_rec;
+    const int C = rec->probe.n_chan;
+    memset(r, 0, sizeof *r);
+    BS_TRY(bs_stage_file(c->stage_dir, PRE_FILE, r->data_path, sizeof r->data_path));
+    snprintf(r->format, sizeof r->format, "float16");
+    r->dtype = BS_SAMPLE_F16;
+    r->n_cols = C;
+    r->n_samples = rec->n_samples;
+    r->fs_hz = rec->fs_hz;
+    r->probe.n_chan = C;
+    r->probe.column = bs_mem_alloc("sort/preprocessed", (size_t)C * sizeof *r->probe.column);
+    r->uv_per_bit = bs_mem_alloc("sort/preprocessed", (size_t)C * sizeof *r->uv_per_bit);
+    if (!r->probe.column || !r->uv_per_bit)
+        return BS_ERR_MEMORY;
+    for (int ch = 0; ch < C; ch++) {
+        r->probe.column[ch] = ch;
+        r->uv_per_bit[ch] = 1.0f;
+    }
+    bs_batch_reader_close(&c->rd.reader);
+    BS_TRY(bs_batch_reader_open(&c->rd.reader, r, c->nb, c->halo, 0));
+    c->rd.pre = 1;
+    c->pre_ready = 1;
+    c->pre_missing = 0;
+    return BS_OK;
+}
+
+static bs_status prepare(bs_run_ctx *c)
+{
+    c->railed = bs_mem_alloc("sort/railed", (size_t)(c->n_batches + 1) * sizeof *c->railed);
+    return c->railed ? BS_OK : BS_ERR_MEMORY;
+}
+
+static bs_status run(bs_run_ctx *c)
+{
+    BS_TRY(fill(c));
+    char path[4200];
+    int64_t shape[1] = {c->n_batches};
+    BS_TRY(bs_stage_file(c->stage_dir, files[0], path, sizeof path));
+    return bs_npy_save(path, BS_NPY_F64, 1, shape, c->railed);
+}
+
+static bs_status load(bs_run_ctx *c)
+{
+    void *a = NULL;
+    int64_t d[1] = {c->n_batches};
+    BS_TRY(bs_stage_load_exact(c->stage_dir, files[0], "sort/railed-load", BS_NPY_F64, 1, d, &a));
+    memcpy(c->railed, a, (size_t)c->n_batches * sizeof *c->railed);
+    bs_mem_free(a);
+    char path[4200];
+    uint64_t bytes = 0;
+    BS_TRY(bs_path_join(path, sizeof path, c->stage_dir, PRE_FILE));
+    c->pre_missing = !(bs_file_size(path, &bytes) == BS_OK &&
+                       bytes == 2 * (uint64_t)c->rec->probe.n_chan * (uint64_t)c->rec->n_samples);
+    return BS_OK;
+}
+
+static bs_status finish(bs_run_ctx *c)
+{
+    return c->pre_missing ? BS_OK : use_file(c);
+}
+
+bs_status bs_preprocessed_ensure(bs_run_ctx *c)
+{
+    if (!c->pre_missing)
+        return BS_OK;
+    if (!c->p->quiet)
+        bs_log_info("preprocess: %s is absent (removed at the end of the run that wrote it): written again",
+                    PRE_FILE);
+    BS_TRY(fill(c));
+    return use_file(c);
+}
+
+void bs_preprocessed_release(bs_run_ctx *c, int remove_file)
+{
+    if (remove_file && c->pre_rec.data_path[0])
+        remove(c->pre_rec.data_path);
+    bs_mem_free(c->pre_rec.probe.column);
+    bs_mem_free(c->pre_rec.uv_per_bit);
+    bs_mem_free(c->railed);
+    memset(&c->pre_rec, 0, sizeof c->pre_rec);
+    c->railed = NULL;
+}
+
+static const char *const params[] = {"batch", "preprocess", "bad_channels", NULL};
+
+const bs_stage bs_preprocess_stage = {.name = "preprocess", .plan = plan, .prepare = prepare, .run = run,
+    .load = load, .finish = finish, .files = files, .n_files = 1, .params = params};

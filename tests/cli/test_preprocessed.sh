@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test_preprocessed.sh - the preprocessed recording (src/preprocess/stage_preprocess.c): `sort
+# --keep-preprocessed` leaves OUT/.stages/preprocess/recording.f16, float16 µV, time-major, n_samples x
+# sorted channels, and its every sample equals an independent computation of the same chain with numpy
+# and SciPy for each 2-s batch: the batch's window (2 s and 20 ms of context each side, the recording's
+# first and last sample repeated past its ends, so that the short last batch is padded to the same length), each channel's mean over the window removed, the median over
+# channels at each sample removed (numpy's median), scipy.signal.sosfiltfilt(butter(3, 300, 'highpass',
+# fs=30000, output='sos')) along time, the batch's own samples kept.
+# TOLERANCE: |file - reference| <= 2^-11 |reference| + 1e-3 µV: float16's rounding (11 significant bits)
+# and float32 against float64 arithmetic in the filter (measured: at most 0.0625 µV, half a float16 unit
+# at 128-256 µV); a
+# wrong window, order, or batch offset gives errors of the order of the noise (µV to tens of µV).
+# Without the flag the file is removed when the sort ends, and the outputs are the same bytes.
+. "$(dirname "$0")/lib.sh"
+
+"$BS" simulate -o "$T/sim" --probe linear32 --duration 5 --units 6 --seed 3 -q || { echo "simulate failed"; exit 1; }
+REC=("$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 --dtype int16 --uv-per-bit 0.195 --no-qc
+     --no-report -q)
+"$BS" sort "${REC[@]}" -o "$T/keep" --keep-preprocessed && ok || bad "sort --keep-preprocessed failed"
+F="$T/keep/.stages/preprocess/recording.f16"
+[ -f "$F" ] && [ "$(stat -c %s "$F")" = $((32 * 150000 * 2)) ] && ok ||
+  bad "recording.f16: expected 32 x 150000 float16 values"
+"$PY" - "$T/sim/recording.bin" "$F" <<'PYEOF' && ok || bad "recording.f16 differs from numpy/SciPy's preprocessing"
+import sys
+import numpy as np
+from scipy.signal import butter, sosfiltfilt
+raw = np.fromfile(sys.argv[1], dtype=np.int16).reshape(-1, 32).astype(np.float64) * np.float32(0.195)
+got = np.fromfile(sys.argv[2], dtype=np.float16).reshape(-1, 32).astype(np.float64)
+T, nb, halo = raw.shape[0], 60000, 600
+sos = butter(3, 300, "highpass", fs=30000, output="sos")
+worst = 0.0
+for b in range((T + nb - 1) // nb):
+    idx = np.clip(np.arange(b * nb - halo, (b + 1) * nb + halo), 0, T - 1)  # a short last batch too
+    w = raw[idx].astype(np.float32).astype(np.float64)
+    w = w - w.mean(axis=0)
+    w = w - np.median(w, axis=1, keepdims=True)
+    y = sosfiltfilt(sos, w, axis=0)[halo:halo + min(T, (b + 1) * nb) - b * nb]
+    g = got[b * nb:b * nb + y.shape[0]]
+    excess = np.abs(g - y) - (2.0 ** -11 * np.abs(y) + 1e-3)
+    worst = max(worst, float(excess.max()))
+    print(f"batch {b}: max |diff| {np.abs(g - y).max():.2e} uV, noise RMS {y.std():.1f} uV")
+sys.exit(0 if worst <= 0 else 1)
+PYEOF
+"$BS" sort "${REC[@]}" -o "$T/plain" && ok || bad "sort failed"
+[ ! -e "$T/plain/.stages/preprocess/recording.f16" ] && ok || bad "recording.f16 left without --keep-preprocessed"
+for f in "$T"/keep/*.npy "$T"/keep/*.tsv; do
+  cmp -s "$f" "$T/plain/$(basename "$f")" || bad "$(basename "$f") differs with --keep-preprocessed"
+done
+ok
+finish

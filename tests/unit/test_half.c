@@ -1,0 +1,89 @@
+/*
+ * test_half.c - float16 conversions (src/common/half.h): every half round
+ * trips exactly; every midpoint between neighbouring halves goes to the even
+ * one and the floats just beside it to the nearer; magnitudes past the
+ * largest half become ±65504; and, on an x86 CPU with F16C (all AVX2 ones),
+ * 2^22 random floats convert to the same bits as the hardware's
+ * round-to-nearest-even conversion (an independent reference).
+ */
+#include "test.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "common/half.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("f16c"))) static uint16_t hw_half(float f)
+{
+    return (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(_mm_set1_ps(f), _MM_FROUND_TO_NEAREST_INT), 0);
+}
+#define HAVE_HW 1
+#else
+#define HAVE_HW 0
+#endif
+
+static int is_nan_half(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
+
+int main(void)
+{
+    /* every half (NaNs aside) round trips; finite halves give finite floats */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        if (is_nan_half((uint16_t)h)) {
+            bad += !isnan(bs_half_to_float((uint16_t)h));
+            continue;
+        }
+        float f = bs_half_to_float((uint16_t)h);
+        int inf = (h & 0x7fffu) == 0x7c00u;
+        bad += inf ? !isinf(f) : bs_float_to_half(f) != h;
+    }
+    CHECK_MSG(bad == 0, "%d halves do not round trip", bad);
+    CHECK(bs_half_to_float(0x3c00) == 1.0f && bs_half_to_float(0xc000) == -2.0f);
+    CHECK(bs_half_to_float(0x7bff) == 65504.0f && bs_half_to_float(0x0001) == 0x1p-24f);
+
+    /* between neighbours a < b (both finite, positive): the midpoint goes to the even code, floats just
+       below it to a, just above it to b; the same mirrored for negative values */
+    bad = 0;
+    for (uint32_t h = 0; h < 0x7bff; h++) {
+        float a = bs_half_to_float((uint16_t)h), b = bs_half_to_float((uint16_t)(h + 1));
+        float mid = (float)(((double)a + (double)b) / 2); /* 12 significant bits: exact */
+        uint16_t even = (h % 2 == 0) ? (uint16_t)h : (uint16_t)(h + 1);
+        bad += bs_float_to_half(mid) != even;
+        bad += bs_float_to_half(nextafterf(mid, 0.0f)) != h;
+        bad += bs_float_to_half(nextafterf(mid, 1e9f)) != h + 1;
+        bad += bs_float_to_half(-mid) != (0x8000u | even);
+        bad += bs_float_to_half(-nextafterf(mid, 1e9f)) != (0x8000u | (h + 1));
+    }
+    CHECK_MSG(bad == 0, "%d rounding cases wrong", bad);
+
+    /* past the largest half: clamped, not infinite; NaN stays NaN */
+    CHECK(bs_float_to_half(65519.0f) == 0x7bff && bs_float_to_half(65520.0f) == 0x7bff);
+    CHECK(bs_float_to_half(1e30f) == 0x7bff && bs_float_to_half(-INFINITY) == 0xfbff);
+    CHECK(is_nan_half(bs_float_to_half(NAN)));
+    CHECK(bs_float_to_half(-0.0f) == 0x8000 && bs_float_to_half(1e-30f) == 0);
+
+#if HAVE_HW
+    if (__builtin_cpu_supports("avx2")) {
+        uint64_t s = 0x9e3779b97f4a7c15ull;
+        int diff = 0;
+        for (int i = 0; i < (1 << 22); i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            uint32_t bits = (uint32_t)(s >> 32);
+            bits = (bits & 0x807fffffu) | ((uint32_t)(100 + (s & 31)) << 23); /* magnitudes 2^-27 .. 2^4 */
+            if (i % 2)
+                bits = (uint32_t)s; /* any float */
+            float f;
+            memcpy(&f, &bits, sizeof f);
+            if (isnan(f) || fabsf(f) >= 65520.0f)
+                continue;
+            diff += bs_float_to_half(f) != hw_half(f);
+        }
+        CHECK_MSG(diff == 0, "%d of 2^22 random floats differ from F16C's conversion", diff);
+    } else {
+        printf("# no AVX2/F16C: the hardware comparison is skipped\n");
+    }
+#endif
+    TEST_MAIN_END();
+}
