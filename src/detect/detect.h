@@ -36,7 +36,7 @@
  *    for float rounding) cannot be detected nor suppress a detection, so it
  *    is skipped. The looser bound is computed for 64 columns at a time over
  *    every position (vectorised over time, from the per-channel maxima);
- *    the tighter one comes with the exact score, from the same loads of the
+ *    the tighter one is computed before the exact score, from the same
  *    filter outputs (kept with the shapes of a column side by side). The
  *    result is identical to the exhaustive evaluation (a test checks this),
  *    at a small fraction of the cost, because spikes are sparse.

@@ -157,8 +157,8 @@ size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_thre
  * Score of position f at column i of the filtered data, laid out
  * fs[(c * L + i) * KP + k]: best |projection| over sizes and shapes, ties to
  * the smaller (size, shape). The Cauchy–Schwarz bound max_k Σ_j B[j,k]² on
- * its square comes from the same loads: when it does not exceed bound2 the
- * position cannot pass the threshold and score 0 is returned. Inlined with
+ * its square is computed first: when it does not exceed bound2 the position
+ * cannot pass the threshold and score 0 is returned without the projections. Inlined with
  * constant S and nv so that the sums stay in registers.
  */
 static inline __attribute__((always_inline)) candidate score_at(const bs_detect_grid *g, int K, int S, int nv,
@@ -169,18 +169,14 @@ static inline __attribute__((always_inline)) candidate score_at(const bs_detect_
     const int *ich = g->ichan + (size_t)f * nC;
     const float *w = g->weights + (size_t)f * S * nC;
     vfloat acc[MAX_SCORE_VECTORS], sq[MAX_SCORE_VECTORS];
-    for (int q = 0; q < S * nv; q++)
-        acc[q] = (vfloat){0};
     for (int v = 0; v < nv; v++)
         sq[v] = (vfloat){0};
-    for (int j = 0; j < nC; j++) {
+    for (int j = 0; j < nC; j++) { /* the bound first: most positions stop here, before the projections */
         const float *fc = fs + ((size_t)ich[j] * L + i) * KP;
         for (int v = 0; v < nv; v++) {
             vfloat x;
             VLOAD(x, fc + v * VL);
             sq[v] += x * x;
-            for (int s = 0; s < S; s++)
-                acc[s * nv + v] += w[(size_t)s * nC + j] * x;
         }
     }
     candidate best = {0, f, 0, 1, 0.0f};
@@ -190,6 +186,17 @@ static inline __attribute__((always_inline)) candidate score_at(const bs_detect_
             m = sq[v][l] > m ? sq[v][l] : m;
     if (m <= bound2)
         return best;
+    for (int q = 0; q < S * nv; q++)
+        acc[q] = (vfloat){0};
+    for (int j = 0; j < nC; j++) {
+        const float *fc = fs + ((size_t)ich[j] * L + i) * KP;
+        for (int v = 0; v < nv; v++) {
+            vfloat x;
+            VLOAD(x, fc + v * VL);
+            for (int s = 0; s < S; s++)
+                acc[s * nv + v] += w[(size_t)s * nC + j] * x;
+        }
+    }
     for (int s = 0; s < S; s++)
         for (int k = 0; k < K; k++) {
             float a = acc[s * nv + k / VL][k % VL];
@@ -218,24 +225,6 @@ BS_VECTORIZED static candidate score_position(const bs_detect_grid *g, int K, co
         default: break;
         }
     return score_at(g, K, S, nv, fs, L, i, f, bound2);
-}
-
-/* dst[(c * L + i) * KP + k] = src[(c * K + k) * L + i]: per channel, the
- * shapes of one column side by side (pad lanes 0), so that a position's
- * scores along time read each of its channels in order. */
-static void interleave_shapes(const float *src, int C, int K, size_t L, float *dst)
-{
-    int KP = padded_shapes(K);
-    for (int c = 0; c < C; c++) {
-        const float *r = src + (size_t)c * K * L;
-        float *d = dst + (size_t)c * L * KP;
-        for (size_t i = 0; i < L; i++) {
-            for (int k = 0; k < K; k++)
-                d[i * KP + k] = r[(size_t)k * L + i];
-            for (int k = K; k < KP; k++)
-                d[i * KP + k] = 0;
-        }
-    }
 }
 
 /* lb[i] = Σ_j m[ich[j] * stride + i] for i < n, summed in j order. */
@@ -267,6 +256,67 @@ BS_VECTORIZED static void filter_shape(const float *restrict x, const float *res
     for (size_t i = 0; i < L; i++) {
         float v = o[i] * o[i];
         m[i] = v > m[i] ? v : m[i];
+    }
+}
+
+/* All K shapes of one channel at once, in blocks of FB_VECTORS x VL columns
+ * whose K x FB_VECTORS sums stay in registers while the taps go by: each
+ * load of the signal serves every shape, and no partial sum is stored. For
+ * each column and shape the sum is Σ_u w[u]·x[i + u] with u ascending from
+ * 0, the same bits as filter_shape (and filter_at). Writes both layouts:
+ * o[k * L + i] (shape-major) and fs[i * KP + k] (shapes side by side, pad
+ * lanes 0), and m[i] = max_k o². Returns the columns done (a multiple of the
+ * block); the caller finishes the rest. Inlined with constant K. */
+#define FB_VECTORS 2
+static inline __attribute__((always_inline)) size_t filter_block_k(const float *restrict x, const float *restrict w,
+                                                                   int K, int nt, float *restrict o,
+                                                                   float *restrict fs, float *restrict m, size_t L)
+{
+    enum { B = FB_VECTORS * VL };
+    const int KP = padded_shapes(K);
+    size_t i0 = 0;
+    for (; i0 + B <= L; i0 += B) {
+        vfloat acc[8][FB_VECTORS];
+        for (int k = 0; k < K; k++)
+            for (int v = 0; v < FB_VECTORS; v++)
+                acc[k][v] = (vfloat){0};
+        for (int u = 0; u < nt; u++) {
+            vfloat xv[FB_VECTORS];
+            for (int v = 0; v < FB_VECTORS; v++)
+                VLOAD(xv[v], x + i0 + (size_t)v * VL + u);
+            for (int k = 0; k < K; k++) {
+                float wu = w[(size_t)k * nt + u];
+                for (int v = 0; v < FB_VECTORS; v++)
+                    acc[k][v] += wu * xv[v];
+            }
+        }
+        for (int v = 0; v < FB_VECTORS; v++) {
+            for (int k = 0; k < K; k++)
+                memcpy(o + (size_t)k * L + i0 + (size_t)v * VL, &acc[k][v], sizeof(vfloat));
+            for (int l = 0; l < VL; l++) {
+                float *d = fs + (i0 + (size_t)v * VL + (size_t)l) * KP, mm = 0;
+                for (int k = 0; k < K; k++) {
+                    float a = acc[k][v][l], sq = a * a;
+                    d[k] = a;
+                    mm = sq > mm ? sq : mm;
+                }
+                for (int k = K; k < KP; k++)
+                    d[k] = 0;
+                m[i0 + (size_t)v * VL + (size_t)l] = mm;
+            }
+        }
+    }
+    return i0;
+}
+
+BS_VECTORIZED static size_t filter_block(const float *restrict x, const float *restrict w, int K, int nt,
+                                         float *restrict o, float *restrict fs, float *restrict m, size_t L)
+{
+    switch (K) { /* the default 6 shapes, and a few others, with their sums in registers */
+    case 4: return filter_block_k(x, w, 4, nt, o, fs, m, L);
+    case 6: return filter_block_k(x, w, 6, nt, o, fs, m, L);
+    case 8: return filter_block_k(x, w, 8, nt, o, fs, m, L);
+    default: return 0;
     }
 }
 
@@ -451,17 +501,26 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
         cands = (cand_list){n ? (candidate *)j->pre + lo : NULL, n, n, 0, 0};
         goto suppress;
     }
-    /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u] */
+    /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u], and the same with the shapes
+       interleaved (fs), for the per-candidate work below; m = max over shapes of the squares */
+    const int KP = padded_shapes(K);
     for (int c = 0; c < C; c++) {
         const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb);
-        float *m = mx + (size_t)c * L;
-        for (size_t i = 0; i < L; i++)
+        float *m = mx + (size_t)c * L, *o = filt + (size_t)c * K * L, *fc = fs + (size_t)c * L * KP;
+        size_t done = filter_block(xc, b->wtemp, K, nt, o, fc, m, L);
+        if (done == L)
+            continue;
+        for (size_t i = done; i < L; i++) /* the columns past the last whole block, or every column */
             m[i] = 0;
         for (int k = 0; k < K; k++)
-            filter_shape(xc, b->wtemp + (size_t)k * nt, nt, filt + ((size_t)c * K + k) * L, m, L);
+            filter_shape(xc + done, b->wtemp + (size_t)k * nt, nt, o + (size_t)k * L + done, m + done, L - done);
+        for (size_t i = done; i < L; i++) {
+            for (int k = 0; k < K; k++)
+                fc[i * KP + k] = o[(size_t)k * L + i];
+            for (int k = K; k < KP; k++)
+                fc[i * KP + k] = 0;
+        }
     }
-    /* the filter outputs with shapes interleaved, for the per-candidate work below */
-    interleave_shapes(filt, C, K, L, fs);
     /* blocks of SCORE_BLOCK columns, so that the interleaved outputs they read
      * stay in cache across all positions */
     for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += SCORE_BLOCK) {
