@@ -268,7 +268,7 @@ BS_VECTORIZED static void filter_shape(const float *restrict x, const float *res
  * lanes 0), and m[i] = max_k o². Returns the columns done (a multiple of the
  * block); the caller finishes the rest. Inlined with constant K. */
 #define FB_VECTORS 2
-static inline __attribute__((always_inline)) size_t filter_block_k(const float *restrict x, const float *restrict w,
+static inline __attribute__((always_inline)) size_t shapes_filter_block_k(const float *restrict x, const float *restrict w,
                                                                    int K, int nt, float *restrict o,
                                                                    float *restrict fs, float *restrict m, size_t L)
 {
@@ -309,13 +309,13 @@ static inline __attribute__((always_inline)) size_t filter_block_k(const float *
     return i0;
 }
 
-BS_VECTORIZED static size_t filter_block(const float *restrict x, const float *restrict w, int K, int nt,
+BS_VECTORIZED static size_t shapes_filter_block(const float *restrict x, const float *restrict w, int K, int nt,
                                          float *restrict o, float *restrict fs, float *restrict m, size_t L)
 {
     switch (K) { /* the default 6 shapes, and a few others, with their sums in registers */
-    case 4: return filter_block_k(x, w, 4, nt, o, fs, m, L);
-    case 6: return filter_block_k(x, w, 6, nt, o, fs, m, L);
-    case 8: return filter_block_k(x, w, 8, nt, o, fs, m, L);
+    case 4: return shapes_filter_block_k(x, w, 4, nt, o, fs, m, L);
+    case 6: return shapes_filter_block_k(x, w, 6, nt, o, fs, m, L);
+    case 8: return shapes_filter_block_k(x, w, 8, nt, o, fs, m, L);
     default: return 0;
     }
 }
@@ -507,7 +507,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
     for (int c = 0; c < C; c++) {
         const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb);
         float *m = mx + (size_t)c * L, *o = filt + (size_t)c * K * L, *fc = fs + (size_t)c * L * KP;
-        size_t done = filter_block(xc, b->wtemp, K, nt, o, fc, m, L);
+        size_t done = shapes_filter_block(xc, b->wtemp, K, nt, o, fc, m, L);
         if (done == L)
             continue;
         for (size_t i = done; i < L; i++) /* the columns past the last whole block, or every column */
