@@ -114,7 +114,7 @@ int bs_cli_recording_option(const char *name, const char *v, bs_open_options *op
     } else if (strcmp(name, "--dtype") == 0) {
         bs_sample_type t;
         if (bs_sample_type_parse(v, &t) != BS_OK)
-            return snprintf(msg, msglen, "--dtype: expected int16, uint16, int32, float32 or float16, got '%s'", v), -1;
+            return snprintf(msg, msglen, "--dtype: expected " BS_SAMPLE_TYPE_NAMES ", got '%s'", v), -1;
         opt->dtype = v;
     } else if (strcmp(name, "--uv-per-bit") == 0) {
         if (!bs_cli_parse_double(v, &d) || d <= 0)

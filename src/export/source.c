@@ -183,7 +183,7 @@ static bs_status parse(const cJSON *root, const char *path, bs_source *s)
     if (s->dtype[0]) {
         bs_sample_type t;
         if (bs_sample_type_parse(s->dtype, &t) != BS_OK)
-            return bs_error(BS_ERR_INPUT, "%s: field 'open_options.dtype': expected int16, uint16, int32, float32 or float16",
+            return bs_error(BS_ERR_INPUT, "%s: field 'open_options.dtype': expected " BS_SAMPLE_TYPE_NAMES,
                             path);
         s->opt.dtype = s->dtype;
     }

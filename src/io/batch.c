@@ -166,6 +166,19 @@ static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
         }                                                                                                    \
     } while (0)
 
+/* The float32 or float16 sample at p (exact). */
+static inline float load_float(const unsigned char *p, int f16)
+{
+    if (f16) {
+        uint16_t h;
+        memcpy(&h, p, sizeof h);
+        return bs_half_to_float(h);
+    }
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* Convert rows [k0, k1) of the raw block into window columns [j0 + k0, j0 + k1).
  * float32 and float16 files: the first non-finite value (channel by channel, then row)
  * stops the tile; *bad_c and *bad_k say where (-1: none). */
@@ -185,41 +198,22 @@ static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64
         case BS_SAMPLE_U16: GATHER(uint16_t); break;
         case BS_SAMPLE_I32: GATHER(int32_t); break;
         case BS_SAMPLE_F16:
-            if (off == 0 && g == 1.0) { /* e.g. the preprocessed recording (stage_preprocess.c): exact */
-                const unsigned char *src = raw + (size_t)rec->probe.column[c] * 2;
-                for (int64_t k = k0; k < k1; k++) {
-                    uint16_t h;
-                    memcpy(&h, src + (size_t)k * rb, sizeof h);
-                    dst[k] = bs_half_to_float(h);
-                }
-                for (int64_t k = k0; k < k1; k++)
-                    if (!isfinite(dst[k])) {
-                        *bad_c = c;
-                        *bad_k = k;
-                        return;
-                    }
-                break;
-            }
-            /* fall through */
         case BS_SAMPLE_F32: {
             const int f16 = rec->dtype == BS_SAMPLE_F16;
             const unsigned char *src = raw + (size_t)rec->probe.column[c] * (f16 ? 2 : 4);
-            for (int64_t k = k0; k < k1; k++) {
-                float v;
-                if (f16) {
-                    uint16_t h;
-                    memcpy(&h, src + (size_t)k * rb, sizeof h);
-                    v = bs_half_to_float(h);
-                } else {
-                    memcpy(&v, src + (size_t)k * rb, sizeof v);
-                }
-                dst[k] = (float)(((double)v - off) * g);
+            if (f16 && off == 0 && g == 1.0) { /* e.g. the preprocessed recording (stage_preprocess.c): exact */
+                for (int64_t k = k0; k < k1; k++)
+                    dst[k] = load_float(src + (size_t)k * rb, 1);
+            } else {
+                for (int64_t k = k0; k < k1; k++)
+                    dst[k] = (float)(((double)load_float(src + (size_t)k * rb, f16) - off) * g);
+            }
+            for (int64_t k = k0; k < k1; k++)
                 if (!isfinite(dst[k])) {
                     *bad_c = c;
                     *bad_k = k;
                     return;
                 }
-            }
             break;
         }
         }
@@ -249,15 +243,10 @@ static bs_status convert_block(bs_batch_reader *r, int64_t nrows, int64_t j0, in
     int64_t k0 = first_bad * TILE_ROWS, k1 = k0 + TILE_ROWS < nrows ? k0 + TILE_ROWS : nrows, k;
     int c;
     convert_tile(r, k0, k1, j0, &c, &k); /* again, for where */
-    const unsigned char *at = (const unsigned char *)r->raw + (size_t)k * r->row_bytes;
-    float v;
-    if (rec->dtype == BS_SAMPLE_F16) {
-        uint16_t h;
-        memcpy(&h, at + (size_t)rec->probe.column[c] * 2, sizeof h);
-        v = bs_half_to_float(h);
-    } else {
-        memcpy(&v, at + (size_t)rec->probe.column[c] * 4, sizeof v);
-    }
+    const int f16 = rec->dtype == BS_SAMPLE_F16;
+    float v = load_float((const unsigned char *)r->raw + (size_t)k * r->row_bytes +
+                             (size_t)rec->probe.column[c] * (f16 ? 2 : 4),
+                         f16);
     return bs_error(BS_ERR_INPUT, "%s: sample %lld, channel %d (file column %d): expected a finite %s value%s, got %g",
                     rec->data_path, (long long)(s0 + k), c, rec->probe.column[c], bs_sample_type_name(rec->dtype),
                     isfinite(v) ? " whose scaled value fits a float32" : "", (double)v);

@@ -66,7 +66,7 @@ bs_status bs_sample_type_parse(const char *text, bs_sample_type *t)
             *t = names[i].t;
             return BS_OK;
         }
-    return bs_error(BS_ERR_USAGE, "dtype: expected int16, uint16, int32, float32 or float16, got '%s'", text);
+    return bs_error(BS_ERR_USAGE, "dtype: expected " BS_SAMPLE_TYPE_NAMES ", got '%s'", text);
 }
 
 const char *bs_sample_type_name(bs_sample_type t)
@@ -256,7 +256,7 @@ static bs_status parse_folder_json(const char *path, raw_folder_json *j)
         st = bad_field(path, "n_chan", "a whole number of columns >= 1", nc);
     else if (dt && (!cJSON_IsString(dt) || strlen(dt->valuestring) >= sizeof j->dtype ||
                     bs_sample_type_parse(dt->valuestring, &t) != BS_OK))
-        st = bad_field(path, "dtype", "int16, uint16, int32, float32 or float16", dt);
+        st = bad_field(path, "dtype", BS_SAMPLE_TYPE_NAMES, dt);
     else if (uv && (!cJSON_IsNumber(uv) || !(uv->valuedouble > 0) || !isfinite(uv->valuedouble)))
         st = bad_field(path, "uv_per_bit", "a number > 0 (µV per raw unit)", uv);
     else if (off && (!cJSON_IsNumber(off) || !isfinite(off->valuedouble)))

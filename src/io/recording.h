@@ -110,6 +110,8 @@ int bs_raw_folder_detect(const char *path);
  * malformed description. */
 bs_status bs_raw_folder_open(const char *dir, const bs_open_options *opt, bs_recording *rec);
 
+/* The sample types' names, for messages. */
+#define BS_SAMPLE_TYPE_NAMES "int16, uint16, int32, float32 or float16"
 /* "int16", "uint16", "int32", "float32", "float16" (also "i2", "u2", "i4", "f4", "f2") ->
  * type; BS_ERR_USAGE with a message on anything else. NULL -> int16. */
 bs_status bs_sample_type_parse(const char *text, bs_sample_type *t);
