@@ -24,8 +24,13 @@
 #define WAVE_PER_THREAD 16   /* work items per thread held at once before they are handed on in order */
 
 typedef float vfloat __attribute__((vector_size(VL * sizeof(float))));
+typedef int32_t vint __attribute__((vector_size(VL * sizeof(int32_t))));
 
 static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
+
+/* Sub-blocks of VL columns: a row of their maxima for L columns, padded to whole vectors. */
+_Static_assert(SCORE_BLOCK == VL * VL, "a score block is one vector of sub-blocks");
+static size_t sub_stride(size_t L) { return ((L + VL - 1) / VL + VL - 1) / VL * VL; }
 
 typedef bs_detect_candidate candidate; /* t: window column; q: size * n_shapes + shape */
 
@@ -141,7 +146,8 @@ size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_thre
     size_t per_thread = (size_t)n_chan * (size_t)(p->n_shapes + padded_shapes(p->n_shapes)) * L *
                             sizeof(float)                                        /* filtered, 2 layouts */
                         + (size_t)n_chan * L * sizeof(float)                         /* max over shapes² */
-                        + SCORE_BLOCK * sizeof(float);                               /* one position's bound */
+                        + SCORE_BLOCK * sizeof(float)                                /* one position's bound */
+                        + (size_t)n_chan * sub_stride(L) * sizeof(float);            /* its sub-block maxima */
     return per_thread * (size_t)n_threads;
 }
 
@@ -154,12 +160,67 @@ size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_thre
 #define VLOAD(v, ptr) memcpy(&(v), (ptr), sizeof(vfloat))
 
 /*
- * Score of position f at column i of the filtered data, laid out
- * fs[(c * L + i) * KP + k]: best |projection| over sizes and shapes, ties to
- * the smaller (size, shape). The Cauchy–Schwarz bound max_k Σ_j B[j,k]² on
- * its square is computed first: when it does not exceed bound2 the position
- * cannot pass the threshold and score 0 is returned without the projections. Inlined with
- * constant S and nv so that the sums stay in registers.
+ * The Cauchy–Schwarz bound max_k Σ_j B[j,k]² on the squared score of
+ * position f (channels ich) at each column idx[e] of the filtered data, laid
+ * out fs[(c * L + i) * KP + k]: tb[e]. The columns are independent, so their
+ * loads overlap; the channels are summed in two interleaved halves (the
+ * bound only prunes, with a margin far above the rounding of the order).
+ * Inlined with constant nv.
+ */
+static inline __attribute__((always_inline)) void tight_at(int nv, const float *fs, size_t L, const int *ich, int nC,
+                                                           const int *idx, int n, float *tb)
+{
+    const int KP = nv * VL;
+    for (int e = 0; e < n; e++) {
+        vfloat sq0[MAX_SCORE_VECTORS], sq1[MAX_SCORE_VECTORS];
+        for (int v = 0; v < nv; v++)
+            sq0[v] = sq1[v] = (vfloat){0};
+        const float *fi = fs + (size_t)idx[e] * KP;
+        int j = 0;
+        for (; j + 1 < nC; j += 2) {
+            const float *f0 = fi + (size_t)ich[j] * L * KP, *f1 = fi + (size_t)ich[j + 1] * L * KP;
+            for (int v = 0; v < nv; v++) {
+                vfloat x0, x1;
+                VLOAD(x0, f0 + v * VL);
+                VLOAD(x1, f1 + v * VL);
+                sq0[v] += x0 * x0;
+                sq1[v] += x1 * x1;
+            }
+        }
+        if (j < nC)
+            for (int v = 0; v < nv; v++) {
+                vfloat x;
+                VLOAD(x, fi + (size_t)ich[j] * L * KP + v * VL);
+                sq0[v] += x * x;
+            }
+        float m = 0;
+        for (int v = 0; v < nv; v++) {
+            vfloat t = sq0[v] + sq1[v];
+            for (int l = 0; l < VL; l++)
+                m = t[l] > m ? t[l] : m;
+        }
+        tb[e] = m;
+    }
+}
+
+BS_VECTORIZED static void tight_bounds(int K, const float *fs, size_t L, const int *ich, int nC, const int *idx, int n,
+                                       float *tb)
+{
+    int nv = padded_shapes(K) / VL;
+    if (nv == 1)
+        tight_at(1, fs, L, ich, nC, idx, n, tb);
+    else
+        tight_at(nv, fs, L, ich, nC, idx, n, tb);
+}
+
+/*
+ * Score of position f at column i of the filtered data (layout as above):
+ * best |projection| over sizes and shapes, ties to the smaller (size,
+ * shape). When no squared projection exceeds bound2 (under the threshold's
+ * square by more than the rounding of a square), score 0 is returned before
+ * the search for the best one: the caller keeps only scores above the
+ * threshold. Inlined with constant S and nv so that the sums stay in
+ * registers.
  */
 static inline __attribute__((always_inline)) candidate score_at(const bs_detect_grid *g, int K, int S, int nv,
                                                                 const float *fs, size_t L, size_t i, int f,
@@ -168,24 +229,8 @@ static inline __attribute__((always_inline)) candidate score_at(const bs_detect_
     int nC = g->n_chans, KP = nv * VL;
     const int *ich = g->ichan + (size_t)f * nC;
     const float *w = g->weights + (size_t)f * S * nC;
-    vfloat acc[MAX_SCORE_VECTORS], sq[MAX_SCORE_VECTORS];
-    for (int v = 0; v < nv; v++)
-        sq[v] = (vfloat){0};
-    for (int j = 0; j < nC; j++) { /* the bound first: most positions stop here, before the projections */
-        const float *fc = fs + ((size_t)ich[j] * L + i) * KP;
-        for (int v = 0; v < nv; v++) {
-            vfloat x;
-            VLOAD(x, fc + v * VL);
-            sq[v] += x * x;
-        }
-    }
+    vfloat acc[MAX_SCORE_VECTORS];
     candidate best = {0, f, 0, 1, 0.0f};
-    float m = 0;
-    for (int v = 0; v < nv; v++)
-        for (int l = 0; l < VL; l++)
-            m = sq[v][l] > m ? sq[v][l] : m;
-    if (m <= bound2)
-        return best;
     for (int q = 0; q < S * nv; q++)
         acc[q] = (vfloat){0};
     for (int j = 0; j < nC; j++) {
@@ -197,6 +242,18 @@ static inline __attribute__((always_inline)) candidate score_at(const bs_detect_
                 acc[s * nv + v] += w[(size_t)s * nC + j] * x;
         }
     }
+    /* the largest squared projection first */
+    vfloat a2 = (vfloat){0};
+    for (int q = 0; q < S * nv; q++) {
+        vfloat e = acc[q] * acc[q];
+        vint gt = e > a2;
+        a2 = (vfloat)((gt & (vint)e) | (~gt & (vint)a2));
+    }
+    float m = 0;
+    for (int l = 0; l < VL; l++)
+        m = a2[l] > m ? a2[l] : m;
+    if (m <= bound2)
+        return best;
     for (int s = 0; s < S; s++)
         for (int k = 0; k < K; k++) {
             float a = acc[s * nv + k / VL][k % VL];
@@ -238,6 +295,38 @@ BS_VECTORIZED static void loose_bound(const float *restrict m, size_t stride, co
         const float *r = m + (size_t)ich[j] * stride;
         for (size_t i = 0; i < n; i++)
             lb[i] += r[i];
+    }
+}
+
+/* loose_bound for the SCORE_BLOCK columns of a block, skipping its
+ * sub-blocks of VL columns that cannot pass: mb holds each channel's maxima
+ * of m over the sub-blocks (row stride mstride), and Σ_j mb[ich[j], s] >=
+ * lb[i] for every column i of sub-block s, in floats too (each term is at
+ * least the column's, summed in the same order, and rounded addition is
+ * monotone). A sub-block whose sum does not exceed th2 gets lb = 0, which
+ * prunes its columns as their own sums would; the others get loose_bound's
+ * sums, the same bits. */
+BS_VECTORIZED static void loose_bound_block(const float *restrict m, size_t stride, const float *restrict mb,
+                                            size_t mstride, const int *ich, int nC, float th2, float *restrict lb)
+{
+    vfloat sb;
+    VLOAD(sb, mb + (size_t)ich[0] * mstride);
+    for (int j = 1; j < nC; j++) {
+        vfloat y;
+        VLOAD(y, mb + (size_t)ich[j] * mstride);
+        sb += y;
+    }
+    for (int s = 0; s < VL; s++) {
+        vfloat acc = (vfloat){0};
+        if (sb[s] > th2) {
+            VLOAD(acc, m + (size_t)ich[0] * stride + (size_t)s * VL);
+            for (int j = 1; j < nC; j++) {
+                vfloat y;
+                VLOAD(y, m + (size_t)ich[j] * stride + (size_t)s * VL);
+                acc += y;
+            }
+        }
+        memcpy(lb + (size_t)s * VL, &acc, sizeof acc);
     }
 }
 
@@ -479,7 +568,7 @@ typedef struct {
  * j->cand_limit or more spikes than out->limit: out->full is set and the item
  * must be done again in parts (its output is then incomplete). */
 static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float *filt, float *mx, float *fs,
-                              float *lb, int *pos_scratch, bs_detect_output *out)
+                              float *lb, float *mb, int *pos_scratch, bs_detect_output *out)
 {
     const bs_detect_params *p = j->p;
     const bs_temporal_basis *b = j->b;
@@ -521,21 +610,41 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
                 fc[i * KP + k] = 0;
         }
     }
+    /* each channel's maxima of m over sub-blocks of VL columns (0 past L) */
+    const size_t ms = sub_stride(L);
+    for (int c = 0; c < C && !p->exhaustive; c++)
+        for (size_t sb = 0; sb < ms; sb++) {
+            float v = 0;
+            for (size_t i = sb * VL; i < sb * VL + VL && i < L; i++)
+                v = mx[(size_t)c * L + i] > v ? mx[(size_t)c * L + i] : v;
+            mb[(size_t)c * ms + sb] = v;
+        }
     /* blocks of SCORE_BLOCK columns, so that the interleaved outputs they read
      * stay in cache across all positions */
     for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += SCORE_BLOCK) {
         size_t n = L - i0 < SCORE_BLOCK ? L - i0 : SCORE_BLOCK;
         for (int f = 0; f < g->n_pos && st == BS_OK && !found.full; f++) {
             /* loose bound for the block's columns at once: lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]² */
-            if (!p->exhaustive)
+            if (!p->exhaustive && n == SCORE_BLOCK)
+                loose_bound_block(mx + i0, L, mb + i0 / VL, ms, g->ichan + (size_t)f * nC, nC, th2, lb);
+            else if (!p->exhaustive)
                 loose_bound(mx + i0, L, g->ichan + (size_t)f * nC, nC, n, lb);
-            for (size_t i = i0; i < i0 + n && st == BS_OK; i++) {
-                /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A² */
-                if (!p->exhaustive && lb[i - i0] <= th2)
+            /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A²; the
+               columns past the first go to the second together, then to the projections */
+            int idx[SCORE_BLOCK], m = 0;
+            float tb[SCORE_BLOCK];
+            for (size_t i = 0; i < n; i++) {
+                idx[m] = (int)(i0 + i);
+                m += p->exhaustive || lb[i] > th2;
+            }
+            if (!p->exhaustive)
+                tight_bounds(K, fs, L, g->ichan + (size_t)f * nC, nC, idx, m, tb);
+            for (int e = 0; e < m && st == BS_OK; e++) {
+                if (!p->exhaustive && tb[e] <= th2)
                     continue;
-                candidate cd = score_position(g, K, fs, L, i, f, p->exhaustive ? -1.0f : th2);
+                candidate cd = score_position(g, K, fs, L, (size_t)idx[e], f, p->exhaustive ? -1.0f : th2);
                 if (cd.score > p->th_universal) {
-                    cd.t = ca + (int64_t)i;
+                    cd.t = ca + (int64_t)idx[e];
                     st = cand_push(&found, cd);
                 }
             }
@@ -642,7 +751,7 @@ bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t
 
 /* One thread's share of the filtering scratch (NULL where the GPU filters). */
 typedef struct {
-    float *filt, *mx, *fs, *lb;
+    float *filt, *mx, *fs, *lb, *mb;
     int *pos_f;
 } thread_scratch;
 
@@ -651,12 +760,14 @@ static thread_scratch scratch_of(const detect_job *j, float *scratch, int *pos_s
     size_t L = CHUNK_SAMPLES + 2 * (size_t)j->p->nt_before;
     size_t filt_floats = (size_t)j->probe->n_chan * j->p->n_shapes * L, mx_floats = (size_t)j->probe->n_chan * L;
     size_t fs_floats = (size_t)j->probe->n_chan * padded_shapes(j->p->n_shapes) * L;
+    size_t mb_floats = (size_t)j->probe->n_chan * sub_stride(L);
     thread_scratch t = {.pos_f = pos_scratch + (size_t)tid * j->g->n_pos};
     if (scratch) {
-        t.filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK);
+        t.filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK + mb_floats);
         t.mx = t.filt + filt_floats;
         t.fs = t.mx + mx_floats;
         t.lb = t.fs + fs_floats;
+        t.mb = t.lb + SCORE_BLOCK;
     }
     return t;
 }
@@ -683,7 +794,7 @@ static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const
                               bs_detect_output *out)
 {
     bs_detect_output_clear(out);
-    BS_TRY(detect_chunk(j, ta, tb, ts->filt, ts->mx, ts->fs, ts->lb, ts->pos_f, out));
+    BS_TRY(detect_chunk(j, ta, tb, ts->filt, ts->mx, ts->fs, ts->lb, ts->mb, ts->pos_f, out));
     return hand_on(j, ta, tb, ts, out);
 }
 
@@ -764,7 +875,7 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
                 int64_t ta, tb;
                 chunk_columns(halo, n_valid, w0 + w, &ta, &tb);
                 bs_detect_output_clear(&parts[w]);
-                bs_status s = detect_chunk(&job, ta, tb, ts.filt, ts.mx, ts.fs, ts.lb, ts.pos_f, &parts[w]);
+                bs_status s = detect_chunk(&job, ta, tb, ts.filt, ts.mx, ts.fs, ts.lb, ts.mb, ts.pos_f, &parts[w]);
                 if (s != BS_OK) {
 #pragma omp critical
                     thread_st = s;

@@ -96,6 +96,9 @@ bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int6
     r->n_batches = bs_batch_count(rec->n_samples, nb);
     r->block_rows = bs_batch_block_rows(rec->n_cols, rec->dtype, nb, halo, block_bytes);
     r->row_bytes = (size_t)rec->n_cols * bs_sample_bytes(rec->dtype);
+    r->f16_direct = rec->dtype == BS_SAMPLE_F16 && rec->offset == 0;
+    for (int c = 0; c < rec->probe.n_chan && r->f16_direct; c++)
+        r->f16_direct = rec->probe.column[c] == c && rec->uv_per_bit[c] == 1.0;
     if (!rec->read_rows) { /* formats with their own row reader (NWB) need no descriptor */
         r->fd = open(rec->data_path, O_RDONLY | O_CLOEXEC);
         if (r->fd < 0)
@@ -179,6 +182,76 @@ static inline float load_float(const unsigned char *p, int f16)
     return v;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_F16C_TILES 1
+/* Rows [k0, k1) of n_chan float16 columns (file column c = channel c) into
+ * out[c * width + j0 + k]: 8 rows x 8 channels at a time, converted by F16C
+ * (exact, as bs_half_to_float: every half is a float) and transposed in
+ * registers; the rest one by one. */
+__attribute__((target("avx2,f16c"))) static void f16_tiles(const unsigned char *raw, size_t rb, int n_chan,
+                                                            int64_t k0, int64_t k1, float *out, size_t width,
+                                                            int64_t j0)
+{
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8) {
+        int c = 0;
+        for (; c + 8 <= n_chan; c += 8) {
+            __m256 a[8], t[8];
+            for (int q = 0; q < 8; q++)
+                a[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(raw + (size_t)(k + q) * rb + 2 * (size_t)c)));
+            for (int q = 0; q < 8; q += 2) {
+                t[q] = _mm256_unpacklo_ps(a[q], a[q + 1]);
+                t[q + 1] = _mm256_unpackhi_ps(a[q], a[q + 1]);
+            }
+            for (int q = 0; q < 8; q += 4) {
+                a[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+                a[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+                a[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+                a[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+            }
+            for (int q = 0; q < 4; q++) { /* row q: channel c + q, rows k..k+7 */
+                _mm256_storeu_ps(out + (size_t)(c + q) * width + j0 + k, _mm256_permute2f128_ps(a[q], a[q + 4], 0x20));
+                _mm256_storeu_ps(out + (size_t)(c + q + 4) * width + j0 + k,
+                                 _mm256_permute2f128_ps(a[q], a[q + 4], 0x31));
+            }
+        }
+        for (; c < n_chan; c++)
+            for (int64_t q = k; q < k + 8; q++)
+                out[(size_t)c * width + j0 + q] = load_float(raw + (size_t)q * rb + 2 * (size_t)c, 1);
+    }
+    for (; k < k1; k++)
+        for (int c = 0; c < n_chan; c++)
+            out[(size_t)c * width + j0 + k] = load_float(raw + (size_t)k * rb + 2 * (size_t)c, 1);
+}
+
+static int have_f16c(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    }
+    return known;
+}
+#endif
+
+/* The first non-finite value of rows [k0, k1) of the window rows, channel by
+ * channel, then row: 1 and *bad_c, *bad_k where; 0 if none. */
+static int find_nonfinite(const bs_batch_reader *r, int64_t k0, int64_t k1, int64_t j0, int *bad_c, int64_t *bad_k)
+{
+    for (int c = 0; c < r->rec->probe.n_chan; c++) {
+        const float *dst = r->out + (size_t)c * (size_t)r->width + j0;
+        for (int64_t k = k0; k < k1; k++)
+            if (!isfinite(dst[k])) {
+                *bad_c = c;
+                *bad_k = k;
+                return 1;
+            }
+    }
+    return 0;
+}
+
 /* Convert rows [k0, k1) of the raw block into window columns [j0 + k0, j0 + k1).
  * float32 and float16 files: the first non-finite value (channel by channel, then row)
  * stops the tile; *bad_c and *bad_k say where (-1: none). */
@@ -190,6 +263,13 @@ static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64
     const double off = rec->offset;
     *bad_c = -1;
     *bad_k = -1;
+#ifdef HAVE_F16C_TILES
+    if (r->f16_direct && have_f16c()) {
+        f16_tiles(raw, rb, rec->probe.n_chan, k0, k1, r->out, (size_t)r->width, j0);
+        find_nonfinite(r, k0, k1, j0, bad_c, bad_k);
+        return;
+    }
+#endif
     for (int c = 0; c < rec->probe.n_chan; c++) {
         const double g = rec->uv_per_bit[c];
         float *dst = r->out + (size_t)c * (size_t)r->width + j0;
@@ -208,16 +288,12 @@ static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64
                 for (int64_t k = k0; k < k1; k++)
                     dst[k] = (float)(((double)load_float(src + (size_t)k * rb, f16) - off) * g);
             }
-            for (int64_t k = k0; k < k1; k++)
-                if (!isfinite(dst[k])) {
-                    *bad_c = c;
-                    *bad_k = k;
-                    return;
-                }
             break;
         }
         }
     }
+    if (rec->dtype == BS_SAMPLE_F16 || rec->dtype == BS_SAMPLE_F32)
+        find_nonfinite(r, k0, k1, j0, bad_c, bad_k);
 }
 
 /* Convert rows [0, nrows) of the raw block into window columns [j0, j0+nrows);

@@ -56,6 +56,8 @@ typedef struct {
     int64_t block_rows;  /* file rows per raw block */
     size_t row_bytes;    /* bytes per file row (n_cols * sample size) */
     int fd;
+    int f16_direct;      /* float16, unscaled, file column c = channel c (the preprocessed recording):
+                            tiles are converted 8 x 8 by the CPU's F16C unit when it has one (same bits) */
     void *raw;           /* [block_rows * row_bytes] bytes, tag io/batch-raw */
     float *out;          /* [n_chan * width] µV, tag io/batch-out */
 } bs_batch_reader;
