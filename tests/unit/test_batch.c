@@ -3,7 +3,8 @@
  * sample at the clamped index (exact reconstruction and edge replication) for
  * NB not dividing T, halo > NB, T < NB, halo 0 and tiny raw blocks; a spike
  * straddling a batch boundary is detected exactly once at the right sample;
- * uint16 / int32 / float32 / float16 scaling; NaN in float32 and float16 input; the allocation
+ * uint16 / int32 / float32 / float16 scaling; the float16 fast path (F16C) against
+ * bs_half_to_float; NaN in float32 and float16 input; the allocation
  * equals bs_batch_reader_bytes; one reader per thread reads in parallel;
  * the railed fraction of noise, flat and clipped channels.
  */
@@ -313,6 +314,76 @@ static void test_nan(void)
     bs_recording_close(&rec);
 }
 
+/* float16, unscaled, file column c = channel c (the preprocessed recording's
+ * layout, converted 8 x 8 by F16C where the CPU has it): every window value
+ * is bs_half_to_float of its half (subnormals, -0, the largest halves among
+ * them), for 19 channels and 1003 rows (neither a multiple of 8), with
+ * 5-row raw blocks too; a NaN is reported where a channel-by-channel scan
+ * finds it first. */
+static void test_f16_direct(void)
+{
+    enum { C = 19, T = 1003 };
+    char bin[4200], probe[4200];
+    snprintf(bin, sizeof bin, "%s/direct.f16", g_dir);
+    snprintf(probe, sizeof probe, "%s/probe_direct.json", g_dir);
+    int cols[C];
+    for (int c = 0; c < C; c++)
+        cols[c] = c;
+    write_probe(probe, C, cols, C);
+    static uint16_t h[T][C];
+    uint32_t state = 12345;
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            state = state * 1664525u + 1013904223u;
+            uint16_t v = (uint16_t)(state >> 16);
+            if ((v & 0x7c00u) == 0x7c00u) /* no infinity or NaN here */
+                v ^= 0x4000u;
+            h[t][c] = v;
+        }
+    h[0][0] = 0x8000u; /* -0 */
+    h[1][1] = 0x0001u; /* the smallest subnormal */
+    h[2][2] = 0xfbffu; /* -65504 */
+    FILE *fp = fopen(bin, "wb");
+    fwrite(h, sizeof h, 1, fp);
+    fclose(fp);
+    bs_open_options opt = {.probe_path = probe, .fs_hz = 1000, .dtype = "float16"};
+    bs_recording rec;
+    CHECK(bs_recording_open(bin, &opt, &rec) == BS_OK);
+    for (size_t bb = 0; bb <= 5 * C * 2; bb += 5 * C * 2) {
+        bs_batch_reader r;
+        CHECK(bs_batch_reader_open(&r, &rec, 300, 40, bb) == BS_OK && r.f16_direct);
+        long bad = 0;
+        for (int64_t b = 0; b < r.n_batches; b++) {
+            float *w;
+            int64_t nv;
+            CHECK(bs_batch_read(&r, b, &w, &nv) == BS_OK);
+            for (int c = 0; c < C; c++)
+                for (int64_t j = 0; j < r.width; j++) {
+                    int64_t t = clamp64(b * 300 - 40 + j, 0, T - 1);
+                    float want = bs_half_to_float(h[t][c]);
+                    bad += memcmp(&w[c * r.width + j], &want, sizeof want) != 0;
+                }
+        }
+        CHECK_MSG(bad == 0, "%ld window values differ from bs_half_to_float", bad);
+        bs_batch_reader_close(&r);
+    }
+    bs_recording_close(&rec);
+    h[500][12] = 0x7e00u; /* NaN in channel 12, then an earlier row of a later channel */
+    h[490][15] = 0x7c00u;
+    fp = fopen(bin, "wb");
+    fwrite(h, sizeof h, 1, fp);
+    fclose(fp);
+    CHECK(bs_recording_open(bin, &opt, &rec) == BS_OK);
+    bs_batch_reader r;
+    CHECK(bs_batch_reader_open(&r, &rec, 300, 40, 0) == BS_OK);
+    float *w;
+    int64_t nv;
+    CHECK(bs_batch_read(&r, 1, &w, &nv) == BS_ERR_INPUT);
+    CHECK(strstr(bs_last_error(), "sample 500, channel 12 (file column 12): expected a finite float16") != NULL);
+    bs_batch_reader_close(&r);
+    bs_recording_close(&rec);
+}
+
 static void test_bytes(void)
 {
     /* NP1-like shape, by hand: row 385*2 = 770 bytes, 8 MiB / 770 = 10894 rows */
@@ -425,6 +496,7 @@ static void test_railed(void)
 int main(void)
 {
     g_dir = test_tmpdir();
+    test_f16_direct();
 
     CHECK(bs_batch_count(0, 10) == 0 && bs_batch_count(1, 10) == 1 && bs_batch_count(10, 10) == 1);
     CHECK(bs_batch_count(11, 10) == 2 && bs_batch_count(5, 0) == 0);
