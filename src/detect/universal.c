@@ -298,16 +298,16 @@ BS_VECTORIZED static void loose_bound(const float *restrict m, size_t stride, co
     }
 }
 
-/* loose_bound for the SCORE_BLOCK columns of a block, skipping its
- * sub-blocks of VL columns that cannot pass: mb holds each channel's maxima
- * of m over the sub-blocks (row stride mstride), and Σ_j mb[ich[j], s] >=
- * lb[i] for every column i of sub-block s, in floats too (each term is at
- * least the column's, summed in the same order, and rounded addition is
- * monotone). A sub-block whose sum does not exceed th2 gets lb = 0, which
- * prunes its columns as their own sums would; the others get loose_bound's
- * sums, the same bits. */
-BS_VECTORIZED static void loose_bound_block(const float *restrict m, size_t stride, const float *restrict mb,
-                                            size_t mstride, const int *ich, int nC, float th2, float *restrict lb)
+/* The columns i0 + i (i < SCORE_BLOCK) of a block whose loose bound
+ * (loose_bound's sums, the same bits) exceeds th2, in order, into idx; returns
+ * their count. mb holds each channel's maxima of m over sub-blocks of VL
+ * columns (row stride mstride): Σ_j mb[ich[j], s] >= the loose bound of every
+ * column of sub-block s, in floats too (each term is at least the column's,
+ * summed in the same order, and rounded addition is monotone), so a
+ * sub-block whose sum does not exceed th2 is passed over whole. */
+BS_VECTORIZED static int loose_bound_block(const float *restrict m, size_t stride, const float *restrict mb,
+                                           size_t mstride, const int *ich, int nC, float th2, int i0,
+                                           int *restrict idx)
 {
     vfloat sb;
     VLOAD(sb, mb + (size_t)ich[0] * mstride);
@@ -316,18 +316,23 @@ BS_VECTORIZED static void loose_bound_block(const float *restrict m, size_t stri
         VLOAD(y, mb + (size_t)ich[j] * mstride);
         sb += y;
     }
+    int n = 0;
     for (int s = 0; s < VL; s++) {
-        vfloat acc = (vfloat){0};
-        if (sb[s] > th2) {
-            VLOAD(acc, m + (size_t)ich[0] * stride + (size_t)s * VL);
-            for (int j = 1; j < nC; j++) {
-                vfloat y;
-                VLOAD(y, m + (size_t)ich[j] * stride + (size_t)s * VL);
-                acc += y;
-            }
+        if (!(sb[s] > th2))
+            continue;
+        vfloat acc;
+        VLOAD(acc, m + (size_t)ich[0] * stride + (size_t)s * VL);
+        for (int j = 1; j < nC; j++) {
+            vfloat y;
+            VLOAD(y, m + (size_t)ich[j] * stride + (size_t)s * VL);
+            acc += y;
         }
-        memcpy(lb + (size_t)s * VL, &acc, sizeof acc);
+        for (int l = 0; l < VL; l++) {
+            idx[n] = i0 + s * VL + l;
+            n += acc[l] > th2;
+        }
     }
+    return n;
 }
 
 /* o[i] = Σ_u w[u]·x[i + u] for i < L, and m[i] = max(m[i], o[i]²). */
@@ -583,6 +588,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
      * few float roundings lower keeps a position whose float bound rounds
      * just under its float score */
     float th2 = p->th_universal * p->th_universal * (1.0f - 1e-5f);
+    const int exhaustive = p->exhaustive;
     cand_list found = {.limit = j->cand_limit}, cands = {0};
     bs_status st = BS_OK;
     if (n_pre >= 0) { /* a view of this item's columns: not freed here */
@@ -612,7 +618,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
     }
     /* each channel's maxima of m over sub-blocks of VL columns (0 past L) */
     const size_t ms = sub_stride(L);
-    for (int c = 0; c < C && !p->exhaustive; c++)
+    for (int c = 0; c < C && !exhaustive; c++)
         for (size_t sb = 0; sb < ms; sb++) {
             float v = 0;
             for (size_t i = sb * VL; i < sb * VL + VL && i < L; i++)
@@ -624,25 +630,30 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
     for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += SCORE_BLOCK) {
         size_t n = L - i0 < SCORE_BLOCK ? L - i0 : SCORE_BLOCK;
         for (int f = 0; f < g->n_pos && st == BS_OK && !found.full; f++) {
-            /* loose bound for the block's columns at once: lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]² */
-            if (!p->exhaustive && n == SCORE_BLOCK)
-                loose_bound_block(mx + i0, L, mb + i0 / VL, ms, g->ichan + (size_t)f * nC, nC, th2, lb);
-            else if (!p->exhaustive)
-                loose_bound(mx + i0, L, g->ichan + (size_t)f * nC, nC, n, lb);
-            /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A²; the
-               columns past the first go to the second together, then to the projections */
+            /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A². The loose
+               bound (lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]²) for the block's columns at once;
+               the columns past it go to the tight bound together, then to the projections */
+            const int *ich = g->ichan + (size_t)f * nC;
             int idx[SCORE_BLOCK], m = 0;
             float tb[SCORE_BLOCK];
-            for (size_t i = 0; i < n; i++) {
-                idx[m] = (int)(i0 + i);
-                m += p->exhaustive || lb[i] > th2;
+            if (exhaustive)
+                for (size_t i = 0; i < n; i++)
+                    idx[m++] = (int)(i0 + i);
+            else if (n == SCORE_BLOCK)
+                m = loose_bound_block(mx + i0, L, mb + i0 / VL, ms, ich, nC, th2, (int)i0, idx);
+            else {
+                loose_bound(mx + i0, L, ich, nC, n, lb);
+                for (size_t i = 0; i < n; i++) {
+                    idx[m] = (int)(i0 + i);
+                    m += lb[i] > th2;
+                }
             }
-            if (!p->exhaustive)
-                tight_bounds(K, fs, L, g->ichan + (size_t)f * nC, nC, idx, m, tb);
+            if (!exhaustive)
+                tight_bounds(K, fs, L, ich, nC, idx, m, tb);
             for (int e = 0; e < m && st == BS_OK; e++) {
-                if (!p->exhaustive && tb[e] <= th2)
+                if (!exhaustive && tb[e] <= th2)
                     continue;
-                candidate cd = score_position(g, K, fs, L, (size_t)idx[e], f, p->exhaustive ? -1.0f : th2);
+                candidate cd = score_position(g, K, fs, L, (size_t)idx[e], f, exhaustive ? -1.0f : th2);
                 if (cd.score > p->th_universal) {
                     cd.t = ca + (int64_t)idx[e];
                     st = cand_push(&found, cd);

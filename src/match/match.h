@@ -19,7 +19,7 @@
  *
  * Scores: B[k, t] = sum_{i} sum_s W_k[i, s] * X[S_k[i], t + s - nt_before],
  * computed as (1) the projection of every channel on the temporal basis
- * (direct convolution, Bp[c, p, t]) then (2) one SGEMM per block of <= 32
+ * (direct convolution, Bp[c, p, t]) then (2) one matrix product per block of <= 32
  * templates whose supports fit in a window of <= 1.5 n_sup consecutive
  * channels: B[block, t] = U_block (nb x w*P, zero off each support) *
  * Bp[window, :, t] (w*P x L). Work is tiled over time in fixed tiles of
@@ -57,7 +57,7 @@
 
 #define BS_MATCH_MAX_SUP 64     /* channels per template support, at most */
 #define BS_MATCH_MAX_PC 16      /* temporal components, at most */
-#define BS_MATCH_BLOCK 32       /* templates per score GEMM block, at most */
+#define BS_MATCH_BLOCK 32       /* templates per score block, at most */
 #define BS_MATCH_TILE 1024      /* samples per score tile */
 
 /* ---------------------------------------------------------------- templates */
@@ -141,7 +141,7 @@ typedef struct {
     int n_threads;  /* threads over the score blocks */
     float *proj;    /* C x P x (BS_MATCH_TILE) projection of one tile */
     float *gather;  /* per thread: n_sup*P x BS_MATCH_TILE rows of one support */
-    float *blk;     /* per thread: BS_MATCH_BLOCK x BS_MATCH_TILE block GEMM output */
+    float *blk;     /* per thread: BS_MATCH_BLOCK x BS_MATCH_TILE block product output */
 } bs_match_scores_ws;
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws);

@@ -9,35 +9,38 @@
  * lagged basis products WtW used by the pair table are tabulated. Templates
  * are grouped into score blocks (build_blocks): sorted by lowest support
  * channel, up to BS_MATCH_BLOCK consecutive templates whose supports fit in a
- * window of 1.5 n_sup consecutive channels share one GEMM, with weights
+ * window of 1.5 n_sup consecutive channels share one product, with weights
  * stored padded to the window (exact zeros off each support, so the scores
  * are those of the sparse templates).
  *
  * Scores are computed tile by tile over time (BS_MATCH_TILE samples):
  *   1. projection of every channel on the basis by direct convolution,
- *      proj[(c*P + p)][u] = sum_s basis[p, s] * X[c, t0 + u + s - nt_before]
+ *      proj[(c*P + p)][u] = sum_s basis[p, s] * X[c, t0 + u + s - nt_before],
+ *      stored in panels of PANEL samples (PIDX below)
  *      (zero outside the window), parallel over channels (each value is one
  *      thread's fixed-order sum, so bits do not depend on the thread count);
- *   2. per block one SGEMM, blk (nb x L) = Wpad (nb x w*P) * proj rows of the
- *      window (w*P x L, contiguous: rows c*P + p); a template too wide for a
+ *   2. per block one matrix product, blk (nb x L) = Wpad (nb x w*P) * proj
+ *      rows of the window (w*P x L, contiguous: rows c*P + p), by
+ *      block_scores (blocks hold 1-2 templates on average, too few for a
+ *      BLAS GEMM to repay packing its operands); a template too wide for a
  *      window has its support's rows gathered first. Rows of templates inside
  *      the requested range are copied to B.
- * The GEMM calls are the same whatever range is requested, so any split of
+ * The block products are the same whatever range is requested, so any split of
  * the templates into chunks reproduces the all-at-once scores bit for bit.
- * Cost per sample: C*P*nt*2 FLOP (projection) + about K*w*P*2 FLOP (GEMMs,
+ * Cost per sample: C*P*nt*2 FLOP (projection) + about K*w*P*2 FLOP (products,
  * w <= 1.5 n_sup).
  */
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/simd.h"
 #include "match/match.h"
 #include "mem/mem.h"
 
 /* Widest channel window of a block: 1.5 supports (the slack lets templates
- * with nearby supports share one GEMM). */
+ * with nearby supports share one product). */
 static int window_max(int n_chan, int n_sup)
 {
     int w = n_sup + n_sup / 2;
@@ -97,7 +100,7 @@ static int cmp_lo(const void *a, const void *b)
  * takes consecutive templates while they fit in a window of at most
  * window_max channels starting at the block's lowest channel, up to
  * BS_MATCH_BLOCK templates. Its weights are stored padded to the window
- * (zeros on channels outside a member's support), so its scores are one GEMM
+ * (zeros on channels outside a member's support), so its scores are one product
  * on contiguous projection rows. A template whose support spans more than
  * window_max channels gets a block of its own that gathers its rows.
  */
@@ -344,21 +347,32 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
 typedef float v4f __attribute__((vector_size(16)));
 typedef float v8f __attribute__((vector_size(32)));
 
-/* Scalar tail shared by both kernels: outputs u0..L-1. */
+/* The projection of a tile is stored in panels of PANEL columns: panel
+ * u / PANEL holds every row (c*P + p) of its columns side by side,
+ * proj[(u / PANEL) * rows * PANEL + (c*P + p) * PANEL + u % PANEL], so the
+ * rows of a block's channel window are one contiguous run of each panel
+ * (read from L1 by every template of the block, block_scores) and a
+ * channel's outputs for PANEL samples are written together. PIDX is the
+ * offset of (row, u) from the tile's start with `pstride` = rows * PANEL. */
+#define PANEL 16
+#define PIDX(row, u, pstride) ((size_t)((u) / PANEL) * (pstride) + (size_t)(row) * PANEL + (size_t)((u) % PANEL))
+
+/* Scalar tail shared by both kernels: outputs u0..L-1 (o0: the channel's first row in panel 0). */
 static void proj6_tail(const float *restrict x, const float *restrict basis, int nt, int u0, int L,
-                       float *restrict o0)
+                       float *restrict o0, size_t pstride)
 {
     for (; u0 < L; u0++)
         for (int p = 0; p < 6; p++) {
             float acc = 0.0f;
             for (int s = 0; s < nt; s++)
                 acc += basis[p * nt + s] * x[u0 + s];
-            o0[(size_t)p * BS_MATCH_TILE + u0] = acc;
+            o0[PIDX(p, u0, pstride)] = acc;
         }
 }
 
 /* 8 outputs x 6 components in 12 SSE registers (any x86-64). */
-static void proj6_sse(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0)
+static void proj6_sse(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0,
+                      size_t pstride)
 {
     int u0 = 0;
     for (; u0 + 8 <= L; u0 += 8) {
@@ -377,11 +391,11 @@ static void proj6_sse(const float *restrict x, const float *restrict basis, int 
             }
         }
         for (int p = 0; p < 6; p++) {
-            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0, &a[2 * p], sizeof(v4f));
-            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0 + 4, &a[2 * p + 1], sizeof(v4f));
+            memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(v4f));
+            memcpy(o0 + PIDX(p, u0, pstride) + 4, &a[2 * p + 1], sizeof(v4f));
         }
     }
-    proj6_tail(x, basis, nt, u0, L, o0);
+    proj6_tail(x, basis, nt, u0, L, o0, pstride);
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -390,7 +404,7 @@ static void proj6_sse(const float *restrict x, const float *restrict basis, int 
  * lane does the same IEEE multiply then add as the SSE kernel, so the bits
  * are the same on machines with and without AVX2. */
 __attribute__((target("avx2"))) static void proj6_avx2(const float *restrict x, const float *restrict basis, int nt,
-                                                        int L, float *restrict o0)
+                                                        int L, float *restrict o0, size_t pstride)
 {
     int u0 = 0;
     for (; u0 + 16 <= L; u0 += 16) {
@@ -409,11 +423,11 @@ __attribute__((target("avx2"))) static void proj6_avx2(const float *restrict x, 
             }
         }
         for (int p = 0; p < 6; p++) {
-            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0, &a[2 * p], sizeof(v8f));
-            memcpy(o0 + (size_t)p * BS_MATCH_TILE + u0 + 8, &a[2 * p + 1], sizeof(v8f));
+            memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(v8f));
+            memcpy(o0 + PIDX(p, u0, pstride) + 8, &a[2 * p + 1], sizeof(v8f));
         }
     }
-    proj6_tail(x, basis, nt, u0, L, o0);
+    proj6_tail(x, basis, nt, u0, L, o0, pstride);
 }
 #endif
 
@@ -421,17 +435,18 @@ __attribute__((target("avx2"))) static void proj6_avx2(const float *restrict x, 
  * first tap of output 0. Each output is summed over s ascending from 0 with
  * separate multiply and add, exactly as the generic loop in project_tile,
  * so every path gives the same bits. */
-static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0, int avx2)
+static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0,
+                  size_t pstride, int avx2)
 {
 #ifdef BS_HAVE_AVX2_KERNEL
     if (avx2) {
-        proj6_avx2(x, basis, nt, L, o0);
+        proj6_avx2(x, basis, nt, L, o0, pstride);
         return;
     }
 #else
     (void)avx2;
 #endif
-    proj6_sse(x, basis, nt, L, o0);
+    proj6_sse(x, basis, nt, L, o0, pstride);
 }
 
 static int force_portable; /* set by bs_match_force_portable (tests) */
@@ -450,6 +465,70 @@ static int use_avx2(void)
 #endif
 }
 
+/* Rows [0, MM) of one block's scores over L columns: C[m][u] = Σ_r A[m][r] *
+ * Bm[r][u], r ascending from 0, a multiply then an add for every term. Bm is
+ * in panels (PIDX; its rows kd consecutive rows of each panel, panel stride
+ * pstride), so one panel's kd x PANEL values are contiguous and stay in L1
+ * while the block's templates go over them SCORE_ROWS at a time. Each column
+ * is its own fixed-order sum, so vector width and CPU do not change the bits.
+ * Inlined with constant MM. */
+#define SCORE_ROWS 4 /* templates per pass over a panel */
+_Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "two vectors of 8 columns per panel, whole panels per tile");
+static inline __attribute__((always_inline)) void block_rows(const float *restrict A, int MM, int kd,
+                                                            const float *restrict Bm, size_t pstride, int L,
+                                                            float *restrict C)
+{
+    int u = 0;
+    for (; u + PANEL <= L; u += PANEL) {
+        const float *pan = Bm + (size_t)(u / PANEL) * pstride;
+        v8f acc[SCORE_ROWS][2];
+        for (int m = 0; m < MM; m++)
+            acc[m][0] = acc[m][1] = (v8f){0};
+        for (int r = 0; r < kd; r++) {
+            v8f b0, b1;
+            memcpy(&b0, pan + (size_t)r * PANEL, sizeof(v8f));
+            memcpy(&b1, pan + (size_t)r * PANEL + 8, sizeof(v8f));
+            for (int m = 0; m < MM; m++) {
+                const float a = A[(size_t)m * kd + r];
+                acc[m][0] += a * b0;
+                acc[m][1] += a * b1;
+            }
+        }
+        for (int m = 0; m < MM; m++) {
+            memcpy(C + (size_t)m * BS_MATCH_TILE + u, &acc[m][0], sizeof(v8f));
+            memcpy(C + (size_t)m * BS_MATCH_TILE + u + 8, &acc[m][1], sizeof(v8f));
+        }
+    }
+    for (; u < L; u++)
+        for (int m = 0; m < MM; m++) {
+            float acc = 0.0f;
+            for (int r = 0; r < kd; r++)
+                acc += A[(size_t)m * kd + r] * Bm[PIDX(r, u, pstride)];
+            C[(size_t)m * BS_MATCH_TILE + u] = acc;
+        }
+}
+
+/* C (nbk x L, row stride BS_MATCH_TILE) = A (nbk x kd) * Bm (kd rows in
+ * panels): block_rows for SCORE_ROWS templates at a time, panel by panel. */
+BS_VECTORIZED static void block_scores(const float *restrict A, int nbk, int kd, const float *restrict Bm,
+                                       size_t pstride, int L, float *restrict C)
+{
+    for (int u = 0; u < L; u += PANEL) { /* every template over one panel while it is in L1 */
+        const int n = L - u < PANEL ? L - u : PANEL;
+        const float *pan = Bm + (size_t)(u / PANEL) * pstride;
+        for (int m0 = 0; m0 < nbk; m0 += SCORE_ROWS) {
+            const float *a = A + (size_t)m0 * kd;
+            float *c = C + (size_t)m0 * BS_MATCH_TILE + u;
+            switch (nbk - m0) {
+            case 1: block_rows(a, 1, kd, pan, pstride, n, c); break;
+            case 2: block_rows(a, 2, kd, pan, pstride, n, c); break;
+            case 3: block_rows(a, 3, kd, pan, pstride, n, c); break;
+            default: block_rows(a, 4, kd, pan, pstride, n, c); break;
+            }
+        }
+    }
+}
+
 /* proj rows (c*P + p) of the tile starting at window sample t0, L samples. */
 static void project_tile(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t t0,
                          int L, float *proj)
@@ -462,10 +541,11 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
     const int interior = t0 - nb >= 0 && t0 - nb + L + nt - 1 <= n_t;
     const int avx2 = use_avx2();
     const int span = L + nt - 1;
+    const size_t pstride = (size_t)C * P * PANEL;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float *x = X + (size_t)c * ldx;
-        float *o0 = proj + (size_t)c * P * BS_MATCH_TILE;
+        float *o0 = proj + (size_t)c * P * PANEL; /* row c*P of panel 0 */
         float pad[BS_MATCH_TILE + 1000 - 1];
         const float *xs = x + t0 - nb;
         if (!interior) {
@@ -476,19 +556,16 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
             xs = pad;
         }
         if (P == 6) {
-            proj6(xs, t->basis, nt, L, o0, avx2);
+            proj6(xs, t->basis, nt, L, o0, pstride, avx2);
             continue;
         }
         /* any P: o[p][u] = sum_s basis[p, s] * xs[u + s], s ascending */
-        for (int p = 0; p < P; p++)
-            memset(o0 + (size_t)p * BS_MATCH_TILE, 0, sizeof(float) * (size_t)L);
-        for (int s = 0; s < nt; s++)
+        for (int u = 0; u < L; u++)
             for (int p = 0; p < P; p++) {
-                const float w = t->basis[(size_t)p * nt + s];
-                float *restrict o = o0 + (size_t)p * BS_MATCH_TILE;
-                const float *restrict xv = xs + s;
-                for (int u = 0; u < L; u++)
-                    o[u] += w * xv[u];
+                float acc = 0.0f;
+                for (int s = 0; s < nt; s++)
+                    acc += t->basis[(size_t)p * nt + s] * xs[u + s];
+                o0[PIDX(p, u, pstride)] = acc;
             }
     }
 }
@@ -502,11 +579,12 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
     if (k0 == k1 || n_t == 0)
         return BS_OK;
     const int P = t->n_pc, ns = t->n_sup;
+    const size_t pstride = (size_t)t->n_chan * P * PANEL;
     for (int64_t t0 = 0; t0 < n_t; t0 += BS_MATCH_TILE) {
         int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
         project_tile(t, X, ldx, n_t, t0, L, ws->proj);
         /* blocks write disjoint rows of B: one thread per block, each with its
-         * own gather and GEMM buffers (BLAS itself runs on one thread) */
+         * own gather and product buffers */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
         for (int b = 0; b < t->n_blocks; b++) {
             int m0 = t->block_start[b], m1 = t->block_start[b + 1];
@@ -522,20 +600,21 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
             const int nbk = m1 - m0, c0 = t->block_c0[b];
             const float *A = t->bw + t->block_woff[b], *Bm;
             int kd;
+            size_t bstride = pstride;
             if (c0 >= 0) { /* windowed: contiguous projection rows */
                 kd = t->block_w[b] * P;
-                Bm = ws->proj + (size_t)c0 * P * BS_MATCH_TILE;
-            } else { /* gather the support's rows */
+                Bm = ws->proj + (size_t)c0 * P * PANEL;
+            } else { /* gather the support's rows, in panels of their own */
                 const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
-                for (int i = 0; i < ns; i++)
-                    for (int p = 0; p < P; p++)
-                        memcpy(gather + ((size_t)i * P + p) * BS_MATCH_TILE,
-                               ws->proj + ((size_t)sup[i] * P + p) * BS_MATCH_TILE, sizeof(float) * (size_t)L);
+                bstride = (size_t)ns * P * PANEL;
+                for (int u = 0; u < L; u += PANEL)
+                    for (int i = 0; i < ns; i++)
+                        memcpy(gather + PIDX(i * P, u, bstride), ws->proj + PIDX(sup[i] * P, u, pstride),
+                               sizeof(float) * P * PANEL);
                 kd = ns * P;
                 Bm = gather;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nbk, L, kd, 1.0f, A, kd, Bm, BS_MATCH_TILE, 0.0f,
-                        blk, BS_MATCH_TILE);
+            block_scores(A, nbk, kd, Bm, bstride, L, blk);
             for (int m = 0; m < nbk; m++) {
                 int k = t->block_members[m0 + m];
                 if (k < k0 || k >= k1)
