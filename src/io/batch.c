@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "../common/half.h"
+#include "../common/half_tiles.h"
 #include "../mem/mem.h"
 
 int64_t bs_batch_count(int64_t n_samples, int64_t nb)
@@ -182,60 +183,6 @@ static inline float load_float(const unsigned char *p, int f16)
     return v;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_F16C_TILES 1
-/* Rows [k0, k1) of n_chan float16 columns (file column c = channel c) into
- * out[c * width + j0 + k]: 8 rows x 8 channels at a time, converted by F16C
- * (exact, as bs_half_to_float: every half is a float) and transposed in
- * registers; the rest one by one. */
-__attribute__((target("avx2,f16c"))) static void f16_tiles(const unsigned char *raw, size_t rb, int n_chan,
-                                                            int64_t k0, int64_t k1, float *out, size_t width,
-                                                            int64_t j0)
-{
-    int64_t k = k0;
-    for (; k + 8 <= k1; k += 8) {
-        int c = 0;
-        for (; c + 8 <= n_chan; c += 8) {
-            __m256 a[8], t[8];
-            for (int q = 0; q < 8; q++)
-                a[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(raw + (size_t)(k + q) * rb + 2 * (size_t)c)));
-            for (int q = 0; q < 8; q += 2) {
-                t[q] = _mm256_unpacklo_ps(a[q], a[q + 1]);
-                t[q + 1] = _mm256_unpackhi_ps(a[q], a[q + 1]);
-            }
-            for (int q = 0; q < 8; q += 4) {
-                a[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
-                a[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
-                a[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
-                a[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
-            }
-            for (int q = 0; q < 4; q++) { /* row q: channel c + q, rows k..k+7 */
-                _mm256_storeu_ps(out + (size_t)(c + q) * width + j0 + k, _mm256_permute2f128_ps(a[q], a[q + 4], 0x20));
-                _mm256_storeu_ps(out + (size_t)(c + q + 4) * width + j0 + k,
-                                 _mm256_permute2f128_ps(a[q], a[q + 4], 0x31));
-            }
-        }
-        for (; c < n_chan; c++)
-            for (int64_t q = k; q < k + 8; q++)
-                out[(size_t)c * width + j0 + q] = load_float(raw + (size_t)q * rb + 2 * (size_t)c, 1);
-    }
-    for (; k < k1; k++)
-        for (int c = 0; c < n_chan; c++)
-            out[(size_t)c * width + j0 + k] = load_float(raw + (size_t)k * rb + 2 * (size_t)c, 1);
-}
-
-static int have_f16c(void)
-{
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-    }
-    return known;
-}
-#endif
-
 /* The first non-finite value of rows [k0, k1) of the window rows, channel by
  * channel, then row: 1 and *bad_c, *bad_k where; 0 if none. */
 static int find_nonfinite(const bs_batch_reader *r, int64_t k0, int64_t k1, int64_t j0, int *bad_c, int64_t *bad_k)
@@ -263,13 +210,11 @@ static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64
     const double off = rec->offset;
     *bad_c = -1;
     *bad_k = -1;
-#ifdef HAVE_F16C_TILES
-    if (r->f16_direct && have_f16c()) {
-        f16_tiles(raw, rb, rec->probe.n_chan, k0, k1, r->out, (size_t)r->width, j0);
+    if (r->f16_direct) { /* 8 x 8 by F16C where the CPU has it (half_tiles.h) */
+        bs_half_rows_to_floats(raw, rb, rec->probe.n_chan, k0, k1, r->out + j0, (size_t)r->width);
         find_nonfinite(r, k0, k1, j0, bad_c, bad_k);
         return;
     }
-#endif
     for (int c = 0; c < rec->probe.n_chan; c++) {
         const double g = rec->uv_per_bit[c];
         float *dst = r->out + (size_t)c * (size_t)r->width + j0;

@@ -57,7 +57,7 @@ typedef struct {
     size_t row_bytes;    /* bytes per file row (n_cols * sample size) */
     int fd;
     int f16_direct;      /* float16, unscaled, file column c = channel c (the preprocessed recording):
-                            tiles are converted 8 x 8 by the CPU's F16C unit when it has one (same bits) */
+                            converted by bs_half_rows_to_floats (common/half_tiles.h) */
     void *raw;           /* [block_rows * row_bytes] bytes, tag io/batch-raw */
     float *out;          /* [n_chan * width] µV, tag io/batch-out */
 } bs_batch_reader;

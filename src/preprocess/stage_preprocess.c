@@ -37,7 +37,7 @@
 #include <string.h>
 
 #include "../common/fileio.h"
-#include "../common/half.h"
+#include "../common/half_tiles.h"
 #include "../common/log.h"
 #include "../common/progress.h"
 #include "../io/npy.h"
@@ -77,11 +77,7 @@ static bs_status write_rows(bs_run_ctx *c, const bs_atomic_file *f, const float 
 #pragma omp parallel for schedule(static)
         for (int64_t r0 = 0; r0 < n; r0 += TILE_COLS) {
             int64_t r1 = r0 + TILE_COLS < n ? r0 + TILE_COLS : n;
-            for (int ch = 0; ch < C; ch++) {
-                const float *src = x + (size_t)ch * (size_t)c->width + c->halo + t0;
-                for (int64_t r = r0; r < r1; r++)
-                    buf[(size_t)r * C + ch] = bs_float_to_half(src[r]);
-            }
+            bs_floats_to_half_rows(x + c->halo + t0, (size_t)c->width, C, r0, r1, buf);
         }
         errno = 0;
         if (fwrite(buf, 2 * (size_t)C, (size_t)n, f->fp) != (size_t)n)

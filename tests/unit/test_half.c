@@ -4,7 +4,10 @@
  * one and the floats just beside it to the nearer; magnitudes past the
  * largest half become ±65504; and, on an x86 CPU with F16C (all AVX2 ones),
  * 2^22 random floats convert to the same bits as the hardware's
- * round-to-nearest-even conversion (an independent reference).
+ * round-to-nearest-even conversion (an independent reference). The
+ * transposing conversions (half_tiles.h: F16C tiles where the CPU has them)
+ * give the same bits as the scalar ones, NaN, infinities and clamping
+ * included.
  */
 #include "test.h"
 
@@ -12,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/half.h"
+#include "common/half_tiles.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -85,5 +89,39 @@ int main(void)
         printf("# no AVX2/F16C: the hardware comparison is skipped\n");
     }
 #endif
+
+    /* the transposing conversions (half_tiles.h) against the scalar ones, for 21 channels x 203 samples (neither
+       a multiple of 8), values of every kind: random bits (NaN and infinities among them), ±65520, subnormal
+       halves, ±0 */
+    {
+        enum { C = 21, T = 203, LD = 211 };
+        static float x[C * LD], back[C * LD];
+        static uint16_t rows[T * C];
+        uint64_t s = 0x2545f4914f6cdd1dull;
+        for (int i = 0; i < C * LD; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            uint32_t bits = (uint32_t)(s >> 32);
+            if (i % 3 == 0)
+                bits = (bits & 0x807fffffu) | ((uint32_t)(97 + (s & 31)) << 23); /* magnitudes 2^-30 .. 2^1 */
+            memcpy(&x[i], &bits, sizeof bits);
+        }
+        x[5] = 65520.0f, x[6] = -1e30f, x[7] = INFINITY, x[8] = NAN, x[9] = -0.0f, x[10] = 0x1p-24f;
+        x[LD + 3] = 65519.0f, x[2 * LD + 100] = -INFINITY;
+        bs_floats_to_half_rows(x, LD, C, 0, T, rows);
+        int bad = 0;
+        for (int k = 0; k < T; k++)
+            for (int c = 0; c < C; c++)
+                bad += rows[k * C + c] != bs_float_to_half(x[c * LD + k]);
+        CHECK_MSG(bad == 0, "%d values of bs_floats_to_half_rows differ from bs_float_to_half (hardware path %d)", bad,
+                  bs_half_tiles_hw());
+        bs_half_rows_to_floats((const unsigned char *)rows, 2 * C, C, 3, T, back, LD);
+        bad = 0;
+        for (int k = 3; k < T; k++)
+            for (int c = 0; c < C; c++) {
+                float want = bs_half_to_float(rows[k * C + c]), got = back[c * LD + k];
+                bad += isnan(want) ? !isnan(got) : memcmp(&want, &got, sizeof want) != 0;
+            }
+        CHECK_MSG(bad == 0, "%d values of bs_half_rows_to_floats differ from bs_half_to_float", bad);
+    }
     TEST_MAIN_END();
 }

@@ -1,0 +1,144 @@
+/*
+ * half_tiles.c - the transposing float16 conversions (see half_tiles.h).
+ *
+ * The 8 x 8 tile: eight 8-wide rows are converted (vcvtph2ps, or vcvtps2ph
+ * with round-to-nearest-even), then transposed by the usual three rounds of
+ * unpack / shuffle / 128-bit permute, and stored as eight 8-wide rows of the
+ * other layout. Rows and channels past the last whole tile go one value at a
+ * time through half.h.
+ */
+#include "half_tiles.h"
+
+#include <string.h>
+
+#include "half.h"
+
+static float half_at(const unsigned char *p)
+{
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return bs_half_to_float(h);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define HAVE_HW_TILES 1
+
+/* a[q] (row q) -> a[q] (column q) of an 8 x 8 float tile */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void transpose8(__m256 a[8])
+{
+    __m256 t[8];
+    for (int q = 0; q < 8; q += 2) {
+        t[q] = _mm256_unpacklo_ps(a[q], a[q + 1]);
+        t[q + 1] = _mm256_unpackhi_ps(a[q], a[q + 1]);
+    }
+    for (int q = 0; q < 8; q += 4) {
+        a[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        a[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        a[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        a[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int q = 0; q < 4; q++) {
+        t[q] = _mm256_permute2f128_ps(a[q], a[q + 4], 0x20);
+        t[q + 4] = _mm256_permute2f128_ps(a[q], a[q + 4], 0x31);
+    }
+    for (int q = 0; q < 8; q++)
+        a[q] = t[q];
+}
+
+__attribute__((target("avx2,f16c"))) static void rows_to_floats_hw(const unsigned char *raw, size_t rb, int n_chan,
+                                                                    int64_t k0, int64_t k1, float *out, size_t ldo)
+{
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8) {
+        int c = 0;
+        for (; c + 8 <= n_chan; c += 8) {
+            __m256 a[8];
+            for (int q = 0; q < 8; q++)
+                a[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(raw + (size_t)(k + q) * rb + 2 * (size_t)c)));
+            transpose8(a);
+            for (int q = 0; q < 8; q++)
+                _mm256_storeu_ps(out + (size_t)(c + q) * ldo + k, a[q]);
+        }
+        for (; c < n_chan; c++)
+            for (int64_t q = k; q < k + 8; q++)
+                out[(size_t)c * ldo + q] = half_at(raw + (size_t)q * rb + 2 * (size_t)c);
+    }
+    for (; k < k1; k++)
+        for (int c = 0; c < n_chan; c++)
+            out[(size_t)c * ldo + k] = half_at(raw + (size_t)k * rb + 2 * (size_t)c);
+}
+
+__attribute__((target("avx2,f16c"))) static void floats_to_rows_hw(const float *x, size_t ldx, int n_chan, int64_t k0,
+                                                                    int64_t k1, uint16_t *out)
+{
+    const __m128i expo = _mm_set1_epi16(0x7c00);
+    int64_t k = k0;
+    for (; k + 8 <= k1; k += 8) {
+        int c = 0;
+        for (; c + 8 <= n_chan; c += 8) {
+            __m256 a[8];
+            for (int q = 0; q < 8; q++)
+                a[q] = _mm256_loadu_ps(x + (size_t)(c + q) * ldx + k);
+            transpose8(a); /* a[q]: row k + q, channels c..c+7 */
+            for (int q = 0; q < 8; q++) {
+                __m128i h = _mm256_cvtps_ph(a[q], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                uint16_t *d = out + (size_t)(k + q) * n_chan + c;
+                _mm_storeu_si128((__m128i *)d, h);
+                if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, expo), expo))) /* infinity or NaN: half.h's */
+                    for (int l = 0; l < 8; l++)
+                        d[l] = bs_float_to_half(x[(size_t)(c + l) * ldx + k + q]);
+            }
+        }
+        for (; c < n_chan; c++)
+            for (int64_t q = k; q < k + 8; q++)
+                out[(size_t)q * n_chan + c] = bs_float_to_half(x[(size_t)c * ldx + q]);
+    }
+    for (; k < k1; k++)
+        for (int c = 0; c < n_chan; c++)
+            out[(size_t)k * n_chan + c] = bs_float_to_half(x[(size_t)c * ldx + k]);
+}
+#endif
+
+int bs_half_tiles_hw(void)
+{
+#ifdef HAVE_HW_TILES
+    static int known = -1;
+    if (known < 0) {
+        unsigned a, b, c, d; /* F16C from CPUID leaf 1 (not every compiler's __builtin_cpu_supports knows it) */
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    }
+    return known;
+#else
+    return 0;
+#endif
+}
+
+void bs_half_rows_to_floats(const unsigned char *raw, size_t row_bytes, int n_chan, int64_t k0, int64_t k1,
+                            float *out, size_t ldo)
+{
+#ifdef HAVE_HW_TILES
+    if (bs_half_tiles_hw()) {
+        rows_to_floats_hw(raw, row_bytes, n_chan, k0, k1, out, ldo);
+        return;
+    }
+#endif
+    for (int c = 0; c < n_chan; c++)
+        for (int64_t k = k0; k < k1; k++)
+            out[(size_t)c * ldo + k] = half_at(raw + (size_t)k * row_bytes + 2 * (size_t)c);
+}
+
+void bs_floats_to_half_rows(const float *x, size_t ldx, int n_chan, int64_t k0, int64_t k1, uint16_t *out)
+{
+#ifdef HAVE_HW_TILES
+    if (bs_half_tiles_hw()) {
+        floats_to_rows_hw(x, ldx, n_chan, k0, k1, out);
+        return;
+    }
+#endif
+    for (int64_t k = k0; k < k1; k++)
+        for (int c = 0; c < n_chan; c++)
+            out[(size_t)k * n_chan + c] = bs_float_to_half(x[(size_t)c * ldx + k]);
+}
