@@ -131,6 +131,11 @@ typedef struct {
     int *ichan;       /* [n_pos × n_chans] nearest channels, by distance */
     float *weights;   /* [n_pos × n_sizes × n_chans] unit-norm envelopes */
     int *neighbors;   /* [n_pos × n_neighbors] nearest positions (self first), -1 padded */
+    /* positions with the same set of channels share their score bounds (universal.c): */
+    int n_sets;       /* distinct channel sets */
+    int *set_chans;   /* [n_sets × n_chans] each set's channels, ascending */
+    int *set_start;   /* [n_sets + 1] its positions are set_pos[set_start[s] .. set_start[s + 1]) */
+    int *set_pos;     /* [n_pos] positions grouped by set, ascending within a set */
 } bs_detect_grid;
 
 bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_detect_grid *g);

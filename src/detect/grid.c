@@ -46,7 +46,74 @@ void bs_grid_free(bs_detect_grid *g)
     bs_mem_free(g->ichan);
     bs_mem_free(g->weights);
     bs_mem_free(g->neighbors);
+    bs_mem_free(g->set_chans);
+    bs_mem_free(g->set_start);
+    bs_mem_free(g->set_pos);
     memset(g, 0, sizeof *g);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    const int *l; /* the position's channels, ascending */
+    int f, n;     /* the position; channels per position */
+} chan_set;
+
+static int set_cmp(const void *a, const void *b)
+{
+    const chan_set *x = a, *y = b;
+    int c = memcmp(x->l, y->l, sizeof(int) * (size_t)x->n);
+    return c ? c : (x->f > y->f) - (x->f < y->f);
+}
+
+/* Group the positions by their set of channels (g->set_*). */
+static bs_status build_sets(bs_detect_grid *g)
+{
+    int F = g->n_pos, nC = g->n_chans;
+    int *sorted = malloc(sizeof(int) * (size_t)F * nC);
+    chan_set *order = malloc(sizeof(chan_set) * (size_t)F);
+    g->set_pos = bs_mem_alloc("detect/grid", sizeof(int) * (size_t)F);
+    if (!sorted || !order || !g->set_pos) {
+        free(sorted);
+        free(order);
+        bs_grid_free(g);
+        return BS_ERR_MEMORY;
+    }
+    for (int f = 0; f < F; f++) {
+        memcpy(sorted + (size_t)f * nC, g->ichan + (size_t)f * nC, sizeof(int) * (size_t)nC);
+        qsort(sorted + (size_t)f * nC, (size_t)nC, sizeof(int), cmp_int);
+        order[f] = (chan_set){sorted + (size_t)f * nC, f, nC};
+    }
+    qsort(order, (size_t)F, sizeof(chan_set), set_cmp);
+    int n = 0;
+    for (int i = 0; i < F; i++)
+        n += i == 0 || memcmp(order[i].l, order[i - 1].l, sizeof(int) * (size_t)nC) != 0;
+    g->n_sets = n;
+    g->set_chans = bs_mem_alloc("detect/grid", sizeof(int) * (size_t)n * nC);
+    g->set_start = bs_mem_alloc("detect/grid", sizeof(int) * ((size_t)n + 1));
+    if (!g->set_chans || !g->set_start) {
+        free(sorted);
+        free(order);
+        bs_grid_free(g);
+        return BS_ERR_MEMORY;
+    }
+    int s = -1;
+    for (int i = 0; i < F; i++) {
+        if (i == 0 || memcmp(order[i].l, order[i - 1].l, sizeof(int) * (size_t)nC) != 0) {
+            s++;
+            g->set_start[s] = i;
+            memcpy(g->set_chans + (size_t)s * nC, order[i].l, sizeof(int) * (size_t)nC);
+        }
+        g->set_pos[i] = order[i].f;
+    }
+    g->set_start[n] = F;
+    free(sorted);
+    free(order);
+    return BS_OK;
 }
 
 bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_detect_grid *g)
@@ -161,5 +228,5 @@ bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_det
     }
     free(rank);
     free(prank);
-    return BS_OK;
+    return build_sets(g);
 }

@@ -629,11 +629,14 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
      * stay in cache across all positions */
     for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += SCORE_BLOCK) {
         size_t n = L - i0 < SCORE_BLOCK ? L - i0 : SCORE_BLOCK;
-        for (int f = 0; f < g->n_pos && st == BS_OK && !found.full; f++) {
-            /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A². The loose
-               bound (lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]²) for the block's columns at once;
-               the columns past it go to the tight bound together, then to the projections */
-            const int *ich = g->ichan + (size_t)f * nC;
+        for (int set = 0; set < g->n_sets && st == BS_OK && !found.full; set++) {
+            /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A². Both depend on
+               the channels only, so the positions of one channel set share them (summed in the
+               set's ascending channel order: they only prune, with a margin far above the rounding
+               of the order). The loose bound (lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]²) for the
+               block's columns at once; the columns past it go to the tight bound together, then to
+               the projections of each position of the set */
+            const int *ich = g->set_chans + (size_t)set * nC;
             int idx[SCORE_BLOCK], m = 0;
             float tb[SCORE_BLOCK];
             if (exhaustive)
@@ -648,15 +651,23 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
                     m += lb[i] > th2;
                 }
             }
-            if (!exhaustive)
+            if (!exhaustive) { /* the columns past the tight bound */
                 tight_bounds(K, fs, L, ich, nC, idx, m, tb);
-            for (int e = 0; e < m && st == BS_OK; e++) {
-                if (!exhaustive && tb[e] <= th2)
-                    continue;
-                candidate cd = score_position(g, K, fs, L, (size_t)idx[e], f, exhaustive ? -1.0f : th2);
-                if (cd.score > p->th_universal) {
-                    cd.t = ca + (int64_t)idx[e];
-                    st = cand_push(&found, cd);
+                int q = 0;
+                for (int e = 0; e < m; e++) {
+                    idx[q] = idx[e];
+                    q += tb[e] > th2;
+                }
+                m = q;
+            }
+            for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
+                const int f = g->set_pos[pi];
+                for (int e = 0; e < m && st == BS_OK; e++) {
+                    candidate cd = score_position(g, K, fs, L, (size_t)idx[e], f, exhaustive ? -1.0f : th2);
+                    if (cd.score > p->th_universal) {
+                        cd.t = ca + (int64_t)idx[e];
+                        st = cand_push(&found, cd);
+                    }
                 }
             }
         }
