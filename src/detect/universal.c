@@ -28,9 +28,16 @@ typedef int32_t vint __attribute__((vector_size(VL * sizeof(int32_t))));
 
 static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 
-/* Sub-blocks of VL columns: a row of their maxima for L columns, padded to whole vectors. */
+/* Sub-blocks of VL columns: a score block's are one vector. */
 _Static_assert(SCORE_BLOCK == VL * VL, "a score block is one vector of sub-blocks");
-static size_t sub_stride(size_t L) { return ((L + VL - 1) / VL + VL - 1) / VL * VL; }
+
+/* One thread's filtering scratch for a score block, floats: the filter outputs
+ * (fs), their max over shapes² (mx), its sub-block maxima (mb), one loose bound (lb). */
+static size_t scratch_floats(int n_chan, int n_shapes)
+{
+    return (size_t)n_chan * SCORE_BLOCK * (size_t)padded_shapes(n_shapes) + (size_t)n_chan * SCORE_BLOCK +
+           (size_t)n_chan * VL + SCORE_BLOCK;
+}
 
 typedef bs_detect_candidate candidate; /* t: window column; q: size * n_shapes + shape */
 
@@ -142,13 +149,7 @@ size_t bs_detect_batch_bytes(const bs_detect_params *p, int n_pos, int n_chans, 
 
 size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads)
 {
-    size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
-    size_t per_thread = (size_t)n_chan * (size_t)(p->n_shapes + padded_shapes(p->n_shapes)) * L *
-                            sizeof(float)                                        /* filtered, 2 layouts */
-                        + (size_t)n_chan * L * sizeof(float)                         /* max over shapes² */
-                        + SCORE_BLOCK * sizeof(float)                                /* one position's bound */
-                        + (size_t)n_chan * sub_stride(L) * sizeof(float);            /* its sub-block maxima */
-    return per_thread * (size_t)n_threads;
+    return scratch_floats(n_chan, p->n_shapes) * sizeof(float) * (size_t)n_threads;
 }
 
 /* The interleaved copy of the filter outputs (interleave_shapes) holds each
@@ -335,58 +336,30 @@ BS_VECTORIZED static int loose_bound_block(const float *restrict m, size_t strid
     return n;
 }
 
-/* o[i] = Σ_u w[u]·x[i + u] for i < L, and m[i] = max(m[i], o[i]²). */
-BS_VECTORIZED static void filter_shape(const float *restrict x, const float *restrict w, int nt, float *restrict o,
-                                       float *restrict m, size_t L)
+/* Blocks of FB (<= FB_MAX) vectors of columns from i0 while whole ones fit:
+ * returns where they stop. Inlined with constant K and FB. */
+#define FB_MAX 2
+static inline __attribute__((always_inline)) size_t shapes_filter_run(const float *restrict x, const float *restrict w,
+                                                               int K, int FB, int nt, float *restrict fs,
+                                                               float *restrict m, size_t L, size_t i0)
 {
-    for (size_t i = 0; i < L; i++)
-        o[i] = 0;
-    for (int u = 0; u < nt; u++) {
-        float wu = w[u];
-        const float *src = x + u;
-        for (size_t i = 0; i < L; i++)
-            o[i] += wu * src[i];
-    }
-    for (size_t i = 0; i < L; i++) {
-        float v = o[i] * o[i];
-        m[i] = v > m[i] ? v : m[i];
-    }
-}
-
-/* All K shapes of one channel at once, in blocks of FB_VECTORS x VL columns
- * whose K x FB_VECTORS sums stay in registers while the taps go by: each
- * load of the signal serves every shape, and no partial sum is stored. For
- * each column and shape the sum is Σ_u w[u]·x[i + u] with u ascending from
- * 0, the same bits as filter_shape (and filter_at). Writes both layouts:
- * o[k * L + i] (shape-major) and fs[i * KP + k] (shapes side by side, pad
- * lanes 0), and m[i] = max_k o². Returns the columns done (a multiple of the
- * block); the caller finishes the rest. Inlined with constant K. */
-#define FB_VECTORS 2
-static inline __attribute__((always_inline)) size_t shapes_filter_block_k(const float *restrict x, const float *restrict w,
-                                                                   int K, int nt, float *restrict o,
-                                                                   float *restrict fs, float *restrict m, size_t L)
-{
-    enum { B = FB_VECTORS * VL };
     const int KP = padded_shapes(K);
-    size_t i0 = 0;
-    for (; i0 + B <= L; i0 += B) {
-        vfloat acc[8][FB_VECTORS];
+    for (; i0 + (size_t)FB * VL <= L; i0 += (size_t)FB * VL) {
+        vfloat acc[8][FB_MAX];
         for (int k = 0; k < K; k++)
-            for (int v = 0; v < FB_VECTORS; v++)
+            for (int v = 0; v < FB; v++)
                 acc[k][v] = (vfloat){0};
         for (int u = 0; u < nt; u++) {
-            vfloat xv[FB_VECTORS];
-            for (int v = 0; v < FB_VECTORS; v++)
+            vfloat xv[FB_MAX];
+            for (int v = 0; v < FB; v++)
                 VLOAD(xv[v], x + i0 + (size_t)v * VL + u);
             for (int k = 0; k < K; k++) {
                 float wu = w[(size_t)k * nt + u];
-                for (int v = 0; v < FB_VECTORS; v++)
+                for (int v = 0; v < FB; v++)
                     acc[k][v] += wu * xv[v];
             }
         }
-        for (int v = 0; v < FB_VECTORS; v++) {
-            for (int k = 0; k < K; k++)
-                memcpy(o + (size_t)k * L + i0 + (size_t)v * VL, &acc[k][v], sizeof(vfloat));
+        for (int v = 0; v < FB; v++) {
             for (int l = 0; l < VL; l++) {
                 float *d = fs + (i0 + (size_t)v * VL + (size_t)l) * KP, mm = 0;
                 for (int k = 0; k < K; k++) {
@@ -403,18 +376,35 @@ static inline __attribute__((always_inline)) size_t shapes_filter_block_k(const 
     return i0;
 }
 
+/* All K shapes of one channel at once, in blocks of FB_VECTORS x VL columns
+ * whose K x FB_VECTORS sums stay in registers while the taps go by: each
+ * load of the signal serves every shape, and no partial sum is stored. For
+ * each column and shape the sum is Σ_u w[u]·x[i + u] with u ascending from
+ * 0, the same bits as filter_at. Writes fs[i * KP + k]
+ * (shapes side by side, pad lanes 0) and m[i] = max_k of the squares.
+ * Returns the columns done (blocks of FB_VECTORS vectors, then one of one
+ * vector); the caller finishes the rest. Inlined with constant K. */
+#define FB_VECTORS FB_MAX
+static inline __attribute__((always_inline)) size_t shapes_filter_block_k(const float *restrict x, const float *restrict w,
+                                                                   int K, int nt, float *restrict fs,
+                                                                   float *restrict m, size_t L)
+{
+    size_t i0 = shapes_filter_run(x, w, K, FB_VECTORS, nt, fs, m, L, 0);
+    return shapes_filter_run(x, w, K, 1, nt, fs, m, L, i0); /* one more vector of columns */
+}
+
 BS_VECTORIZED static size_t shapes_filter_block(const float *restrict x, const float *restrict w, int K, int nt,
-                                         float *restrict o, float *restrict fs, float *restrict m, size_t L)
+                                                float *restrict fs, float *restrict m, size_t L)
 {
     switch (K) { /* the default 6 shapes, and a few others, with their sums in registers */
-    case 4: return shapes_filter_block_k(x, w, 4, nt, o, fs, m, L);
-    case 6: return shapes_filter_block_k(x, w, 6, nt, o, fs, m, L);
-    case 8: return shapes_filter_block_k(x, w, 8, nt, o, fs, m, L);
+    case 4: return shapes_filter_block_k(x, w, 4, nt, fs, m, L);
+    case 6: return shapes_filter_block_k(x, w, 6, nt, fs, m, L);
+    case 8: return shapes_filter_block_k(x, w, 8, nt, fs, m, L);
     default: return 0;
     }
 }
 
-/* Σ_u w[u]·x[u], u ascending from 0: one column of filter_shape, the same bits. */
+/* Σ_u w[u]·x[u], u ascending from 0: one column of shapes_filter_block, the same bits. */
 static float filter_at(const float *x, const float *w, int nt)
 {
     float o = 0;
@@ -572,8 +562,8 @@ typedef struct {
  * and the spikes' filter values recomputed. More candidates than
  * j->cand_limit or more spikes than out->limit: out->full is set and the item
  * must be done again in parts (its output is then incomplete). */
-static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float *filt, float *mx, float *fs,
-                              float *lb, float *mb, int *pos_scratch, bs_detect_output *out)
+static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float *fs, float *mx, float *mb,
+                              float *lb, int *pos_scratch, bs_detect_output *out)
 {
     const bs_detect_params *p = j->p;
     const bs_temporal_basis *b = j->b;
@@ -596,63 +586,58 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
         cands = (cand_list){n ? (candidate *)j->pre + lo : NULL, n, n, 0, 0};
         goto suppress;
     }
-    /* temporal filtering: filt[c][k][i] = Σ_u x[c, ca + i - nb + u] wtemp[k, u], and the same with the shapes
-       interleaved (fs), for the per-candidate work below; m = max over shapes of the squares */
+    /* blocks of SCORE_BLOCK candidate columns, each filtered for every channel
+       into an L1/L2-sized buffer and scored over all positions before the next */
     const int KP = padded_shapes(K);
-    for (int c = 0; c < C; c++) {
-        const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb);
-        float *m = mx + (size_t)c * L, *o = filt + (size_t)c * K * L, *fc = fs + (size_t)c * L * KP;
-        size_t done = shapes_filter_block(xc, b->wtemp, K, nt, o, fc, m, L);
-        if (done == L)
-            continue;
-        for (size_t i = done; i < L; i++) /* the columns past the last whole block, or every column */
-            m[i] = 0;
-        for (int k = 0; k < K; k++)
-            filter_shape(xc + done, b->wtemp + (size_t)k * nt, nt, o + (size_t)k * L + done, m + done, L - done);
-        for (size_t i = done; i < L; i++) {
-            for (int k = 0; k < K; k++)
-                fc[i * KP + k] = o[(size_t)k * L + i];
-            for (int k = K; k < KP; k++)
-                fc[i * KP + k] = 0;
+    enum { BL = SCORE_BLOCK };
+    for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += BL) {
+        size_t n = L - i0 < BL ? L - i0 : BL;
+        /* temporal filtering: fs[c][i][k] = Σ_u x[c, ca + i0 + i - nb + u] wtemp[k, u] (shapes side by
+           side, pad lanes 0), mx[c][i] = max over shapes of the squares, and each channel's maxima of
+           mx over sub-blocks of VL columns (mb[c][s], 0 past n) */
+        for (int c = 0; c < C; c++) {
+            const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb) + i0;
+            float *m = mx + (size_t)c * BL, *fc = fs + (size_t)c * BL * KP;
+            for (size_t i = shapes_filter_block(xc, b->wtemp, K, nt, fc, m, n); i < n; i++) {
+                float mm = 0; /* the columns past the last whole block, or every column */
+                for (int k = 0; k < KP; k++) {
+                    float a = k < K ? filter_at(xc + i, b->wtemp + (size_t)k * nt, nt) : 0.0f;
+                    fc[i * KP + k] = a;
+                    mm = a * a > mm ? a * a : mm;
+                }
+                m[i] = mm;
+            }
+            for (int sb = 0; sb < VL && !exhaustive; sb++) {
+                float v = 0;
+                for (size_t i = (size_t)sb * VL; i < (size_t)sb * VL + VL && i < n; i++)
+                    v = m[i] > v ? m[i] : v;
+                mb[(size_t)c * VL + sb] = v;
+            }
         }
-    }
-    /* each channel's maxima of m over sub-blocks of VL columns (0 past L) */
-    const size_t ms = sub_stride(L);
-    for (int c = 0; c < C && !exhaustive; c++)
-        for (size_t sb = 0; sb < ms; sb++) {
-            float v = 0;
-            for (size_t i = sb * VL; i < sb * VL + VL && i < L; i++)
-                v = mx[(size_t)c * L + i] > v ? mx[(size_t)c * L + i] : v;
-            mb[(size_t)c * ms + sb] = v;
-        }
-    /* blocks of SCORE_BLOCK columns, so that the interleaved outputs they read
-     * stay in cache across all positions */
-    for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += SCORE_BLOCK) {
-        size_t n = L - i0 < SCORE_BLOCK ? L - i0 : SCORE_BLOCK;
         for (int set = 0; set < g->n_sets && st == BS_OK && !found.full; set++) {
             /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A². Both depend on
                the channels only, so the positions of one channel set share them (summed in the
                set's ascending channel order: they only prune, with a margin far above the rounding
-               of the order). The loose bound (lb[i] = Σ_j max_k B[ichan[j], k, i0 + i]²) for the
+               of the order). The loose bound (lb[i] = Σ_j max_k B[ichan[j], k, i]²) for the
                block's columns at once; the columns past it go to the tight bound together, then to
                the projections of each position of the set */
             const int *ich = g->set_chans + (size_t)set * nC;
-            int idx[SCORE_BLOCK], m = 0;
-            float tb[SCORE_BLOCK];
+            int idx[BL], m = 0;
+            float tb[BL];
             if (exhaustive)
                 for (size_t i = 0; i < n; i++)
-                    idx[m++] = (int)(i0 + i);
-            else if (n == SCORE_BLOCK)
-                m = loose_bound_block(mx + i0, L, mb + i0 / VL, ms, ich, nC, th2, (int)i0, idx);
+                    idx[m++] = (int)i;
+            else if (n == BL)
+                m = loose_bound_block(mx, BL, mb, VL, ich, nC, th2, 0, idx);
             else {
-                loose_bound(mx + i0, L, ich, nC, n, lb);
+                loose_bound(mx, BL, ich, nC, n, lb);
                 for (size_t i = 0; i < n; i++) {
-                    idx[m] = (int)(i0 + i);
+                    idx[m] = (int)i;
                     m += lb[i] > th2;
                 }
             }
             if (!exhaustive) { /* the columns past the tight bound */
-                tight_bounds(K, fs, L, ich, nC, idx, m, tb);
+                tight_bounds(K, fs, BL, ich, nC, idx, m, tb);
                 int q = 0;
                 for (int e = 0; e < m; e++) {
                     idx[q] = idx[e];
@@ -663,9 +648,9 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
             for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
                 const int f = g->set_pos[pi];
                 for (int e = 0; e < m && st == BS_OK; e++) {
-                    candidate cd = score_position(g, K, fs, L, (size_t)idx[e], f, exhaustive ? -1.0f : th2);
+                    candidate cd = score_position(g, K, fs, BL, (size_t)idx[e], f, exhaustive ? -1.0f : th2);
                     if (cd.score > p->th_universal) {
-                        cd.t = ca + (int64_t)idx[e];
+                        cd.t = ca + (int64_t)i0 + idx[e];
                         st = cand_push(&found, cd);
                     }
                 }
@@ -693,7 +678,6 @@ suppress:;
         st = output_reserve(out, out->n + 1);
         if (st != BS_OK || out->full)
             break;
-        size_t i = (size_t)(cd.t - ca);
         int k = cd.q % K;
         bs_detected_spike *sp = &out->spikes[out->n];
         memset(sp, 0, sizeof *sp); /* padding bytes too: outputs compare and hash bytewise */
@@ -702,7 +686,7 @@ suppress:;
         for (int j = 0; j < nC; j++) {
             int c = g->ichan[(size_t)cd.f * nC + j];
             const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(cd.t - nb);
-            float a = cd.sign * (n_pre >= 0 ? filter_at(xc, b->wtemp + (size_t)k * nt, nt) : filt[((size_t)c * K + k) * L + i]);
+            float a = cd.sign * filter_at(xc, b->wtemp + (size_t)k * nt, nt);
             if (a > 0) {
                 wsum += a;
                 xs += a * probe->x_um[c];
@@ -773,23 +757,19 @@ bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t
 
 /* One thread's share of the filtering scratch (NULL where the GPU filters). */
 typedef struct {
-    float *filt, *mx, *fs, *lb, *mb;
+    float *fs, *mx, *mb, *lb;
     int *pos_f;
 } thread_scratch;
 
 static thread_scratch scratch_of(const detect_job *j, float *scratch, int *pos_scratch, int tid)
 {
-    size_t L = CHUNK_SAMPLES + 2 * (size_t)j->p->nt_before;
-    size_t filt_floats = (size_t)j->probe->n_chan * j->p->n_shapes * L, mx_floats = (size_t)j->probe->n_chan * L;
-    size_t fs_floats = (size_t)j->probe->n_chan * padded_shapes(j->p->n_shapes) * L;
-    size_t mb_floats = (size_t)j->probe->n_chan * sub_stride(L);
+    const size_t C = (size_t)j->probe->n_chan;
     thread_scratch t = {.pos_f = pos_scratch + (size_t)tid * j->g->n_pos};
     if (scratch) {
-        t.filt = scratch + (size_t)tid * (filt_floats + fs_floats + mx_floats + SCORE_BLOCK + mb_floats);
-        t.mx = t.filt + filt_floats;
-        t.fs = t.mx + mx_floats;
-        t.lb = t.fs + fs_floats;
-        t.mb = t.lb + SCORE_BLOCK;
+        t.fs = scratch + (size_t)tid * scratch_floats(j->probe->n_chan, j->p->n_shapes);
+        t.mx = t.fs + C * SCORE_BLOCK * (size_t)padded_shapes(j->p->n_shapes);
+        t.mb = t.mx + C * SCORE_BLOCK;
+        t.lb = t.mb + C * VL;
     }
     return t;
 }
@@ -816,7 +796,7 @@ static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const
                               bs_detect_output *out)
 {
     bs_detect_output_clear(out);
-    BS_TRY(detect_chunk(j, ta, tb, ts->filt, ts->mx, ts->fs, ts->lb, ts->mb, ts->pos_f, out));
+    BS_TRY(detect_chunk(j, ta, tb, ts->fs, ts->mx, ts->mb, ts->lb, ts->pos_f, out));
     return hand_on(j, ta, tb, ts, out);
 }
 
@@ -897,7 +877,7 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
                 int64_t ta, tb;
                 chunk_columns(halo, n_valid, w0 + w, &ta, &tb);
                 bs_detect_output_clear(&parts[w]);
-                bs_status s = detect_chunk(&job, ta, tb, ts.filt, ts.mx, ts.fs, ts.lb, ts.mb, ts.pos_f, &parts[w]);
+                bs_status s = detect_chunk(&job, ta, tb, ts.fs, ts.mx, ts.mb, ts.lb, ts.pos_f, &parts[w]);
                 if (s != BS_OK) {
 #pragma omp critical
                     thread_st = s;
