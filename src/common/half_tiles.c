@@ -2,9 +2,8 @@
  * half_tiles.c - the transposing float16 conversions (see half_tiles.h).
  *
  * The 8 x 8 tile: eight 8-wide rows are converted (vcvtph2ps, or vcvtps2ph
- * with round-to-nearest-even), then transposed by the usual three rounds of
- * unpack / shuffle / 128-bit permute, and stored as eight 8-wide rows of the
- * other layout. Rows and channels past the last whole tile go one value at a
+ * with round-to-nearest-even), transposed (transpose8.h) and stored as eight
+ * 8-wide rows of the other layout. Rows and channels past the last whole tile go one value at a
  * time through half.h.
  */
 #include "half_tiles.h"
@@ -12,6 +11,7 @@
 #include <string.h>
 
 #include "half.h"
+#include "transpose8.h"
 
 static float half_at(const unsigned char *p)
 {
@@ -20,32 +20,9 @@ static float half_at(const unsigned char *p)
     return bs_half_to_float(h);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef BS_HAVE_TRANSPOSE8
 #include <cpuid.h>
-#include <immintrin.h>
 #define HAVE_HW_TILES 1
-
-/* a[q] (row q) -> a[q] (column q) of an 8 x 8 float tile */
-__attribute__((target("avx2,f16c"), always_inline)) static inline void transpose8(__m256 a[8])
-{
-    __m256 t[8];
-    for (int q = 0; q < 8; q += 2) {
-        t[q] = _mm256_unpacklo_ps(a[q], a[q + 1]);
-        t[q + 1] = _mm256_unpackhi_ps(a[q], a[q + 1]);
-    }
-    for (int q = 0; q < 8; q += 4) {
-        a[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        a[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        a[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        a[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int q = 0; q < 4; q++) {
-        t[q] = _mm256_permute2f128_ps(a[q], a[q + 4], 0x20);
-        t[q + 4] = _mm256_permute2f128_ps(a[q], a[q + 4], 0x31);
-    }
-    for (int q = 0; q < 8; q++)
-        a[q] = t[q];
-}
 
 __attribute__((target("avx2,f16c"))) static void rows_to_floats_hw(const unsigned char *raw, size_t rb, int n_chan,
                                                                     int64_t k0, int64_t k1, float *out, size_t ldo)
@@ -57,7 +34,7 @@ __attribute__((target("avx2,f16c"))) static void rows_to_floats_hw(const unsigne
             __m256 a[8];
             for (int q = 0; q < 8; q++)
                 a[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(raw + (size_t)(k + q) * rb + 2 * (size_t)c)));
-            transpose8(a);
+            bs_transpose8(a);
             for (int q = 0; q < 8; q++)
                 _mm256_storeu_ps(out + (size_t)(c + q) * ldo + k, a[q]);
         }
@@ -81,7 +58,7 @@ __attribute__((target("avx2,f16c"))) static void floats_to_rows_hw(const float *
             __m256 a[8];
             for (int q = 0; q < 8; q++)
                 a[q] = _mm256_loadu_ps(x + (size_t)(c + q) * ldx + k);
-            transpose8(a); /* a[q]: row k + q, channels c..c+7 */
+            bs_transpose8(a); /* a[q]: row k + q, channels c..c+7 */
             for (int q = 0; q < 8; q++) {
                 __m128i h = _mm256_cvtps_ph(a[q], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
                 uint16_t *d = out + (size_t)(k + q) * n_chan + c;
