@@ -1,6 +1,8 @@
 /*
  * grid.c - the grid of candidate spike positions and their channel
- * neighbourhoods and spatial envelopes (see detect.h, part 2).
+ * neighbourhoods and spatial envelopes (see detect.h, part 2), and the
+ * positions grouped by their set of channels (build_sets: positions of one
+ * set share their score bounds in universal.c).
  */
 #include <math.h>
 #include <stdlib.h>
