@@ -16,7 +16,9 @@
  * train is cross-refractory with k's. Where the CCG cannot show cross-
  * refractoriness for lack of spikes (bs_ccg_underpowered: a fragment of a few
  * dozen spikes, or two pieces of one unit that drift made fire in different
- * periods), a pair with s ≥ r_thresh_underpowered (0.8) merges when the
+ * periods) or shows it without significance (Q12 >= 0.05: two pieces of one
+ * unit split by drift state, whose trains overlap in time too little for the
+ * test's power), a pair with s ≥ r_thresh_underpowered (0.8) merges when the
  * central window holds no more violations than the rate test allows
  * (R12 < ccg_threshold) and the two mean spike amplitudes agree within 20 %
  * (|2(a_k − a_j)/(a_k + a_j)| < 0.2, Kilosort's template-norm rule; a
@@ -354,7 +356,7 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
                     goto done;
                 bs_ccg_metrics m;
                 if (!bs_ccg_cross_refractory(tk, nk, tj, nj, p->fs_hz, p->ccg_threshold, &m) &&
-                    !(amp && cd[c].s >= p->r_thresh_underpowered && bs_ccg_underpowered(&m) &&
+                    !(amp && cd[c].s >= p->r_thresh_underpowered && (bs_ccg_underpowered(&m) || m.Q12 >= 0.05) &&
                       m.R12 < p->ccg_threshold && fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j])))
                     continue;
                 if (amp && nk + nj > 0)
