@@ -25,7 +25,10 @@ is a classmethod working on `<folder>/sorter_output/` so a run can be restarted 
   `sorter_output/boundsort.log` (SpikeInterface copies that file into spikeinterface_log.json) and
   raises `BoundsortError` carrying boundsort's own message when the exit code is not 0.
 * `_get_result_from_folder` reads the Phy folder `sorter_output/phy` with SpikeInterface's
-  Kilosort/Phy reader.
+  Kilosort/Phy reader. That reader merges every .tsv file of the folder on `cluster_id` unless one
+  file named cluster_info exists, and boundsort's folder also holds tables that are not per cluster
+  (bad_channels.tsv, artifacts.tsv); so the per-cluster tables (cluster_<name>.tsv) are first joined
+  into cluster_info.tsv (the file Phy itself writes on saving), unless the folder has one already.
 
 The `boundsort` program is found through, in order: `BoundsortSorter.set_boundsort_path(path)`,
 the BOUNDSORT environment variable, the program installed with the `boundsort` Python package (pip install
@@ -322,8 +325,34 @@ class BoundsortSorter(BaseSorter):
                 rec.unlink()
 
     # ---------------------------------------------------------------- result
+    @staticmethod
+    def _write_cluster_info(phy: Path) -> None:
+        """Join the folder's cluster_<name>.tsv tables (cluster_id, <name>) into cluster_info.tsv."""
+        if any(p.suffix in (".tsv", ".csv") and "cluster_info" in p.name for p in phy.iterdir()):
+            return
+        columns, rows = [], {}
+        for path in sorted(phy.glob("cluster_*.tsv")):
+            with open(path, "r", encoding="utf8") as f:
+                lines = [ln.rstrip("\n").split("\t") for ln in f if ln.strip()]
+            if not lines or len(lines[0]) != 2 or lines[0][0] != "cluster_id":
+                continue
+            name = lines[0][1]
+            columns.append(name)
+            for cid, value in lines[1:]:
+                rows.setdefault(int(cid), {})[name] = value
+        if not columns:
+            return
+        tmp = phy / "cluster_info.tsv.tmp"
+        with open(tmp, "w", encoding="utf8") as f:
+            f.write("\t".join(["cluster_id"] + columns) + "\n")
+            for cid in sorted(rows):
+                f.write("\t".join([str(cid)] + [rows[cid].get(c, "") for c in columns]) + "\n")
+        os.replace(tmp, phy / "cluster_info.tsv")
+
     @classmethod
     def _get_result_from_folder(cls, sorter_output_folder):
         from spikeinterface.extractors import read_kilosort
 
-        return read_kilosort(Path(sorter_output_folder) / "phy", keep_good_only=False)
+        phy = Path(sorter_output_folder) / "phy"
+        cls._write_cluster_info(phy)
+        return read_kilosort(phy, keep_good_only=False)
