@@ -43,6 +43,25 @@ static void fill(bs_sparse_templates *T, int k, int c0, double delay, double amp
     }
 }
 
+/* Two templates of one shape on channels 10..12 (amplitudes 10 and 9.5). */
+static void one_shape_pair(bs_sparse_templates *T)
+{
+    int nsup[2] = {3, 3};
+    CHECK(bs_sparse_templates_alloc(T, 2, NT, nsup) == BS_OK);
+    fill(T, 0, 10, 0.0, 10.0);
+    fill(T, 1, 10, 0.0, 9.5);
+}
+
+/* bs_merge_ccg's merges of the spikes (t, clu) with the default parameters and mean amplitudes amp (or none). */
+static int merges_of(bs_sparse_templates *T, int64_t *t, int32_t *clu, int64_t n, const double *amp)
+{
+    bs_merge_params mp;
+    bs_merge_default_params(&mp, 30000.0);
+    mp.amp = amp;
+    int merges = 0;
+    CHECK(bs_merge_ccg(&mp, t, clu, n, T, &merges) == BS_OK);
+    return merges;
+}
 
 typedef struct {
     int64_t t, truth_t;
@@ -99,12 +118,8 @@ static int fragment_merges(int reversed, int violations, double amp1, double *si
     bs_ccg_metrics m;
     bs_ccg_cross_refractory(t0, n0, t1, n1, 30000.0, 0.25, &m);
     *underpowered = bs_ccg_underpowered(&m);
-    bs_merge_params mp;
-    bs_merge_default_params(&mp, 30000.0);
     double amp[2] = {10.0, amp1};
-    mp.amp = amp1 > 0 ? amp : NULL;
-    int merges = 0;
-    CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
+    int merges = merges_of(&T, t, clu, n, amp1 > 0 ? amp : NULL);
     bs_sparse_templates_free(&T);
     return merges;
 }
@@ -119,11 +134,8 @@ static int fragment_merges(int reversed, int violations, double amp1, double *si
  * so. Returns the merges. */
 static int drift_state_merges(double amp1, double *q12, int *underpowered)
 {
-    int nsup[2] = {3, 3};
     bs_sparse_templates T;
-    CHECK(bs_sparse_templates_alloc(&T, 2, NT, nsup) == BS_OK);
-    fill(&T, 0, 10, 0.0, 10.0);
-    fill(&T, 1, 10, 0.0, 9.5);
+    one_shape_pair(&T);
     bs_rng r;
     bs_rng_seed(&r, 17);
     static int64_t t[4000], t0[4000], t1[4000];
@@ -142,12 +154,8 @@ static int drift_state_merges(double amp1, double *q12, int *underpowered)
     *q12 = m.Q12;
     *underpowered = bs_ccg_underpowered(&m);
     CHECK_MSG(m.R12 < 0.25, "R12 %g", m.R12);
-    bs_merge_params mp;
-    bs_merge_default_params(&mp, 30000.0);
     double amp[2] = {10.0, amp1};
-    mp.amp = amp1 > 0 ? amp : NULL;
-    int merges = 0;
-    CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
+    int merges = merges_of(&T, t, clu, n, amp1 > 0 ? amp : NULL);
     bs_sparse_templates_free(&T);
     return merges;
 }
@@ -159,11 +167,8 @@ static int drift_state_merges(double amp1, double *q12, int *underpowered)
  * 0's autocorrelogram was underpowered. */
 static int small_unit_merges(int amps, int violation, int *acg_weak)
 {
-    int nsup[2] = {3, 3};
     bs_sparse_templates T;
-    CHECK(bs_sparse_templates_alloc(&T, 2, NT, nsup) == BS_OK);
-    fill(&T, 0, 10, 0.0, 10.0);
-    fill(&T, 1, 10, 0.0, 9.5);
+    one_shape_pair(&T);
     bs_rng r;
     bs_rng_seed(&r, 11);
     static int64_t tu[400], t[401], t0[401];
@@ -186,12 +191,8 @@ static int small_unit_merges(int amps, int violation, int *acg_weak)
     bs_ccg_metrics m;
     bs_ccg_is_good(t0, n0, 30000.0, 0.2, &m);
     *acg_weak = bs_ccg_underpowered(&m);
-    bs_merge_params mp;
-    bs_merge_default_params(&mp, 30000.0);
     double amp[2] = {10.0, 9.5};
-    mp.amp = amps ? amp : NULL;
-    int merges = 0;
-    CHECK(bs_merge_ccg(&mp, t, clu, n, &T, &merges) == BS_OK);
+    int merges = merges_of(&T, t, clu, n, amps ? amp : NULL);
     bs_sparse_templates_free(&T);
     return merges;
 }
