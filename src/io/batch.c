@@ -28,6 +28,7 @@
 
 #include "../common/half.h"
 #include "../common/half_tiles.h"
+#include "../common/simd.h"
 #include "../mem/mem.h"
 
 int64_t bs_batch_count(int64_t n_samples, int64_t nb)
@@ -301,22 +302,35 @@ bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *
     return BS_OK;
 }
 
+/* The fraction of x[lo, hi) equal to its smallest or largest value. */
+BS_VECTORIZED
+static double railed_one(const float *restrict x, int64_t lo, int64_t hi)
+{
+    float mn = x[lo], mx = x[lo];
+    for (int64_t t = lo + 1; t < hi; t++) {
+        mn = x[t] < mn ? x[t] : mn;
+        mx = x[t] > mx ? x[t] : mx;
+    }
+    int64_t n = 0;
+    for (int64_t t = lo; t < hi; t++)
+        n += x[t] == mn || x[t] == mx;
+    return (double)n / (double)(hi - lo);
+}
+
+#define RAILED_CHUNK 256 /* channels whose fractions are found in parallel, then added in order */
+
 double bs_batch_railed_fraction(const float *window, int n_chan, int64_t width, int64_t lo, int64_t hi)
 {
     if (n_chan <= 0 || hi <= lo)
         return 1.0;
-    double sum = 0.0;
-    for (int c = 0; c < n_chan; c++) {
-        const float *x = window + (size_t)c * (size_t)width;
-        float mn = x[lo], mx = x[lo];
-        for (int64_t t = lo + 1; t < hi; t++) {
-            mn = x[t] < mn ? x[t] : mn;
-            mx = x[t] > mx ? x[t] : mx;
-        }
-        int64_t n = 0;
-        for (int64_t t = lo; t < hi; t++)
-            n += x[t] == mn || x[t] == mx;
-        sum += (double)n / (double)(hi - lo);
+    double sum = 0.0, f[RAILED_CHUNK];
+    for (int c0 = 0; c0 < n_chan; c0 += RAILED_CHUNK) {
+        const int n = n_chan - c0 < RAILED_CHUNK ? n_chan - c0 : RAILED_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < n; i++)
+            f[i] = railed_one(window + (size_t)(c0 + i) * (size_t)width, lo, hi);
+        for (int i = 0; i < n; i++)
+            sum += f[i];
     }
     return sum / n_chan;
 }

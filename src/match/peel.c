@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/simd.h"
 #include "gpu/gpu.h"
 #include "match/match.h"
 #include "mem/mem.h"
@@ -138,20 +139,24 @@ bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_ite
     return BS_OK;
 }
 
-/* bmax/imax over columns [lo, hi) of B (K x n_t, row stride n_t). */
-static void scan_cols(const float *B, int K, int64_t n_t, int64_t lo, int64_t hi, float *bmax, int32_t *imax)
+/* bmax/imax over columns [lo, hi) of B (K x n_t, row stride n_t): the
+ * largest score of each column and its first template. Branch-free, so
+ * that it vectorises. */
+BS_VECTORIZED
+static void scan_cols(const float *restrict B, int K, int64_t n_t, int64_t lo, int64_t hi, float *restrict bmax,
+                      int32_t *restrict imax)
 {
     for (int64_t c = lo; c < hi; c++) {
         bmax[c] = B[c];
         imax[c] = 0;
     }
     for (int k = 1; k < K; k++) {
-        const float *row = B + (size_t)k * n_t;
-        for (int64_t c = lo; c < hi; c++)
-            if (row[c] > bmax[c]) {
-                bmax[c] = row[c];
-                imax[c] = k;
-            }
+        const float *restrict row = B + (size_t)k * n_t;
+        for (int64_t c = lo; c < hi; c++) {
+            const int gt = row[c] > bmax[c];
+            bmax[c] = gt ? row[c] : bmax[c];
+            imax[c] = gt ? k : imax[c];
+        }
     }
 }
 
@@ -192,20 +197,32 @@ static void update_scores(const bs_match_templates *t, const bs_pair_table *pt, 
     }
 }
 
-/* X[S_k, tc - nt_before + s] -= a W_k[., s]. */
+/* X[S_k, tc - nt_before + s] -= a W_k[., s], W_k[c, s] = Σ_q U_k[c, q] basis[q, s]
+ * summed over q ascending from 0; 64 samples at a time, each sum built
+ * across the samples (one component per sweep, the same order), so that it
+ * vectorises. */
+#define SUB_CHUNK 64
+BS_VECTORIZED
 static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx, int k, int64_t tc, float a)
 {
     const int nt = t->nt, P = t->n_pc, ns = t->n_sup;
     const float *u = t->U + (size_t)k * ns * P;
     const int32_t *sup = t->support + (size_t)k * ns;
     const int64_t s0 = tc - t->nt_before;
+    float w[SUB_CHUNK];
     for (int ci = 0; ci < ns; ci++) {
         float *x = X + (size_t)sup[ci] * ldx + s0;
-        for (int s = 0; s < nt; s++) {
-            float w = 0;
-            for (int q = 0; q < P; q++)
-                w += u[ci * P + q] * t->basis[q * nt + s];
-            x[s] -= a * w;
+        for (int c0 = 0; c0 < nt; c0 += SUB_CHUNK) {
+            const int len = nt - c0 < SUB_CHUNK ? nt - c0 : SUB_CHUNK;
+            for (int s = 0; s < len; s++)
+                w[s] = 0.0f;
+            for (int q = 0; q < P; q++) {
+                const float uq = u[ci * P + q], *b = t->basis + (size_t)q * nt + c0;
+                for (int s = 0; s < len; s++)
+                    w[s] += uq * b[s];
+            }
+            for (int s = 0; s < len; s++)
+                x[c0 + s] -= a * w[s];
         }
     }
 }
@@ -249,6 +266,51 @@ typedef struct {
     double a1, a2; /* least-squares amplitudes of the spike and the partner */
 } pair_fit;
 
+#define PAIR_CHUNK 64 /* partner lags screened together */
+
+/* Screening of the pair fits of one partner (row: its scores; vpad: its pair
+ * row with COLL_SHIFT zeros each side) at lags d0 .. d0 + len - 1 and shifts
+ * e: hit[e + COLL_SHIFT][d - d0] = 1 unless best_pair's search passes the fit
+ * over (partner or spike outside the window, c2 <= 0, 1 - rho^2 < 0.05, an
+ * amplitude <= 0: (c - rho c') / den <= 0 exactly when c - rho c' <= 0, as
+ * den > 0) or its gain cannot exceed gain_min: explained = N / den with
+ * N <= (gain_min + e1) den (1 - 1e-9), a margin far above the rounding of
+ * the division and subtraction. No division, lanes independent, so it
+ * vectorises. Returns the number of hits. */
+BS_VECTORIZED
+static int pair_screen(const float *restrict row, const float *restrict vpad, int nt, int64_t t1, int d0, int len,
+                       int64_t v0, int64_t v1, double a, const double *c1e, double e1, double gain_min,
+                       uint8_t hit[2 * COLL_SHIFT + 1][PAIR_CHUNK])
+{
+    double c2v[PAIR_CHUNK];
+    int ok2[PAIR_CHUNK];
+    for (int i = 0; i < len; i++) {
+        const int64_t t2 = t1 + d0 + i;
+        const int in = t2 >= v0 && t2 <= v1;
+        const double c2 = (in ? row[t2] : 0.0f) + a * vpad[d0 + i + nt - 1 + COLL_SHIFT];
+        c2v[i] = c2;
+        ok2[i] = in & (c2 > 0);
+    }
+    const double need = (gain_min + e1) * (1.0 - 1e-9);
+    int n = 0;
+    for (int e = -COLL_SHIFT; e <= COLL_SHIFT; e++) {
+        const int64_t tt = t1 + e;
+        const int ok1 = tt >= v0 && tt <= v1;
+        const double c1 = c1e[e + COLL_SHIFT];
+        uint8_t *he = hit[e + COLL_SHIFT];
+        for (int i = 0; i < len; i++) {
+            const double c2 = c2v[i];
+            const double rho = vpad[d0 + i - e + nt - 1 + COLL_SHIFT];
+            const double den = 1.0 - rho * rho;
+            const int ok = ok1 & ok2[i] & !(den < 0.05) & (c1 - rho * c2 > 0) & (c2 - rho * c1 > 0) &
+                           (c1 * c1 + c2 * c2 - 2 * rho * c1 * c2 > need * den);
+            he[i] = (uint8_t)ok;
+            n += ok;
+        }
+    }
+    return n;
+}
+
 /* Best pair fit for spike s = (k, t1, a) with s put back (see collision_pass).
  * Returns 1 and fills *f if its gain over the best single fit exceeds gmin. */
 static int best_pair(const bs_match_templates *t, const bs_pair_table *pt, const float *B, int64_t n_t, int64_t v0,
@@ -274,43 +336,42 @@ static int best_pair(const bs_match_templates *t, const bs_pair_table *pt, const
     }
     double best_gain = gmin;
     int found = 0;
+    float vpad[2 * 1000 - 1 + 2 * COLL_SHIFT]; /* v with COLL_SHIFT zeros each side (nt <= 1000) */
+    for (int i = 0; i < COLL_SHIFT; i++)
+        vpad[i] = vpad[2 * nt - 1 + COLL_SHIFT + i] = 0.0f;
     for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++) {
         const int j = pt->nbr[m];
         if (j == k)
             continue;
         const float *v = pair_vals(t, pt, m, k, rb); /* UtU[j, k, .] */
+        memcpy(vpad + COLL_SHIFT, v, sizeof(float) * (size_t)(2 * nt - 1));
         const float *row = B + (size_t)j * n_t;
-        for (int d = -(nt - 1); d <= nt - 1; d++) {
-            const int64_t t2 = t1 + d;
-            if (t2 < v0 || t2 > v1)
+        for (int d0 = -(nt - 1); d0 <= nt - 1; d0 += PAIR_CHUNK) {
+            const int len = nt - 1 - d0 + 1 < PAIR_CHUNK ? nt - 1 - d0 + 1 : PAIR_CHUNK;
+            uint8_t hit[2 * COLL_SHIFT + 1][PAIR_CHUNK];
+            if (!pair_screen(row, vpad, nt, t1, d0, len, v0, v1, a, c1e, e1, best_gain, hit))
                 continue;
-            const double c2 = row[t2] + a * v[d + nt - 1];
-            if (c2 <= 0)
-                continue;
-            for (int e = -COLL_SHIFT; e <= COLL_SHIFT; e++) {
-                const int64_t tt = t1 + e;
-                if (tt < v0 || tt > v1)
-                    continue;
-                const int dd = d - e; /* t2 - (t1 + e) */
-                const double rho = (dd >= -(nt - 1) && dd <= nt - 1) ? v[dd + nt - 1] : 0.0;
-                const double den = 1.0 - rho * rho;
-                if (den < 0.05)
-                    continue;
-                const double c1 = c1e[e + COLL_SHIFT];
-                const double x1 = (c1 - rho * c2) / den, x2 = (c2 - rho * c1) / den;
-                if (x1 <= 0 || x2 <= 0)
-                    continue;
-                const double gain = (c1 * c1 + c2 * c2 - 2 * rho * c1 * c2) / den - e1;
-                if (gain > best_gain) {
-                    best_gain = gain;
-                    f->j = j;
-                    f->t2 = t2;
-                    f->e = e;
-                    f->a1 = x1;
-                    f->a2 = x2;
-                    found = 1;
+            /* the fits that passed, exactly as the search in (d, e) order takes them */
+            for (int i = 0; i < len; i++)
+                for (int e = -COLL_SHIFT; e <= COLL_SHIFT; e++) {
+                    if (!hit[e + COLL_SHIFT][i])
+                        continue;
+                    const int d = d0 + i;
+                    const double c2 = row[t1 + d] + a * v[d + nt - 1];
+                    const double rho = vpad[d - e + nt - 1 + COLL_SHIFT];
+                    const double den = 1.0 - rho * rho, c1 = c1e[e + COLL_SHIFT];
+                    const double x1 = (c1 - rho * c2) / den, x2 = (c2 - rho * c1) / den;
+                    const double gain = (c1 * c1 + c2 * c2 - 2 * rho * c1 * c2) / den - e1;
+                    if (gain > best_gain) {
+                        best_gain = gain;
+                        f->j = j;
+                        f->t2 = t1 + d;
+                        f->e = e;
+                        f->a1 = x1;
+                        f->a2 = x2;
+                        found = 1;
+                    }
                 }
-            }
         }
     }
     return found;

@@ -39,7 +39,7 @@
 #define WHITEN_RANK_NEG 1e-5   /* of the largest: an eigenvalue below -this is not rounding */
 #include "preprocess.h"
 
-#define WH_TILE 256     /* samples per tile */
+#define WH_TILE 128     /* samples per tile */
 #define WH_COV_BLOCK 64 /* channels per block of the covariance product */
 
 /* ---------------------------------------------------------- covariance --- */
@@ -424,38 +424,38 @@ size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads)
 }
 
 /* acc[0..len) = sum over i, in order, of w[i] * row nb[i] of the tile.
- * Four neighbours per sweep keep the running sum in registers; the additions
- * stay in neighbour order, so the result is that of the plain loop. Built
- * for AVX2 and baseline x86-64 (chosen at load time); contraction into FMA
- * is off (see below), so both give the same bytes. */
+ * Blocks of 32 columns keep their running sums in registers while every
+ * neighbour goes by (one load per product, no stores of partial sums); each
+ * column's additions stay in neighbour order from 0, so the result is that
+ * of the plain loop. Built for AVX-512, AVX2 and baseline x86-64 (chosen at
+ * load time); contraction into FMA is off (see below), so all give the same
+ * bytes. */
+typedef float wh_vec __attribute__((vector_size(64)));
+#define WH_COLS 32 /* columns per block: 2 vectors of 16 */
 BS_VECTORIZED
 static void whiten_row(float *restrict acc, const float *restrict buf, size_t tile, const int *nb, const float *w,
                        int n, int len)
 {
-    int i = 0;
-    for (int t = 0; t < len; t++)
-        acc[t] = 0.0f;
-    for (; i + 4 <= n; i += 4) {
-        const float w0 = w[i], w1 = w[i + 1], w2 = w[i + 2], w3 = w[i + 3];
-        const float *restrict s0 = buf + (size_t)nb[i] * tile;
-        const float *restrict s1 = buf + (size_t)nb[i + 1] * tile;
-        const float *restrict s2 = buf + (size_t)nb[i + 2] * tile;
-        const float *restrict s3 = buf + (size_t)nb[i + 3] * tile;
-#pragma omp simd
-        for (int t = 0; t < len; t++) {
-            float a = acc[t];
-            a += w0 * s0[t];
-            a += w1 * s1[t];
-            a += w2 * s2[t];
-            a += w3 * s3[t];
-            acc[t] = a;
+    int t0 = 0;
+    for (; t0 + WH_COLS <= len; t0 += WH_COLS) {
+        wh_vec a0 = {0}, a1 = {0};
+        for (int i = 0; i < n; i++) {
+            const float *src = buf + (size_t)nb[i] * tile + t0;
+            wh_vec s0, s1;
+            memcpy(&s0, src, sizeof s0);
+            memcpy(&s1, src + 16, sizeof s1);
+            a0 += w[i] * s0;
+            a1 += w[i] * s1;
         }
+        memcpy(acc + t0, &a0, sizeof a0);
+        memcpy(acc + t0 + 16, &a1, sizeof a1);
     }
-    for (; i < n; i++) {
+    for (int t = t0; t < len; t++)
+        acc[t] = 0.0f;
+    for (int i = 0; i < n && t0 < len; i++) {
         const float wi = w[i];
         const float *restrict src = buf + (size_t)nb[i] * tile;
-#pragma omp simd
-        for (int t = 0; t < len; t++)
+        for (int t = t0; t < len; t++)
             acc[t] += wi * src[t];
     }
 }
