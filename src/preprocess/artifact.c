@@ -10,6 +10,42 @@
 #include "../mem/mem.h"
 #include "preprocess.h"
 
+#define NOISE_SAMPLE 256 /* values whose order statistics bracket the median */
+#define NOISE_SPREAD 24  /* sample ranks each side of the median's: about 3 standard deviations */
+
+/* The k-th smallest of the m values |row[i step]| (i < m), exactly (the
+ * value is unique whatever the method): two order statistics of an evenly
+ * spaced sample of NOISE_SAMPLE of them bracket it; one pass counts the
+ * values under the bracket and copies those inside it into v; when the k-th
+ * falls inside (nearly always) it is selected among those few, otherwise
+ * among all of them. Data holding a NaN take the full selection too. v: m
+ * floats. */
+static float abs_kth(const float *row, int64_t m, int step, int64_t k, float *v)
+{
+    if (m > 4 * NOISE_SAMPLE) {
+        float s[NOISE_SAMPLE];
+        for (int i = 0; i < NOISE_SAMPLE; i++)
+            s[i] = fabsf(row[(int64_t)i * (m / NOISE_SAMPLE) * step]);
+        int64_t r = k * NOISE_SAMPLE / m;
+        int64_t rlo = r - NOISE_SPREAD < 0 ? 0 : r - NOISE_SPREAD;
+        int64_t rhi = r + NOISE_SPREAD > NOISE_SAMPLE - 1 ? NOISE_SAMPLE - 1 : r + NOISE_SPREAD;
+        const float lo = bs_select_f(s, NOISE_SAMPLE, rlo), hi = bs_select_f(s, NOISE_SAMPLE, rhi);
+        int64_t below = 0, n_in = 0, nan = 0;
+        for (int64_t i = 0; i < m; i++) {
+            const float a = fabsf(row[i * step]);
+            below += a < lo;
+            nan += a != a;
+            v[n_in] = a;
+            n_in += a >= lo && a <= hi;
+        }
+        if (!nan && below <= k && k < below + n_in)
+            return bs_select_f(v, n_in, k - below);
+    }
+    for (int64_t i = 0; i < m; i++)
+        v[i] = fabsf(row[i * step]);
+    return bs_select_f(v, m, k);
+}
+
 bs_status bs_noise_inv_scales(const float *x, int n_chan, int64_t n_t, int64_t first, int64_t n, int step,
                               const char *tag, float *inv_scale)
 {
@@ -26,10 +62,7 @@ bs_status bs_noise_inv_scales(const float *x, int n_chan, int64_t n_t, int64_t f
 #pragma omp parallel for schedule(static) num_threads(nth)
     for (int c = 0; c < n_chan; c++) {
         float *v = buf + (size_t)omp_get_thread_num() * (size_t)m;
-        const float *row = x + (size_t)c * (size_t)n_t + first;
-        for (int64_t i = 0; i < m; i++)
-            v[i] = fabsf(row[i * step]);
-        float med = bs_select_f(v, m, m / 2);
+        float med = abs_kth(x + (size_t)c * (size_t)n_t + first, m, step, m / 2, v);
         inv_scale[c] = med > 0 ? (float)(0.6745 / med) : 0.0f;
     }
     bs_mem_free(buf);

@@ -62,13 +62,65 @@ static inline float funkey(int32_t k)
 }
 
 #define CAR_TOP_BITS 12 /* bits found on all keys before narrowing to the candidates */
+#define CAR_LOW_SPAN ((int32_t)1 << (32 - CAR_TOP_BITS)) /* keys sharing a prefix of CAR_TOP_BITS bits */
+
+/* The keys in [start, start + CAR_LOW_SPAN) (those sharing its top bits) into
+ * cand, in order; *below = the keys under start. Returns their count. */
+static int collect_scalar(const int32_t *restrict key, int n, int32_t start, int32_t *restrict cand, int *below)
+{
+    const int32_t end = start + (CAR_LOW_SPAN - 1);
+    int b = 0, m = 0;
+    for (int i = 0; i < n; i++) {
+        b += key[i] < start;
+        cand[m] = key[i];
+        m += key[i] >= start && key[i] <= end;
+    }
+    *below = b;
+    return m;
+}
+
+#ifdef BS_HAVE_TRANSPOSE8
+/* collect_scalar, 8 keys per compare; the few groups holding a candidate
+ * are copied key by key (the same keys in the same order). */
+__attribute__((target("avx2"))) static int collect_avx2(const int32_t *restrict key, int n, int32_t start,
+                                                         int32_t *restrict cand, int *below)
+{
+    const int32_t end = start + (CAR_LOW_SPAN - 1);
+    const __m256i vs = _mm256_set1_epi32(start), ve = _mm256_set1_epi32(end);
+    int b = 0, m = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i k = _mm256_loadu_si256((const __m256i *)(key + i));
+        const __m256i lt = _mm256_cmpgt_epi32(vs, k), gt = _mm256_cmpgt_epi32(k, ve);
+        b += __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(lt)));
+        unsigned in = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(lt, gt))) & 0xffu;
+        while (in) {
+            cand[m++] = key[i + __builtin_ctz(in)];
+            in &= in - 1;
+        }
+    }
+    int tail_below;
+    m += collect_scalar(key + i, n - i, start, cand + m, &tail_below);
+    *below = b + tail_below;
+    return m;
+}
+#endif
+
+static int collect(const int32_t *restrict key, int n, int32_t start, int32_t *restrict cand, int *below)
+{
+#ifdef BS_HAVE_TRANSPOSE8
+    if (__builtin_cpu_supports("avx2"))
+        return collect_avx2(key, n, start, cand, below);
+#endif
+    return collect_scalar(key, n, start, cand, below);
+}
 
 /* k-th smallest key (0-based), built bit by bit from the top in the unsigned
  * (offset) order, keeping the largest `ans` with count(key < ans) <= k. The
  * first CAR_TOP_BITS bits are found with vectorized counting passes over all
  * n keys; then only the keys sharing those bits with the answer (few, for
- * real data) are copied to `cand` and the remaining bits are found on them.
- * No data-dependent branches in the full passes. */
+ * real data) are collected into `cand` (8 keys per compare where the CPU has
+ * AVX2) and the remaining bits are found on them. No data-dependent
+ * branches in the full passes. */
 BS_VECTORIZED
 static int32_t select_kth(const int32_t *restrict key, int n, int k, int32_t *restrict cand)
 {
@@ -83,14 +135,8 @@ static int32_t select_kth(const int32_t *restrict key, int n, int k, int32_t *re
         if (cnt <= k)
             ans = try_;
     }
-    const uint32_t prefix = ans >> (32 - CAR_TOP_BITS);
-    const int32_t start = (int32_t)(ans ^ 0x80000000u);
-    int below = 0, m = 0;
-    for (int i = 0; i < n; i++) {
-        below += key[i] < start;
-        cand[m] = key[i];
-        m += ((uint32_t)key[i] ^ 0x80000000u) >> (32 - CAR_TOP_BITS) == prefix;
-    }
+    int below;
+    const int m = collect(key, n, (int32_t)(ans ^ 0x80000000u), cand, &below);
     k -= below;
     for (int bit = 31 - CAR_TOP_BITS; bit >= 0; bit--) {
         const uint32_t try_ = ans | (1u << bit);

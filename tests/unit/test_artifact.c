@@ -185,6 +185,29 @@ static void test_scales_and_nan(void)
     CHECK(inv[2] == 0);
     bs_mem_free(x);
 
+    /* a batch's worth (7,500 values a channel: the bracketed selection) equals the sort-based median
+       exactly: noise, coarse values with many ties, a channel nearly all one value, noise with a few
+       huge outliers, noise with a DC step in its second half */
+    const int C3 = 5;
+    const int64_t T3 = 60000;
+    float *z = noise(C3, T3), *u = bs_mem_alloc("test/noise", (size_t)(T3 / 8) * sizeof *u), inv3[5];
+    for (int64_t t = 0; t < T3; t++) {
+        z[1 * T3 + t] = (float)floor(z[1 * T3 + t] * 2.0f);
+        z[2 * T3 + t] = t % 97 == 0 ? z[2 * T3 + t] : 3.0f;
+        z[3 * T3 + t] = t % 1000 == 0 ? 1e6f : z[3 * T3 + t];
+        z[4 * T3 + t] += t >= T3 / 2 ? 5.0f : 0.0f;
+    }
+    CHECK(bs_noise_inv_scales(z, C3, T3, 0, T3, 8, "test/noise", inv3) == BS_OK);
+    for (int c = 0; c < C3; c++) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < T3; i += 8)
+            u[m++] = fabsf(z[c * T3 + i]);
+        qsort(u, (size_t)m, sizeof *u, cmpf);
+        CHECK_MSG(inv3[c] == (u[m / 2] > 0 ? (float)(0.6745 / u[m / 2]) : 0.0f), "channel %d: %g, median %g", c,
+                  inv3[c], u[m / 2]);
+    }
+    bs_mem_free(z), bs_mem_free(u);
+
     /* NaN counts as crossing; too few channels: never an artifact */
     bs_artifact_params ap;
     bs_artifact_default_params(&ap);
