@@ -740,14 +740,22 @@ bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t
         start[i + 1] += start[i];
     for (int64_t e = 0; e < n; e++)
         tmp[start[c[e].t - c0]++] = c[e];
-    /* start[i] is now the end of column i: sort each column's positions (the
-     * CPU's are in position order already: checked, not sorted again) */
+    /* start[i] is now the end of column i: sort each column's positions (one
+     * candidate per position, so any sort gives the same order; the few of a
+     * column by insertion, many by qsort) */
     for (size_t i = 0, lo = 0; i < L; lo = (size_t)start[i++]) {
-        size_t m = (size_t)start[i] - lo, j = 1;
-        while (j < m && tmp[lo + j - 1].f < tmp[lo + j].f)
-            j++;
-        if (j < m)
+        size_t m = (size_t)start[i] - lo;
+        if (m > 32) {
             qsort(tmp + lo, m, sizeof *tmp, cmp_pos);
+            continue;
+        }
+        for (size_t j = lo + 1; j < lo + m; j++) {
+            candidate v = tmp[j];
+            size_t q = j;
+            for (; q > lo && tmp[q - 1].f > v.f; q--)
+                tmp[q] = tmp[q - 1];
+            tmp[q] = v;
+        }
     }
     memcpy(c, tmp, (size_t)n * sizeof *c);
     bs_mem_free(tmp);
