@@ -653,6 +653,7 @@ bs_status bs_peel_span(const bs_match_templates *t, const bs_pair_table *pt, flo
     for (int64_t c0 = c_begin; c0 < c_end; c0 += w) {
         int64_t c1 = c0 + w < c_end ? c0 + w : c_end;
         int64_t lo = c0 - h > 0 ? c0 - h : 0, hi = c1 + h < n_t ? c1 + h : n_t;
+#pragma omp parallel for schedule(static) num_threads(ws->n_threads)
         for (int c = 0; c < t->n_chan; c++)
             memcpy(ws->Y + (size_t)c * (size_t)ws->n_t, X + (size_t)c * ldx + lo, sizeof(float) * (size_t)(hi - lo));
         int64_t n = 0;

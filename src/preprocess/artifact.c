@@ -101,18 +101,28 @@ static float ramp(int64_t t, int64_t a, int64_t b, int64_t taper)
     return (float)(0.5 - 0.5 * cos(M_PI * (double)d / (double)(taper + 1)));
 }
 
+/* Channels needed at a column to start a period (*need) and to extend one (*need_ext); 0 when the
+ * window has too few channels to tell an artifact from a spike. */
+static int thresholds(const bs_artifact_params *ap, int n_chan, int *need, int *need_ext)
+{
+    *need = (int)ceil(ap->channel_fraction * n_chan);
+    *need = *need < ap->min_channels ? ap->min_channels : *need;
+    *need_ext = (int)ceil(ap->extend_fraction * n_chan);
+    *need_ext = *need_ext < (ap->min_channels + 3) / 4 ? (ap->min_channels + 3) / 4 : *need_ext;
+    return *need <= n_chan;
+}
+
+static bs_status blank_from_counts(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
+                                   const int32_t *count, bs_artifact_period *periods, int max_periods,
+                                   int *n_periods);
+
 bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
                             const float *inv_scale, int32_t *count, bs_artifact_period *periods, int max_periods,
                             int *n_periods)
 {
     *n_periods = 0;
-    int64_t margin = margin_samples(ap, fs_hz);
-    int64_t taper = (int64_t)ceil(ap->taper_ms * fs_hz / 1000.0);
-    int need = (int)ceil(ap->channel_fraction * n_chan);
-    need = need < ap->min_channels ? ap->min_channels : need;
-    int need_ext = (int)ceil(ap->extend_fraction * n_chan);
-    need_ext = need_ext < (ap->min_channels + 3) / 4 ? (ap->min_channels + 3) / 4 : need_ext;
-    if (need > n_chan || n_t < 1)
+    int need, need_ext;
+    if (!thresholds(ap, n_chan, &need, &need_ext) || n_t < 1)
         return BS_OK; /* too few channels to tell an artifact from a spike */
     const float thr = (float)ap->threshold;
     /* channels crossing at each column: each thread owns a range of columns, so the counts are exact */
@@ -127,6 +137,29 @@ bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x
                 count[t] += !(fabsf(row[t]) < th); /* NaN counts as crossing */
         }
     }
+    return blank_from_counts(ap, fs_hz, x, n_chan, n_t, count, periods, max_periods, n_periods);
+}
+
+bs_status bs_artifact_blank_counted(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
+                                    const int32_t *count, bs_artifact_period *periods, int max_periods,
+                                    int *n_periods)
+{
+    *n_periods = 0;
+    int need, need_ext;
+    if (!thresholds(ap, n_chan, &need, &need_ext) || n_t < 1)
+        return BS_OK;
+    return blank_from_counts(ap, fs_hz, x, n_chan, n_t, count, periods, max_periods, n_periods);
+}
+
+/* The periods of a window from its per-column crossing counts, blanked. */
+static bs_status blank_from_counts(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
+                                   const int32_t *count, bs_artifact_period *periods, int max_periods,
+                                   int *n_periods)
+{
+    int64_t margin = margin_samples(ap, fs_hz);
+    int64_t taper = (int64_t)ceil(ap->taper_ms * fs_hz / 1000.0);
+    int need, need_ext;
+    thresholds(ap, n_chan, &need, &need_ext);
     /* spans: an artifact column extended both ways while need_ext channels cross, then widened by the
        margin; spans closer than two tapers are one */
     int np = 0;

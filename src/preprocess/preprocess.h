@@ -328,6 +328,11 @@ bs_status bs_whitener_inverse(const bs_whitener *wh, double ridge, float *Winv);
 size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads);
 /* x (wh->n_chan x n_t) <- W x, in place. */
 bs_status bs_whiten_apply(const bs_whitener *wh, float *x, int64_t n_t, void *scratch, size_t scratch_bytes);
+/* The same, also setting count[t] (n_t int32) to the number of channels whose whitened value v at
+ * column t has !(|v| < thr) (NaN counts): the artifact detector's crossings (bs_artifact_blank_counted),
+ * taken while each row is in cache. */
+bs_status bs_whiten_apply_count(const bs_whitener *wh, float *x, int64_t n_t, void *scratch, size_t scratch_bytes,
+                                float thr, int32_t *count);
 
 /* ------------------------------------------------------- one batch -------- */
 
@@ -414,6 +419,11 @@ int bs_artifact_max_periods(const bs_artifact_params *ap, double fs_hz, int64_t 
 bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
                             const float *inv_scale, int32_t *count, bs_artifact_period *periods, int max_periods,
                             int *n_periods);
+/* bs_artifact_blank of a whitened window whose crossings of ap->threshold are already in count
+ * (bs_whiten_apply_count). */
+bs_status bs_artifact_blank_counted(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
+                                    const int32_t *count, bs_artifact_period *periods, int max_periods,
+                                    int *n_periods);
 
 /* Robust noise scale of each channel of a window that is not whitened:
  * inv_scale[c] = 0.6745 / median |x[c, first + i step]| over the n columns

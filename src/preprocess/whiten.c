@@ -460,7 +460,16 @@ static void whiten_row(float *restrict acc, const float *restrict buf, size_t ti
     }
 }
 
-bs_status bs_whiten_apply(const bs_whitener *wh, float *x, int64_t n_t, void *scratch, size_t scratch_bytes)
+/* count[i] += 1 where !(|v[i]| < thr) (a NaN counts), i < len. */
+BS_VECTORIZED
+static void count_row(int32_t *restrict count, const float *restrict v, int len, float thr)
+{
+    for (int i = 0; i < len; i++)
+        count[i] += !(fabsf(v[i]) < thr);
+}
+
+bs_status bs_whiten_apply_count(const bs_whitener *wh, float *x, int64_t n_t, void *scratch, size_t scratch_bytes,
+                                float thr, int32_t *count)
 {
     const int C = wh->n_chan, k = wh->k;
     if (C < 1 || !wh->w)
@@ -481,14 +490,23 @@ bs_status bs_whiten_apply(const bs_whitener *wh, float *x, int64_t n_t, void *sc
             const int len = (int)(t0 + tile <= n_t ? tile : n_t - t0);
             for (int c = 0; c < C; c++)
                 memcpy(buf + (size_t)c * (size_t)tile, x + (size_t)c * (size_t)n_t + t0, (size_t)len * sizeof(float));
+            if (count)
+                memset(count + t0, 0, (size_t)len * sizeof *count);
             for (int c = 0; c < C; c++) {
                 const int *nb = wh->nbr + (size_t)c * k;
                 const float *w = wh->w + (size_t)c * k;
                 whiten_row(acc, buf, (size_t)tile, nb, w, wh->n_nbr[c], len);
                 memcpy(x + (size_t)c * (size_t)n_t + t0, acc, (size_t)len * sizeof(float));
+                if (count) /* while the row is in cache: the artifact detector's crossings */
+                    count_row(count + t0, acc, len, thr);
             }
         }
     }
     pp_scratch_release(&s);
     return BS_OK;
+}
+
+bs_status bs_whiten_apply(const bs_whitener *wh, float *x, int64_t n_t, void *scratch, size_t scratch_bytes)
+{
+    return bs_whiten_apply_count(wh, x, n_t, scratch, scratch_bytes, 0.0f, NULL);
 }

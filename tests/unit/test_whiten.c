@@ -319,6 +319,40 @@ static void test_noise(void)
     CHECK(memcmp(zz, yy, (size_t)C * 2 * B * sizeof(float)) == 0);
     omp_set_num_threads(2);
 
+    /* whitening with the artifact crossings counted on the way, then blanking from those counts: the
+       same counts, periods and bytes as whitening, then bs_artifact_blank (a broadband transient on
+       every channel, a NaN, a last tile shorter than the others) */
+    {
+        const int64_t N = 2 * B - 37;
+        bs_artifact_params ap;
+        bs_artifact_default_params(&ap);
+        ap.min_channels = 4;
+        for (int c = 0; c < C; c++) {
+            for (int i = 0; i < 30; i++)
+                orig[(size_t)c * N + 5000 + i] += (float)(200.0 * (i % 2 ? 1 : -1) * (1.0 + 0.1 * c));
+            if (c == 3)
+                orig[(size_t)c * N + 12345] = NAN;
+        }
+        float *a1 = bs_mem_alloc("test/wh", (size_t)C * N * sizeof(float));
+        float *a2 = bs_mem_alloc("test/wh", (size_t)C * N * sizeof(float));
+        int32_t *n1 = bs_mem_alloc("test/wh", (size_t)N * sizeof(int32_t));
+        int32_t *n2 = bs_mem_alloc("test/wh", (size_t)N * sizeof(int32_t));
+        bs_artifact_period p1[64], p2[64];
+        int np1 = -1, np2 = -1;
+        memcpy(a1, orig, (size_t)C * N * sizeof(float));
+        memcpy(a2, orig, (size_t)C * N * sizeof(float));
+        CHECK(bs_whiten_apply(&wh, a1, N, NULL, 0) == BS_OK);
+        CHECK(bs_artifact_blank(&ap, 30000.0, a1, C, N, NULL, n1, p1, 64, &np1) == BS_OK);
+        CHECK(bs_whiten_apply_count(&wh, a2, N, NULL, 0, (float)ap.threshold, n2) == BS_OK);
+        CHECK(memcmp(n1, n2, (size_t)N * sizeof(int32_t)) == 0);
+        CHECK(bs_artifact_blank_counted(&ap, 30000.0, a2, C, N, n2, p2, 64, &np2) == BS_OK);
+        CHECK_MSG(np1 == np2 && np1 >= 2, "%d and %d periods", np1, np2);
+        for (int i = 0; i < np1 && i < np2; i++)
+            CHECK(p1[i].t0 == p2[i].t0 && p1[i].t1 == p2[i].t1 && p1[i].n_chan == p2[i].n_chan);
+        CHECK(memcmp(a1, a2, (size_t)C * N * sizeof(float)) == 0);
+        bs_mem_free(a1), bs_mem_free(a2), bs_mem_free(n1), bs_mem_free(n2);
+    }
+
     bs_whitener_free(&wh);
     bs_probe_free(&p);
     bs_mem_free(zz);
