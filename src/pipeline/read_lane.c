@@ -121,8 +121,9 @@ static bs_status preprocess(const bs_run_ctx *c, bs_read_lane *l, int kind, int6
         pp.wh = NULL;
     else if (l->have_corr)
         BS_TRY(bs_drift_corrector_whitener(&l->corr, b, &pp.wh));
-    if (l->pre && pp.wh && kind != READ_PREPROCESSED && l->art_count) {
-        /* whitened with the artifact detector's crossings counted on the way */
+    if (l->pre && pp.wh && l->art_count) {
+        /* READ_WHITENED on the preprocessed file: whitened, the artifact detector's crossings counted
+           on the way */
         l->art_n = 0;
         BS_TRY(bs_whiten_apply_count(pp.wh, x, c->width, l->scratch, l->scratch_bytes, (float)c->p->artifact.threshold,
                                      l->art_count));

@@ -113,8 +113,8 @@ static int thresholds(const bs_artifact_params *ap, int n_chan, int *need, int *
 }
 
 static bs_status blank_from_counts(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
-                                   const int32_t *count, bs_artifact_period *periods, int max_periods,
-                                   int *n_periods);
+                                   const int32_t *count, int need, int need_ext, bs_artifact_period *periods,
+                                   int max_periods, int *n_periods);
 
 bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
                             const float *inv_scale, int32_t *count, bs_artifact_period *periods, int max_periods,
@@ -137,7 +137,7 @@ bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x
                 count[t] += !(fabsf(row[t]) < th); /* NaN counts as crossing */
         }
     }
-    return blank_from_counts(ap, fs_hz, x, n_chan, n_t, count, periods, max_periods, n_periods);
+    return blank_from_counts(ap, fs_hz, x, n_chan, n_t, count, need, need_ext, periods, max_periods, n_periods);
 }
 
 bs_status bs_artifact_blank_counted(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
@@ -148,18 +148,16 @@ bs_status bs_artifact_blank_counted(const bs_artifact_params *ap, double fs_hz, 
     int need, need_ext;
     if (!thresholds(ap, n_chan, &need, &need_ext) || n_t < 1)
         return BS_OK;
-    return blank_from_counts(ap, fs_hz, x, n_chan, n_t, count, periods, max_periods, n_periods);
+    return blank_from_counts(ap, fs_hz, x, n_chan, n_t, count, need, need_ext, periods, max_periods, n_periods);
 }
 
-/* The periods of a window from its per-column crossing counts, blanked. */
+/* The periods of a window from its per-column crossing counts (need, need_ext: thresholds'), blanked. */
 static bs_status blank_from_counts(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
-                                   const int32_t *count, bs_artifact_period *periods, int max_periods,
-                                   int *n_periods)
+                                   const int32_t *count, int need, int need_ext, bs_artifact_period *periods,
+                                   int max_periods, int *n_periods)
 {
     int64_t margin = margin_samples(ap, fs_hz);
     int64_t taper = (int64_t)ceil(ap->taper_ms * fs_hz / 1000.0);
-    int need, need_ext;
-    thresholds(ap, n_chan, &need, &need_ext);
     /* spans: an artifact column extended both ways while need_ext channels cross, then widened by the
        margin; spans closer than two tapers are one */
     int np = 0;
