@@ -40,7 +40,10 @@
  * Memory. A peak is the strict maximum of its channel over ±w samples, so a
  * channel holds at most one per w + 1 samples: a tile's list is capped at
  * that, and a wave's lists (bs_drift_peaks_bytes) are a bound no data can
- * pass.
+ * pass. A tile's list is allocated at that cap on its first peak (never
+ * grown by doubling), so the bytes held at once do not depend on which
+ * thread reallocates when; only the last tile is shorter, so a list is never
+ * reallocated while others are full.
  */
 #include <math.h>
 #include <omp.h>
@@ -357,16 +360,16 @@ static void tile_peaks(const bs_drift_detector *d, const float *x, int64_t n_t, 
             if (!(v >= th) || !is_peak(d, x, n_t, c, t, v))
                 continue;
             if (L->n == L->cap) {
-                int64_t nc = L->cap ? 2 * L->cap : 256;
-                nc = nc < limit ? nc : limit;
-                bs_drift_spike *ns = nc > L->cap ? bs_mem_realloc(L->s, "drift/peaks", (size_t)nc * sizeof *ns)
-                                                 : NULL; /* past the bound: cannot happen */
+                /* straight to the bound: a list that grew by doubling would briefly hold its old and new
+                   blocks, and how many lists did so at once would depend on the threads' timing */
+                bs_drift_spike *ns = L->cap < limit ? bs_mem_realloc(L->s, "drift/peaks", (size_t)limit * sizeof *ns)
+                                                    : NULL; /* past the bound: cannot happen */
                 if (!ns) {
                     L->failed = 1;
                     break;
                 }
                 L->s = ns;
-                L->cap = nc;
+                L->cap = limit;
             }
             L->s[L->n++] = (bs_drift_spike){.t = t - halo + t0,
                                             .y_um = peak_depth(d, x, n_t, c, t, v),
