@@ -69,9 +69,11 @@ static const char *USAGE_HEAD =
     "  --no-disk-check   run even when OUT's file system has less free space than the plan says the run\n"
     "                    writes there (default: refused with exit 3 before each stage; `boundsort plan -o OUT`)\n"
     "  --keep-preprocessed\n"
-    "                    keep OUT/.stages/preprocess/recording.f16, the recording after filtering and the\n"
-    "                    common reference (float16 µV, time-major, the sorted channels), which every pass\n"
-    "                    after the first reads; by default it is removed when the sort ends\n"
+    "                    keep the recording after filtering and the common reference, which every pass\n"
+    "                    after the first reads (float16 µV, time-major), as OUT/preprocessed.dat with the\n"
+    "                    raw file's columns (those not sorted are 0), which params.py then names\n"
+    "                    (hp_filtered = True): Phy shows the traces the sort saw; by default it is removed\n"
+    "                    when the sort ends\n"
     "  -q, --quiet       no progress lines\n";
 
 static int usage_error(const char *fmt, const char *arg)

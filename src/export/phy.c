@@ -714,9 +714,9 @@ static int is_key(const char *line, const char *key)
 }
 
 bs_status bs_phy_set_raw_data(const char *dir, const char *dat_path, int n_channels_dat, const char *dtype,
-                              uint64_t offset)
+                              uint64_t offset, int hp_filtered)
 {
-    static const char *const keys[4] = {"dat_path", "n_channels_dat", "dtype", "offset"};
+    static const char *const keys[5] = {"dat_path", "n_channels_dat", "dtype", "offset", "hp_filtered"};
     char path[4200], *text = NULL;
     size_t len = 0;
     BS_TRY(bs_path_join(path, sizeof path, dir, BS_PHY_PARAMS));
@@ -729,9 +729,9 @@ bs_status bs_phy_set_raw_data(const char *dir, const char *dat_path, int n_chann
         if (next)
             *next++ = '\0';
         int k = 0;
-        while (k < 4 && !is_key(line, keys[k]))
+        while (k < 5 && !is_key(line, keys[k]))
             k++;
-        if (k == 4) {
+        if (k == 5) {
             fprintf(f.fp, "%s\n", line);
             continue;
         }
@@ -743,14 +743,18 @@ bs_status bs_phy_set_raw_data(const char *dir, const char *dat_path, int n_chann
             fprintf(f.fp, "%d", n_channels_dat);
         else if (k == 2)
             fprintf(f.fp, "'%s'", dtype);
-        else
+        else if (k == 3)
             fprintf(f.fp, "%" PRIu64, offset);
+        else
+            fprintf(f.fp, "%s", hp_filtered ? "True" : "False");
         fputc('\n', f.fp);
     }
+    if (st == BS_OK && !(found & 16)) /* a params.py written without it (phylib's default: False) */
+        fprintf(f.fp, "hp_filtered = %s\n", hp_filtered ? "True" : "False");
     free(text);
     if (st != BS_OK)
         return st;
-    if (found != 15) {
+    if ((found & 15) != 15) {
         bs_atomic_abort(&f);
         return bs_error(BS_ERR_INPUT, "%s: expected the lines dat_path, n_channels_dat, dtype and offset", path);
     }

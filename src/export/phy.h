@@ -82,6 +82,7 @@
  * cluster_id column, and this table repeats the cluster_<metric>.tsv files Phy shows */
 #define BS_PHY_QC_METRICS "qc/qc_metrics.tsv"
 #define BS_PHY_RAW_COPY "recording.dat" /* written by export-raw / sort --export-raw */
+#define BS_PHY_PREPROCESSED "preprocessed.dat" /* written by sort --keep-preprocessed */
 #define BS_PHY_QC_METRICS_LEGACY "qc_metrics.tsv" /* where earlier builds wrote it (qc removes it) */
 
 typedef struct {
@@ -189,15 +190,23 @@ void bs_phy_writer_abort(bs_phy_writer *w);
  * from elsewhere. BS_ERR_INPUT if the file does not exist. */
 bs_status bs_phy_resolve_dat_path(const char *rec_path, char *out, size_t out_len);
 
-/* Rewrite OUT/params.py's raw-data lines (dat_path, n_channels_dat, dtype, offset), keeping the others
- * (atomically). BS_ERR_INPUT when params.py is missing or lacks one of them. */
+/* Rewrite OUT/params.py's raw-data lines (dat_path, n_channels_dat, dtype, offset, hp_filtered), keeping the
+ * others (atomically; hp_filtered is added when absent). BS_ERR_INPUT when params.py is missing or lacks one
+ * of the first four. */
 bs_status bs_phy_set_raw_data(const char *dir, const char *dat_path, int n_channels_dat, const char *dtype,
-                              uint64_t offset);
+                              uint64_t offset, int hp_filtered);
 
 /* A plain binary copy of the sorted rows of `rec` (every file column, its sample type) in
  * dir/BS_PHY_RAW_COPY, which params.py then names (raw_copy.c: for NWB input, which Phy cannot read). */
 struct bs_recording;
 bs_status bs_export_raw(const char *dir, const struct bs_recording *rec);
+
+/* The sort's preprocessed recording `pre` (float16 µV, C = pre->n_cols sorted channels, time-major) as
+ * dir/BS_PHY_PREPROCESSED with n_cols columns, sorted channel c in column cols[c] (channel_map.npy) and
+ * the other columns 0, which params.py then names (dtype float16, hp_filtered True): Phy shows the
+ * filtered, referenced traces the sort saw. The file is moved when it already has that layout, else
+ * copied (raw_copy.c). */
+bs_status bs_export_preprocessed(const char *dir, const struct bs_recording *pre, const int32_t *cols, int n_cols);
 
 /* Zero-lag cosine similarity of n templates of `len` floats each: out[i*n+j]
  * = <a_i, a_j> / (|a_i| |a_j|), 0 when either norm is 0; 1 on the diagonal

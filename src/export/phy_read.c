@@ -757,6 +757,7 @@ size_t bs_phy_dtype_bytes(const char *s)
         size_t size;
     } t[] = {{"int8", 1},    {"uint8", 1},    {"int16", 2}, {"uint16", 2}, {"int32", 4},  {"uint32", 4},
              {"int64", 8},   {"uint64", 8},   {"float32", 4}, {"float64", 8}, {"i1", 1},  {"u1", 1},
+             {"float16", 2}, {"f2", 2},
              {"i2", 2},      {"u2", 2},       {"i4", 4},    {"u4", 4},     {"i8", 8},     {"u8", 8},
              {"f4", 4},      {"f8", 8},       {"float", 8}, {"int", 8},    {"short", 2},  {"single", 4},
              {"double", 8}};

@@ -295,8 +295,11 @@ bs_status bs_sort_run(bs_recording *rec, const bs_sort_params *p)
         st = run_stage(&ctx, bs_stages[ctx.stage]);
     if (st == BS_OK && !ctx.stop)
         st = write_summary(&ctx);
+    if (st == BS_OK && !ctx.stop && p->keep_preprocessed)
+        st = bs_preprocessed_keep(&ctx); /* moved or copied into the Phy folder */
     bs_checkpoint_close(&ck);
-    bs_preprocessed_release(&ctx, st == BS_OK && !p->keep_preprocessed); /* kept for --resume after a failure */
+    /* kept for --resume after a failure, and by --drift-only --keep-preprocessed (no Phy folder) */
+    bs_preprocessed_release(&ctx, st == BS_OK && (!p->keep_preprocessed || !ctx.stop));
     ctx_release(&ctx);
     return st;
 }

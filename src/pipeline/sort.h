@@ -119,8 +119,9 @@ typedef struct {
     int no_report;             /* 1: `sort --no-report`: no report.html after the stages (its disk is not planned) */
     int no_disk_check;         /* 1: OUT's file system having less free space than the plan's disk is a warning,
                                   not a refusal (plan.h) */
-    int keep_preprocessed;     /* 1: `sort --keep-preprocessed`: OUT/.stages/preprocess/recording.f16 is kept at the
-                                  end (src/preprocess/stage_preprocess.c); never changes the result */
+    int keep_preprocessed;     /* 1: `sort --keep-preprocessed`: the preprocessed recording is kept at the end as
+                                  OUT/preprocessed.dat, which params.py names (src/export/raw_copy.c); never
+                                  changes the sorting */
     size_t gpu_mem_budget;     /* bytes of tracked GPU memory the accountant was set to (--gpu-mem; 0: none) */
     int resume;                /* skip stages whose checkpoints match (checkpoint.h) */
     int no_drift;              /* 1: no drift estimation or correction */

@@ -203,6 +203,9 @@ bs_status bs_run_read_preprocessed(bs_run_ctx *c, int64_t b, float **x, int64_t 
 /* Before a stage that reads batches runs: when the preprocess stage was resumed without its float16 file,
  * write it again and switch the lanes to it (src/preprocess/stage_preprocess.c). */
 bs_status bs_preprocessed_ensure(bs_run_ctx *c);
+/* At the end of a run with --keep-preprocessed: the float16 file (written again if a resumed run had none)
+ * becomes the Phy folder's OUT/preprocessed.dat, which params.py names (bs_export_preprocessed). */
+bs_status bs_preprocessed_keep(bs_run_ctx *c);
 /* At the end of the run: free what the preprocess stage holds, and remove its file when remove_file. */
 void bs_preprocessed_release(bs_run_ctx *c, int remove_file);
 

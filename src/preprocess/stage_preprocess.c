@@ -27,7 +27,9 @@
  *
  * Checkpoint (OUT/.stages/preprocess/): railed.npy float64 (n_batches,). The
  * float16 file is not a checkpoint file: it is removed when the sort ends
- * (`--keep-preprocessed` keeps it), so a completed run resumed skips this
+ * (`--keep-preprocessed` makes it the Phy folder's OUT/preprocessed.dat, with
+ * the raw file's columns, which params.py names: src/export/raw_copy.c), so a
+ * completed run resumed skips this
  * stage; when it is absent and a later stage must run again, that stage
  * writes it first (bs_preprocessed_ensure: the same bytes, being the same
  * computation). Disk: C x n_samples x 2 bytes while the sort runs (planned).
@@ -40,6 +42,7 @@
 #include "../common/half_tiles.h"
 #include "../common/log.h"
 #include "../common/progress.h"
+#include "../export/phy.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
 #include "../pipeline/stage.h"
@@ -189,6 +192,12 @@ bs_status bs_preprocessed_ensure(bs_run_ctx *c)
                     PRE_FILE);
     BS_TRY(fill(c));
     return use_file(c);
+}
+
+bs_status bs_preprocessed_keep(bs_run_ctx *c)
+{
+    BS_TRY(bs_preprocessed_ensure(c));
+    return bs_export_preprocessed(c->p->out_dir, &c->pre_rec, c->rec->probe.column, c->rec->n_cols);
 }
 
 void bs_preprocessed_release(bs_run_ctx *c, int remove_file)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_preprocessed.sh - the preprocessed recording (src/preprocess/stage_preprocess.c): `sort
-# --keep-preprocessed` leaves OUT/.stages/preprocess/recording.f16, float16 µV, time-major, n_samples x
-# sorted channels, and its every sample equals an independent computation of the same chain with numpy
+# --keep-preprocessed` leaves it in the Phy folder as OUT/preprocessed.dat (src/export/raw_copy.c), float16
+# µV, time-major, n_samples x the raw file's columns, named by params.py (dtype 'float16', hp_filtered True),
+# and its every sample equals an independent computation of the same chain with numpy
 # and SciPy for each 2-s batch: the batch's window (2 s and 20 ms of context each side, the recording's
 # first and last sample repeated past its ends, so that the short last batch is padded to the same length), each channel's mean over the window removed, the median over
 # channels at each sample removed (numpy's median), scipy.signal.sosfiltfilt(butter(3, 300, 'highpass',
@@ -10,16 +11,27 @@
 # and float32 against float64 arithmetic in the filter (measured: at most 0.0625 µV, half a float16 unit
 # at 128-256 µV); a
 # wrong window, order, or batch offset gives errors of the order of the noise (µV to tens of µV).
-# Without the flag the file is removed when the sort ends, and the outputs are the same bytes.
+# Without the flag the file is removed when the sort ends, and the outputs are the same bytes. A raw file
+# with a column the probe does not use (a sync channel) gets the sorted channels in their columns and 0 in
+# that one (the copy path); a completed sort resumed with the flag writes the file again, the same bytes.
 . "$(dirname "$0")/lib.sh"
 
 "$BS" simulate -o "$T/sim" --probe linear32 --duration 5 --units 6 --seed 3 -q || { echo "simulate failed"; exit 1; }
 REC=("$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 --dtype int16 --uv-per-bit 0.195 --no-qc
      --no-report -q)
 "$BS" sort "${REC[@]}" -o "$T/keep" --keep-preprocessed && ok || bad "sort --keep-preprocessed failed"
-F="$T/keep/.stages/preprocess/recording.f16"
+F="$T/keep/preprocessed.dat"
 [ -f "$F" ] && [ "$(stat -c %s "$F")" = $((32 * 150000 * 2)) ] && ok ||
-  bad "recording.f16: expected 32 x 150000 float16 values"
+  bad "preprocessed.dat: expected 32 x 150000 float16 values"
+[ ! -e "$T/keep/.stages/preprocess/recording.f16" ] && ok || bad "the stage's recording.f16 left beside it"
+# params.py names it: dat_path, n_channels_dat, dtype, offset, hp_filtered
+params_name() { # DIR NCOLS
+  grep -qx "dat_path = 'preprocessed.dat'" "$1/params.py" && grep -qx "n_channels_dat = $2" "$1/params.py" &&
+    grep -qx "dtype = 'float16'" "$1/params.py" && grep -qx "offset = 0" "$1/params.py" &&
+    grep -qx "hp_filtered = True" "$1/params.py" && grep -q "^sample_rate = 30000" "$1/params.py"
+}
+params_name "$T/keep" 32 && ok || bad "params.py does not name preprocessed.dat: $(cat "$T/keep/params.py")"
+"$BS" validate "$T/keep" >/dev/null && ok || bad "validate refuses the folder with preprocessed.dat"
 "$PY" - "$T/sim/recording.bin" "$F" <<'PYEOF' && ok || bad "recording.f16 differs from numpy/SciPy's preprocessing"
 import sys
 import numpy as np
@@ -47,4 +59,27 @@ for f in "$T"/keep/*.npy "$T"/keep/*.tsv; do
   cmp -s "$f" "$T/plain/$(basename "$f")" || bad "$(basename "$f") differs with --keep-preprocessed"
 done
 ok
+# a 33rd column (a sync channel: the probe has 32): copied into 33-column rows, the sync column 0
+"$PY" - "$T/sim/recording.bin" "$T/sync.bin" <<'PYEOF' || bad "could not write the 33-column recording"
+import sys
+import numpy as np
+raw = np.fromfile(sys.argv[1], dtype=np.int16).reshape(-1, 32)
+sync = ((np.arange(raw.shape[0]) // 15000) % 2 * 64).astype(np.int16)[:, None]
+np.hstack([raw, sync]).tofile(sys.argv[2])
+PYEOF
+"$BS" sort "$T/sync.bin" --n-chan 33 "${REC[@]:1}" -o "$T/sync" --keep-preprocessed && ok ||
+  bad "sort of the 33-column recording failed"
+params_name "$T/sync" 33 && ok || bad "params.py (33 columns): $(cat "$T/sync/params.py")"
+"$PY" - "$F" "$T/sync/preprocessed.dat" <<'PYEOF' && ok || bad "preprocessed.dat of 33 columns: wrong columns"
+import sys
+import numpy as np
+a = np.fromfile(sys.argv[1], dtype=np.uint16).reshape(-1, 32)
+b = np.fromfile(sys.argv[2], dtype=np.uint16).reshape(-1, 33)
+sys.exit(0 if a.shape[0] == b.shape[0] and (b[:, :32] == a).all() and (b[:, 32] == 0).all() else 1)
+PYEOF
+cmp -s "$T/sync/spike_times.npy" "$T/keep/spike_times.npy" && ok || bad "the sync column changed the sorting"
+# the completed sort without the file, resumed with the flag: written again, the same bytes
+"$BS" sort "${REC[@]}" -o "$T/plain" --resume --keep-preprocessed && ok || bad "sort --resume --keep-preprocessed failed"
+cmp -s "$T/plain/preprocessed.dat" "$F" && params_name "$T/plain" 32 && ok ||
+  bad "the resumed sort's preprocessed.dat differs or params.py does not name it"
 finish
