@@ -386,6 +386,8 @@ bs_status bs_qc_d_prime(const double *X, const int32_t *lab, int64_t n, int d, i
  * itself); (1, 0) when all points are the unit's. */
 bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, int32_t self, int max_spikes,
                          int k, double *hit, double *miss);
+/* Bytes bs_qc_nn_rates allocates for n points of d features with n_threads threads, at most. */
+size_t bs_qc_nn_bytes(int64_t n, int d, int max_spikes, int k, int n_threads);
 /* simplified silhouette (centroids); NaN without other units. */
 bs_status bs_qc_silhouette(const double *X, const int32_t *lab, int64_t n, int d, int32_t self, double *score);
 

@@ -34,12 +34,14 @@
  *     max_spikes (as SpikeInterface); squared distances from blocked dgemm
  *     (||x||^2 + ||y||^2 - 2 x.y on mean-centred data), the k + 4 smallest
  *     of each row re-measured exactly and the k nearest kept (the point
- *     itself excluded).
+ *     itself excluded). Blocks of rows run in parallel (OpenMP, one distance
+ *     block per thread); a row's result does not depend on the thread.
  *   - simplified silhouette: distances to centroids; the other unit whose
  *     centroid is nearest on average.
  */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,6 +349,16 @@ bs_status bs_qc_d_prime(const double *X, const int32_t *lab, int64_t n, int d, i
 
 #define NN_BLOCK 128
 
+/* Doubles of one thread's nearest-neighbour work: a block of distance rows, kc candidate distances and kc
+   candidate indices (int64, the size of a double). */
+static size_t nn_thread_doubles(int64_t m, int kc) { return (size_t)NN_BLOCK * (size_t)m + 2 * (size_t)kc; }
+
+size_t bs_qc_nn_bytes(int64_t n, int d, int max_spikes, int k, int n_threads)
+{
+    int64_t m = max_spikes > 0 && n > max_spikes ? max_spikes + 1 : n; /* the subsample: at most max_spikes + 1 */
+    return sizeof(double) * ((size_t)m * d + (size_t)m + (size_t)d + (size_t)n_threads * nn_thread_doubles(m, k + 4));
+}
+
 bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, int32_t self, int max_spikes,
                          int k, double *hit, double *miss)
 {
@@ -380,18 +392,17 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
         return BS_OK;
     }
     int kc = k + 4 < m - 1 ? k + 4 : (int)(m - 1);
-    size_t bytes = sizeof(double) * ((size_t)m * d + (size_t)m + (size_t)d + (size_t)NN_BLOCK * m);
-    double *P = bs_mem_alloc("qc/pca-metrics", bytes);
-    int64_t *cand = malloc(sizeof *cand * (size_t)kc);
-    double *cd = malloc(sizeof *cd * (size_t)kc);
-    if (!P || !cand || !cd) {
-        bs_mem_free(P);
-        free(cand);
-        free(cd);
+    int64_t n_blocks = (m + NN_BLOCK - 1) / NN_BLOCK;
+    int nth = omp_get_max_threads();
+    nth = (int64_t)nth < n_blocks ? nth : (int)n_blocks;
+    size_t per_thread = nn_thread_doubles(m, kc);
+    double *P = bs_mem_alloc("qc/pca-metrics", sizeof(double) * ((size_t)m * d + (size_t)m + (size_t)d) +
+                                                   (size_t)nth * per_thread * sizeof(double));
+    if (!P) {
         bs_mem_free(order);
-        return P ? bs_error(BS_ERR_MEMORY, "qc: out of memory (nearest neighbours)") : BS_ERR_MEMORY;
+        return bs_error(BS_ERR_MEMORY, "qc: out of memory (nearest neighbours)");
     }
-    double *norm = P + (size_t)m * d, *mean = norm + m, *D = mean + d;
+    double *norm = P + (size_t)m * d, *mean = norm + m, *work = mean + d;
     memset(mean, 0, (size_t)d * sizeof *mean);
     for (int64_t i = 0; i < m; i++)
         for (int j = 0; j < d; j++)
@@ -408,65 +419,71 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
         norm[i] = s;
     }
     int64_t hits_self = 0, hits_other = 0;
-    for (int64_t r0 = 0; r0 < m; r0 += NN_BLOCK) {
-        int64_t nr = m - r0 < NN_BLOCK ? m - r0 : NN_BLOCK;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)m, d, -2.0, P + r0 * d, d, P, d, 0.0, D,
-                    (int)m);
-        for (int64_t r = 0; r < nr; r++) {
-            int64_t q = r0 + r;
-            double *row = D + r * m;
-            /* the kc smallest approximate distances, excluding q itself */
-            int nc = 0;
-            for (int64_t j = 0; j < m; j++) {
-                if (j == q)
-                    continue;
-                double v = row[j] + norm[q] + norm[j];
-                if (nc == kc && v >= cd[kc - 1])
-                    continue;
-                int p = nc < kc ? nc++ : kc - 1;
-                while (p > 0 && cd[p - 1] > v) {
-                    cd[p] = cd[p - 1];
-                    cand[p] = cand[p - 1];
-                    p--;
+    /* blocks of rows in parallel, each thread with its own distances and candidates: every row's neighbours
+       come from the same dgemm block and the same scan whichever thread takes it, and the hits are counts */
+#pragma omp parallel num_threads(nth) reduction(+ : hits_self, hits_other)
+    {
+        double *D = work + (size_t)omp_get_thread_num() * per_thread, *cd = D + (size_t)NN_BLOCK * m;
+        int64_t *cand = (int64_t *)(cd + kc);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t blk = 0; blk < n_blocks; blk++) {
+            int64_t r0 = blk * NN_BLOCK, nr = m - r0 < NN_BLOCK ? m - r0 : NN_BLOCK;
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)m, d, -2.0, P + r0 * d, d, P, d, 0.0,
+                        D, (int)m);
+            for (int64_t r = 0; r < nr; r++) {
+                int64_t q = r0 + r;
+                const double *row = D + r * m;
+                /* the kc smallest approximate distances, excluding q itself */
+                int nc = 0;
+                for (int64_t j = 0; j < m; j++) {
+                    if (j == q)
+                        continue;
+                    double v = row[j] + norm[q] + norm[j];
+                    if (nc == kc && v >= cd[kc - 1])
+                        continue;
+                    int p = nc < kc ? nc++ : kc - 1;
+                    while (p > 0 && cd[p - 1] > v) {
+                        cd[p] = cd[p - 1];
+                        cand[p] = cand[p - 1];
+                        p--;
+                    }
+                    cd[p] = v;
+                    cand[p] = j;
                 }
-                cd[p] = v;
-                cand[p] = j;
-            }
-            /* exact distances of the candidates, k nearest (ties: lower index first) */
-            for (int c = 0; c < nc; c++) {
-                double s = 0;
-                for (int j = 0; j < d; j++) {
-                    double v = P[q * d + j] - P[cand[c] * d + j];
-                    s += v * v;
+                /* exact distances of the candidates, k nearest (ties: lower index first) */
+                for (int c = 0; c < nc; c++) {
+                    double s = 0;
+                    for (int j = 0; j < d; j++) {
+                        double v = P[q * d + j] - P[cand[c] * d + j];
+                        s += v * v;
+                    }
+                    cd[c] = s;
                 }
-                cd[c] = s;
-            }
-            for (int c = 1; c < nc; c++) {
-                double v = cd[c];
-                int64_t id = cand[c];
-                int p = c;
-                while (p > 0 && (cd[p - 1] > v || (cd[p - 1] == v && cand[p - 1] > id))) {
-                    cd[p] = cd[p - 1];
-                    cand[p] = cand[p - 1];
-                    p--;
+                for (int c = 1; c < nc; c++) {
+                    double v = cd[c];
+                    int64_t id = cand[c];
+                    int p = c;
+                    while (p > 0 && (cd[p - 1] > v || (cd[p - 1] == v && cand[p - 1] > id))) {
+                        cd[p] = cd[p - 1];
+                        cand[p] = cand[p - 1];
+                        p--;
+                    }
+                    cd[p] = v;
+                    cand[p] = id;
                 }
-                cd[p] = v;
-                cand[p] = id;
+                int64_t h = 0;
+                for (int c = 0; c < k; c++)
+                    h += cand[c] < m_self;
+                if (q < m_self)
+                    hits_self += h;
+                else
+                    hits_other += h;
             }
-            int64_t h = 0;
-            for (int c = 0; c < k; c++)
-                h += cand[c] < m_self;
-            if (q < m_self)
-                hits_self += h;
-            else
-                hits_other += h;
         }
     }
     *hit = (double)hits_self / ((double)m_self * k);
     *miss = (double)hits_other / ((double)(m - m_self) * k);
     bs_mem_free(P);
-    free(cand);
-    free(cd);
     bs_mem_free(order);
     return BS_OK;
 }

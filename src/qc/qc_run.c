@@ -653,7 +653,9 @@ static size_t plan_pca(const qc_ctx *c)
         max_pts = pts > max_pts ? pts : max_pts;
     }
     return proj * 4 + max_rec * 4 + (size_t)c->n_sel * 40 + max_pts * ((size_t)k * max_sp * 8 + 4) +
-           (size_t)c->C * (bs_ipca_scratch_bytes(c->nt, k) + 8 * (size_t)c->nt * (k + 1));
+           (size_t)c->C * (bs_ipca_scratch_bytes(c->nt, k) + 8 * (size_t)c->nt * (k + 1)) +
+           bs_qc_nn_bytes((int64_t)max_pts, k * max_sp, c->p->nn_max_spikes, c->p->nn_neighbors,
+                          omp_get_max_threads());
 }
 
 /* ------------------------------------------------------------------ run */
