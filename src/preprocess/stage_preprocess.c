@@ -30,9 +30,9 @@
  * (`--keep-preprocessed` makes it the Phy folder's OUT/preprocessed.dat, with
  * the raw file's columns, which params.py names: src/export/raw_copy.c), so
  * a completed run resumed skips this stage; when it is absent and a later
- * stage must run again, that stage
- * writes it first (bs_preprocessed_ensure: the same bytes, being the same
- * computation). Disk: C x n_samples x 2 bytes while the sort runs (planned).
+ * stage must run again, that stage writes it first (bs_preprocessed_ensure:
+ * the same bytes, being the same computation). Disk: C x n_samples x 2
+ * bytes while the sort runs (planned).
  */
 #include <errno.h>
 #include <stdio.h>
