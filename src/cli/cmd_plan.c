@@ -1,5 +1,5 @@
 /*
- * cmd_plan.c - `boundsort plan REC [--mem SIZE] [--templates K] [--json]`:
+ * cmd_plan.c - `boundsort plan REC [--mem SIZE] [--templates K] [sort flags] [--json]`:
  * the memory plan of a sort (src/pipeline/plan.h) without sorting: per stage
  * its large buffers, their bytes, the strategy chosen and the predicted peak.
  * Only the recording's header is read. Exit 3 when the plan does not fit the
@@ -18,13 +18,16 @@
 #include "cli.h"
 
 static const char *USAGE_HEAD =
-    "boundsort plan REC [--probe P --fs HZ ...] [-o OUT] [--mem SIZE] [--templates K] [--no-drift] [--json]\n"
+    "boundsort plan REC [--probe P --fs HZ ...] [-o OUT] [--mem SIZE] [--templates K] [--no-drift] [--no-qc]\n"
+    "                  [--no-report] [--keep-preprocessed] [--json]\n"
     "\n"
     "  REC               the recording, as for `boundsort sort` (only its header is read)\n" BS_CLI_SORT_OPTIONS_HELP
     "  -o, --out OUT     the sort's output folder: compare the disk the run writes there with the free\n"
     "                    space of its file system (exit 3 when it does not fit, as `sort` refuses it)\n"
     "  --templates K     number of templates to plan for (default: 1.5 per channel)\n"
-    "  --no-drift        plan a sort without drift correction\n"
+    "  --no-drift, --no-qc, --no-report, --keep-preprocessed\n"
+    "                    plan a sort with these options of `boundsort sort` (the last adds the disk of\n"
+    "                    the preprocessed recording's copy when it has other columns than the sorted ones)\n"
     "  --json            print the plan as one JSON object\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -53,8 +56,13 @@ int bs_cmd_plan(int argc, char **argv)
             json = 1;
             continue;
         }
-        if (strcmp(a, "--no-drift") == 0) {
-            so.sp.no_drift = 1;
+        int *flag = strcmp(a, "--no-drift") == 0             ? &so.sp.no_drift
+                    : strcmp(a, "--no-qc") == 0              ? &so.sp.no_qc
+                    : strcmp(a, "--no-report") == 0          ? &so.sp.no_report
+                    : strcmp(a, "--keep-preprocessed") == 0 ? &so.sp.keep_preprocessed
+                                                             : NULL;
+        if (flag) {
+            *flag = 1;
             continue;
         }
         const char *v = NULL;

@@ -207,6 +207,10 @@ bs_status bs_export_raw(const char *dir, const struct bs_recording *rec);
  * filtered, referenced traces the sort saw. The file is moved when it already has that layout, else
  * copied (raw_copy.c). */
 bs_status bs_export_preprocessed(const char *dir, const struct bs_recording *pre, const int32_t *cols, int n_cols);
+/* The bytes bs_export_preprocessed writes beside the stage file for n_samples rows of C = n_chan sorted
+ * channels widened to n_cols columns: 0 when the file is moved (cols = 0..C-1 and n_cols = C), else the
+ * copy's n_samples x n_cols float16 values. The sort's disk plan counts them (plan.c). */
+uint64_t bs_export_preprocessed_copy_bytes(const int32_t *cols, int n_chan, int n_cols, int64_t n_samples);
 
 /* Zero-lag cosine similarity of n templates of `len` floats each: out[i*n+j]
  * = <a_i, a_j> / (|a_i| |a_j|), 0 when either norm is 0; 1 on the diagonal

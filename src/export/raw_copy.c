@@ -110,12 +110,24 @@ bs_status bs_export_raw(const char *out_dir, const bs_recording *rec)
     return copy_rows(out_dir, BS_PHY_RAW_COPY, rec, NULL, rec->n_cols, 0);
 }
 
+/* 1: the stage file of n_chan columns already has the exported layout (cols = 0..n_chan-1, n_cols = n_chan). */
+static int same_layout(const int32_t *cols, int n_chan, int n_cols)
+{
+    int same = n_chan == n_cols;
+    for (int c = 0; same && c < n_chan; c++)
+        same = cols[c] == c;
+    return same;
+}
+
+uint64_t bs_export_preprocessed_copy_bytes(const int32_t *cols, int n_chan, int n_cols, int64_t n_samples)
+{
+    return same_layout(cols, n_chan, n_cols) || n_samples <= 0 ? 0
+                                                                : (uint64_t)n_samples * (uint64_t)n_cols * sizeof(uint16_t);
+}
+
 bs_status bs_export_preprocessed(const char *out_dir, const bs_recording *pre, const int32_t *cols, int n_cols)
 {
-    int same = pre->n_cols == n_cols && !pre->read_rows && pre->row0 == 0 && pre->data_offset == 0;
-    for (int c = 0; same && c < pre->n_cols; c++)
-        same = cols[c] == c;
-    if (!same)
+    if (pre->read_rows || pre->row0 != 0 || pre->data_offset != 0 || !same_layout(cols, pre->n_cols, n_cols))
         return copy_rows(out_dir, BS_PHY_PREPROCESSED, pre, cols, n_cols, 1);
     char path[4200];
     BS_TRY(bs_path_join(path, sizeof path, out_dir, BS_PHY_PREPROCESSED));

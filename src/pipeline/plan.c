@@ -12,6 +12,7 @@
 #include "../cluster/cluster.h"
 #include "../common/log.h"
 #include "../detect/detect.h"
+#include "../export/phy.h"
 #include "../io/batch.h"
 #include "../preprocess/preprocess.h"
 #include "../qc/qc.h"
@@ -74,7 +75,7 @@ size_t bs_sort_plan_disk_need(const bs_sort_plan *pl, int from, const int *done)
     for (int i = from > 0 ? from : 0; i < pl->n_stages; i++)
         if (!done || !done[i])
             need += pl->stage[i].disk;
-    return need + pl->disk_qc + pl->disk_report;
+    return need + pl->disk_qc + pl->disk_report + pl->disk_keep;
 }
 
 bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need, int64_t free_bytes,
@@ -87,6 +88,19 @@ bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need,
         snprintf(assumed, sizeof assumed, "; with %s%s%s assumed (%d templates, %lld spikes)",
                  pl->k_assumed ? "the template count" : "", pl->k_assumed && pl->spikes_assumed ? " and " : "",
                  pl->spikes_assumed ? "the spike count" : "", pl->K, (long long)pl->n_spikes);
+    /* what `sort` writes after the stages, in its order */
+    const char *after[3] = {pl->disk_qc ? "the quality metrics" : NULL, pl->disk_report ? "the report" : NULL,
+                            pl->disk_keep ? "the kept preprocessed recording" : NULL};
+    int n_after = 0;
+    for (int i = 0; i < 3; i++)
+        n_after += after[i] != NULL;
+    char extras[128] = ""; /* " and A", " and A and B", " and A, B and C" */
+    for (int i = 0, n = 0; i < 3; i++)
+        if (after[i]) {
+            size_t l = strlen(extras);
+            snprintf(extras + l, sizeof extras - l, "%s%s", n == 0 || n == n_after - 1 ? " and " : ", ", after[i]);
+            n++;
+        }
     char what[96];
     snprintf(what, sizeof what, "stage%s '%s'%s%s%s", from < pl->n_stages - 1 ? "s" : "", pl->stage[from].name,
              from < pl->n_stages - 1 ? " to '" : "", from < pl->n_stages - 1 ? pl->stage[pl->n_stages - 1].name : "",
@@ -95,11 +109,7 @@ bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need,
                     "does not fit the disk: %s%s write about %.1f MiB (%zu bytes) in %s%s; its "
                     "file system has %.1f MiB free. Free at least %.0f MiB more there or choose another -o "
                     "(--no-disk-check runs anyway: a full disk stops the run with exit 6, and --resume continues it)",
-                    what,
-                    pl->disk_qc && pl->disk_report ? " and the quality metrics and report"
-                    : pl->disk_qc                  ? " and the quality metrics"
-                    : pl->disk_report              ? " and the report"
-                                                   : "", (double)need / MIB, need, out_dir, assumed,
+                    what, extras, (double)need / MIB, need, out_dir, assumed,
                     (double)free_bytes / MIB, ceil((double)(need - (size_t)free_bytes) / MIB));
 }
 
@@ -119,7 +129,7 @@ static void finalize(bs_sort_plan *pl)
     pl->failing = -1;
     pl->gpu_short = 0;
     pl->may_not_fit = 0;
-    pl->disk = pl->disk_qc + pl->disk_report;
+    pl->disk = pl->disk_qc + pl->disk_report + pl->disk_keep;
     for (int i = 0; i < pl->n_stages; i++) {
         const bs_plan_stage *s = &pl->stage[i];
         pl->disk += s->disk;
@@ -311,6 +321,8 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->max_iter = p->match_max_iter;
     pl->peel_n_t = bs_peel_window_n_t(bs_sort_peel_window(p, pl->batch_samples), p->detect.nt);
     pl->n_pc_chan = p->n_pc_chan;
+    if (p->keep_preprocessed)
+        pl->disk_keep = (size_t)bs_export_preprocessed_copy_bytes(rec->probe.column, C, rec->n_cols, rec->n_samples);
     BS_TRY(plan_shapes(pl, rec, p, halo));
     pl->center_chans = pl->shapes.center_chans;
     pl->cluster_fixed = pl->resident + pl->shapes.centers + pl->shapes.grid + MIB;
@@ -417,6 +429,10 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
     fmt_bytes(pl->disk_report, a, sizeof a);
     if (pl->disk_report)
         fprintf(out, "  %-10s disk %10s  (report.html, last)\n", "report", a);
+    fmt_bytes(pl->disk_keep, a, sizeof a);
+    if (pl->disk_keep)
+        fprintf(out, "  %-10s disk %10s  (--keep-preprocessed: the stage file copied with the raw file's columns)\n",
+                "keep", a);
     fmt_bytes(pl->disk, a, sizeof a);
     fprintf(out, "  disk: the run writes about %s in OUT%s", a,
             pl->k_assumed || pl->spikes_assumed ? " (with the assumed counts)" : "");
@@ -454,6 +470,7 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
     cJSON_AddNumberToObject(root, "disk_bytes", (double)pl->disk);
     cJSON_AddNumberToObject(root, "disk_qc_bytes", (double)pl->disk_qc);
     cJSON_AddNumberToObject(root, "disk_report_bytes", (double)pl->disk_report);
+    cJSON_AddNumberToObject(root, "disk_keep_bytes", (double)pl->disk_keep);
     if (pl->disk_free >= 0)
         cJSON_AddNumberToObject(root, "disk_free_bytes", (double)pl->disk_free);
     if (pl->p.device >= 0) {

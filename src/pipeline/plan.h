@@ -141,9 +141,12 @@ typedef struct {
                                 this machine's RAM (`plan` refuses it after printing) */
     int failing;             /* first stage whose sure_min does not fit, or -1 */
     int may_not_fit;         /* some stage's min_peak (with assumptions) exceeds the budget */
-    size_t disk;             /* bytes every stage's files take in OUT (sum of stage[].disk) + disk_qc + disk_report */
+    size_t disk;             /* bytes every stage's files take in OUT (sum of stage[].disk) + disk_qc + disk_report
+                                + disk_keep */
     size_t disk_qc;          /* bytes of the quality metrics `sort` runs after the stages (0 with p.no_qc) */
     size_t disk_report;      /* bytes of the report page `sort` writes last (0 with p.no_report) */
+    size_t disk_keep;        /* bytes of --keep-preprocessed's copy into the Phy folder, made while the stage
+                                file still exists (0 without the flag or when the file is moved: raw_copy.c) */
     int64_t disk_free;       /* bytes free on OUT's file system, set by the caller (-1: not known or not asked) */
 } bs_sort_plan;
 

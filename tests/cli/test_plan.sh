@@ -174,7 +174,7 @@ avail = int(sys.argv[3])
 st = lambda d, n: [s for s in d["stages"] if s["name"] == n][0]["disk_bytes"]
 print("disk at K = 100 / 200:", a["disk_bytes"], b["disk_bytes"], "free", a["disk_free_bytes"], "df", avail)
 assert abs(a["disk_free_bytes"] - avail) <= 0.05 * avail + (64 << 20), (a["disk_free_bytes"], avail)
-assert a["disk_bytes"] == sum(s["disk_bytes"] for s in a["stages"]) + a["disk_qc_bytes"] + a["disk_report_bytes"]
+assert a["disk_bytes"] == sum(s["disk_bytes"] for s in a["stages"]) + a["disk_qc_bytes"] + a["disk_report_bytes"] + a["disk_keep_bytes"]
 assert b["disk_report_bytes"] - a["disk_report_bytes"] == 100 * 7000  # the page's bound per unit
 for n in ("detect", "match"):  # per spike: twice the spikes, twice the bytes (plus the fixed 8 KiB a file)
     assert 1.99 < (st(b, n) - 65536) / (st(a, n) - 65536) < 2.01, (n, st(a, n), st(b, n))
