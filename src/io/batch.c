@@ -200,6 +200,23 @@ static int find_nonfinite(const bs_batch_reader *r, int64_t k0, int64_t k1, int6
     return 0;
 }
 
+/* 1 if rows [k0, k1) of a raw block of n float16 columns hold an infinity or a NaN (every exponent bit
+ * set): a branch-free scan of the halves that vectorises, so that the window need not be scanned when,
+ * as nearly always, there is none. */
+BS_VECTORIZED static int any_half_nonfinite(const unsigned char *raw, size_t rb, int n, int64_t k0, int64_t k1)
+{
+    unsigned bad = 0;
+    for (int64_t k = k0; k < k1; k++) {
+        const unsigned char *row = raw + (size_t)k * rb;
+        for (int c = 0; c < n; c++) {
+            uint16_t h;
+            memcpy(&h, row + 2 * (size_t)c, sizeof h);
+            bad |= (h & 0x7c00u) == 0x7c00u;
+        }
+    }
+    return bad != 0;
+}
+
 /* Convert rows [k0, k1) of the raw block into window columns [j0 + k0, j0 + k1).
  * float32 and float16 files: the first non-finite value (channel by channel, then row)
  * stops the tile; *bad_c and *bad_k say where (-1: none). */
@@ -213,7 +230,8 @@ static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64
     *bad_k = -1;
     if (r->f16_direct) { /* 8 x 8 by F16C where the CPU has it (half_tiles.h) */
         bs_half_rows_to_floats(raw, rb, rec->probe.n_chan, k0, k1, r->out + j0, (size_t)r->width);
-        find_nonfinite(r, k0, k1, j0, bad_c, bad_k);
+        if (any_half_nonfinite(raw, rb, rec->probe.n_chan, k0, k1)) /* exact: unscaled halves */
+            find_nonfinite(r, k0, k1, j0, bad_c, bad_k);
         return;
     }
     for (int c = 0; c < rec->probe.n_chan; c++) {
