@@ -74,6 +74,10 @@ CASES = {
     "si64-60s-24u-rigid": dict(gen="si-drift", probe="2col-64", duration=60.0, units=24, drift="rigid", seed=19),
     "si64-60s-24u-nonrigid": dict(gen="si-drift", probe="2col-64", duration=60.0, units=24, drift="nonrigid",
                                   seed=20),
+    # a drifting Neuropixels 1.0 case Kilosort 4 can sort on a 2-core CPU in about an hour (issue 17's time
+    # ratio on 384 channels): the np1 cases' generator, probe, zigzag and noise, 60 s
+    "np1-60s-100u-rigid": dict(gen="si-drift", probe="Neuropixel-384", duration=60.0, units=100, drift="rigid",
+                               seed=26),
     # the same families from boundsort's own simulator
     "bs-linear32-60s-20u": dict(gen="boundsort", probe="linear32", duration=60.0, units=20, drift="none", seed=21),
     "bs-np1-300s-100u-rigid": dict(gen="boundsort", probe="np1", duration=300.0, units=100, drift="rigid", seed=22),

@@ -23,7 +23,12 @@
  * (R12 < ccg_threshold) and the two mean spike amplitudes agree within 20 %
  * (|2(a_k − a_j)/(a_k + a_j)| < 0.2, Kilosort's template-norm rule; a
  * cluster of noise crossings beside a unit has a similar shape but about
- * half its amplitude). Kilosort 4 keeps such fragments as separate units,
+ * half its amplitude) or the two trains fire in different periods
+ * (time_overlap: the histogram intersection of their spike times over 20
+ * bins of their common span is at most max_time_overlap; noise crossings
+ * come throughout the recording as the unit does, while drift's pieces of
+ * one unit, whose amplitudes on their own templates can differ by more
+ * than 20 %, come in turns). Kilosort 4 keeps such fragments as separate units,
  * which the ground truth scores as false positives. With the same evidence
  * standard a cluster k too small for its own ACG to show refractoriness
  * (the ACG underpowered in the same sense) counts as passing the ACG test
@@ -86,6 +91,7 @@ void bs_merge_default_params(bs_merge_params *p, double fs_hz)
     p->ccg_threshold = 0.25;
     p->r_thresh_underpowered = 0.8;
     p->amp = NULL;
+    p->max_time_overlap = 0.3;
     p->max_lag = 0;
     p->max_rate_hz = 100.0;
     p->duration_s = 0;
@@ -257,6 +263,27 @@ static bs_status merge_templates(mstate *s, int k, int j, int tau, int64_t nk, i
     return BS_OK;
 }
 
+/* The histogram intersection of two time-ordered trains' spike times over TIME_BINS equal bins of their
+ * common span: 1 for trains spread alike over the recording, near 0 for trains that fire in different
+ * periods. */
+#define TIME_BINS 20
+static double time_overlap(const int64_t *a, int64_t na, const int64_t *b, int64_t nb)
+{
+    if (na < 1 || nb < 1)
+        return 1.0;
+    const int64_t lo = a[0] < b[0] ? a[0] : b[0], hi = a[na - 1] > b[nb - 1] ? a[na - 1] : b[nb - 1];
+    const double span = (double)(hi - lo) + 1.0;
+    int64_t ha[TIME_BINS] = {0}, hb[TIME_BINS] = {0};
+    for (int64_t i = 0; i < na; i++)
+        ha[(int)((double)(a[i] - lo) * TIME_BINS / span)]++;
+    for (int64_t i = 0; i < nb; i++)
+        hb[(int)((double)(b[i] - lo) * TIME_BINS / span)]++;
+    double o = 0;
+    for (int i = 0; i < TIME_BINS; i++)
+        o += fmin((double)ha[i] / (double)na, (double)hb[i] / (double)nb);
+    return o;
+}
+
 typedef struct {
     double s;
     int j, lag;
@@ -357,7 +384,9 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
                 bs_ccg_metrics m;
                 if (!bs_ccg_cross_refractory(tk, nk, tj, nj, p->fs_hz, p->ccg_threshold, &m) &&
                     !(amp && cd[c].s >= p->r_thresh_underpowered && (bs_ccg_underpowered(&m) || m.Q12 >= 0.05) &&
-                      m.R12 < p->ccg_threshold && fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j])))
+                      m.R12 < p->ccg_threshold &&
+                      (fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j]) ||
+                       (p->max_time_overlap > 0 && time_overlap(tk, nk, tj, nj) <= p->max_time_overlap))))
                     continue;
                 if (amp && nk + nj > 0)
                     amp[k] = ((double)nk * amp[k] + (double)nj * amp[j]) / (double)(nk + nj);

@@ -5,15 +5,16 @@
  * with the times realigned exactly, no merge for an independent unit with a
  * similar template nor for a dissimilar one; a 30-spike fragment of a unit
  * (too few spikes for the CCG to show anything) merged through the
- * underpowered rule, and not merged without amplitudes, with a 50 % smaller
- * amplitude, with a refractory violation or with a template below 0.8
+ * underpowered rule, and not merged without amplitudes, with a refractory violation or with a template below 0.8
  * similarity; a unit of 90 spikes in two fragments, neither with enough
  * spikes for its autocorrelogram to show refractoriness, merged (the larger
  * fragment counts as refractory when its autocorrelogram is underpowered and
  * clean), and not merged without amplitudes or when each fragment has a
  * refractory violation; a unit split by drift state (a clean but not
  * significant dip, the test not underpowered) merged, and not merged without
- * amplitudes or with a 50 % smaller one; no merge that would make a train longer than
+ * amplitudes; a 50 % smaller amplitude merged when the two trains fire in different periods (the drift
+ * state, or a 3-s fragment) and not by the amplitude rule alone, nor for two trains that fire throughout
+ * (noise crossings beside a unit); no merge that would make a train longer than
  * max_rate_hz x duration; duplicate removal on a hand-built case, and
  * good/mua labels.
  */
@@ -52,12 +53,16 @@ static void one_shape_pair(bs_sparse_templates *T)
     fill(T, 1, 10, 0.0, 9.5);
 }
 
+static double g_max_time_overlap = -1; /* >= 0: merge.max_time_overlap for merges_of; < 0: the default */
+
 /* bs_merge_ccg's merges of the spikes (t, clu) with the default parameters and mean amplitudes amp (or none). */
 static int merges_of(bs_sparse_templates *T, int64_t *t, int32_t *clu, int64_t n, const double *amp)
 {
     bs_merge_params mp;
     bs_merge_default_params(&mp, 30000.0);
     mp.amp = amp;
+    if (g_max_time_overlap >= 0)
+        mp.max_time_overlap = g_max_time_overlap;
     int merges = 0;
     CHECK(bs_merge_ccg(&mp, t, clu, n, T, &merges) == BS_OK);
     return merges;
@@ -161,11 +166,11 @@ static int drift_state_merges(double amp1, double *q12, int *underpowered)
 }
 
 /* A unit at 0.3 Hz for 300 s (about 90 spikes) whose spikes went to two
- * clusters at random (2:1), templates of one shape (amplitudes 10 and 9.5, or
- * none when amps is 0); with `violation`, each cluster gets one more spike
+ * clusters at random (2:1), so both fire throughout, templates of one shape (amplitudes 10 and amp1, or
+ * none when amp1 <= 0); with `violation`, each cluster gets one more spike
  * 1 ms after one of its own. Returns the merges, and in *acg_weak whether cluster
  * 0's autocorrelogram was underpowered. */
-static int small_unit_merges(int amps, int violation, int *acg_weak)
+static int small_unit_merges(double amp1, int violation, int *acg_weak)
 {
     bs_sparse_templates T;
     one_shape_pair(&T);
@@ -191,8 +196,8 @@ static int small_unit_merges(int amps, int violation, int *acg_weak)
     bs_ccg_metrics m;
     bs_ccg_is_good(t0, n0, 30000.0, 0.2, &m);
     *acg_weak = bs_ccg_underpowered(&m);
-    double amp[2] = {10.0, 9.5};
-    int merges = merges_of(&T, t, clu, n, amps ? amp : NULL);
+    double amp[2] = {10.0, amp1};
+    int merges = merges_of(&T, t, clu, n, amp1 > 0 ? amp : NULL);
     bs_sparse_templates_free(&T);
     return merges;
 }
@@ -207,7 +212,12 @@ int main(void)
         CHECK(drift_state_merges(9.5, &q12, &up) == 1);
         CHECK_MSG(q12 >= 0.05 && !up, "Q12 %g, underpowered %d: the case does not reach the rule", q12, up);
         CHECK(drift_state_merges(0, &q12, &up) == 0);
+        /* a 50 % smaller amplitude: merged because the two trains fire in different periods
+           (merge.max_time_overlap), not by the amplitude rule alone */
+        CHECK(drift_state_merges(5.0, &q12, &up) == 1);
+        g_max_time_overlap = 0;
         CHECK(drift_state_merges(5.0, &q12, &up) == 0);
+        g_max_time_overlap = -1;
     }
 
     /* similarity */
@@ -307,7 +317,12 @@ int main(void)
     CHECK(fragment_merges(0, 0, 9.5, &fsim, &weak) == 1);
     CHECK(weak && fsim > 0.99);
     CHECK(fragment_merges(0, 0, 0.0, &fsim, &weak) == 0); /* no amplitudes: rule off */
-    CHECK(fragment_merges(0, 0, 6.0, &fsim, &weak) == 0); /* 50 % smaller: noise beside a unit */
+    /* 40 % smaller: only the 3 s where the rest of the unit is silent hold its spikes, so its train and the
+       rest's fire in different periods (merged); by the amplitude rule alone it would be noise beside a unit */
+    CHECK(fragment_merges(0, 0, 6.0, &fsim, &weak) == 1);
+    g_max_time_overlap = 0;
+    CHECK(fragment_merges(0, 0, 6.0, &fsim, &weak) == 0);
+    g_max_time_overlap = -1;
     CHECK(fragment_merges(0, 3, 9.5, &fsim, &weak) == 0);
     CHECK(weak);
     CHECK(fragment_merges(1, 0, 9.5, &fsim, &weak) == 0);
@@ -316,10 +331,16 @@ int main(void)
 
     /* a small unit in two fragments, neither refractory by its own autocorrelogram */
     int acg_weak;
-    CHECK(small_unit_merges(1, 0, &acg_weak) == 1);
+    CHECK(small_unit_merges(9.5, 0, &acg_weak) == 1);
     CHECK(acg_weak);
     CHECK(small_unit_merges(0, 0, &acg_weak) == 0); /* no amplitudes: rule off */
-    CHECK(small_unit_merges(1, 3, &acg_weak) == 0); /* a violation in each fragment */
+    CHECK(small_unit_merges(9.5, 3, &acg_weak) == 0); /* a violation in each fragment */
+    /* half the amplitude and firing throughout, as noise crossings beside a unit do: not merged, whatever
+       merge.max_time_overlap allows */
+    CHECK(small_unit_merges(5.0, 0, &acg_weak) == 0);
+    g_max_time_overlap = 1;
+    CHECK(small_unit_merges(5.0, 0, &acg_weak) == 1);
+    g_max_time_overlap = -1;
     CHECK(acg_weak);
 
     /* order: stable by time */
