@@ -267,6 +267,12 @@ static bs_status merge_templates(mstate *s, int k, int j, int tau, int64_t nk, i
  * common span: 1 for trains spread alike over the recording, near 0 for trains that fire in different
  * periods. */
 #define TIME_BINS 20
+static int time_bin(int64_t t, int64_t lo, double span)
+{
+    const double x = (double)(t - lo) * TIME_BINS / span;
+    return x < 0 ? 0 : x >= TIME_BINS ? TIME_BINS - 1 : (int)x; /* inside for ordered trains; kept inside anyway */
+}
+
 static double time_overlap(const int64_t *a, int64_t na, const int64_t *b, int64_t nb)
 {
     if (na < 1 || nb < 1)
@@ -275,9 +281,9 @@ static double time_overlap(const int64_t *a, int64_t na, const int64_t *b, int64
     const double span = (double)(hi - lo) + 1.0;
     int64_t ha[TIME_BINS] = {0}, hb[TIME_BINS] = {0};
     for (int64_t i = 0; i < na; i++)
-        ha[(int)((double)(a[i] - lo) * TIME_BINS / span)]++;
+        ha[time_bin(a[i], lo, span)]++;
     for (int64_t i = 0; i < nb; i++)
-        hb[(int)((double)(b[i] - lo) * TIME_BINS / span)]++;
+        hb[time_bin(b[i], lo, span)]++;
     double o = 0;
     for (int i = 0; i < TIME_BINS; i++)
         o += fmin((double)ha[i] / (double)na, (double)hb[i] / (double)nb);
