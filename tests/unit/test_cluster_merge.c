@@ -5,8 +5,8 @@
  * with the times realigned exactly, no merge for an independent unit with a
  * similar template nor for a dissimilar one; a 30-spike fragment of a unit
  * (too few spikes for the CCG to show anything) merged through the
- * underpowered rule, and not merged without amplitudes, with a refractory violation or with a template below 0.8
- * similarity; a unit of 90 spikes in two fragments, neither with enough
+ * underpowered rule, and not merged without amplitudes, with a refractory
+ * violation or with a template below 0.8 similarity; a unit of 90 spikes in two fragments, neither with enough
  * spikes for its autocorrelogram to show refractoriness, merged (the larger
  * fragment counts as refractory when its autocorrelogram is underpowered and
  * clean), and not merged without amplitudes or when each fragment has a
@@ -335,8 +335,8 @@ int main(void)
     CHECK(acg_weak);
     CHECK(small_unit_merges(0, 0, &acg_weak) == 0); /* no amplitudes: rule off */
     CHECK(small_unit_merges(9.5, 3, &acg_weak) == 0); /* a violation in each fragment */
-    /* half the amplitude and firing throughout, as noise crossings beside a unit do: not merged, whatever
-       merge.max_time_overlap allows */
+    /* half the amplitude and firing throughout, as noise crossings beside a unit do: not merged with the
+       default merge.max_time_overlap; merged only when it allows any overlap (the time test keeps them apart) */
     CHECK(small_unit_merges(5.0, 0, &acg_weak) == 0);
     g_max_time_overlap = 1;
     CHECK(small_unit_merges(5.0, 0, &acg_weak) == 1);
