@@ -9,8 +9,9 @@
 #
 #   bash bench/gpu_device.sh [SECONDS] [STEPS]     # recording length (120), steps (all: tests sim cpu gpu long k ks4)
 #
-# Steps, each bounded by a timeout so that the run ends (gpuold, cpuold: the same sorts with .dev/bin/boundsort_old,
-# the previous code, when bench/gpu_pack.sh was given OLD=REV): the GPU unit tests (test_gpu, test_peel, test_detect, the CLI test
+# Steps, each bounded by a timeout so that the run ends (gpuold, cpuold, and with long gpuold300, cpu300, cpuold300:
+# the same sorts with .dev/bin/boundsort_old, the previous code, when bench/gpu_pack.sh was given OLD=REV, and the
+# 5-minute recording on the CPU): the GPU unit tests (test_gpu, test_peel, test_detect, the CLI test
 # tests/cli/test_gpu.sh); a drifting 384-channel Neuropixels 1.0 recording (boundsort simulate, rigid drift,
 # 100 units); boundsort on the CPU (all cores) and with --device cuda on it, with accuracy against ground
 # truth (boundsort compare) and the spikes in which the two differ; a 300-s recording sorted with --device cuda; K = 17,345 templates matched with
@@ -109,7 +110,9 @@ if has long; then # throughput on a 5-minute recording: GPU, and the CPU with th
   REC=$W/np1long SEC=300
   ARGS=("$REC/recording.bin" --probe "$REC/probe.json" --fs 30000 --no-qc -q --threads "$NP")
   sort_one gpu300 --device cuda --gpu-mem 8G
+  [ -x "$D/bin/boundsort_old" ] && has gpuold300 && SORT_BIN=$D/bin/boundsort_old sort_one gpu300_old --device cuda --gpu-mem 8G
   has cpu300 && sort_one cpu300
+  [ -x "$D/bin/boundsort_old" ] && has cpuold300 && SORT_BIN=$D/bin/boundsort_old sort_one cpu300_old
 fi
 
 if has k; then

@@ -31,6 +31,7 @@ void bs_detect_default_params(bs_detect_params *p)
     p->seed = 5;
     p->chunk_candidates_per_pos = 64; /* simulated NP1: at most 25 per position with artifacts removed */
     p->chunk_spikes_per_pos = 1;
+    p->lane_spikes = 0; /* from the plan */
 }
 
 bs_status bs_snippets_init(bs_snippet_set *s, const bs_detect_params *p)

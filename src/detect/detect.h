@@ -92,6 +92,10 @@ typedef struct {
     /* workspace limits, not parameters of the result (any values give the same spikes) */
     int chunk_candidates_per_pos; /* candidates one chunk may hold, per grid position */
     int chunk_spikes_per_pos;     /* detected spikes one chunk may hold, per grid position */
+    int lane_spikes;              /* spikes a batch's list holds while it waits its turn, when the detect
+                                     stage works on several batches at once (src/detect/stage_detect.c); a
+                                     batch with more is detected again, streamed (0: four times a batch's
+                                     expected detections, at least 8192) */
 } bs_detect_params;
 
 void bs_detect_default_params(bs_detect_params *p);
@@ -191,7 +195,8 @@ size_t bs_detect_batch_bytes(const bs_detect_params *p, int n_pos, int n_chans, 
 
 /* Receives the spikes of consecutive parts of a window, in time order. */
 typedef bs_status (*bs_detect_sink)(void *ctx, const bs_detect_output *part);
-/* A sink that appends each part to the bs_detect_output ctx (no limit). */
+/* A sink that appends each part to the bs_detect_output ctx (up to its
+ * limit: a part past it is refused and `full` set). */
 bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part);
 
 /* Scratch bytes bs_detect_batch allocates for one call (all threads). */

@@ -19,7 +19,10 @@
  *   GPU (src/gpu/gpu.h), with the same detections.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <omp.h>
 
 #include "../common/fileio.h"
 #include "../common/log.h"
@@ -126,7 +129,7 @@ static const char *const detect_ckpt_files[DET_N + 1] = {
     "detect/spike_times.npy", "detect/spike_pos.npy", "detect/spike_xy.npy", "detect/spike_score.npy",
     "detect/spike_features.npy", ("detect/" BS_ARTIFACTS_TSV)};
 
-/* The artifact periods blanked in the batches' own samples (stage.h: c->rd.art),
+/* The artifact periods blanked in the batches' own samples (stage.h: a lane's art),
  * as rows of BS_ARTIFACTS_TSV in recording samples; a period that runs on into
  * the next batch is merged with its continuation there. */
 typedef struct {
@@ -150,49 +153,88 @@ static bs_status artifact_flush(artifact_writer *w, double fs_hz)
     return BS_OK;
 }
 
-static bs_status artifact_add(artifact_writer *w, const bs_run_ctx *c, int64_t b, int64_t n_valid)
+/* The periods of batch b, read through lane rd. */
+static bs_status artifact_add(artifact_writer *w, const bs_run_ctx *c, const bs_read_lane *rd, int64_t b,
+                              int64_t n_valid)
 {
-    for (int i = 0; i < c->rd.art_n; i++) {
-        int64_t s = c->rd.art[i].t0 > c->halo ? c->rd.art[i].t0 : c->halo;
-        int64_t e = c->rd.art[i].t1 < c->halo + n_valid ? c->rd.art[i].t1 : c->halo + n_valid;
+    for (int i = 0; i < rd->art_n; i++) {
+        int64_t s = rd->art[i].t0 > c->halo ? rd->art[i].t0 : c->halo;
+        int64_t e = rd->art[i].t1 < c->halo + n_valid ? rd->art[i].t1 : c->halo + n_valid;
         if (s >= e)
             continue; /* in the halo only: the neighbouring batch owns it */
         int64_t t0 = b * c->nb + s - c->halo, t1 = b * c->nb + e - c->halo;
         if (w->pending && t0 <= w->t1) {
             w->t1 = t1 > w->t1 ? t1 : w->t1;
-            w->n_chan = c->rd.art[i].n_chan > w->n_chan ? c->rd.art[i].n_chan : w->n_chan;
+            w->n_chan = rd->art[i].n_chan > w->n_chan ? rd->art[i].n_chan : w->n_chan;
             continue;
         }
         BS_TRY(artifact_flush(w, c->rec->fs_hz));
         *w = (artifact_writer){.f = w->f, .open = w->open, .pending = 1, .t0 = t0, .t1 = t1,
-                               .n_chan = c->rd.art[i].n_chan, .blanked = w->blanked};
+                               .n_chan = rd->art[i].n_chan, .blanked = w->blanked};
     }
     return BS_OK;
 }
 
+/* Rows a lane's list holds (stage detect with several lanes): detect.lane_spikes,
+ * or four times a batch's expected detections, at least 8192; a batch with
+ * more is detected again, streamed, on the writer's turn. */
+static int64_t lane_cap(const bs_sort_plan *pl)
+{
+    if (pl->p.detect.lane_spikes > 0)
+        return pl->p.detect.lane_spikes;
+    int64_t e = pl->n_batches > 0 ? 4 * (pl->n_detected / pl->n_batches + 1) : 0;
+    return e > 8192 ? e : 8192;
+}
+
 /* No buffer follows the data: the spikes stream to the files in parts of
- * bounded lists (detect.h), whatever a batch holds. */
+ * bounded lists (detect.h), whatever a batch holds. With several lanes
+ * (detect_run) each holds one batch's spikes up to lane_cap. */
 static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
+    const bs_detect_params *d = &pl->p.detect;
+    int gpu = pl->p.device >= 0;
+    size_t scratch = bs_detect_scratch_bytes(pl->n_chan, d, pl->n_threads);
+    size_t lists = bs_detect_batch_bytes(d, pl->shapes.grid_pos, pl->shapes.grid_chans, pl->n_threads, pl->width, gpu);
+    size_t gpu1 = gpu ? bs_gpu_detector_bytes(pl->n_chan, pl->width, d->n_shapes, pl->nt, pl->shapes.grid_pos,
+                                              pl->shapes.grid_chans, d->n_sizes)
+                      : 0;
+    /* a lane: its reading, one thread's scratch and lists, and a batch's spikes */
+    size_t lane = pl->read_ahead + bs_detect_scratch_bytes(pl->n_chan, d, 1) +
+                  bs_detect_batch_bytes(d, pl->shapes.grid_pos, pl->shapes.grid_chans, 1, pl->width, gpu) +
+                  (size_t)lane_cap(pl) * (sizeof(bs_detected_spike) + (size_t)pl->feat_len * sizeof(float));
+    size_t base = pl->resident + pl->shapes.grid + scratch + lists + 2 * BS_PLAN_SMALL_BYTES;
+    int lanes = 1;
+    for (int l = pl->n_threads < pl->n_batches ? pl->n_threads : (int)pl->n_batches; l >= 2; l--)
+        if ((!pl->budget || base + (size_t)l * lane <= pl->budget) &&
+            (!pl->gpu_budget || (size_t)l * gpu1 <= pl->gpu_budget)) {
+            lanes = l;
+            break;
+        }
+    s->lanes = lanes;
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "detection grid", pl->shapes.grid);
-    bs_plan_add(s, "detection scratch", bs_detect_scratch_bytes(pl->n_chan, &pl->p.detect, pl->n_threads));
-    bs_plan_add(s, "candidate and spike lists (bounded, any data)",
-                bs_detect_batch_bytes(&pl->p.detect, pl->shapes.grid_pos, pl->shapes.grid_chans, pl->n_threads,
-                                      pl->width, pl->p.device >= 0));
+    bs_plan_add(s, "detection scratch", scratch);
+    bs_plan_add(s, "candidate and spike lists (bounded, any data)", lists);
+    if (lanes > 1)
+        bs_plan_add(s, "lanes: a batch read, its scratch and lists, and its spikes (bounded) on each",
+                    (size_t)lanes * lane);
     bs_plan_add(s, "stage files", 2 * BS_PLAN_SMALL_BYTES);
-    snprintf(s->strategy, sizeof s->strategy, "spikes streamed to disk");
+    if (lanes > 1)
+        snprintf(s->strategy, sizeof s->strategy, "spikes streamed to disk, %d batches at once", lanes);
+    else
+        snprintf(s->strategy, sizeof s->strategy, "spikes streamed to disk");
     s->reduce = "--threads (lists per thread)";
     bs_plan_stage_total(s);
-    bs_plan_read_ahead(pl, s);
+    if (lanes > 1) /* the lanes are the budget's choice: one batch at a time needs none */
+        s->min_peak = s->sure_min = s->peak - (size_t)lanes * lane;
+    else
+        bs_plan_read_ahead(pl, s);
     /* detect_ckpt_files: time, position, x/y, score and features of every detected spike; the artifact
        periods (one row per 2 ms at most: small next to the spikes) */
     bs_plan_disk(s, DET_N + 1, (double)pl->n_detected * (sizeof(int64_t) + sizeof(int32_t) + 3 * sizeof(float) +
                                                       (double)pl->feat_len * sizeof(float)));
-    if (pl->p.device >= 0) /* the GPU detector (src/gpu/gpu.h): no assumption enters it */
-        s->gpu = s->gpu_sure = bs_gpu_detector_bytes(pl->n_chan, pl->width, pl->p.detect.n_shapes, pl->nt,
-                                                     pl->shapes.grid_pos, pl->shapes.grid_chans,
-                                                     pl->p.detect.n_sizes);
+    if (gpu) /* the GPU detectors (src/gpu/gpu.h), one per lane: no assumption enters them */
+        s->gpu = s->gpu_sure = (size_t)lanes * gpu1;
 }
 
 /* The sink of bs_detect_batch_on: one part of a batch's spikes to the files. */
@@ -228,10 +270,131 @@ static bs_status detect_prepare(bs_run_ctx *c)
     return bs_grid_build(&c->rec->probe, &c->p->detect, &c->grid);
 }
 
+/* A batch worked on by one lane of several (detect_run). */
+typedef struct {
+    bs_read_lane own;        /* lanes 1..L-1 read through their own; lane 0 through the run's */
+    int has_own;
+    bs_read_lane *rd;
+    bs_gpu_detector *gpu;
+    bs_detect_output out;    /* the batch's spikes until its turn to be written (limit: lane_cap) */
+    const float *x;          /* its window (valid until the lane reads again) */
+    int64_t n_valid;
+    bs_status st;
+    char msg[1024];          /* the error of a lane run on another thread (messages are per thread) */
+} detect_lane;
+
+/* The batches one at a time on all the threads (reading ahead where the plan
+ * says), each streamed to the files as it is detected. */
+static bs_status detect_serial(bs_run_ctx *c, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
+{
+    bs_gpu_detector *gpu = NULL;
+    bs_status st = BS_OK;
+    if (c->p->device >= 0)
+        st = bs_gpu_detector_create(c->p->device, &c->p->detect, &c->basis, &c->grid, c->rec->probe.n_chan, c->width,
+                                    &gpu);
+    for (int64_t b = 0; b < c->n_batches && st == BS_OK; b++) {
+        float *x;
+        int64_t n_valid;
+        st = bs_run_read_batch(c, b, &x, &n_valid);
+        if (st == BS_OK)
+            st = bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo, n_valid,
+                                    b * c->nb, gpu, detect_files_append, files);
+        if (st == BS_OK)
+            st = artifact_add(aw, c, &c->rd, b, n_valid);
+        if (st == BS_OK)
+            c->n_detected = files->w[DET_TIMES].shape[0];
+        bs_progress_update(pb, b + 1);
+        bs_checkpoint_test_kill("detect", b + 1);
+    }
+    bs_gpu_detector_free(gpu);
+    return st;
+}
+
+/* L consecutive batches at a time, one per thread, each read through its own
+ * lane (and GPU detector) into its own list; then, in batch order, each list
+ * goes to the files, or, for a batch whose spikes passed the list's bound, the
+ * batch is detected again from its window on all the threads, streamed. A
+ * batch's spikes do not depend on the lane or the threads, so the files are
+ * the same bytes as detect_serial's. */
+static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
+{
+    const bs_detect_params *d = &c->p->detect;
+    int64_t cap = lane_cap(c->plan);
+    detect_lane *lanes = calloc((size_t)L, sizeof *lanes);
+    bs_status st = lanes ? BS_OK : bs_error(BS_ERR_MEMORY, "detect: out of memory");
+    int n_open = 0;
+    for (; st == BS_OK && n_open < L; n_open++) {
+        detect_lane *l = &lanes[n_open];
+        l->own.reader.fd = -1;
+        bs_detect_output_init(&l->out, c->grid.n_chans, c->basis.n_pcs);
+        l->out.limit = cap;
+        if (n_open > 0) {
+            l->has_own = 1;
+            st = bs_run_lane_open(c, &l->own, 1, "sort/detect-lanes");
+        }
+        l->rd = n_open > 0 ? &l->own : &c->rd;
+        if (st == BS_OK && c->p->device >= 0)
+            st = bs_gpu_detector_create(c->p->device, d, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
+    }
+    double read_s = 0;
+    int64_t n_again = 0;
+    for (int64_t b0 = 0; b0 < c->n_batches && st == BS_OK; b0 += L) {
+        int n = c->n_batches - b0 < L ? (int)(c->n_batches - b0) : L;
+        double t_read[64] = {0};
+#pragma omp parallel for schedule(static, 1) num_threads(n)
+        for (int i = 0; i < n; i++) {
+            detect_lane *l = &lanes[i];
+            omp_set_num_threads(1); /* what the lane's calls size their per-thread buffers for */
+            float *x = NULL;
+            double t0 = bs_now_s();
+            bs_detect_output_clear(&l->out);
+            l->st = bs_run_read_batch_on(c, l->rd, b0 + i, &x, &l->n_valid);
+            t_read[i % 64] += bs_now_s() - t0;
+            l->x = x;
+            if (l->st == BS_OK)
+                l->st = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo, l->n_valid,
+                                           (b0 + i) * c->nb, l->gpu, bs_detect_output_append, &l->out);
+            if (l->st != BS_OK)
+                snprintf(l->msg, sizeof l->msg, "%s", bs_last_error());
+        }
+        for (int i = 0; i < n; i++)
+            read_s += t_read[i];
+        for (int i = 0; i < n && st == BS_OK; i++) {
+            detect_lane *l = &lanes[i];
+            int64_t b = b0 + i;
+            if (l->st != BS_OK)
+                st = bs_error(l->st, "%s", l->msg);
+            else if (l->out.full && ++n_again) /* more spikes than the list holds: again, streamed */
+                st = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo, l->n_valid,
+                                        b * c->nb, l->gpu, detect_files_append, files);
+            else
+                st = detect_files_append(files, &l->out);
+            if (st == BS_OK)
+                st = artifact_add(aw, c, l->rd, b, l->n_valid);
+            if (st == BS_OK)
+                c->n_detected = files->w[DET_TIMES].shape[0];
+            bs_progress_update(pb, b + 1);
+            bs_checkpoint_test_kill("detect", b + 1);
+        }
+    }
+    if (c->summary) /* the lanes' reading, as wall time shared by the lanes */
+        bs_run_stage_read(c->summary, read_s / L);
+    if (n_again && !c->p->quiet)
+        bs_log_info("detect: %lld of %lld batches held more than %lld spikes (detect.lane_spikes) and were detected "
+                    "again, streamed", (long long)n_again, (long long)c->n_batches, (long long)cap);
+    for (int i = 0; i < n_open; i++) {
+        bs_detect_output_free(&lanes[i].out);
+        bs_gpu_detector_free(lanes[i].gpu);
+        if (lanes[i].has_own)
+            bs_read_lane_close(&lanes[i].own);
+    }
+    free(lanes);
+    return st;
+}
+
 /* Universal detection over every batch, streamed to disk. */
 static bs_status detect_run(bs_run_ctx *c)
 {
-    const bs_temporal_basis *basis = &c->basis;
     const bs_detect_grid *grid = &c->grid;
     char dir[4200];
     BS_TRY(bs_path_join(dir, sizeof dir, c->stage_dir, "detect"));
@@ -241,7 +404,7 @@ static bs_status detect_run(bs_run_ctx *c)
         {"spike_pos.npy", BS_NPY_I32, 1, {0}},
         {"spike_xy.npy", BS_NPY_F32, 2, {2}},
         {"spike_score.npy", BS_NPY_F32, 1, {0}},
-        {"spike_features.npy", BS_NPY_F32, 3, {grid->n_chans, basis->n_pcs}},
+        {"spike_features.npy", BS_NPY_F32, 3, {grid->n_chans, c->basis.n_pcs}},
     };
     bs_npy_set files;
     bs_status st = bs_npy_set_open(&files, dir, DET_N, spec);
@@ -257,25 +420,14 @@ static bs_status detect_run(bs_run_ctx *c)
         if (fprintf(aw.f.fp, "%s\n", BS_ARTIFACTS_HEADER) < 0)
             st = bs_error(BS_ERR_IO, "%s: write failed", apath);
     }
-    bs_gpu_detector *gpu = NULL;
-    if (st == BS_OK && c->p->device >= 0)
-        st = bs_gpu_detector_create(c->p->device, &c->p->detect, basis, grid, c->rec->probe.n_chan, c->width, &gpu);
-    for (int64_t b = 0; b < c->n_batches && st == BS_OK; b++) {
-        float *x;
-        int64_t n_valid;
-        st = bs_run_read_batch(c, b, &x, &n_valid);
-        if (st == BS_OK)
-            st = bs_detect_batch_on(&c->p->detect, basis, grid, &c->rec->probe, x, c->width, c->halo, n_valid,
-                                    b * c->nb, gpu, detect_files_append, &files);
-        if (st == BS_OK)
-            st = artifact_add(&aw, c, b, n_valid);
-        if (st == BS_OK)
-            c->n_detected = files.w[DET_TIMES].shape[0];
-        bs_progress_update(&pb, b + 1);
-        bs_checkpoint_test_kill("detect", b + 1);
-    }
+    int L = c->plan->stage[c->stage].lanes;
+    if (L > c->n_batches)
+        L = (int)c->n_batches;
+    if (L > 64)
+        L = 64;
+    if (st == BS_OK)
+        st = L > 1 ? detect_lanes(c, L, &files, &aw, &pb) : detect_serial(c, &files, &aw, &pb);
     bs_progress_finish(&pb);
-    bs_gpu_detector_free(gpu);
     if (st == BS_OK)
         st = artifact_flush(&aw, c->rec->fs_hz);
     if (st == BS_OK && 2 * aw.blanked > c->rec->n_samples) /* the sort will likely find nothing: say why */

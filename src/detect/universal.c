@@ -819,6 +819,8 @@ bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part)
 {
     bs_detect_output *out = ctx;
     BS_TRY(output_reserve(out, out->n + part->n));
+    if (out->full) /* past its limit: the part is refused, the contents incomplete */
+        return BS_OK;
     memcpy(out->spikes + out->n, part->spikes, (size_t)part->n * sizeof *out->spikes);
     memcpy(out->features + (size_t)out->n * out->feat_len, part->features,
            (size_t)part->n * out->feat_len * sizeof(float));

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../common/progress.h"
@@ -59,41 +61,150 @@ static void choose_pc_channels(const bs_match_templates *mt, int n_pc_chan, int3
     }
 }
 
-/* Peel every batch with the learned templates; spikes and their PC
- * features (residual plus the spike's own fitted template, on the template's
- * pc channels) stream to .stages/match/. */
-static bs_status run(bs_run_ctx *ctx)
+/* What one batch is worked on with: the lane it is read through (the run's
+ * own, or one of the stage's: stage.h), the peeling workspace, the GPU
+ * scorer, and the batch's spikes and features until they are written. */
+typedef struct {
+    bs_read_lane own;  /* a lane of the stage's (lanes 1..L-1) */
+    int has_own;
+    bs_read_lane *rd;  /* the lane batches are read through: own, the run's (lane 0 of several), or NULL (one
+                          lane: bs_run_read_batch, which may read ahead) */
+    bs_peel_ws ws;
+    bs_gpu_scorer *gpu;
+    bs_spike *spk;
+    int64_t *times;
+    int32_t *tmpl;
+    float *amp, *feat;
+    int64_t n_out;     /* spikes of the batch last matched */
+    double read_s;     /* seconds spent reading its batches */
+    bs_status st;
+    char msg[1024];    /* the error of a lane run on another thread (messages are per thread) */
+} match_lane;
+
+static bs_status lane_open(bs_run_ctx *ctx, match_lane *l, int i, int n_lanes, int n_threads)
+{
+    const bs_match_templates *mt = &ctx->mt;
+    memset(l, 0, sizeof *l);
+    l->own.reader.fd = -1;
+    if (i > 0) {
+        l->has_own = 1;
+        BS_TRY(bs_run_lane_open(ctx, &l->own, n_threads, "sort/match-lanes"));
+        l->rd = &l->own;
+    } else if (n_lanes > 1) {
+        l->rd = &ctx->rd;
+    }
+    BS_TRY(bs_peel_ws_alloc(mt, bs_peel_window_n_t(bs_sort_peel_window(ctx->p, ctx->nb), mt->nt), ctx->p->match_max_iter,
+                            n_threads, &l->ws));
+    if (ctx->p->device >= 0) {
+        BS_TRY(bs_gpu_scorer_create(ctx->p->device, mt, l->ws.n_t, &l->gpu));
+        l->ws.gpu = l->gpu;
+    }
+    size_t max_spk = (size_t)bs_peel_span_max_spikes(&l->ws, mt->nt, ctx->nb);
+    l->spk = bs_mem_alloc("sort/match-spikes", max_spk * sizeof *l->spk);
+    l->times = bs_mem_alloc("sort/match-spikes", max_spk * sizeof *l->times);
+    l->tmpl = bs_mem_alloc("sort/match-spikes", max_spk * sizeof *l->tmpl);
+    l->amp = bs_mem_alloc("sort/match-spikes", max_spk * sizeof *l->amp);
+    l->feat = bs_mem_alloc("sort/match-features", max_spk * (size_t)mt->n_pc * (size_t)ctx->n_pc_chan * sizeof *l->feat);
+    return l->spk && l->times && l->tmpl && l->amp && l->feat ? BS_OK : BS_ERR_MEMORY;
+}
+
+static void lane_close(match_lane *l)
+{
+    bs_mem_free(l->spk);
+    bs_mem_free(l->times);
+    bs_mem_free(l->tmpl);
+    bs_mem_free(l->amp);
+    bs_mem_free(l->feat);
+    bs_peel_ws_free(&l->ws);
+    bs_gpu_scorer_free(l->gpu);
+    if (l->has_own)
+        bs_read_lane_close(&l->own);
+}
+
+/* Batch b read through lane l (or the run's lane, with its read-ahead), peeled,
+ * and each spike's PC features (the residual projected on the temporal PCs
+ * on the template's pc channels, plus the spike's own fitted template). The
+ * result depends on the batch alone, not on the lane or the threads. */
+static bs_status match_batch(bs_run_ctx *ctx, const bs_pair_table *pt, const bs_peel_params *pp, match_lane *l,
+                             int64_t b)
 {
     const bs_temporal_basis *basis = &ctx->basis;
     const bs_match_templates *mt = &ctx->mt;
     const int32_t *pc_sup_idx = ctx->pc_idx;
-    int64_t *n_matched = &ctx->n_matched;
+    int P = mt->n_pc, nt = mt->nt, nb = mt->nt_before, npc = ctx->n_pc_chan;
+    float *x;
+    int64_t n_valid, n_out = 0, t0_abs = b * ctx->nb - ctx->halo;
+    l->n_out = 0;
+    double t0 = bs_now_s();
+    BS_TRY(l->rd ? bs_run_read_batch_on(ctx, l->rd, b, &x, &n_valid) : bs_run_read_batch(ctx, b, &x, &n_valid));
+    l->read_s += bs_now_s() - t0;
+    BS_TRY(bs_peel_span(mt, pt, x, (size_t)ctx->width, ctx->width, t0_abs, ctx->halo, ctx->halo + n_valid, pp, &l->ws,
+                        l->spk, &n_out));
+#pragma omp parallel for schedule(static) num_threads(l->ws.n_threads)
+    for (int64_t i = 0; i < n_out; i++) {
+        const bs_spike *sp = &l->spk[i];
+        int k = sp->tmpl;
+        int64_t tw = sp->time - t0_abs - nb;
+        l->times[i] = sp->time;
+        l->tmpl[i] = k;
+        l->amp[i] = sp->amp;
+        for (int j = 0; j < npc; j++) {
+            int si = pc_sup_idx[(size_t)k * npc + j];
+            int c = mt->support[(size_t)k * mt->n_sup + si];
+            const float *xc = x + (size_t)c * ctx->width + tw;
+            const float *u = mt->U + ((size_t)k * mt->n_sup + si) * P;
+            for (int q = 0; q < P; q++) {
+                const float *w = basis->wpca + (size_t)q * nt;
+                float acc = 0;
+                for (int v = 0; v < nt; v++)
+                    acc += w[v] * xc[v];
+                l->feat[((size_t)i * P + q) * npc + j] = acc + sp->amp * u[q];
+            }
+        }
+    }
+    l->n_out = n_out;
+    return BS_OK;
+}
+
+static bs_status lane_write(bs_npy_set *files, const match_lane *l)
+{
+    if (!l->n_out)
+        return BS_OK;
+    BS_TRY(bs_npy_writer_append(&files->w[MAT_TIMES], l->times, l->n_out));
+    BS_TRY(bs_npy_writer_append(&files->w[MAT_TEMPLATES], l->tmpl, l->n_out));
+    BS_TRY(bs_npy_writer_append(&files->w[MAT_AMPS], l->amp, l->n_out));
+    return bs_npy_writer_append(&files->w[MAT_FEATURES], l->feat, l->n_out);
+}
+
+/* Peel every batch with the learned templates; spikes and their PC features
+ * stream to .stages/match/ in batch order. With one lane the batches are
+ * done one after the other on all the threads (reading ahead where the plan
+ * says); with L lanes (the plan's choice: threads, --mem and --gpu-mem),
+ * L consecutive batches at a time, one per thread, each through its own lane
+ * (reader, workspace, GPU scorer), then written in order: batches do not
+ * depend on each other (each is peeled from its own window), so the files
+ * are the same bytes for any L. */
+static bs_status run(bs_run_ctx *ctx)
+{
+    const bs_match_templates *mt = &ctx->mt;
     char dir[4200];
     BS_TRY(bs_path_join(dir, sizeof dir, ctx->stage_dir, "match"));
     BS_TRY(bs_mkdir_p(dir));
-    int P = mt->n_pc, nt = mt->nt, nb = mt->nt_before, npc = ctx->n_pc_chan;
+    int P = mt->n_pc, npc = ctx->n_pc_chan;
+    int L = ctx->plan->stage[ctx->stage].lanes > 1 ? ctx->plan->stage[ctx->stage].lanes : 1;
+    if (L > ctx->n_batches)
+        L = (int)ctx->n_batches;
     bs_pair_table pt = {0};
-    bs_peel_ws ws = {0};
     bs_peel_params pp;
     bs_peel_params_default(&pp);
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
     bs_npy_set files = {.n_open = 0};
-    bs_status st = bs_pair_table_build(mt, ctx->plan->pair_mode, &pt);
-    if (st == BS_OK)
-        st = bs_peel_ws_alloc(mt, bs_peel_window_n_t(bs_sort_peel_window(ctx->p, ctx->nb), nt), pp.max_iter,
-                              ctx->n_threads, &ws);
-    bs_gpu_scorer *gpu = NULL;
-    if (st == BS_OK && ctx->p->device >= 0 && (st = bs_gpu_scorer_create(ctx->p->device, mt, ws.n_t, &gpu)) == BS_OK)
-        ws.gpu = gpu;
-    size_t max_spk = st == BS_OK ? (size_t)bs_peel_span_max_spikes(&ws, nt, ctx->nb) : 0;
-    bs_spike *spk = st == BS_OK ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *spk) : NULL;
-    int64_t *times = spk ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *times) : NULL;
-    int32_t *tmpl = times ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *tmpl) : NULL;
-    float *amp = tmpl ? bs_mem_alloc("sort/match-spikes", max_spk * sizeof *amp) : NULL;
-    float *feat = amp ? bs_mem_alloc("sort/match-features", max_spk * P * npc * sizeof *feat) : NULL;
-    if (st == BS_OK && !feat)
-        st = BS_ERR_MEMORY;
+    match_lane *lanes = calloc((size_t)(L > 0 ? L : 1), sizeof *lanes);
+    int n_open = 0;
+    bs_status st = lanes ? bs_pair_table_build(mt, ctx->plan->pair_mode, &pt) : BS_ERR_MEMORY;
+    for (; st == BS_OK && n_open < L; n_open++)
+        st = lane_open(ctx, &lanes[n_open], n_open, L, L > 1 ? 1 : ctx->n_threads);
     const bs_npy_file_spec spec[MAT_N] = {
         {"spike_times.npy", BS_NPY_I64, 1, {0}},
         {"spike_templates.npy", BS_NPY_I32, 1, {0}},
@@ -104,57 +215,45 @@ static bs_status run(bs_run_ctx *ctx)
         st = bs_npy_set_open(&files, dir, MAT_N, spec);
     bs_progress pb;
     bs_progress_start(&pb, "match", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
-    *n_matched = 0;
-    for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b++) {
-        float *x;
-        int64_t n_valid, n_out = 0, t0_abs = b * ctx->nb - ctx->halo;
-        st = bs_run_read_batch(ctx, b, &x, &n_valid);
-        if (st == BS_OK)
-            st = bs_peel_span(mt, &pt, x, (size_t)ctx->width, ctx->width, t0_abs, ctx->halo, ctx->halo + n_valid,
-                              &pp, &ws, spk, &n_out);
-#pragma omp parallel for schedule(static) num_threads(ctx->n_threads)
-        for (int64_t i = 0; i < (st == BS_OK ? n_out : 0); i++) {
-            int k = spk[i].tmpl;
-            int64_t tw = spk[i].time - t0_abs - nb;
-            times[i] = spk[i].time;
-            tmpl[i] = k;
-            amp[i] = spk[i].amp;
-            for (int j = 0; j < npc; j++) {
-                int si = pc_sup_idx[(size_t)k * npc + j];
-                int c = mt->support[(size_t)k * mt->n_sup + si];
-                const float *xc = x + (size_t)c * ctx->width + tw;
-                const float *u = mt->U + ((size_t)k * mt->n_sup + si) * P;
-                for (int q = 0; q < P; q++) {
-                    const float *w = basis->wpca + (size_t)q * nt;
-                    float acc = 0;
-                    for (int v = 0; v < nt; v++)
-                        acc += w[v] * xc[v];
-                    feat[((size_t)i * P + q) * npc + j] = acc + spk[i].amp * u[q];
-                }
+    ctx->n_matched = 0;
+    for (int64_t b0 = 0; b0 < ctx->n_batches && st == BS_OK; b0 += L) {
+        int n = ctx->n_batches - b0 < L ? (int)(ctx->n_batches - b0) : L;
+        if (n == 1) {
+            lanes[0].st = match_batch(ctx, &pt, &pp, &lanes[0], b0);
+        } else {
+#pragma omp parallel for schedule(static, 1) num_threads(n)
+            for (int i = 0; i < n; i++) {
+                match_lane *l = &lanes[i];
+                omp_set_num_threads(1); /* what the lane's own calls size their per-thread buffers for */
+                l->st = match_batch(ctx, &pt, &pp, l, b0 + i);
+                if (l->st != BS_OK)
+                    snprintf(l->msg, sizeof l->msg, "%s", bs_last_error());
             }
         }
-        if (st == BS_OK && n_out) {
-            st = bs_npy_writer_append(&files.w[MAT_TIMES], times, n_out);
-            if (st == BS_OK)
-                st = bs_npy_writer_append(&files.w[MAT_TEMPLATES], tmpl, n_out);
-            if (st == BS_OK)
-                st = bs_npy_writer_append(&files.w[MAT_AMPS], amp, n_out);
-            if (st == BS_OK)
-                st = bs_npy_writer_append(&files.w[MAT_FEATURES], feat, n_out);
+        for (int i = 0; i < n && st == BS_OK; i++) {
+            const match_lane *l = &lanes[i];
+            if (l->st != BS_OK)
+                st = n == 1 ? l->st : bs_error(l->st, "%s", l->msg);
+            else
+                st = lane_write(&files, l);
+            if (st == BS_OK) {
+                ctx->n_matched += l->n_out;
+                bs_progress_update(&pb, b0 + i + 1);
+                bs_checkpoint_test_kill("match", b0 + i + 1);
+            }
         }
-        *n_matched += n_out;
-        bs_progress_update(&pb, b + 1);
-        bs_checkpoint_test_kill("match", b + 1);
     }
     bs_progress_finish(&pb);
     st = bs_npy_set_finish(&files, st);
-    bs_mem_free(spk);
-    bs_mem_free(times);
-    bs_mem_free(tmpl);
-    bs_mem_free(amp);
-    bs_mem_free(feat);
-    bs_peel_ws_free(&ws);
-    bs_gpu_scorer_free(gpu);
+    if (L > 1 && ctx->summary) { /* the lanes' reading, as wall time shared by the lanes */
+        double r = 0;
+        for (int i = 0; i < n_open; i++)
+            r += lanes[i].read_s;
+        bs_run_stage_read(ctx->summary, r / L);
+    }
+    for (int i = 0; i < n_open; i++)
+        lane_close(&lanes[i]);
+    free(lanes);
     bs_pair_table_free(&pt);
     return st;
 }
@@ -175,10 +274,6 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
     size_t spikes = max_spikes * (sizeof(bs_spike) + 8 + 4 + 4 + (size_t)pl->n_pc * npc * sizeof(float));
     size_t fixed = pl->resident + tpl + ws + spikes + 2 * BS_PLAN_SMALL_BYTES;
-    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
-    bs_plan_add(s, "templates (channel-sparse, low-rank)", tpl);
-    bs_plan_add(s, "peeling workspace (K x window scores)", ws);
-    bs_plan_add(s, "matched spikes of one batch", spikes);
     static const bs_pair_mode order[3] = {BS_PAIR_FULL, BS_PAIR_HALF, BS_PAIR_ON_THE_FLY};
     static const char *const names[3] = {"pair table full", "pair table half (symmetry)", "pair table on the fly"};
     int pick = 2;
@@ -190,21 +285,49 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
         }
     }
     pl->pair_mode = order[pick];
-    bs_plan_add(s, names[pick], bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, order[pick]));
+    size_t pairs = bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, order[pick]);
+    size_t gpu1 = pl->p.device >= 0 ? bs_gpu_scorer_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup, pl->peel_n_t)
+                                    : 0;
+    /* batches at once (run()): one per thread, each with a workspace, spike lists, a lane and a GPU scorer of
+       its own, as many as the threads, the budget and the GPU budget allow; listed as what they need beyond
+       the one-lane buffers (which they replace), like the read-ahead lane they make unnecessary */
+    size_t ws1 = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, 1);
+    int lanes = 1;
+    size_t extra = 0;
+    for (int l = pl->n_threads < pl->n_batches ? pl->n_threads : (int)pl->n_batches; l >= 2; l--) {
+        size_t e = (size_t)l * (ws1 + spikes) + (size_t)(l - 1) * pl->read_ahead;
+        e = e > ws + spikes ? e - ws - spikes : 0;
+        if ((!pl->budget || fixed + pairs + e <= pl->budget) &&
+            (!pl->gpu_budget || (size_t)l * gpu1 <= pl->gpu_budget)) {
+            lanes = l;
+            extra = e;
+            break;
+        }
+    }
+    s->lanes = lanes;
+    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
+    bs_plan_add(s, "templates (channel-sparse, low-rank)", tpl);
+    bs_plan_add(s, "peeling workspace (K x window scores)", ws);
+    bs_plan_add(s, "matched spikes of one batch", spikes);
+    if (lanes > 1)
+        bs_plan_add(s, "lanes: more batches at once, each read, peeled and its spikes kept on its own", extra);
+    bs_plan_add(s, names[pick], pairs);
     bs_plan_add(s, "small buffers", 2 * BS_PLAN_SMALL_BYTES);
-    snprintf(s->strategy, sizeof s->strategy, "%s", names[pick]);
+    if (lanes > 1)
+        snprintf(s->strategy, sizeof s->strategy, "%s, %d batches at once", names[pick], lanes);
+    else
+        snprintf(s->strategy, sizeof s->strategy, "%s", names[pick]);
     s->peak = bs_plan_sum(s);
     s->min_peak = fixed + bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY);
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak;
     s->reduce = "match.window_samples (the K x window score buffer)";
-    bs_plan_read_ahead(pl, s);
+    if (lanes == 1)
+        bs_plan_read_ahead(pl, s);
     /* match_files: time, template, amplitude and pc features of every matched spike */
     bs_plan_disk(s, MAT_N, (double)pl->n_spikes * (sizeof(int64_t) + sizeof(int32_t) + sizeof(float) +
                                                     (double)pl->n_pc * npc * sizeof(float)));
-    if (pl->p.device >= 0) {
-        s->gpu = bs_gpu_scorer_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup, pl->peel_n_t);
-        s->gpu_sure = pl->k_assumed ? 0 : s->gpu;
-    }
+    s->gpu = (size_t)lanes * gpu1;
+    s->gpu_sure = pl->k_assumed ? 0 : s->gpu;
 }
 
 /* The real template count and pair count: re-plan, refuse if it no longer fits. */

@@ -146,6 +146,9 @@ const bs_param_field bs_sort_param_fields[] = {
         "fewer snippets in the sampled batches: read more batches"),
     U64("detect", "seed", detect.seed, 0, SEED_MAX, NULL, "k-means++ seed of the shapes"),
     FLAG("detect", "exhaustive", detect.exhaustive, "1: score every position and time (slow; for tests)"),
+    INT("detect", "lane_spikes", detect.lane_spikes, 0, 1000000000, NULL,
+        "spikes one batch's list holds when batches are detected several at once (0: 4x the expected; any value "
+        "gives the same spikes)"),
     /* clustering and template acceptance */
     INT("cluster", "n_neighbors", cluster.n_neighbors, 1, 64, "cluster_neighbors", "k of the kNN graph"),
     INT("cluster", "downsampling", cluster.downsampling, 1, 100000, "cluster_downsampling",

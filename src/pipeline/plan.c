@@ -487,6 +487,7 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
         cJSON_AddStringToObject(o, "name", s->name);
         cJSON_AddStringToObject(o, "strategy", s->strategy);
         cJSON_AddBoolToObject(o, "read_ahead", s->read_ahead);
+        cJSON_AddNumberToObject(o, "lanes", s->lanes > 1 ? s->lanes : 1);
         cJSON_AddNumberToObject(o, "peak_bytes", (double)s->peak);
         cJSON_AddNumberToObject(o, "min_peak_bytes", (double)s->min_peak);
         cJSON_AddNumberToObject(o, "sure_min_bytes", (double)s->sure_min);

@@ -145,6 +145,26 @@ static bs_status lane_read(const bs_run_ctx *c, bs_read_lane *l, int kind, int64
     return preprocess(c, l, kind, b, *x);
 }
 
+bs_status bs_run_lane_open(const bs_run_ctx *c, bs_read_lane *l, int n_threads, const char *tag)
+{
+    BS_TRY(bs_read_lane_open(l, c, n_threads, tag, tag));
+    if (c->rd.have_corr) {
+        BS_TRY(bs_drift_corrector_init(&l->corr, &c->drift, &c->rec->probe, &c->wh));
+        l->have_corr = 1;
+    }
+    return BS_OK;
+}
+
+bs_status bs_run_read_batch_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid)
+{
+    return lane_read(c, l, READ_WHITENED, b, x, n_valid);
+}
+
+bs_status bs_run_read_preprocessed_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid)
+{
+    return lane_read(c, l, READ_PREPROCESSED, b, x, n_valid);
+}
+
 bs_status bs_run_preprocess_read(bs_run_ctx *c, int64_t b, float *x)
 {
     return preprocess(c, &c->rd, READ_WHITENED, b, x);
@@ -242,11 +262,7 @@ bs_status bs_run_read_ahead_begin(bs_run_ctx *c)
     if (!ra)
         return bs_error(BS_ERR_MEMORY, "read-ahead: out of memory");
     ra->c = c;
-    bs_status st = bs_read_lane_open(&ra->lane, c, c->n_threads, "sort/read-ahead", "sort/read-ahead");
-    if (st == BS_OK && c->rd.have_corr) {
-        st = bs_drift_corrector_init(&ra->lane.corr, &c->drift, &c->rec->probe, &c->wh);
-        ra->lane.have_corr = st == BS_OK;
-    }
+    bs_status st = bs_run_lane_open(c, &ra->lane, c->n_threads, "sort/read-ahead");
     if (st == BS_OK) {
         pthread_mutex_init(&ra->mu, NULL);
         pthread_cond_init(&ra->cv, NULL);

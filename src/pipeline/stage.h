@@ -152,6 +152,17 @@ bs_status bs_run_read_batch(bs_run_ctx *c, int64_t b, float **x, int64_t *n_vali
 bs_status bs_read_lane_open(bs_read_lane *l, const bs_run_ctx *c, int n_threads, const char *scratch_tag,
                             const char *art_tag);
 void bs_read_lane_close(bs_read_lane *l);
+/* A stage that works on several batches at once (bs_plan_stage.lanes):
+ * bs_run_lane_open opens one more lane like the run's (its own reader, a
+ * drift-corrected whitener where the run's lane has one; scratch for
+ * n_threads, allocations under tag), and bs_run_read_batch_on reads batch b
+ * through lane l as bs_run_read_batch reads it through c->rd, from any
+ * thread, one thread per lane at a time (no read-ahead; the caller counts
+ * the time). */
+bs_status bs_run_lane_open(const bs_run_ctx *c, bs_read_lane *l, int n_threads, const char *tag);
+bs_status bs_run_read_batch_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid);
+/* Likewise bs_run_read_preprocessed through lane l (its `railed` set). */
+bs_status bs_run_read_preprocessed_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid);
 /* The window of batch b, just read through c->rd, preprocessed in place as
  * the context is configured (the sampler's reads, stage.c). */
 bs_status bs_run_preprocess_read(bs_run_ctx *c, int64_t b, float *x);

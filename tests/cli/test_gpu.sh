@@ -3,7 +3,7 @@
 #  - bad values are usage errors (exit 1); --gpu-mem without --device cuda too;
 #  - `plan --device cuda --gpu-mem SIZE` plans the GPU budget without a GPU: K = 17,345 templates on a 1-hour
 #    384-channel recording fits 8 GiB, with the match stage's GPU bytes exactly the scorer's buffers and the
-#    detect stage's the detector's; 300 MiB is refused with exit 3 naming the match stage, the GPU bytes and
+#    detect stage's the detector's, once per lane (batches at once); 300 MiB is refused with exit 3 naming the match stage, the GPU bytes and
 #    --gpu-mem, 100 MiB the detect stage even with the template count assumed;
 #  - without a usable GPU, `sort --device cuda` stops with exit 4 and a message, before the output folder;
 #  - with one (the device machine): the same recording sorted on the CPU and with --device cuda gives the same
@@ -31,10 +31,12 @@ m = [s for s in d["stages"] if s["name"] == "match"][0]
 de = [s for s in d["stages"] if s["name"] == "detect"][0]
 # detection: the 2-s window (+ halos), one tile of 8192 columns x 6 shapes, 2^21 candidates of 24 bytes, the grid
 det = 4 * C * d["batch_samples"] + 4 * C * 8192 * 6 + 24 * 2**21 + 8 + 4 * 6 * nt
-print(f"K = {K}: GPU bytes match {m['gpu_bytes'] / 2**20:.1f} MiB (expected {want / 2**20:.1f}), detect "
-      f"{de['gpu_bytes'] / 2**20:.1f} MiB; budget {d['gpu_budget_bytes'] / 2**30:.0f} GiB")
-assert m["gpu_bytes"] == want and d["gpu_peak_bytes"] == max(want, de["gpu_bytes"]), (m["gpu_bytes"], want)
-assert det < de["gpu_bytes"] < det + (4 << 20), (de["gpu_bytes"], det)
+lm, ld = m["lanes"], de["lanes"]
+print(f"K = {K}: GPU bytes match {m['gpu_bytes'] / 2**20:.1f} MiB (expected {want / 2**20:.1f} x {lm} lanes), detect "
+      f"{de['gpu_bytes'] / 2**20:.1f} MiB ({ld} lanes); budget {d['gpu_budget_bytes'] / 2**30:.0f} GiB")
+assert lm >= 1 and ld >= 1 and ld * det < 8 << 30 and lm * want < 8 << 30, (lm, ld)
+assert m["gpu_bytes"] == lm * want and d["gpu_peak_bytes"] == max(lm * want, de["gpu_bytes"]), (m["gpu_bytes"], want)
+assert ld * det < de["gpu_bytes"] < ld * (det + (4 << 20)), (de["gpu_bytes"], det)
 assert d["gpu_budget_bytes"] == 8 << 30 and d["fits"]
 assert all(s.get("gpu_bytes", 0) == 0 for s in d["stages"] if s["name"] not in ("match", "detect"))
 PYEOF

@@ -56,10 +56,10 @@ read -r half_budget fly_budget < <($PY - "$T/o_gen/run_summary.json" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 m = [s for s in d["plan"]["stages"] if s["name"] == "match"][0]
-assert m["strategy"] == "pair table full", m["strategy"]
-# the full table's peak without the optional read-ahead lane (which a tighter budget drops first)
-ahead = sum(b["bytes"] for b in m["buffers"] if b["what"].startswith("read-ahead"))
-assert ahead > 0, m["buffers"]  # 2 threads and 4 GiB: the stage reads ahead
+assert m["strategy"] == "pair table full, 2 batches at once", m["strategy"]
+# the full table's peak without the optional lanes or read-ahead lane (which a tighter budget drops first)
+ahead = sum(b["bytes"] for b in m["buffers"] if b["what"].startswith(("read-ahead", "lanes")))
+assert ahead > 0 and m["lanes"] == 2, m  # 2 threads and 4 GiB: the stage matches 2 batches at once
 print(m["peak_bytes"] - ahead - 1, m["min_peak_bytes"])
 PYEOF
 )
@@ -99,12 +99,15 @@ for o, budget in (("o_gen", 4 << 30), ("o_fly", None)):
         # for 2.5 ms)
         assert s["cpu_s"] >= 0 and 0 <= s["cpu_utilisation"] and (s["wall_s"] < 0.1 or s["cpu_utilisation"] <= 1.2), (o, s)
         assert abs(s["cpu_utilisation"] - s["cpu_s"] / max(s["wall_s"], 1e-9) / d["threads"]) < 1e-6, s
-        # the batch loops read ahead where the budget has room (so the outputs compared above across budgets
-        # cover reading with and without it); at the minimum budget the matching stage has none
+        # the batch loops work on 2 batches at once (detect, match) or read ahead (preprocess, drift) where the
+        # budget has room (so the outputs compared above across budgets cover both and neither); at the minimum
+        # budget the matching stage does neither
+        lanes = "batches at once" in s["strategy"]
         if o == "o_gen":
-            assert s["read_ahead"] == (s["name"] in ("preprocess", "drift", "detect", "match")), s
+            assert s["read_ahead"] == (s["name"] in ("preprocess", "drift")), s
+            assert lanes == (s["name"] in ("detect", "match")), s
         elif s["name"] == "match":
-            assert not s["read_ahead"], s
+            assert not s["read_ahead"] and not lanes, s
     b = d["budget_bytes"]
     overhead = d["plan"]["overhead_bytes"]
     # under the sanitizers ASan's shadow memory, quarantine and per-thread caches add RSS that is not the

@@ -71,14 +71,31 @@ sys.exit(0 if r > 0.99 and 0.8 < np.median(q) < 1.1 and q.min() > 0.5 else 1)
 PYEOF
 
 # thread-count independence
-# (without qc: test_qc checks qc's own thread independence); on 2 threads two clustering centers run at once, on
-# 1 thread one: the templates must not depend on it
+# (without qc: test_qc checks qc's own thread independence); on 2 threads two clustering centers run at once, and
+# detection and matching work on 2 batches at once, each through its own lane; on 1 thread one: the outputs must
+# not depend on it. On 3 threads (3 batches at once in preprocess too), with lists of 16 spikes per batch
+# (detect.lane_spikes), every batch of the 3-lane detection overflows its list and is detected again, streamed:
+# the same bytes again.
 grep -q '"strategy":[[:space:]]*"2 centers at a time' "$T/out2/run_summary.json" && ok ||
   bad "the 2-thread sort did not cluster 2 centers at once"
+grep -q '"strategy":[[:space:]]*"spikes streamed to disk, 2 batches at once' "$T/out2/run_summary.json" && ok ||
+  bad "the 2-thread sort did not detect 2 batches at once"
+grep -q '"strategy":[[:space:]]*"pair table full, 2 batches at once' "$T/out2/run_summary.json" && ok ||
+  bad "the 2-thread sort did not match 2 batches at once"
 "$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out1" --threads 1 -q --no-qc \
   && ok || bad "sort --threads 1 failed"
+grep -q '"strategy":[[:space:]]*"pair table full"' "$T/out1/run_summary.json" && ok ||
+  bad "the 1-thread sort did not match one batch at a time"
+echo '{"detect": {"lane_spikes": 16}}' >"$T/lane16.json"
+"$BS" sort "$T/sim/recording.bin" --probe "$T/sim/probe.json" --fs 30000 -o "$T/out3" --threads 3 --no-qc \
+  --params "$T/lane16.json" 2>"$T/out3.log" && ok || bad "sort --threads 3 with detect.lane_spikes 16 failed"
+grep -q "detect: [0-9]* of [0-9]* batches held more than 16 spikes (detect.lane_spikes) and were detected again" \
+  "$T/out3.log" && ok || bad "no batch was detected again with detect.lane_spikes 16: $(grep detect "$T/out3.log")"
+grep -q '"strategy":[[:space:]]*"float16, 3 batches at once' "$T/out3/run_summary.json" && ok ||
+  bad "the 3-thread sort did not preprocess 3 batches at once"
 for f in "$T"/out1/*.npy "$T"/out1/*.tsv; do
   cmp -s "$f" "$T/out2/$(basename "$f")" && ok || bad "$(basename "$f") differs between 1 and 2 threads"
+  cmp -s "$f" "$T/out3/$(basename "$f")" && ok || bad "$(basename "$f") differs between 1 and 3 threads (3 lanes)"
 done
 
 # bad recordings
