@@ -66,6 +66,10 @@ int64_t bs_dir_disk_bytes(const char *dir);
  * EINTR): 0, or -1 with errno set (errno 0: unexpected end of file). */
 int bs_pread_all(int fd, void *buf, size_t n, off_t off);
 int bs_pwrite_all(int fd, const void *buf, size_t n, off_t off);
+/* Ask the kernel to start writing bytes [off, off + n) of fd to disk now,
+ * without waiting (Linux: sync_file_range; elsewhere nothing), so that the
+ * fsync that commits a large file written in pieces has little left to do. */
+void bs_writeback_start(int fd, off_t off, size_t n);
 
 /* Join dir and name into buf ("dir/name"); fails if it does not fit. */
 bs_status bs_path_join(char *buf, size_t buflen, const char *dir, const char *name);

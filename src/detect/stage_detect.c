@@ -277,10 +277,8 @@ typedef struct {
     bs_read_lane *rd;
     bs_gpu_detector *gpu;
     bs_detect_output out;    /* the batch's spikes until its turn to be written (limit: lane_cap) */
-    const float *x;          /* its window (valid until the lane reads again) */
     int64_t n_valid;
-    bs_status st;
-    char msg[1024];          /* the error of a lane run on another thread (messages are per thread) */
+    double read_s;           /* seconds spent reading and preprocessing */
 } detect_lane;
 
 /* The batches one at a time on all the threads (reading ahead where the plan
@@ -310,12 +308,13 @@ static bs_status detect_serial(bs_run_ctx *c, bs_npy_set *files, artifact_writer
     return st;
 }
 
-/* L consecutive batches at a time, one per thread, each read through its own
- * lane (and GPU detector) into its own list; then, in batch order, each list
- * goes to the files, or, for a batch whose spikes passed the list's bound, the
- * batch is detected again from its window on all the threads, streamed. A
- * batch's spikes do not depend on the lane or the threads, so the files are
- * the same bytes as detect_serial's. */
+/* L threads, each with its own lane (and GPU detector) and list, take the
+ * batches in turn (dynamic schedule); a thread that has detected batch b into
+ * its list waits for batch b - 1 to be written, then writes b (an ordered
+ * region): its list to the files, or, for a batch whose spikes passed the
+ * list's bound, the batch detected again from its window, streamed. A batch's
+ * spikes do not depend on the lane or the threads, so the files are the same
+ * bytes as detect_serial's. */
 static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
 {
     const bs_detect_params *d = &c->p->detect;
@@ -336,58 +335,72 @@ static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_
         if (st == BS_OK && c->p->device >= 0)
             st = bs_gpu_detector_create(c->p->device, d, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
     }
-    double read_s = 0;
     int64_t n_again = 0;
-    for (int64_t b0 = 0; b0 < c->n_batches && st == BS_OK; b0 += L) {
-        int n = c->n_batches - b0 < L ? (int)(c->n_batches - b0) : L;
-        double t_read[64] = {0};
-#pragma omp parallel for schedule(static, 1) num_threads(n)
-        for (int i = 0; i < n; i++) {
-            detect_lane *l = &lanes[i];
+    bs_status wst = st; /* the writer's status (in the ordered region: one thread at a time) */
+    char wmsg[1024] = "";
+    if (st == BS_OK) {
+#pragma omp parallel num_threads(L)
+        {
+            detect_lane *l = &lanes[omp_get_thread_num()];
             omp_set_num_threads(1); /* what the lane's calls size their per-thread buffers for */
-            float *x = NULL;
-            double t0 = bs_now_s();
-            bs_detect_output_clear(&l->out);
-            l->st = bs_run_read_batch_on(c, l->rd, b0 + i, &x, &l->n_valid);
-            t_read[i % 64] += bs_now_s() - t0;
-            l->x = x;
-            if (l->st == BS_OK)
-                l->st = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo, l->n_valid,
-                                           (b0 + i) * c->nb, l->gpu, bs_detect_output_append, &l->out);
-            if (l->st != BS_OK)
-                snprintf(l->msg, sizeof l->msg, "%s", bs_last_error());
+#pragma omp for ordered schedule(dynamic, 1)
+            for (int64_t b = 0; b < c->n_batches; b++) {
+                int stop;
+#pragma omp atomic read
+                stop = wst;
+                float *x = NULL;
+                bs_status s1 = BS_OK;
+                if (!stop) {
+                    double t0 = bs_now_s();
+                    bs_detect_output_clear(&l->out);
+                    s1 = bs_run_read_batch_on(c, l->rd, b, &x, &l->n_valid);
+                    l->read_s += bs_now_s() - t0;
+                    if (s1 == BS_OK)
+                        s1 = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo,
+                                                l->n_valid, b * c->nb, l->gpu, bs_detect_output_append, &l->out);
+                }
+#pragma omp ordered
+                {
+                    if (wst == BS_OK && s1 != BS_OK) {
+                        snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
+                        wst = s1;
+                    } else if (wst == BS_OK) {
+                        bs_status s2;
+                        if (l->out.full && ++n_again) /* more spikes than the list holds: again, streamed */
+                            s2 = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo,
+                                                    l->n_valid, b * c->nb, l->gpu, detect_files_append, files);
+                        else
+                            s2 = detect_files_append(files, &l->out);
+                        if (s2 == BS_OK)
+                            s2 = artifact_add(aw, c, l->rd, b, l->n_valid);
+                        if (s2 == BS_OK) {
+                            c->n_detected = files->w[DET_TIMES].shape[0];
+                            bs_progress_update(pb, b + 1);
+                            bs_checkpoint_test_kill("detect", b + 1);
+                        } else {
+                            snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
+                        }
+#pragma omp atomic write
+                        wst = s2;
+                    }
+                }
+            }
         }
-        for (int i = 0; i < n; i++)
-            read_s += t_read[i];
-        for (int i = 0; i < n && st == BS_OK; i++) {
-            detect_lane *l = &lanes[i];
-            int64_t b = b0 + i;
-            if (l->st != BS_OK)
-                st = bs_error(l->st, "%s", l->msg);
-            else if (l->out.full && ++n_again) /* more spikes than the list holds: again, streamed */
-                st = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo, l->n_valid,
-                                        b * c->nb, l->gpu, detect_files_append, files);
-            else
-                st = detect_files_append(files, &l->out);
-            if (st == BS_OK)
-                st = artifact_add(aw, c, l->rd, b, l->n_valid);
-            if (st == BS_OK)
-                c->n_detected = files->w[DET_TIMES].shape[0];
-            bs_progress_update(pb, b + 1);
-            bs_checkpoint_test_kill("detect", b + 1);
-        }
+        st = wst == BS_OK ? BS_OK : bs_error(wst, "%s", wmsg);
+    }
+    double read_s = 0;
+    for (int i = 0; i < n_open; i++) {
+        read_s += lanes[i].read_s;
+        bs_detect_output_free(&lanes[i].out);
+        bs_gpu_detector_free(lanes[i].gpu);
+        if (lanes[i].has_own)
+            bs_read_lane_close(&lanes[i].own);
     }
     if (c->summary) /* the lanes' reading, as wall time shared by the lanes */
         bs_run_stage_read(c->summary, read_s / L);
     if (n_again && !c->p->quiet)
         bs_log_info("detect: %lld of %lld batches held more than %lld spikes (detect.lane_spikes) and were detected "
                     "again, streamed", (long long)n_again, (long long)c->n_batches, (long long)cap);
-    for (int i = 0; i < n_open; i++) {
-        bs_detect_output_free(&lanes[i].out);
-        bs_gpu_detector_free(lanes[i].gpu);
-        if (lanes[i].has_own)
-            bs_read_lane_close(&lanes[i].own);
-    }
     free(lanes);
     return st;
 }
@@ -423,8 +436,6 @@ static bs_status detect_run(bs_run_ctx *c)
     int L = c->plan->stage[c->stage].lanes;
     if (L > c->n_batches)
         L = (int)c->n_batches;
-    if (L > 64)
-        L = 64;
     if (st == BS_OK)
         st = L > 1 ? detect_lanes(c, L, &files, &aw, &pb) : detect_serial(c, &files, &aw, &pb);
     bs_progress_finish(&pb);

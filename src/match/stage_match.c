@@ -77,8 +77,6 @@ typedef struct {
     float *amp, *feat;
     int64_t n_out;     /* spikes of the batch last matched */
     double read_s;     /* seconds spent reading its batches */
-    bs_status st;
-    char msg[1024];    /* the error of a lane run on another thread (messages are per thread) */
 } match_lane;
 
 static bs_status lane_open(bs_run_ctx *ctx, match_lane *l, int i, int n_lanes, int n_threads)
@@ -180,10 +178,10 @@ static bs_status lane_write(bs_npy_set *files, const match_lane *l)
  * stream to .stages/match/ in batch order. With one lane the batches are
  * done one after the other on all the threads (reading ahead where the plan
  * says); with L lanes (the plan's choice: threads, --mem and --gpu-mem),
- * L consecutive batches at a time, one per thread, each through its own lane
- * (reader, workspace, GPU scorer), then written in order: batches do not
- * depend on each other (each is peeled from its own window), so the files
- * are the same bytes for any L. */
+ * L threads, each with its own lane (reader, workspace, GPU scorer), take the
+ * batches in turn, and each writes its batch once the one before is written
+ * (an ordered region): batches do not depend on each other (each is peeled
+ * from its own window), so the files are the same bytes for any L. */
 static bs_status run(bs_run_ctx *ctx)
 {
     const bs_match_templates *mt = &ctx->mt;
@@ -193,14 +191,14 @@ static bs_status run(bs_run_ctx *ctx)
     int P = mt->n_pc, npc = ctx->n_pc_chan;
     int L = ctx->plan->stage[ctx->stage].lanes > 1 ? ctx->plan->stage[ctx->stage].lanes : 1;
     if (L > ctx->n_batches)
-        L = (int)ctx->n_batches;
+        L = ctx->n_batches > 1 ? (int)ctx->n_batches : 1;
     bs_pair_table pt = {0};
     bs_peel_params pp;
     bs_peel_params_default(&pp);
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
     bs_npy_set files = {.n_open = 0};
-    match_lane *lanes = calloc((size_t)(L > 0 ? L : 1), sizeof *lanes);
+    match_lane *lanes = calloc((size_t)L, sizeof *lanes);
     int n_open = 0;
     bs_status st = lanes ? bs_pair_table_build(mt, ctx->plan->pair_mode, &pt) : BS_ERR_MEMORY;
     for (; st == BS_OK && n_open < L; n_open++)
@@ -216,32 +214,51 @@ static bs_status run(bs_run_ctx *ctx)
     bs_progress pb;
     bs_progress_start(&pb, "match", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
     ctx->n_matched = 0;
-    for (int64_t b0 = 0; b0 < ctx->n_batches && st == BS_OK; b0 += L) {
-        int n = ctx->n_batches - b0 < L ? (int)(ctx->n_batches - b0) : L;
-        if (n == 1) {
-            lanes[0].st = match_batch(ctx, &pt, &pp, &lanes[0], b0);
-        } else {
-#pragma omp parallel for schedule(static, 1) num_threads(n)
-            for (int i = 0; i < n; i++) {
-                match_lane *l = &lanes[i];
-                omp_set_num_threads(1); /* what the lane's own calls size their per-thread buffers for */
-                l->st = match_batch(ctx, &pt, &pp, l, b0 + i);
-                if (l->st != BS_OK)
-                    snprintf(l->msg, sizeof l->msg, "%s", bs_last_error());
-            }
-        }
-        for (int i = 0; i < n && st == BS_OK; i++) {
-            const match_lane *l = &lanes[i];
-            if (l->st != BS_OK)
-                st = n == 1 ? l->st : bs_error(l->st, "%s", l->msg);
-            else
-                st = lane_write(&files, l);
+    if (st == BS_OK && L == 1) {
+        for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b++) {
+            st = match_batch(ctx, &pt, &pp, &lanes[0], b);
+            if (st == BS_OK)
+                st = lane_write(&files, &lanes[0]);
             if (st == BS_OK) {
-                ctx->n_matched += l->n_out;
-                bs_progress_update(&pb, b0 + i + 1);
-                bs_checkpoint_test_kill("match", b0 + i + 1);
+                ctx->n_matched += lanes[0].n_out;
+                bs_progress_update(&pb, b + 1);
+                bs_checkpoint_test_kill("match", b + 1);
             }
         }
+    } else if (st == BS_OK) {
+        bs_status wst = BS_OK; /* the writer's status (in the ordered region: one thread at a time) */
+        char wmsg[1024] = "";
+#pragma omp parallel num_threads(L)
+        {
+            match_lane *l = &lanes[omp_get_thread_num()];
+            omp_set_num_threads(1); /* what the lane's own calls size their per-thread buffers for */
+#pragma omp for ordered schedule(dynamic, 1)
+            for (int64_t b = 0; b < ctx->n_batches; b++) {
+                int stop;
+#pragma omp atomic read
+                stop = wst;
+                bs_status s1 = stop ? BS_OK : match_batch(ctx, &pt, &pp, l, b);
+#pragma omp ordered
+                {
+                    if (wst == BS_OK && s1 != BS_OK) {
+                        snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
+                        wst = s1;
+                    } else if (wst == BS_OK) {
+                        bs_status s2 = lane_write(&files, l);
+                        if (s2 == BS_OK) {
+                            ctx->n_matched += l->n_out;
+                            bs_progress_update(&pb, b + 1);
+                            bs_checkpoint_test_kill("match", b + 1);
+                        } else {
+                            snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
+                        }
+#pragma omp atomic write
+                        wst = s2;
+                    }
+                }
+            }
+        }
+        st = wst == BS_OK ? BS_OK : bs_error(wst, "%s", wmsg);
     }
     bs_progress_finish(&pb);
     st = bs_npy_set_finish(&files, st);
