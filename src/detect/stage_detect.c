@@ -22,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <omp.h>
-
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../common/progress.h"
@@ -273,10 +271,10 @@ static bs_status detect_prepare(bs_run_ctx *c)
 /* A batch worked on by one lane of several (detect_run). */
 typedef struct {
     bs_read_lane own;        /* lanes 1..L-1 read through their own; lane 0 through the run's */
-    int has_own;
-    bs_read_lane *rd;
+    bs_read_lane *rd;        /* (bs_run_lane_for) */
     bs_gpu_detector *gpu;
     bs_detect_output out;    /* the batch's spikes until its turn to be written (limit: lane_cap) */
+    float *x;                /* its window (the lane's until it reads again) */
     int64_t n_valid;
     double read_s;           /* seconds spent reading and preprocessing */
 } detect_lane;
@@ -308,13 +306,56 @@ static bs_status detect_serial(bs_run_ctx *c, bs_npy_set *files, artifact_writer
     return st;
 }
 
-/* L threads, each with its own lane (and GPU detector) and list, take the
- * batches in turn (dynamic schedule); a thread that has detected batch b into
- * its list waits for batch b - 1 to be written, then writes b (an ordered
- * region): its list to the files, or, for a batch whose spikes passed the
- * list's bound, the batch detected again from its window, streamed. A batch's
- * spikes do not depend on the lane or the threads, so the files are the same
- * bytes as detect_serial's. */
+/* detect_lanes' lanes as bs_run_lanes sees them. */
+typedef struct {
+    bs_run_ctx *c;
+    detect_lane *lanes;
+    bs_npy_set *files;
+    artifact_writer *aw;
+    bs_progress *pb;
+    int64_t n_again;  /* batches detected again (more spikes than a list holds) */
+} lanes_job;
+
+/* Batch b read through the lane and detected into its list. */
+static bs_status lane_work(void *job, int lane, int64_t b)
+{
+    lanes_job *j = job;
+    bs_run_ctx *c = j->c;
+    detect_lane *l = &j->lanes[lane];
+    double t0 = bs_now_s();
+    bs_detect_output_clear(&l->out);
+    bs_status st = bs_run_read_batch_on(c, l->rd, b, &l->x, &l->n_valid);
+    l->read_s += bs_now_s() - t0;
+    return st != BS_OK ? st
+                       : bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo,
+                                            l->n_valid, b * c->nb, l->gpu, bs_detect_output_append, &l->out);
+}
+
+/* Batch b's spikes to the files (in batch order): the list, or, when the
+ * batch had more spikes than it holds, the batch detected again from its
+ * window (still the lane's), streamed; then its artifact periods. */
+static bs_status lane_done(void *job, int lane, int64_t b)
+{
+    lanes_job *j = job;
+    bs_run_ctx *c = j->c;
+    detect_lane *l = &j->lanes[lane];
+    if (l->out.full) {
+        j->n_again++;
+        BS_TRY(bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo,
+                                  l->n_valid, b * c->nb, l->gpu, detect_files_append, j->files));
+    } else {
+        BS_TRY(detect_files_append(j->files, &l->out));
+    }
+    BS_TRY(artifact_add(j->aw, c, l->rd, b, l->n_valid));
+    c->n_detected = j->files->w[DET_TIMES].shape[0];
+    bs_progress_update(j->pb, b + 1);
+    bs_checkpoint_test_kill("detect", b + 1);
+    return BS_OK;
+}
+
+/* L batches at once (bs_run_lanes), each lane with its own reader, GPU
+ * detector and list. A batch's spikes do not depend on the lane or the
+ * threads, so the files are the same bytes as detect_serial's. */
 static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
 {
     const bs_detect_params *d = &c->p->detect;
@@ -324,83 +365,27 @@ static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_
     int n_open = 0;
     for (; st == BS_OK && n_open < L; n_open++) {
         detect_lane *l = &lanes[n_open];
-        l->own.reader.fd = -1;
         bs_detect_output_init(&l->out, c->grid.n_chans, c->basis.n_pcs);
         l->out.limit = cap;
-        if (n_open > 0) {
-            l->has_own = 1;
-            st = bs_run_lane_open(c, &l->own, 1, "sort/detect-lanes");
-        }
-        l->rd = n_open > 0 ? &l->own : &c->rd;
+        st = bs_run_lane_for(c, n_open, &l->own, &l->rd, "sort/detect-lanes");
         if (st == BS_OK && c->p->device >= 0)
             st = bs_gpu_detector_create(c->p->device, d, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
     }
-    int64_t n_again = 0;
-    bs_status wst = st; /* the writer's status (in the ordered region: one thread at a time) */
-    char wmsg[1024] = "";
-    if (st == BS_OK) {
-#pragma omp parallel num_threads(L)
-        {
-            detect_lane *l = &lanes[omp_get_thread_num()];
-            omp_set_num_threads(1); /* what the lane's calls size their per-thread buffers for */
-#pragma omp for ordered schedule(dynamic, 1)
-            for (int64_t b = 0; b < c->n_batches; b++) {
-                int stop;
-#pragma omp atomic read
-                stop = wst;
-                float *x = NULL;
-                bs_status s1 = BS_OK;
-                if (!stop) {
-                    double t0 = bs_now_s();
-                    bs_detect_output_clear(&l->out);
-                    s1 = bs_run_read_batch_on(c, l->rd, b, &x, &l->n_valid);
-                    l->read_s += bs_now_s() - t0;
-                    if (s1 == BS_OK)
-                        s1 = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo,
-                                                l->n_valid, b * c->nb, l->gpu, bs_detect_output_append, &l->out);
-                }
-#pragma omp ordered
-                {
-                    if (wst == BS_OK && s1 != BS_OK) {
-                        snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
-                        wst = s1;
-                    } else if (wst == BS_OK) {
-                        bs_status s2;
-                        if (l->out.full && ++n_again) /* more spikes than the list holds: again, streamed */
-                            s2 = bs_detect_batch_on(d, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo,
-                                                    l->n_valid, b * c->nb, l->gpu, detect_files_append, files);
-                        else
-                            s2 = detect_files_append(files, &l->out);
-                        if (s2 == BS_OK)
-                            s2 = artifact_add(aw, c, l->rd, b, l->n_valid);
-                        if (s2 == BS_OK) {
-                            c->n_detected = files->w[DET_TIMES].shape[0];
-                            bs_progress_update(pb, b + 1);
-                            bs_checkpoint_test_kill("detect", b + 1);
-                        } else {
-                            snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
-                        }
-#pragma omp atomic write
-                        wst = s2;
-                    }
-                }
-            }
-        }
-        st = wst == BS_OK ? BS_OK : bs_error(wst, "%s", wmsg);
-    }
+    lanes_job job = {c, lanes, files, aw, pb, 0};
+    if (st == BS_OK)
+        st = bs_run_lanes(L, c->n_batches, lane_work, lane_done, &job);
     double read_s = 0;
     for (int i = 0; i < n_open; i++) {
         read_s += lanes[i].read_s;
         bs_detect_output_free(&lanes[i].out);
         bs_gpu_detector_free(lanes[i].gpu);
-        if (lanes[i].has_own)
-            bs_read_lane_close(&lanes[i].own);
+        bs_read_lane_close(&lanes[i].own);
     }
     if (c->summary) /* the lanes' reading, as wall time shared by the lanes */
         bs_run_stage_read(c->summary, read_s / L);
-    if (n_again && !c->p->quiet)
+    if (job.n_again && !c->p->quiet)
         bs_log_info("detect: %lld of %lld batches held more than %lld spikes (detect.lane_spikes) and were detected "
-                    "again, streamed", (long long)n_again, (long long)c->n_batches, (long long)cap);
+                    "again, streamed", (long long)job.n_again, (long long)c->n_batches, (long long)cap);
     free(lanes);
     return st;
 }

@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <omp.h>
-
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../common/progress.h"
@@ -65,10 +63,9 @@ static void choose_pc_channels(const bs_match_templates *mt, int n_pc_chan, int3
  * own, or one of the stage's: stage.h), the peeling workspace, the GPU
  * scorer, and the batch's spikes and features until they are written. */
 typedef struct {
-    bs_read_lane own;  /* a lane of the stage's (lanes 1..L-1) */
-    int has_own;
-    bs_read_lane *rd;  /* the lane batches are read through: own, the run's (lane 0 of several), or NULL (one
-                          lane: bs_run_read_batch, which may read ahead) */
+    bs_read_lane own;  /* a lane of the stage's (lanes 1..L-1 of several) */
+    bs_read_lane *rd;  /* the lane batches are read through (bs_run_lane_for), or NULL (one lane:
+                          bs_run_read_batch, which may read ahead) */
     bs_peel_ws ws;
     bs_gpu_scorer *gpu;
     bs_spike *spk;
@@ -84,13 +81,8 @@ static bs_status lane_open(bs_run_ctx *ctx, match_lane *l, int i, int n_lanes, i
     const bs_match_templates *mt = &ctx->mt;
     memset(l, 0, sizeof *l);
     l->own.reader.fd = -1;
-    if (i > 0) {
-        l->has_own = 1;
-        BS_TRY(bs_run_lane_open(ctx, &l->own, n_threads, "sort/match-lanes"));
-        l->rd = &l->own;
-    } else if (n_lanes > 1) {
-        l->rd = &ctx->rd;
-    }
+    if (n_lanes > 1)
+        BS_TRY(bs_run_lane_for(ctx, i, &l->own, &l->rd, "sort/match-lanes"));
     BS_TRY(bs_peel_ws_alloc(mt, bs_peel_window_n_t(bs_sort_peel_window(ctx->p, ctx->nb), mt->nt), ctx->p->match_max_iter,
                             n_threads, &l->ws));
     if (ctx->p->device >= 0) {
@@ -115,8 +107,7 @@ static void lane_close(match_lane *l)
     bs_mem_free(l->feat);
     bs_peel_ws_free(&l->ws);
     bs_gpu_scorer_free(l->gpu);
-    if (l->has_own)
-        bs_read_lane_close(&l->own);
+    bs_read_lane_close(&l->own);
 }
 
 /* Batch b read through lane l (or the run's lane, with its read-ahead), peeled,
@@ -174,6 +165,34 @@ static bs_status lane_write(bs_npy_set *files, const match_lane *l)
     return bs_npy_writer_append(&files->w[MAT_FEATURES], l->feat, l->n_out);
 }
 
+/* The stage's lanes as bs_run_lanes sees them. */
+typedef struct {
+    bs_run_ctx *ctx;
+    const bs_pair_table *pt;
+    const bs_peel_params *pp;
+    match_lane *lanes;
+    bs_npy_set *files;
+    bs_progress *pb;
+} lanes_job;
+
+static bs_status lane_work(void *job, int lane, int64_t b)
+{
+    lanes_job *j = job;
+    return match_batch(j->ctx, j->pt, j->pp, &j->lanes[lane], b);
+}
+
+/* Batch b's spikes, matched on `lane`, to the files (in batch order). */
+static bs_status lane_done(void *job, int lane, int64_t b)
+{
+    lanes_job *j = job;
+    const match_lane *l = &j->lanes[lane];
+    BS_TRY(lane_write(j->files, l));
+    j->ctx->n_matched += l->n_out;
+    bs_progress_update(j->pb, b + 1);
+    bs_checkpoint_test_kill("match", b + 1);
+    return BS_OK;
+}
+
 /* Peel every batch with the learned templates; spikes and their PC features
  * stream to .stages/match/ in batch order. With one lane the batches are
  * done one after the other on all the threads (reading ahead where the plan
@@ -214,52 +233,9 @@ static bs_status run(bs_run_ctx *ctx)
     bs_progress pb;
     bs_progress_start(&pb, "match", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
     ctx->n_matched = 0;
-    if (st == BS_OK && L == 1) {
-        for (int64_t b = 0; b < ctx->n_batches && st == BS_OK; b++) {
-            st = match_batch(ctx, &pt, &pp, &lanes[0], b);
-            if (st == BS_OK)
-                st = lane_write(&files, &lanes[0]);
-            if (st == BS_OK) {
-                ctx->n_matched += lanes[0].n_out;
-                bs_progress_update(&pb, b + 1);
-                bs_checkpoint_test_kill("match", b + 1);
-            }
-        }
-    } else if (st == BS_OK) {
-        bs_status wst = BS_OK; /* the writer's status (in the ordered region: one thread at a time) */
-        char wmsg[1024] = "";
-#pragma omp parallel num_threads(L)
-        {
-            match_lane *l = &lanes[omp_get_thread_num()];
-            omp_set_num_threads(1); /* what the lane's own calls size their per-thread buffers for */
-#pragma omp for ordered schedule(dynamic, 1)
-            for (int64_t b = 0; b < ctx->n_batches; b++) {
-                int stop;
-#pragma omp atomic read
-                stop = wst;
-                bs_status s1 = stop ? BS_OK : match_batch(ctx, &pt, &pp, l, b);
-#pragma omp ordered
-                {
-                    if (wst == BS_OK && s1 != BS_OK) {
-                        snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
-                        wst = s1;
-                    } else if (wst == BS_OK) {
-                        bs_status s2 = lane_write(&files, l);
-                        if (s2 == BS_OK) {
-                            ctx->n_matched += l->n_out;
-                            bs_progress_update(&pb, b + 1);
-                            bs_checkpoint_test_kill("match", b + 1);
-                        } else {
-                            snprintf(wmsg, sizeof wmsg, "%s", bs_last_error());
-                        }
-#pragma omp atomic write
-                        wst = s2;
-                    }
-                }
-            }
-        }
-        st = wst == BS_OK ? BS_OK : bs_error(wst, "%s", wmsg);
-    }
+    lanes_job job = {ctx, &pt, &pp, lanes, &files, &pb};
+    if (st == BS_OK)
+        st = bs_run_lanes(L, ctx->n_batches, lane_work, lane_done, &job);
     bs_progress_finish(&pb);
     st = bs_npy_set_finish(&files, st);
     if (L > 1 && ctx->summary) { /* the lanes' reading, as wall time shared by the lanes */

@@ -145,7 +145,8 @@ static bs_status lane_read(const bs_run_ctx *c, bs_read_lane *l, int kind, int64
     return preprocess(c, l, kind, b, *x);
 }
 
-bs_status bs_run_lane_open(const bs_run_ctx *c, bs_read_lane *l, int n_threads, const char *tag)
+/* A lane like the run's: reader, scratch for n_threads, and a drift-corrected whitener where the run's has one. */
+static bs_status lane_like_run(const bs_run_ctx *c, bs_read_lane *l, int n_threads, const char *tag)
 {
     BS_TRY(bs_read_lane_open(l, c, n_threads, tag, tag));
     if (c->rd.have_corr) {
@@ -153,6 +154,14 @@ bs_status bs_run_lane_open(const bs_run_ctx *c, bs_read_lane *l, int n_threads, 
         l->have_corr = 1;
     }
     return BS_OK;
+}
+
+bs_status bs_run_lane_for(bs_run_ctx *c, int i, bs_read_lane *own, bs_read_lane **rd, const char *tag)
+{
+    memset(own, 0, sizeof *own);
+    own->reader.fd = -1;
+    *rd = i > 0 ? own : &c->rd;
+    return i > 0 ? lane_like_run(c, own, 1, tag) : BS_OK;
 }
 
 bs_status bs_run_read_batch_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid)
@@ -262,7 +271,7 @@ bs_status bs_run_read_ahead_begin(bs_run_ctx *c)
     if (!ra)
         return bs_error(BS_ERR_MEMORY, "read-ahead: out of memory");
     ra->c = c;
-    bs_status st = bs_run_lane_open(c, &ra->lane, c->n_threads, "sort/read-ahead");
+    bs_status st = lane_like_run(c, &ra->lane, c->n_threads, "sort/read-ahead");
     if (st == BS_OK) {
         pthread_mutex_init(&ra->mu, NULL);
         pthread_cond_init(&ra->cv, NULL);

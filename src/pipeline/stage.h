@@ -153,16 +153,25 @@ bs_status bs_read_lane_open(bs_read_lane *l, const bs_run_ctx *c, int n_threads,
                             const char *art_tag);
 void bs_read_lane_close(bs_read_lane *l);
 /* A stage that works on several batches at once (bs_plan_stage.lanes):
- * bs_run_lane_open opens one more lane like the run's (its own reader, a
- * drift-corrected whitener where the run's lane has one; scratch for
- * n_threads, allocations under tag), and bs_run_read_batch_on reads batch b
- * through lane l as bs_run_read_batch reads it through c->rd, from any
- * thread, one thread per lane at a time (no read-ahead; the caller counts
- * the time). */
-bs_status bs_run_lane_open(const bs_run_ctx *c, bs_read_lane *l, int n_threads, const char *tag);
+ * its lane i reads through *rd, which bs_run_lane_for sets: the run's own
+ * lane (c->rd) for i = 0, else `own`, opened like the run's (its own reader,
+ * a drift-corrected whitener where the run's lane has one; one thread's
+ * scratch, allocations under tag). `own` is left closable either way
+ * (bs_read_lane_close). bs_run_read_batch_on reads batch b through lane l as
+ * bs_run_read_batch reads it through c->rd, from any thread, one thread per
+ * lane at a time (no read-ahead; the caller counts the time). */
+bs_status bs_run_lane_for(bs_run_ctx *c, int i, bs_read_lane *own, bs_read_lane **rd, const char *tag);
 bs_status bs_run_read_batch_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid);
 /* Likewise bs_run_read_preprocessed through lane l (its `railed` set). */
 bs_status bs_run_read_preprocessed_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid);
+/* Batches 0..n_batches-1 on L threads, one lane each (lanes.c): work(ctx,
+ * lane, b) on the lane's thread, batches taken in turn, with one OpenMP
+ * thread inside; write(ctx, lane, b) in batch order, one at a time, after
+ * batch b's work (L = 1: in order on the calling thread, with all its
+ * threads). The first error is returned (with its message); the batches left
+ * are skipped. */
+typedef bs_status (*bs_lane_fn)(void *ctx, int lane, int64_t b);
+bs_status bs_run_lanes(int L, int64_t n_batches, bs_lane_fn work, bs_lane_fn write, void *ctx);
 /* The window of batch b, just read through c->rd, preprocessed in place as
  * the context is configured (the sampler's reads, stage.c). */
 bs_status bs_run_preprocess_read(bs_run_ctx *c, int64_t b, float *x);

@@ -39,8 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <omp.h>
-
 #include "../common/fileio.h"
 #include "../common/half_tiles.h"
 #include "../common/log.h"
@@ -129,19 +127,56 @@ static bs_status write_rows(bs_run_ctx *c, const bs_atomic_file *f, const float 
 /* A batch worked on by one lane of several (fill_lanes). */
 typedef struct {
     bs_read_lane own;  /* lanes 1..L-1 read through their own; lane 0 through the run's */
-    int has_own;
-    bs_read_lane *rd;
+    bs_read_lane *rd;  /* (bs_run_lane_for) */
     uint16_t *rows;    /* the batch's own samples as float16 rows (rows_bytes) */
     double read_s;     /* seconds spent reading and preprocessing */
-    bs_status st;
-    char msg[1024];    /* the error of a lane run on another thread (messages are per thread) */
 } pre_lane;
 
-/* L threads, each with its own lane and rows, take the batches in turn from
- * a shared counter: each reads and preprocesses its batch and writes its
- * float16 rows at the batch's place in the file (nothing else writes it), so
- * the file is the same bytes as one batch at a time, in any order. The
- * first error stops the others at their next batch. */
+/* fill_lanes' lanes as bs_run_lanes sees them. */
+typedef struct {
+    bs_run_ctx *c;
+    pre_lane *lanes;
+    const bs_atomic_file *f;
+    bs_progress *pb;
+} lanes_job;
+
+/* Batch b read and preprocessed through the lane, its float16 rows written
+ * at the batch's place in the file (nothing else writes there) and started on
+ * their way to disk. */
+static bs_status lane_work(void *job, int lane, int64_t b)
+{
+    lanes_job *j = job;
+    bs_run_ctx *c = j->c;
+    pre_lane *l = &j->lanes[lane];
+    const int C = c->rec->probe.n_chan;
+    float *x = NULL;
+    int64_t n_valid = 0;
+    double t0 = bs_now_s();
+    bs_status st = bs_run_read_preprocessed_on(c, l->rd, b, &x, &n_valid);
+    l->read_s += bs_now_s() - t0;
+    BS_TRY(st);
+    c->railed[b] = l->rd->railed;
+    bs_floats_to_half_rows(x + c->halo, (size_t)c->width, C, 0, n_valid, l->rows);
+    int fd = fileno(j->f->fp);
+    off_t off = (off_t)rows_bytes(b * c->nb, C);
+    errno = 0;
+    if (bs_pwrite_all(fd, l->rows, rows_bytes(n_valid, C), off) != 0)
+        return bs_error(BS_ERR_IO, "%s: write failed: %s", j->f->path, strerror(errno ? errno : EIO));
+    bs_writeback_start(fd, off, rows_bytes(n_valid, C));
+    return BS_OK;
+}
+
+static bs_status lane_done(void *job, int lane, int64_t b)
+{
+    lanes_job *j = job;
+    (void)lane;
+    bs_progress_update(j->pb, b + 1);
+    bs_checkpoint_test_kill("preprocess", b + 1);
+    return BS_OK;
+}
+
+/* L batches at once (bs_run_lanes), each lane with its own reader and rows:
+ * the file is the same bytes as one batch at a time. */
 static bs_status fill_lanes(bs_run_ctx *c, int L, const bs_atomic_file *f, bs_progress *pb)
 {
     const int C = c->rec->probe.n_chan;
@@ -150,70 +185,19 @@ static bs_status fill_lanes(bs_run_ctx *c, int L, const bs_atomic_file *f, bs_pr
     int n_open = 0;
     for (; st == BS_OK && n_open < L; n_open++) {
         pre_lane *l = &lanes[n_open];
-        l->own.reader.fd = -1;
-        if (n_open > 0) {
-            l->has_own = 1;
-            st = bs_run_lane_open(c, &l->own, 1, "sort/preprocess-lanes");
-        }
-        l->rd = n_open > 0 ? &l->own : &c->rd;
+        st = bs_run_lane_for(c, n_open, &l->own, &l->rd, "sort/preprocess-lanes");
         l->rows = bs_mem_alloc("sort/preprocess-lanes", rows_bytes(c->nb, C));
         if (st == BS_OK && !l->rows)
             st = BS_ERR_MEMORY;
     }
-    int64_t next = 0, done = 0;
-    int failed = 0;
-    if (st == BS_OK) {
-#pragma omp parallel num_threads(L)
-        {
-            pre_lane *l = &lanes[omp_get_thread_num()];
-            omp_set_num_threads(1); /* what the lane's calls size their per-thread buffers for */
-            for (;;) {
-                int64_t b;
-                int stop;
-#pragma omp atomic capture
-                b = next++;
-#pragma omp atomic read
-                stop = failed;
-                if (b >= c->n_batches || stop)
-                    break;
-                float *x = NULL;
-                int64_t n_valid = 0;
-                double t0 = bs_now_s();
-                bs_status s1 = bs_run_read_preprocessed_on(c, l->rd, b, &x, &n_valid);
-                l->read_s += bs_now_s() - t0;
-                if (s1 == BS_OK) {
-                    c->railed[b] = l->rd->railed;
-                    bs_floats_to_half_rows(x + c->halo, (size_t)c->width, C, 0, n_valid, l->rows);
-                    errno = 0;
-                    if (bs_pwrite_all(fileno(f->fp), l->rows, rows_bytes(n_valid, C), (off_t)rows_bytes(b * c->nb, C)) != 0)
-                        s1 = bs_error(BS_ERR_IO, "%s: write failed: %s", f->path, strerror(errno ? errno : EIO));
-                    else
-                        bs_writeback_start(fileno(f->fp), (off_t)rows_bytes(b * c->nb, C), rows_bytes(n_valid, C));
-                }
-                if (s1 != BS_OK) {
-                    l->st = s1;
-                    snprintf(l->msg, sizeof l->msg, "%s", bs_last_error());
-#pragma omp atomic write
-                    failed = 1;
-                    break;
-                }
-                int64_t d;
-#pragma omp atomic capture
-                d = ++done;
-                if (omp_get_thread_num() == 0)
-                    bs_progress_update(pb, d);
-                bs_checkpoint_test_kill("preprocess", d);
-            }
-        }
-    }
+    lanes_job job = {c, lanes, f, pb};
+    if (st == BS_OK)
+        st = bs_run_lanes(L, c->n_batches, lane_work, lane_done, &job);
     double read_s = 0;
     for (int i = 0; i < n_open; i++) {
-        if (st == BS_OK && lanes[i].st != BS_OK)
-            st = bs_error(lanes[i].st, "%s", lanes[i].msg);
         read_s += lanes[i].read_s;
         bs_mem_free(lanes[i].rows);
-        if (lanes[i].has_own)
-            bs_read_lane_close(&lanes[i].own);
+        bs_read_lane_close(&lanes[i].own);
     }
     if (c->summary) /* the lanes' reading, as wall time shared by the lanes */
         bs_run_stage_read(c->summary, read_s / L);
