@@ -87,7 +87,7 @@ typedef struct {
     int read_ahead;         /* 1: the stage reads the next batch on a second lane while it works on one
                                (bs_plan_read_ahead; stage.h) */
     int lanes;              /* batches the stage works on at once, each on its own thread and lane (stage.h:
-                               bs_run_lane_open); 0 or 1: one at a time, on all the threads */
+                               bs_run_lane_for, bs_run_lanes); 0 or 1: one at a time, on all the threads */
 } bs_plan_stage;
 
 /* Bytes of what stays allocated through the batch loops, and the sizes the
