@@ -201,14 +201,7 @@ static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
                   bs_detect_batch_bytes(d, pl->shapes.grid_pos, pl->shapes.grid_chans, 1, pl->width, gpu) +
                   (size_t)lane_cap(pl) * (sizeof(bs_detected_spike) + (size_t)pl->feat_len * sizeof(float));
     size_t base = pl->resident + pl->shapes.grid + scratch + lists + 2 * BS_PLAN_SMALL_BYTES;
-    int lanes = 1;
-    for (int l = pl->n_threads < pl->n_batches ? pl->n_threads : (int)pl->n_batches; l >= 2; l--)
-        if ((!pl->budget || base + (size_t)l * lane <= pl->budget) &&
-            (!pl->gpu_budget || (size_t)l * gpu1 <= pl->gpu_budget)) {
-            lanes = l;
-            break;
-        }
-    s->lanes = lanes;
+    int lanes = s->lanes = bs_plan_lanes(pl, base, lane, 0, gpu1);
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "detection grid", pl->shapes.grid);
     bs_plan_add(s, "detection scratch", scratch);
@@ -268,47 +261,22 @@ static bs_status detect_prepare(bs_run_ctx *c)
     return bs_grid_build(&c->rec->probe, &c->p->detect, &c->grid);
 }
 
-/* A batch worked on by one lane of several (detect_run). */
+/* What a batch is worked on with (detect_batches). */
 typedef struct {
     bs_read_lane own;        /* lanes 1..L-1 read through their own; lane 0 through the run's */
     bs_read_lane *rd;        /* (bs_run_lane_for) */
     bs_gpu_detector *gpu;
-    bs_detect_output out;    /* the batch's spikes until its turn to be written (limit: lane_cap) */
+    bs_detect_output out;    /* the batch's spikes until its turn to be written (limit: lane_cap; unused with one
+                                lane, which streams) */
     float *x;                /* its window (the lane's until it reads again) */
     int64_t n_valid;
     double read_s;           /* seconds spent reading and preprocessing */
 } detect_lane;
 
-/* The batches one at a time on all the threads (reading ahead where the plan
- * says), each streamed to the files as it is detected. */
-static bs_status detect_serial(bs_run_ctx *c, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
-{
-    bs_gpu_detector *gpu = NULL;
-    bs_status st = BS_OK;
-    if (c->p->device >= 0)
-        st = bs_gpu_detector_create(c->p->device, &c->p->detect, &c->basis, &c->grid, c->rec->probe.n_chan, c->width,
-                                    &gpu);
-    for (int64_t b = 0; b < c->n_batches && st == BS_OK; b++) {
-        float *x;
-        int64_t n_valid;
-        st = bs_run_read_batch(c, b, &x, &n_valid);
-        if (st == BS_OK)
-            st = bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, x, c->width, c->halo, n_valid,
-                                    b * c->nb, gpu, detect_files_append, files);
-        if (st == BS_OK)
-            st = artifact_add(aw, c, &c->rd, b, n_valid);
-        if (st == BS_OK)
-            c->n_detected = files->w[DET_TIMES].shape[0];
-        bs_progress_update(pb, b + 1);
-        bs_checkpoint_test_kill("detect", b + 1);
-    }
-    bs_gpu_detector_free(gpu);
-    return st;
-}
-
-/* detect_lanes' lanes as bs_run_lanes sees them. */
+/* detect_batches' lanes as bs_run_lanes sees them. */
 typedef struct {
     bs_run_ctx *c;
+    int streamed;     /* 1: one lane, each batch streamed to the files as it is detected */
     detect_lane *lanes;
     bs_npy_set *files;
     artifact_writer *aw;
@@ -316,7 +284,9 @@ typedef struct {
     int64_t n_again;  /* batches detected again (more spikes than a list holds) */
 } lanes_job;
 
-/* Batch b read through the lane and detected into its list. */
+/* Batch b read through the lane and detected into its list (one lane: read
+ * through the run's lane, reading ahead where the plan says, and streamed to
+ * the files). */
 static bs_status lane_work(void *job, int lane, int64_t b)
 {
     lanes_job *j = job;
@@ -324,11 +294,13 @@ static bs_status lane_work(void *job, int lane, int64_t b)
     detect_lane *l = &j->lanes[lane];
     double t0 = bs_now_s();
     bs_detect_output_clear(&l->out);
-    bs_status st = bs_run_read_batch_on(c, l->rd, b, &l->x, &l->n_valid);
+    bs_status st = j->streamed ? bs_run_read_batch(c, b, &l->x, &l->n_valid)
+                               : bs_run_read_batch_on(c, l->rd, b, &l->x, &l->n_valid);
     l->read_s += bs_now_s() - t0;
-    return st != BS_OK ? st
-                       : bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo,
-                                            l->n_valid, b * c->nb, l->gpu, bs_detect_output_append, &l->out);
+    BS_TRY(st);
+    return bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo, l->n_valid,
+                              b * c->nb, l->gpu, j->streamed ? detect_files_append : bs_detect_output_append,
+                              j->streamed ? (void *)j->files : (void *)&l->out);
 }
 
 /* Batch b's spikes to the files (in batch order): the list, or, when the
@@ -343,7 +315,7 @@ static bs_status lane_done(void *job, int lane, int64_t b)
         j->n_again++;
         BS_TRY(bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo,
                                   l->n_valid, b * c->nb, l->gpu, detect_files_append, j->files));
-    } else {
+    } else if (!j->streamed) {
         BS_TRY(detect_files_append(j->files, &l->out));
     }
     BS_TRY(artifact_add(j->aw, c, l->rd, b, l->n_valid));
@@ -353,10 +325,11 @@ static bs_status lane_done(void *job, int lane, int64_t b)
     return BS_OK;
 }
 
-/* L batches at once (bs_run_lanes), each lane with its own reader, GPU
- * detector and list. A batch's spikes do not depend on the lane or the
- * threads, so the files are the same bytes as detect_serial's. */
-static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
+/* The batches through bs_run_lanes: one at a time on all the threads, each
+ * streamed to the files as it is detected, or L at once, each lane with its
+ * own reader, GPU detector and list. A batch's spikes do not depend on the
+ * lane or the threads, so the files are the same bytes for any L. */
+static bs_status detect_batches(bs_run_ctx *c, int L, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
 {
     const bs_detect_params *d = &c->p->detect;
     int64_t cap = lane_cap(c->plan);
@@ -371,7 +344,7 @@ static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_
         if (st == BS_OK && c->p->device >= 0)
             st = bs_gpu_detector_create(c->p->device, d, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
     }
-    lanes_job job = {c, lanes, files, aw, pb, 0};
+    lanes_job job = {c, L == 1, lanes, files, aw, pb, 0};
     if (st == BS_OK)
         st = bs_run_lanes(L, c->n_batches, lane_work, lane_done, &job);
     double read_s = 0;
@@ -381,7 +354,7 @@ static bs_status detect_lanes(bs_run_ctx *c, int L, bs_npy_set *files, artifact_
         bs_gpu_detector_free(lanes[i].gpu);
         bs_read_lane_close(&lanes[i].own);
     }
-    if (c->summary) /* the lanes' reading, as wall time shared by the lanes */
+    if (L > 1 && c->summary) /* the lanes' reading, as wall time shared by the lanes (one: counted as read) */
         bs_run_stage_read(c->summary, read_s / L);
     if (job.n_again && !c->p->quiet)
         bs_log_info("detect: %lld of %lld batches held more than %lld spikes (detect.lane_spikes) and were detected "
@@ -422,7 +395,7 @@ static bs_status detect_run(bs_run_ctx *c)
     if (L > c->n_batches)
         L = (int)c->n_batches;
     if (st == BS_OK)
-        st = L > 1 ? detect_lanes(c, L, &files, &aw, &pb) : detect_serial(c, &files, &aw, &pb);
+        st = detect_batches(c, L > 1 ? L : 1, &files, &aw, &pb);
     bs_progress_finish(&pb);
     if (st == BS_OK)
         st = artifact_flush(&aw, c->rec->fs_hz);

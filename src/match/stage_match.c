@@ -284,20 +284,10 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     /* batches at once (run()): one per thread, each with a workspace, spike lists, a lane and a GPU scorer of
        its own, as many as the threads, the budget and the GPU budget allow; listed as what they need beyond
        the one-lane buffers (which they replace), like the read-ahead lane they make unnecessary */
-    size_t ws1 = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, 1);
-    int lanes = 1;
-    size_t extra = 0;
-    for (int l = pl->n_threads < pl->n_batches ? pl->n_threads : (int)pl->n_batches; l >= 2; l--) {
-        size_t e = (size_t)l * (ws1 + spikes) + (size_t)(l - 1) * pl->read_ahead;
-        e = e > ws + spikes ? e - ws - spikes : 0;
-        if ((!pl->budget || fixed + pairs + e <= pl->budget) &&
-            (!pl->gpu_budget || (size_t)l * gpu1 <= pl->gpu_budget)) {
-            lanes = l;
-            extra = e;
-            break;
-        }
-    }
-    s->lanes = lanes;
+    size_t lane = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, 1) + spikes + pl->read_ahead;
+    size_t credit = ws + spikes + pl->read_ahead; /* lane 0 reads through the run's lane */
+    int lanes = s->lanes = bs_plan_lanes(pl, fixed + pairs, lane, credit, gpu1);
+    size_t extra = (size_t)lanes * lane > credit ? (size_t)lanes * lane - credit : 0;
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "templates (channel-sparse, low-rank)", tpl);
     bs_plan_add(s, "peeling workspace (K x window scores)", ws);

@@ -51,6 +51,16 @@ void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s)
     s->read_ahead = 1;
 }
 
+int bs_plan_lanes(const bs_sort_plan *pl, size_t base, size_t per_lane, size_t credit, size_t gpu_lane)
+{
+    for (int l = pl->n_threads < pl->n_batches ? pl->n_threads : (int)pl->n_batches; l >= 2; l--) {
+        size_t all = (size_t)l * per_lane, need = base + (all > credit ? all - credit : 0);
+        if ((!pl->budget || need <= pl->budget) && (!pl->gpu_budget || (size_t)l * gpu_lane <= pl->gpu_budget))
+            return l;
+    }
+    return 1;
+}
+
 size_t bs_plan_sum(const bs_plan_stage *s)
 {
     size_t b = 0;

@@ -185,6 +185,12 @@ size_t bs_plan_sum(const bs_plan_stage *s);
  * none), the stage reads ahead: the lane is added to its buffers and its
  * peak (not to min_peak: without it the stage still runs). */
 void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s);
+/* How many batches a stage works on at once (bs_plan_stage.lanes): the
+ * largest L, at most the threads and the batches, whose host bytes
+ * base + max(0, L * per_lane - credit) fit the budget and whose L x gpu_lane
+ * GPU bytes fit the GPU budget (credit: the one-lane buffers that L lanes
+ * replace); 1 when no L from 2 up does. */
+int bs_plan_lanes(const bs_sort_plan *pl, size_t base, size_t per_lane, size_t credit, size_t gpu_lane);
 void bs_plan_stage_total(bs_plan_stage *s);
 
 /* The refusal (BS_ERR_MEMORY, exit 3, naming the stage, its bytes and the

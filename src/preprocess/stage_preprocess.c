@@ -66,18 +66,12 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "railed fraction per batch", (size_t)pl->n_batches * sizeof(double));
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
-    /* batches at once (fill_lanes): as many as threads and budget allow, each with a lane and its rows; not on
+    /* batches at once (fill): as many as threads and budget allow, each with a lane and its rows; not on
        2 threads, where one batch at a time with the next read ahead was faster (120 s of simulated NP1 on this
        project's 2-core machine: 8.6 s against 9.7-10.8 s with 2 lanes, which each preprocess a whole window on
        one thread) */
-    size_t base = bs_plan_sum(s), lane = pl->read_ahead + rows_bytes(pl->batch_samples, pl->n_chan);
-    int lanes = 1;
-    for (int l = pl->n_threads < pl->n_batches ? pl->n_threads : (int)pl->n_batches; l >= 2 && pl->n_threads > 2; l--)
-        if (!pl->budget || base + (size_t)l * lane <= pl->budget) {
-            lanes = l;
-            break;
-        }
-    s->lanes = lanes;
+    size_t lane = pl->read_ahead + rows_bytes(pl->batch_samples, pl->n_chan);
+    int lanes = s->lanes = pl->n_threads > 2 ? bs_plan_lanes(pl, bs_plan_sum(s), lane, 0, 0) : 1;
     if (lanes > 1) {
         bs_plan_add(s, "lanes: a batch read and preprocessed, and its float16 rows, on each", (size_t)lanes * lane);
         snprintf(s->strategy, sizeof s->strategy, "float16, %d batches at once", lanes);
@@ -124,17 +118,18 @@ static bs_status write_rows(bs_run_ctx *c, const bs_atomic_file *f, const float 
     return BS_OK;
 }
 
-/* A batch worked on by one lane of several (fill_lanes). */
+/* What a batch is worked on with (fill). */
 typedef struct {
     bs_read_lane own;  /* lanes 1..L-1 read through their own; lane 0 through the run's */
     bs_read_lane *rd;  /* (bs_run_lane_for) */
-    uint16_t *rows;    /* the batch's own samples as float16 rows (rows_bytes) */
+    uint16_t *rows;    /* the batch's own samples as float16 rows (rows_bytes; several lanes only) */
     double read_s;     /* seconds spent reading and preprocessing */
 } pre_lane;
 
-/* fill_lanes' lanes as bs_run_lanes sees them. */
+/* fill's lanes as bs_run_lanes sees them. */
 typedef struct {
     bs_run_ctx *c;
+    int streamed;      /* 1: one lane: each batch through the run's lane (reading ahead) and write_rows */
     pre_lane *lanes;
     const bs_atomic_file *f;
     bs_progress *pb;
@@ -152,10 +147,13 @@ static bs_status lane_work(void *job, int lane, int64_t b)
     float *x = NULL;
     int64_t n_valid = 0;
     double t0 = bs_now_s();
-    bs_status st = bs_run_read_preprocessed_on(c, l->rd, b, &x, &n_valid);
+    bs_status st = j->streamed ? bs_run_read_preprocessed(c, b, &x, &n_valid)
+                               : bs_run_read_preprocessed_on(c, l->rd, b, &x, &n_valid);
     l->read_s += bs_now_s() - t0;
     BS_TRY(st);
     c->railed[b] = l->rd->railed;
+    if (j->streamed)
+        return write_rows(c, j->f, x, n_valid);
     bs_floats_to_half_rows(x + c->halo, (size_t)c->width, C, 0, n_valid, l->rows);
     int fd = fileno(j->f->fp);
     off_t off = (off_t)rows_bytes(b * c->nb, C);
@@ -175,22 +173,33 @@ static bs_status lane_done(void *job, int lane, int64_t b)
     return BS_OK;
 }
 
-/* L batches at once (bs_run_lanes), each lane with its own reader and rows:
- * the file is the same bytes as one batch at a time. */
-static bs_status fill_lanes(bs_run_ctx *c, int L, const bs_atomic_file *f, bs_progress *pb)
+/* Every batch through the raw lane: the float16 file written and committed, the railed fractions filled;
+ * through bs_run_lanes, one batch at a time (L = 1: also when another stage writes the file again,
+ * bs_preprocessed_ensure) or L at once (the preprocess stage's plan), each lane with its own reader and rows:
+ * the file is the same bytes for any L. */
+static bs_status fill(bs_run_ctx *c, int L)
 {
     const int C = c->rec->probe.n_chan;
+    char path[4200];
+    BS_TRY(bs_stage_file(c->stage_dir, PRE_FILE, path, sizeof path));
+    bs_atomic_file f;
+    BS_TRY(bs_atomic_open(&f, path));
+    bs_progress pb;
+    bs_progress_start(&pb, "preprocess", "batches", c->p->quiet ? 0 : c->n_batches);
+    if (L > c->n_batches)
+        L = (int)c->n_batches;
+    if (L < 1)
+        L = 1;
     pre_lane *lanes = calloc((size_t)L, sizeof *lanes);
     bs_status st = lanes ? BS_OK : bs_error(BS_ERR_MEMORY, "preprocess: out of memory");
     int n_open = 0;
     for (; st == BS_OK && n_open < L; n_open++) {
         pre_lane *l = &lanes[n_open];
         st = bs_run_lane_for(c, n_open, &l->own, &l->rd, "sort/preprocess-lanes");
-        l->rows = bs_mem_alloc("sort/preprocess-lanes", rows_bytes(c->nb, C));
-        if (st == BS_OK && !l->rows)
+        if (st == BS_OK && L > 1 && !(l->rows = bs_mem_alloc("sort/preprocess-lanes", rows_bytes(c->nb, C))))
             st = BS_ERR_MEMORY;
     }
-    lanes_job job = {c, lanes, f, pb};
+    lanes_job job = {c, L == 1, lanes, &f, &pb};
     if (st == BS_OK)
         st = bs_run_lanes(L, c->n_batches, lane_work, lane_done, &job);
     double read_s = 0;
@@ -199,39 +208,9 @@ static bs_status fill_lanes(bs_run_ctx *c, int L, const bs_atomic_file *f, bs_pr
         bs_mem_free(lanes[i].rows);
         bs_read_lane_close(&lanes[i].own);
     }
-    if (c->summary) /* the lanes' reading, as wall time shared by the lanes */
+    if (L > 1 && c->summary) /* the lanes' reading, as wall time shared by the lanes (one: counted as read) */
         bs_run_stage_read(c->summary, read_s / L);
     free(lanes);
-    return st;
-}
-
-/* Every batch through the raw lane: the float16 file written and committed, the railed fractions filled;
- * L lanes (the preprocess stage's plan) or one batch at a time (1: also when another stage writes the file
- * again, bs_preprocessed_ensure). */
-static bs_status fill(bs_run_ctx *c, int L)
-{
-    char path[4200];
-    BS_TRY(bs_stage_file(c->stage_dir, PRE_FILE, path, sizeof path));
-    bs_atomic_file f;
-    BS_TRY(bs_atomic_open(&f, path));
-    bs_progress pb;
-    bs_progress_start(&pb, "preprocess", "batches", c->p->quiet ? 0 : c->n_batches);
-    bs_status st = BS_OK;
-    if (L > c->n_batches)
-        L = (int)c->n_batches;
-    if (L > 1)
-        st = fill_lanes(c, L, &f, &pb);
-    for (int64_t b = 0; L <= 1 && b < c->n_batches && st == BS_OK; b++) {
-        float *x;
-        int64_t n_valid;
-        st = bs_run_read_preprocessed(c, b, &x, &n_valid);
-        if (st == BS_OK) {
-            c->railed[b] = c->rd.railed;
-            st = write_rows(c, &f, x, n_valid);
-        }
-        bs_progress_update(&pb, b + 1);
-        bs_checkpoint_test_kill("preprocess", b + 1);
-    }
     bs_progress_finish(&pb);
     if (st != BS_OK) {
         bs_atomic_abort(&f);
