@@ -4,8 +4,11 @@
 # time as a ratio to the data, the peak RSS (GNU time), each stage's planned / tracked / RSS peak and its
 # disk planned / written (run_summary.json), and the accuracy against the ground truth.
 #   bash bench/length.sh [MINUTES (default "2 10 30")] [MEM (default 2G)] [THREADS (default 2)]
-# Work folder: $BENCH_TMP or /tmp/bs-bench-length (a 30-minute recording is 4.1 GB). Needs numpy
-# (/usr/bin/python3 on Debian with python3-numpy).
+# STREAM=1: each sort gets a disk budget (--disk) halfway between what it writes with and without the
+# preprocessed recording's file, so that it streams that recording (plan.h, pre_stream), as a sort whose
+# disk is short does by itself.
+# Work folder: $BENCH_TMP or /tmp/bs-bench-length (a 30-minute recording is 41.5 GB; its float16 file would
+# be as large again). Needs numpy (/usr/bin/python3 on Debian with python3-numpy).
 set -eu
 BS=${BOUNDSORT:-build/boundsort}
 BS=$(cd "$(dirname "$BS")" && pwd)/$(basename "$BS")
@@ -18,8 +21,14 @@ for m in $MINUTES; do
   [ -e "$rec/recording.bin" ] || "$BS" simulate -o "$rec" --probe np1 --duration $((m * 60)) --units 100 --seed 1 \
     --drift rigid -q >/dev/null 2>&1
   rm -rf "out_$rec"
-  /usr/bin/time -f "%e %M" -o "time_$rec.txt" "$BS" sort "$rec" -o "out_$rec" --mem "$MEM" --threads "$THREADS" -q \
-    2>"log_$rec.txt"
+  disk=()
+  if [ "${STREAM:-0}" = 1 ]; then
+    b=$("$BS" plan "$rec" --mem "$MEM" --threads "$THREADS" --json |
+      "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["disk_bytes"] - d["preprocessed_file_bytes"] // 2)')
+    disk=(--disk "$b")
+  fi
+  /usr/bin/time -f "%e %M" -o "time_$rec.txt" "$BS" sort "$rec" -o "out_$rec" --mem "$MEM" --threads "$THREADS" \
+    "${disk[@]}" -q 2>"log_$rec.txt"
   "$BS" compare "out_$rec" "$rec" --json >"cmp_$rec.json"
   du -sb "out_$rec" | cut -f1 >"du_$rec.txt"
 done

@@ -100,6 +100,9 @@ bs_status bs_cli_gpu_setup(bs_sort_params *sp, int need_device);
     "  --max-center-spikes N  spikes clustered per spatial center, more are subsampled (default 200000)\n"      \
     "  --device D        cpu (default), cuda or cuda:N: the matcher's scores on that GPU, the rest on the CPU\n"  \
     "  --gpu-mem SIZE    budget of tracked GPU memory with --device cuda (default: its memory less 1 GiB)\n"   \
+    "  --disk SIZE       what the run may write in OUT, e.g. 100G (default: its file system's free space);\n"   \
+    "                    short of it, the preprocessed recording is streamed, not written (slower, the\n"     \
+    "                    same output); a run that cannot fit even so is refused before reading data\n"       \
     "  --denoise D       cmr (default: median reference over all channels), cmr-local (over each channel's\n"  \
     "                    ring 30-55 µm away) or destripe (IBL's spatial high-pass with gain control)\n"      \
     "  --bad-channels M  interpolate (default: dead and noisy channels rewritten from their neighbours,\n"        \

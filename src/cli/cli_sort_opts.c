@@ -36,6 +36,11 @@ int bs_cli_sort_option(const char *a, const char *v, bs_sort_cli *o, char *msg, 
         if (bs_mem_parse_size(v, &b) != BS_OK || b == 0)
             return snprintf(msg, len, "--gpu-mem: expected a size such as 8G or 512M, got '%s'", v), -1;
         o->sp.gpu_mem_budget = b;
+    } else if (strcmp(a, "--disk") == 0) {
+        size_t b;
+        if (bs_mem_parse_size(v, &b) != BS_OK || b == 0)
+            return snprintf(msg, len, "--disk: expected a size such as 100G or 512M, got '%s'", v), -1;
+        o->sp.disk_budget = b;
     } else if (strcmp(a, "--device") == 0) {
         char *end;
         if (strcmp(v, "cpu") == 0) {

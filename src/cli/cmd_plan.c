@@ -116,8 +116,8 @@ int bs_cmd_plan(int argc, char **argv)
     bs_recording_close(&rec);
     if (st != BS_OK)
         return bs_cli_fail(st);
-    if (out_dir)
-        plan.disk_free = bs_disk_free_bytes(out_dir);
+    if (out_dir || so.sp.disk_budget)
+        bs_sort_plan_fit_disk(&plan, 0, NULL, 0, out_dir ? bs_disk_free_bytes(out_dir) : -1);
     /* the machine check before printing, so that the plan's summary line agrees with the exit status */
     size_t need = 0;
     for (int i = 0; i < plan.n_stages; i++)
@@ -137,8 +137,8 @@ int bs_cmd_plan(int argc, char **argv)
         bs_sort_plan_print(&plan, stdout);
     }
     st = bs_sort_plan_check(&plan, -1);
-    if (st == BS_OK && out_dir)
-        st = bs_sort_plan_disk_check(&plan, 0, plan.disk, plan.disk_free, out_dir);
+    if (st == BS_OK && plan.disk_free >= 0)
+        st = bs_sort_plan_disk_check(&plan, 0, plan.disk, plan.disk_free, out_dir ? out_dir : "OUT");
     if (st == BS_OK && st_machine != BS_OK)
         st = bs_error(st_machine, "%s", machine_msg);
     return st == BS_OK ? BS_OK : bs_cli_fail(st);

@@ -39,7 +39,7 @@ static char *xstrdup(const char *s)
 }
 
 /* The sort arguments of a job: sort REC -o OUT --mem B --threads T --resume [--stream S] [--no-qc]
- * [--params FILE] [--no-drift] [--device cuda:N] [--gpu-mem G] ... (a raw
+ * [--params FILE] [--no-drift] [--device cuda:N] [--gpu-mem G] [--disk D] ... (a raw
  * folder's REC is the folder: its recording.json and probe file describe it). */
 static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *t)
 {
@@ -84,6 +84,10 @@ static bs_status job_args(const bs_job *j, const bs_jobs_opts *o, bs_jobs_task *
     if (o->sp.gpu_mem_budget) {
         a[n++] = "--gpu-mem";
         a[n++] = NUM("%zuM", o->sp.gpu_mem_budget >> 20);
+    }
+    if (o->sp.disk_budget) { /* each task's own OUT */
+        a[n++] = "--disk";
+        a[n++] = NUM("%llu", (unsigned long long)o->sp.disk_budget);
     }
     if (o->no_qc)
         a[n++] = "--no-qc";

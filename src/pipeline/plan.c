@@ -17,6 +17,7 @@
 #include "../preprocess/preprocess.h"
 #include "../qc/qc.h"
 #include "../report/report.h"
+#include "stage.h"
 #include "stages.h"
 
 #define MIB ((size_t)1 << 20)
@@ -53,6 +54,8 @@ void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s)
 
 int bs_plan_lanes(const bs_sort_plan *pl, size_t base, size_t per_lane, size_t credit, size_t gpu_lane)
 {
+    if (pl->pre_stream) /* one batch computed at a time on the stream's raw lane (pre_stream.c): lanes would queue */
+        return 1;
     for (int l = pl->n_threads < pl->n_batches ? pl->n_threads : (int)pl->n_batches; l >= 2; l--) {
         size_t all = (size_t)l * per_lane, need = base + (all > credit ? all - credit : 0);
         if ((!pl->budget || need <= pl->budget) && (!pl->gpu_budget || (size_t)l * gpu_lane <= pl->gpu_budget))
@@ -88,6 +91,27 @@ size_t bs_sort_plan_disk_need(const bs_sort_plan *pl, int from, const int *done)
     return need + pl->disk_qc + pl->disk_report + pl->disk_keep;
 }
 
+static void plan_from(bs_sort_plan *pl, int from);
+
+size_t bs_sort_plan_fit_disk(bs_sort_plan *pl, int from, const int *done, int pre_missing, int64_t free_bytes)
+{
+    pl->disk_budgeted = pl->p.disk_budget && (free_bytes < 0 || (uint64_t)free_bytes > pl->p.disk_budget);
+    pl->disk_free = pl->disk_budgeted ? (int64_t)pl->p.disk_budget : free_bytes;
+    size_t file = pre_missing && !pl->pre_stream ? pl->pre_file_bytes : 0;
+    size_t need = bs_sort_plan_disk_need(pl, from, done) + file;
+    int pre = 0;
+    while (pre < pl->n_stages && strcmp(pl->stage[pre].name, "preprocess") != 0)
+        pre++;
+    if (pl->disk_free < 0 || (uint64_t)pl->disk_free >= need || pl->pre_stream || pl->p.keep_preprocessed ||
+        (from > pre && !pre_missing))
+        return need;
+    pl->pre_stream = 1;
+    pl->resident += pl->pre_stream_bytes;
+    pl->cluster_fixed += pl->pre_stream_bytes;
+    plan_from(pl, from);
+    return bs_sort_plan_disk_need(pl, from, done);
+}
+
 bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need, int64_t free_bytes,
                                   const char *out_dir)
 {
@@ -116,11 +140,15 @@ bs_status bs_sort_plan_disk_check(const bs_sort_plan *pl, int from, size_t need,
              from < pl->n_stages - 1 ? " to '" : "", from < pl->n_stages - 1 ? pl->stage[pl->n_stages - 1].name : "",
              from < pl->n_stages - 1 ? "'" : "");
     return bs_error(BS_ERR_MEMORY,
-                    "does not fit the disk: %s%s write about %.1f MiB (%zu bytes) in %s%s; its "
-                    "file system has %.1f MiB free. Free at least %.0f MiB more there or choose another -o "
-                    "(--no-disk-check runs anyway: a full disk stops the run with exit 6, and --resume continues it)",
-                    what, extras, (double)need / MIB, need, out_dir, assumed,
-                    (double)free_bytes / MIB, ceil((double)(need - (size_t)free_bytes) / MIB));
+                    "does not fit the disk: %s%s write about %.1f MiB (%zu bytes) in %s%s%s; %s %.1f MiB%s. "
+                    "%s at least %.0f MiB more%s (--no-disk-check runs anyway: a full disk stops the run with "
+                    "exit 6, and --resume continues it)",
+                    what, extras, (double)need / MIB, need, out_dir,
+                    pl->pre_stream ? " even with the preprocessed recording streamed (not written)" : "", assumed,
+                    pl->disk_budgeted ? "the disk budget (--disk) is" : "its file system has",
+                    (double)free_bytes / MIB, pl->disk_budgeted ? "" : " free",
+                    pl->disk_budgeted ? "Raise --disk by" : "Free", ceil((double)(need - (size_t)free_bytes) / MIB),
+                    pl->disk_budgeted ? "" : " there or choose another -o");
 }
 
 static size_t grid_bytes(const bs_detect_grid *g, int n_sizes)
@@ -277,6 +305,11 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
     bs_qc_params qp;
     bs_qc_default_params(&qp);
     r->qc_spill_spike = bs_qc_spill_spike_bytes(&qp, probe, rec->fs_hz);
+    /* streamed (pre_stream.c): its cache entries and its lane on the raw recording (reader, scratch for the
+       run's threads, artifact arrays) */
+    pl->pre_file_bytes = (size_t)C * (size_t)rec->n_samples * 2;
+    pl->pre_stream_bytes = BS_PRE_STREAM_ENTRIES * bs_pre_stream_entry_bytes(pl->batch_samples, C) + r->reader +
+                           r->scratch + r->artifact;
 
     bs_detect_grid grid = {0};
     bs_cluster_centers centers = {0};
@@ -448,7 +481,8 @@ void bs_sort_plan_print(const bs_sort_plan *pl, FILE *out)
             pl->k_assumed || pl->spikes_assumed ? " (with the assumed counts)" : "");
     if (pl->disk_free >= 0) {
         fmt_bytes((size_t)pl->disk_free, b, sizeof b);
-        fprintf(out, "; %s free there: %s\n", b, (uint64_t)pl->disk_free >= pl->disk ? "fits" : "DOES NOT FIT");
+        fprintf(out, "; %s %s: %s\n", b, pl->disk_budgeted ? "the budget (--disk)" : "free there",
+                (uint64_t)pl->disk_free >= pl->disk ? "fits" : "DOES NOT FIT");
     } else {
         fprintf(out, " (-o OUT compares it with the free space there)\n");
     }
@@ -483,6 +517,9 @@ char *bs_sort_plan_json(const bs_sort_plan *pl)
     cJSON_AddNumberToObject(root, "disk_keep_bytes", (double)pl->disk_keep);
     if (pl->disk_free >= 0)
         cJSON_AddNumberToObject(root, "disk_free_bytes", (double)pl->disk_free);
+    cJSON_AddBoolToObject(root, "disk_budgeted", pl->disk_budgeted);
+    cJSON_AddBoolToObject(root, "preprocessed_streamed", pl->pre_stream);
+    cJSON_AddNumberToObject(root, "preprocessed_file_bytes", (double)pl->pre_file_bytes);
     if (pl->p.device >= 0) {
         cJSON_AddNumberToObject(root, "gpu_device", pl->p.device);
         cJSON_AddNumberToObject(root, "gpu_budget_bytes", (double)pl->gpu_budget);

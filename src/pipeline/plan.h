@@ -149,7 +149,14 @@ typedef struct {
     size_t disk_report;      /* bytes of the report page `sort` writes last (0 with p.no_report) */
     size_t disk_keep;        /* bytes of --keep-preprocessed's copy into the Phy folder, made while the stage
                                 file still exists (0 without the flag or when the file is moved: raw_copy.c) */
-    int64_t disk_free;       /* bytes free on OUT's file system, set by the caller (-1: not known or not asked) */
+    int64_t disk_free;       /* bytes the run may write in OUT: its file system's free space, or p.disk_budget
+                                when smaller (bs_sort_plan_fit_disk; -1: not known or not asked) */
+    int disk_budgeted;       /* 1: disk_free is p.disk_budget (--disk), not the free space */
+    size_t pre_file_bytes;   /* bytes of the preprocessed recording's float16 file (C x n_samples x 2) */
+    size_t pre_stream_bytes; /* bytes streaming it adds to `resident` (cache and raw lane: pre_stream.c) */
+    int pre_stream;          /* 1: the preprocessed recording is streamed, not written: every pass preprocesses
+                                its batches again (stage.h, bs_pre_stream; the same bytes), chosen by
+                                bs_sort_plan_fit_disk when the run does not fit the disk otherwise */
 } bs_sort_plan;
 
 /* Default memory budget: 3/4 of the machine's physical memory, bytes. */
@@ -189,7 +196,8 @@ void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s);
  * largest L, at most the threads and the batches, whose host bytes
  * base + max(0, L * per_lane - credit) fit the budget and whose L x gpu_lane
  * GPU bytes fit the GPU budget (credit: the one-lane buffers that L lanes
- * replace); 1 when no L from 2 up does. */
+ * replace); 1 when no L from 2 up does, or when the preprocessed recording
+ * is streamed (pre_stream). */
 int bs_plan_lanes(const bs_sort_plan *pl, size_t base, size_t per_lane, size_t credit, size_t gpu_lane);
 void bs_plan_stage_total(bs_plan_stage *s);
 
@@ -208,6 +216,13 @@ void bs_plan_disk(bs_plan_stage *s, int n_files, double payload_bytes);
  * stage with done[i] set is left out (resumed: its files are there already;
  * done may be NULL). */
 size_t bs_sort_plan_disk_need(const bs_sort_plan *pl, int from, const int *done);
+/* The disk of stages [from, n_stages) (done: as bs_sort_plan_disk_need) against what the run may write in
+ * OUT: free_bytes (its file system's free space, -1: unknown) or p.disk_budget (--disk) when smaller, which
+ * becomes disk_free. pre_missing: a resumed run must write the preprocessed recording's file again (counted).
+ * When the need does not fit and the file is still to be written (from <= the preprocess stage, or
+ * pre_missing) and not kept (--keep-preprocessed needs it), the plan streams the preprocessed recording
+ * instead (pre_stream, re-planned from `from`: more memory, no file). Returns the need, after any switch. */
+size_t bs_sort_plan_fit_disk(bs_sort_plan *pl, int from, const int *done, int pre_missing, int64_t free_bytes);
 /* The disk refusal: BS_ERR_MEMORY (exit 3) when free_bytes >= 0 is less than
  * need, naming the stages from `from` on, the bytes, the free space and the
  * counts that were assumed; BS_OK otherwise. */

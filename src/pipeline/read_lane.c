@@ -36,7 +36,7 @@
 #include "../mem/mem.h"
 #include "stage.h"
 
-enum { READ_WHITENED, READ_UNWHITENED, READ_PREPROCESSED };
+enum { READ_WHITENED, READ_UNWHITENED, READ_PREPROCESSED, READ_RAW };
 enum { RA_IDLE, RA_PENDING, RA_DONE };
 
 struct bs_read_ahead {
@@ -140,9 +140,9 @@ static bs_status preprocess(const bs_run_ctx *c, bs_read_lane *l, int kind, int6
 static bs_status lane_read(const bs_run_ctx *c, bs_read_lane *l, int kind, int64_t b, float **x, int64_t *n_valid)
 {
     BS_TRY(bs_batch_read(&l->reader, b, x, n_valid));
-    if (kind == READ_PREPROCESSED)
+    if (kind == READ_PREPROCESSED || kind == READ_RAW)
         l->railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
-    return preprocess(c, l, kind, b, *x);
+    return kind == READ_RAW ? BS_OK : preprocess(c, l, kind, b, *x);
 }
 
 /* A lane like the run's: reader, scratch for n_threads, and a drift-corrected whitener where the run's has one. */
@@ -172,6 +172,11 @@ bs_status bs_run_read_batch_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, 
 bs_status bs_run_read_preprocessed_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid)
 {
     return lane_read(c, l, READ_PREPROCESSED, b, x, n_valid);
+}
+
+bs_status bs_run_read_raw_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid)
+{
+    return lane_read(c, l, READ_RAW, b, x, n_valid);
 }
 
 bs_status bs_run_preprocess_read(bs_run_ctx *c, int64_t b, float *x)
@@ -261,6 +266,11 @@ bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n
 bs_status bs_run_read_preprocessed(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
 {
     return read_next(c, READ_PREPROCESSED, b, x, n_valid);
+}
+
+bs_status bs_run_read_raw(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
+{
+    return read_next(c, READ_RAW, b, x, n_valid);
 }
 
 bs_status bs_run_read_ahead_begin(bs_run_ctx *c)

@@ -180,13 +180,16 @@ static void ctx_release(bs_run_ctx *c)
  * the free space of OUT's file system, with the plan's counts so far. */
 static bs_status check_disk(bs_run_ctx *c, int from)
 {
-    int64_t free_b = bs_disk_free_bytes(c->p->out_dir);
-    c->plan->disk_free = free_b;
     int skip[BS_PLAN_MAX_STAGES] = {0}; /* --drift-only: nothing after the drift stage runs */
     for (int i = 1; i < c->plan->n_stages; i++)
         skip[i] = skip[i - 1] || (c->p->drift_only && strcmp(bs_stages[i - 1]->name, "drift") == 0);
-    bs_status st = bs_sort_plan_disk_check(c->plan, from, bs_sort_plan_disk_need(c->plan, from, skip), free_b,
-                                           c->p->out_dir);
+    int was_streamed = c->plan->pre_stream;
+    size_t need = bs_sort_plan_fit_disk(c->plan, from, skip, c->pre_missing, bs_disk_free_bytes(c->p->out_dir));
+    if (c->plan->pre_stream && !was_streamed && !c->p->quiet)
+        bs_log_info("the run does not fit the disk with the preprocessed recording's file (%.1f MiB): it is streamed "
+                    "instead, each pass preprocessing its batches again (the same results, slower)",
+                    (double)c->plan->pre_file_bytes / (1 << 20));
+    bs_status st = bs_sort_plan_disk_check(c->plan, from, need, c->plan->disk_free, c->p->out_dir);
     if (st == BS_OK || !c->p->no_disk_check)
         return st;
     if (!c->disk_warned)

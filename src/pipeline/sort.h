@@ -117,6 +117,9 @@ typedef struct {
                                   src/gpu/gpu.h); the rest of the run stays on the CPU */
     int no_qc;                 /* 1: `sort --no-qc`: no quality metrics after the stages (their disk is not planned) */
     int no_report;             /* 1: `sort --no-report`: no report.html after the stages (its disk is not planned) */
+    uint64_t disk_budget;      /* bytes the run may write in OUT (--disk; 0: its file system's free space): when
+                                  the run does not fit, the preprocessed recording is streamed, not written
+                                  (plan.h, pre_stream); never changes the result */
     int no_disk_check;         /* 1: OUT's file system having less free space than the plan's disk is a warning,
                                   not a refusal (plan.h) */
     int keep_preprocessed;     /* 1: `sort --keep-preprocessed`: the preprocessed recording is kept at the end as

@@ -68,6 +68,7 @@ typedef struct {
 } bs_read_lane;
 
 struct bs_read_ahead; /* read_lane.c */
+typedef struct bs_pre_stream bs_pre_stream; /* pre_stream.c */
 
 typedef struct bs_run_ctx {
     /* the run */
@@ -88,6 +89,7 @@ typedef struct bs_run_ctx {
                                   channels (what the lanes read once the preprocess stage is done) */
     int pre_ready;             /* 1: lanes read pre_rec */
     int pre_missing;           /* 1: the stage was resumed but its file is gone (bs_preprocessed_ensure) */
+    bs_pre_stream *pre_stream; /* the plan streams pre_rec (plan.h, pre_stream): its rows' source, else NULL */
     double *railed;            /* [n_batches] railed fraction of each batch's raw window (batch.h) */
     /* batches: every batch loop reads through these */
     int64_t nb;                /* samples per batch */
@@ -220,6 +222,21 @@ bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n
 /* Batch b read from the recording itself through the preprocessing before the whitening, no artifact
  * blanked (the preprocess stage's input); the lane's `railed` is then the raw window's railed fraction. */
 bs_status bs_run_read_preprocessed(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+/* Batch b as read from the recording itself, nothing done to it; the lane's `railed` is its railed fraction
+ * (the preprocess stage's pass when the plan streams the preprocessed recording). */
+bs_status bs_run_read_raw(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+bs_status bs_run_read_raw_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid);
+
+/* The preprocessed recording streamed (pre_stream.c): rows computed again from the raw recording on each
+ * read, the same bytes as the float16 file, the last BS_PRE_STREAM_ENTRIES batches' rows kept. Open before
+ * the lanes switch to pre_rec (it opens a lane on the raw recording, with the run's threads); its
+ * bs_pre_stream_rows is pre_rec's read_rows hook (recording.h; any thread); close returns the number of
+ * batches it preprocessed. */
+#define BS_PRE_STREAM_ENTRIES 4
+size_t bs_pre_stream_entry_bytes(int64_t nb, int n_chan);
+bs_status bs_pre_stream_open(const bs_run_ctx *c, bs_pre_stream **s);
+bs_status bs_pre_stream_rows(const bs_recording *rec, int64_t row0, int64_t n_rows, void *dst);
+int64_t bs_pre_stream_close(bs_pre_stream *s);
 /* Before a stage that reads batches runs: when the preprocess stage was resumed without its float16 file,
  * write it again and switch the lanes to it (src/preprocess/stage_preprocess.c). */
 bs_status bs_preprocessed_ensure(bs_run_ctx *c);

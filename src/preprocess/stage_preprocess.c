@@ -33,6 +33,12 @@
  * stage must run again, that stage writes it first (bs_preprocessed_ensure:
  * the same bytes, being the same computation). Disk: C x n_samples x 2
  * bytes while the sort runs (planned).
+ *
+ * Streamed. When the run does not fit the disk with that file (plan.h,
+ * pre_stream: the free space or --disk), it is not written: the stage reads
+ * each raw batch only for its railed fraction, and pre_rec becomes a
+ * float16 recording whose rows src/pipeline/pre_stream.c computes again from
+ * the raw recording as the lanes read them, the same bytes as the file's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -72,7 +78,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
        one thread) */
     size_t lane = pl->read_ahead + rows_bytes(pl->batch_samples, pl->n_chan);
     int lanes = s->lanes = pl->n_threads > 2 ? bs_plan_lanes(pl, bs_plan_sum(s), lane, 0, 0) : 1;
-    if (lanes > 1) {
+    if (pl->pre_stream) {
+        snprintf(s->strategy, sizeof s->strategy, "streamed: not written, each pass preprocesses again (disk)");
+    } else if (lanes > 1) {
         bs_plan_add(s, "lanes: a batch read and preprocessed, and its float16 rows, on each", (size_t)lanes * lane);
         snprintf(s->strategy, sizeof s->strategy, "float16, %d batches at once", lanes);
     } else {
@@ -84,7 +92,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
         s->min_peak = s->sure_min = s->peak - (size_t)lanes * lane;
     else
         bs_plan_read_ahead(pl, s);
-    bs_plan_disk(s, 2, 2.0 * pl->n_chan * (double)pl->n_samples + (double)pl->n_batches * sizeof(double));
+    bs_plan_disk(s, pl->pre_stream ? 1 : 2,
+                 (pl->pre_stream ? 0 : (double)pl->pre_file_bytes) + (double)pl->n_batches * sizeof(double));
 }
 
 /* Columns [halo, halo + n_valid) of window x (C rows of width) as float16 rows, appended to f, through the
@@ -131,7 +140,7 @@ typedef struct {
     bs_run_ctx *c;
     int streamed;      /* 1: one lane: each batch through the run's lane (reading ahead) and write_rows */
     pre_lane *lanes;
-    const bs_atomic_file *f;
+    const bs_atomic_file *f; /* NULL: the plan streams the preprocessed recording: railed fractions only */
     bs_progress *pb;
 } lanes_job;
 
@@ -147,11 +156,15 @@ static bs_status lane_work(void *job, int lane, int64_t b)
     float *x = NULL;
     int64_t n_valid = 0;
     double t0 = bs_now_s();
-    bs_status st = j->streamed ? bs_run_read_preprocessed(c, b, &x, &n_valid)
-                               : bs_run_read_preprocessed_on(c, l->rd, b, &x, &n_valid);
+    bs_status st = !j->f        ? (j->streamed ? bs_run_read_raw(c, b, &x, &n_valid)
+                                               : bs_run_read_raw_on(c, l->rd, b, &x, &n_valid))
+                   : j->streamed ? bs_run_read_preprocessed(c, b, &x, &n_valid)
+                                 : bs_run_read_preprocessed_on(c, l->rd, b, &x, &n_valid);
     l->read_s += bs_now_s() - t0;
     BS_TRY(st);
     c->railed[b] = l->rd->railed;
+    if (!j->f)
+        return BS_OK;
     if (j->streamed)
         return write_rows(c, j->f, x, n_valid);
     bs_floats_to_half_rows(x + c->halo, (size_t)c->width, C, 0, n_valid, l->rows);
@@ -173,17 +186,19 @@ static bs_status lane_done(void *job, int lane, int64_t b)
     return BS_OK;
 }
 
-/* Every batch through the raw lane: the float16 file written and committed, the railed fractions filled;
- * through bs_run_lanes, one batch at a time (L = 1: also when another stage writes the file again,
- * bs_preprocessed_ensure) or L at once (the preprocess stage's plan), each lane with its own reader and rows:
- * the file is the same bytes for any L. */
-static bs_status fill(bs_run_ctx *c, int L)
+/* Every batch through the raw lane: the float16 file written and committed (write_file), the railed
+ * fractions filled; through bs_run_lanes, one batch at a time (L = 1: also when another stage writes the file
+ * again, bs_preprocessed_ensure) or L at once (the preprocess stage's plan), each lane with its own reader and
+ * rows: the file is the same bytes for any L. */
+static bs_status fill(bs_run_ctx *c, int L, int write_file)
 {
     const int C = c->rec->probe.n_chan;
     char path[4200];
-    BS_TRY(bs_stage_file(c->stage_dir, PRE_FILE, path, sizeof path));
     bs_atomic_file f;
-    BS_TRY(bs_atomic_open(&f, path));
+    if (write_file) {
+        BS_TRY(bs_stage_file(c->stage_dir, PRE_FILE, path, sizeof path));
+        BS_TRY(bs_atomic_open(&f, path));
+    }
     bs_progress pb;
     bs_progress_start(&pb, "preprocess", "batches", c->p->quiet ? 0 : c->n_batches);
     if (L > c->n_batches)
@@ -196,10 +211,11 @@ static bs_status fill(bs_run_ctx *c, int L)
     for (; st == BS_OK && n_open < L; n_open++) {
         pre_lane *l = &lanes[n_open];
         st = bs_run_lane_for(c, n_open, &l->own, &l->rd, "sort/preprocess-lanes");
-        if (st == BS_OK && L > 1 && !(l->rows = bs_mem_alloc("sort/preprocess-lanes", rows_bytes(c->nb, C))))
+        if (st == BS_OK && L > 1 && write_file &&
+            !(l->rows = bs_mem_alloc("sort/preprocess-lanes", rows_bytes(c->nb, C))))
             st = BS_ERR_MEMORY;
     }
-    lanes_job job = {c, L == 1, lanes, &f, &pb};
+    lanes_job job = {c, L == 1, lanes, write_file ? &f : NULL, &pb};
     if (st == BS_OK)
         st = bs_run_lanes(L, c->n_batches, lane_work, lane_done, &job);
     double read_s = 0;
@@ -212,6 +228,8 @@ static bs_status fill(bs_run_ctx *c, int L)
         bs_run_stage_read(c->summary, read_s / L);
     free(lanes);
     bs_progress_finish(&pb);
+    if (!write_file)
+        return st;
     if (st != BS_OK) {
         bs_atomic_abort(&f);
         return st;
@@ -219,14 +237,22 @@ static bs_status fill(bs_run_ctx *c, int L)
     return bs_atomic_commit(&f);
 }
 
-/* From now on every lane reads the float16 file (the run's lane reopened on it; read-ahead lanes open on it). */
-static bs_status use_file(bs_run_ctx *c)
+/* From now on every lane reads the preprocessed recording (the run's lane reopened on it; read-ahead lanes
+ * open on it): the float16 file, or (streamed) rows that pre_stream.c computes as they are read. */
+static bs_status use_pre_rec(bs_run_ctx *c, int streamed)
 {
     const bs_recording *rec = c->rec;
     bs_recording *r = &c->pre_rec;
     const int C = rec->probe.n_chan;
     memset(r, 0, sizeof *r);
     BS_TRY(bs_stage_file(c->stage_dir, PRE_FILE, r->data_path, sizeof r->data_path));
+    if (streamed) { /* opened before the lanes switch: its own lane reads the raw recording */
+        BS_TRY(bs_pre_stream_open(c, &c->pre_stream));
+        r->read_rows = bs_pre_stream_rows;
+        r->source = c->pre_stream;
+        size_t l = strlen(r->data_path);
+        snprintf(r->data_path + l, sizeof r->data_path - l, " (streamed)");
+    }
     snprintf(r->format, sizeof r->format, "float16");
     r->dtype = BS_SAMPLE_F16;
     r->n_cols = C;
@@ -257,7 +283,7 @@ static bs_status prepare(bs_run_ctx *c)
 
 static bs_status run(bs_run_ctx *c)
 {
-    BS_TRY(fill(c, c->plan->stage[c->stage].lanes));
+    BS_TRY(fill(c, c->plan->stage[c->stage].lanes, !c->plan->pre_stream));
     char path[4200];
     int64_t shape[1] = {c->n_batches};
     BS_TRY(bs_stage_file(c->stage_dir, files[0], path, sizeof path));
@@ -281,18 +307,22 @@ static bs_status load(bs_run_ctx *c)
 
 static bs_status finish(bs_run_ctx *c)
 {
-    return c->pre_missing ? BS_OK : use_file(c);
+    if (c->plan->pre_stream)
+        return use_pre_rec(c, 1);
+    return c->pre_missing ? BS_OK : use_pre_rec(c, 0);
 }
 
 bs_status bs_preprocessed_ensure(bs_run_ctx *c)
 {
-    if (!c->pre_missing)
+    if (c->pre_ready || !c->pre_missing)
         return BS_OK;
+    if (c->plan->pre_stream) /* a resumed run whose disk has no room for the file any more */
+        return use_pre_rec(c, 1);
     if (!c->p->quiet)
         bs_log_info("preprocess: %s is absent (removed at the end of the run that wrote it): written again",
                     PRE_FILE);
-    BS_TRY(fill(c, 1));
-    return use_file(c);
+    BS_TRY(fill(c, 1, 1));
+    return use_pre_rec(c, 0);
 }
 
 bs_status bs_preprocessed_keep(bs_run_ctx *c)
@@ -303,8 +333,15 @@ bs_status bs_preprocessed_keep(bs_run_ctx *c)
 
 void bs_preprocessed_release(bs_run_ctx *c, int remove_file)
 {
-    if (remove_file && c->pre_rec.data_path[0])
+    if (c->pre_stream) {
+        int64_t n = bs_pre_stream_close(c->pre_stream);
+        c->pre_stream = NULL;
+        if (!c->p->quiet)
+            bs_log_info("preprocess: streamed: %lld batch preprocessings for %lld batches", (long long)n,
+                        (long long)c->n_batches);
+    } else if (remove_file && c->pre_rec.data_path[0]) {
         remove(c->pre_rec.data_path);
+    }
     bs_mem_free(c->pre_rec.probe.column);
     bs_mem_free(c->pre_rec.uv_per_bit);
     bs_mem_free(c->railed);

@@ -69,6 +69,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     int C = pl->n_chan;
     bs_plan_add(s, "batch reader", pl->shapes.reader);
     bs_plan_add(s, "preprocessing scratch", pl->shapes.scratch);
+    if (pl->pre_stream)
+        bs_plan_add(s, "the preprocessed recording streamed (cache, raw lane)", pl->pre_stream_bytes);
     bs_plan_add(s, "covariance accumulator", bs_whiten_cov_bytes(C) + (size_t)C * C * sizeof(double));
     bs_plan_add(s, "local whitener and its build",
                 pl->shapes.whitener + bs_whitener_build_bytes(C, pl->shapes.whiten_k));

@@ -111,6 +111,10 @@ for s in 1 2 3; do "$BS" simulate -o "$R/sess$s" --probe linear32 --duration $du
 [ $rc = 0 ] && [ "$(grep -c '^boundsort sort .* --device cuda:1 --gpu-mem 8192M' "$T/dry_gpu.txt")" = 3 ] && ok \
   || bad "dry run with --device (rc $rc): $(cat "$T/dry_gpu.txt")"
 expect_fixed 1 "--gpu-mem is the budget of --device cuda" -- "$BS" batch "$R" -o "$O" --dry-run --gpu-mem 8G
+# a disk budget reaches every job's sort (each for its own OUT)
+"$BS" batch "$R" -o "$O" --dry-run --no-qc --disk 2G >"$T/dry_disk.txt"; rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^boundsort sort .* --disk 2147483648' "$T/dry_disk.txt")" = 3 ] && ok \
+  || bad "dry run with --disk (rc $rc): $(cat "$T/dry_disk.txt")"
 # a parameters file reaches every job's sort by its absolute path (before the options that override it);
 # a bad one is refused before anything is planned
 echo '{"Th_learned": 9, "tmax": 3}' >"$T/bp.json"

@@ -14,6 +14,12 @@
 # Without the flag the file is removed when the sort ends, and the outputs are the same bytes. A raw file
 # with a column the probe does not use (a sync channel) gets the sorted channels in their columns and 0 in
 # that one (the copy path); a completed sort resumed with the flag writes the file again, the same bytes.
+# Streamed (src/pipeline/pre_stream.c): a disk budget (--disk) with room for the sort but not for the file
+# makes the plan stream the preprocessed recording: no file is written, the outputs are the same bytes on 2
+# and 3 threads (3: the stages that work on several batches at once fall back to one, with read-ahead), the
+# plan and the run summary say so, and a resume that must read the recording again (match's checkpoint
+# gone) streams it again or, with room, writes the file; both give the same bytes. A budget too small even
+# streamed is refused up front (exit 3) naming --disk.
 . "$(dirname "$0")/lib.sh"
 
 "$BS" simulate -o "$T/sim" --probe linear32 --duration 5 --units 6 --seed 3 -q || { echo "simulate failed"; exit 1; }
@@ -78,6 +84,49 @@ b = np.fromfile(sys.argv[2], dtype=np.uint16).reshape(-1, 33)
 sys.exit(0 if a.shape[0] == b.shape[0] and (b[:, :32] == a).all() and (b[:, 32] == 0).all() else 1)
 PYEOF
 cmp -s "$T/sync/spike_times.npy" "$T/keep/spike_times.npy" && ok || bad "the sync column changed the sorting"
+
+# streamed: a disk budget between the sort's need without the file and with it
+NOQ=(); for a in "${REC[@]}"; do [ "$a" = -q ] || NOQ+=("$a"); done
+"$BS" plan "${NOQ[@]}" --json >"$T/plan.json" || bad "plan --json failed"
+read -r need file <<<"$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))
+print(d["disk_bytes"], d["preprocessed_file_bytes"])' "$T/plan.json")"
+[ "$file" = $((32 * 150000 * 2)) ] && ok || bad "plan: preprocessed_file_bytes $file, expected $((32 * 150000 * 2))"
+DISK=(--disk $((need - file / 2)))
+"$BS" plan "${NOQ[@]}" --threads 3 --json >"$T/plan_3.json" &&
+  "$PY" -c 'import json,sys; sys.exit(0 if any(s["lanes"] > 1 for s in json.load(open(sys.argv[1]))["stages"]) else 1)' \
+    "$T/plan_3.json" && ok || bad "plan on 3 threads: no stage works on several batches at once"
+"$BS" plan "${NOQ[@]}" "${DISK[@]}" --threads 3 --json >"$T/plan_s.json" &&
+  "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); p = {s["name"]: s for s in d["stages"]}
+sys.exit(0 if d["preprocessed_streamed"] and d["disk_budgeted"] and p["preprocess"]["disk_bytes"] < 65536
+         and p["preprocess"]["strategy"].startswith("streamed") and d["disk_bytes"] <= d["disk_free_bytes"]
+         and all(s["lanes"] == 1 for s in d["stages"]) else 1)' "$T/plan_s.json" && ok ||
+  bad "plan --disk: not streamed: $(cat "$T/plan_s.json")"
+for th in 2 3; do
+  "$BS" sort "${REC[@]}" "${DISK[@]}" --threads $th -o "$T/stream$th" && ok || bad "streamed sort ($th threads) failed"
+  for f in "$T"/plain/*.npy "$T"/plain/*.tsv; do
+    cmp -s "$f" "$T/stream$th/$(basename "$f")" || bad "$(basename "$f") differs streamed ($th threads)"
+  done
+  "$PY" -c 'import json,sys; s = {x["name"]: x for x in json.load(open(sys.argv[1]))["stages"]}
+p = s["preprocess"]
+sys.exit(0 if p["strategy"].startswith("streamed") and p["disk_written_bytes"] < 65536 else 1)' \
+    "$T/stream$th/run_summary.json" && ok || bad "run_summary: the preprocess stage not streamed ($th threads)"
+done
+[ ! -e "$T/stream2/.stages/preprocess/recording.f16" ] && ok || bad "a streamed sort left recording.f16"
+cp -r "$T/stream2" "$T/stream_file"
+rm "$T/stream2/.stages/match/spike_times.npy" "$T/stream_file/.stages/match/spike_times.npy"
+"$BS" sort "${NOQ[@]}" "${DISK[@]}" -o "$T/stream2" --resume 2>"$T/resume.txt" && ok || bad "streamed resume failed"
+grep -q "streamed instead" "$T/resume.txt" && ! grep -q "written again" "$T/resume.txt" && ok ||
+  bad "the streamed resume did not stream: $(cat "$T/resume.txt")"
+"$BS" sort "${NOQ[@]}" -o "$T/stream_file" --resume 2>"$T/resume.txt" && ok || bad "resume with room failed"
+grep -q "written again" "$T/resume.txt" && ok || bad "the resume with room did not write the file again"
+for d in stream2 stream_file; do
+  for f in "$T"/plain/*.npy; do
+    cmp -s "$f" "$T/$d/$(basename "$f")" || bad "$(basename "$f") differs after the resume ($d)"
+  done
+done
+expect 3 "does not fit the disk: .* even with the preprocessed recording streamed (not written).* the disk budget (--disk) is" \
+  -- "$BS" sort "${REC[@]}" --disk 4096 -o "$T/tiny"
+check "the refused sort created no output folder" test ! -e "$T/tiny"
 # the completed sort without the file, resumed with the flag: written again, the same bytes
 "$BS" sort "${REC[@]}" -o "$T/plain" --resume --keep-preprocessed && ok || bad "sort --resume --keep-preprocessed failed"
 cmp -s "$T/plain/preprocessed.dat" "$F" && params_name "$T/plain" 32 && ok ||
