@@ -69,7 +69,8 @@ static size_t rows_bytes(int64_t nb, int n_chan)
 
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
-    bs_plan_add(s, "batch reader + preprocessing", pl->resident);
+    size_t stream = pl->pre_stream ? pl->pre_stream_bytes : 0; /* in `resident`, opened at the stage's end */
+    bs_plan_add(s, "batch reader + preprocessing", pl->resident - stream);
     bs_plan_add(s, "railed fraction per batch", (size_t)pl->n_batches * sizeof(double));
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     /* batches at once (fill): as many as threads and budget allow, each with a lane and its rows; not on
@@ -92,6 +93,12 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
         s->min_peak = s->sure_min = s->peak - (size_t)lanes * lane;
     else
         bs_plan_read_ahead(pl, s);
+    if (stream) { /* after the pass, its read-ahead lane closed */
+        bs_plan_add(s, "then the preprocessed recording streamed: cache, raw lane (pre_stream.c)", stream);
+        size_t after = s->min_peak + stream;
+        s->peak = s->peak > after ? s->peak : after;
+        s->min_peak = s->sure_min = after;
+    }
     bs_plan_disk(s, pl->pre_stream ? 1 : 2,
                  (pl->pre_stream ? 0 : (double)pl->pre_file_bytes) + (double)pl->n_batches * sizeof(double));
 }
