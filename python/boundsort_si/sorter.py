@@ -83,6 +83,7 @@ class BoundsortSorter(BaseSorter):
         **{name: row["default"] for name, row in SORT_PARAMS.items()},
         "mem": None,
         "gpu_mem": None,
+        "disk": None,
         "device": "cpu",
         "threads": None,
         "no_drift": False,
@@ -100,6 +101,8 @@ class BoundsortSorter(BaseSorter):
            + (", or 0" if row["zero_auto"] else "") + f"; boundsort {row['key']})" for name, row in SORT_PARAMS.items()},
         "mem": "Host memory budget, e.g. '4G' (boundsort sort --mem). None: boundsort's default.",
         "gpu_mem": "GPU memory budget with a cuda device, e.g. '10G' (--gpu-mem). None: the GPU's memory less 1 GiB.",
+        "disk": "What the sort may write in its output folder, e.g. '100G' (--disk); short of it the preprocessed "
+        "recording is streamed, not written (slower, the same result). None: the free space there.",
         "device": "'cpu', 'cuda' or 'cuda:N' (--device): detection and matching scores on that GPU.",
         "threads": "Number of CPU threads (--threads). None: boundsort's default (all cores).",
         "no_drift": "Skip drift estimation and correction (--no-drift).",
@@ -278,6 +281,8 @@ class BoundsortSorter(BaseSorter):
             argv += ["--mem", str(params["mem"])]
         if params.get("gpu_mem"):
             argv += ["--gpu-mem", str(params["gpu_mem"])]
+        if params.get("disk"):
+            argv += ["--disk", str(params["disk"])]
         if params.get("device") and params["device"] != "cpu":
             argv += ["--device", str(params["device"])]
         if params.get("batch_seconds") is not None:

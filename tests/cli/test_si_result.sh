@@ -7,7 +7,8 @@
 # are cluster_<metric>.tsv too): whether the reader itself reads the folder as sorted is printed
 # (SpikeInterface 0.102.2 fails there with KeyError 'cluster_id', and this test with it when the join
 # is removed; 0.105.3 reads it), the wrapper's result has every unit of spike_clusters.npy with its spike count and the KSLabel and
-# quality-metric properties, and a second call keeps the cluster_info.tsv it wrote.
+# quality-metric properties, and a second call keeps the cluster_info.tsv it wrote; the wrapper's budgets
+# (mem, gpu_mem, disk) reach the sort's command line.
 # SpikeInterface from PyPI (lib.sh's si_python, pinned; skipped offline), or BS_SI_PYTHON's.
 . "$(dirname "$0")/lib.sh"
 if [ -n "${BS_SI_PYTHON:-}" ]; then SIPY=$BS_SI_PYTHON; else si_python || { echo "skipped"; exit 77; }; fi
@@ -46,5 +47,15 @@ before = (so / "phy" / "cluster_info.tsv").stat().st_mtime_ns
 BoundsortSorter._get_result_from_folder(so)
 assert (so / "phy" / "cluster_info.tsv").stat().st_mtime_ns == before
 print(f"{len(ids)} units, properties {keys}")
+PYEOF
+# the budgets reach the command line (--mem, --gpu-mem, --disk)
+"$SIPY" - "$(cd "$(dirname "$0")/../../python" && pwd)" <<'PYEOF' && ok || bad "the wrapper's budgets"
+import sys
+sys.path.insert(0, sys.argv[1])
+from boundsort_si.sorter import BoundsortSorter
+argv = BoundsortSorter.command_line("r.dat", "p.json", 30000, 8, 0.25, "phy",
+                                    {"mem": "2G", "gpu_mem": "8G", "disk": "100G", "device": "cuda:1"})
+for flag, value in (("--mem", "2G"), ("--gpu-mem", "8G"), ("--disk", "100G"), ("--device", "cuda:1")):
+    assert argv[argv.index(flag) + 1] == value, argv
 PYEOF
 finish
