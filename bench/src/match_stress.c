@@ -18,8 +18,15 @@
  * `sort --device cuda --gpu-mem SIZE` does, and the GPU's tracked peak is
  * printed too.
  *
+ * Busy templates: with --busy N, N templates spread over the probe fire at
+ * --rate and the others at --rest-rate HZ (default: --rate), as in a session
+ * whose artifacts made thousands of templates beside the real units. On the
+ * fly, three quarters of what the budget leaves keep the pair rows of the
+ * templates expected to fire most (bs_pair_table_keep, as the match stage
+ * keeps those with the most clustered spikes); --no-keep computes every row.
+ *
  *   bench_match_stress [--budget 4G] [--gpu-mem SIZE] [--channels 384] [--batch-seconds 0.5] [--batches 3]
- *                      [--rate HZ] [--window 4096] K...
+ *                      [--rate HZ] [--busy N] [--rest-rate HZ] [--no-keep] [--window 4096] K...
  *
  * Not a test: timings depend on the machine (bench/README.md).
  */
@@ -48,9 +55,23 @@ static size_t peak_rss(void)
     return (size_t)ru.ru_maxrss * 1024;
 }
 
-static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, double rate_hz, int64_t window,
+typedef struct {
+    double rate_hz;      /* spikes per second of a busy template */
+    int busy;            /* busy templates (0: all of them) */
+    double rest_rate_hz; /* spikes per second of the others */
+    int keep;            /* 1: on the fly, keep the busy templates' rows within the budget */
+} stress_rates;
+
+/* Template k is busy when it is one of `busy` spread evenly (every K / busy-th). */
+static int is_busy(const stress_rates *sr, int K, int k)
+{
+    return sr->busy <= 0 || sr->busy >= K || (int64_t)k * sr->busy % K < sr->busy;
+}
+
+static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, const stress_rates *sr, int64_t window,
                    size_t gpu_budget)
 {
+    const double rate_hz = sr->rate_hz;
     const int P = 6, nt = 61, nbf = 20, n_sup = 32, halo = 2 * nt;
     int64_t n_t = nb + 2 * halo;
     int64_t peel_n_t = bs_peel_window_n_t(window > 0 && window < nb ? window : nb, nt);
@@ -92,7 +113,23 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
     bs_peel_ws ws = {0};
     t0 = bs_now_s();
     st = bs_pair_table_build(&mt, modes[pick], &pt);
+    int n_busy = 0;
+    int64_t *weight = malloc(sizeof(int64_t) * (size_t)K);
+    for (int k = 0; k < K && weight; k++) {
+        n_busy += is_busy(sr, K, k);
+        weight[k] = (int64_t)(1000.0 * (is_busy(sr, K, k) ? sr->rate_hz : sr->rest_rate_hz));
+    }
+    if (st == BS_OK && !weight)
+        st = BS_ERR_MEMORY;
+    if (st == BS_OK && modes[pick] == BS_PAIR_ON_THE_FLY && sr->keep) { /* the match stage's rule (stage_match.c) */
+        size_t used = fixed + bs_pair_table_bytes(K, nnz, nt, BS_PAIR_ON_THE_FLY);
+        st = bs_pair_table_keep(&mt, &pt, weight, budget > used ? (budget - used) / 4 * 3 : 0);
+    }
+    free(weight);
     double t_pairs = bs_now_s() - t0;
+    if (st == BS_OK && pt.mode == BS_PAIR_SOME)
+        printf("K=%d: on the fly, the rows of %d templates kept (%.0f MiB; %d busy templates)\n", K, pt.n_kept,
+               mib((double)pt.n_rows * pt.n_lag * 4), n_busy);
     /* the cluster stage's check for sums and copies of templates (its defaults: 3 samples at 30 kHz) */
     bs_sum_fit *fit = st == BS_OK ? malloc(sizeof *fit * (size_t)K) : NULL;
     uint8_t *drop = fit ? malloc((size_t)K) : NULL;
@@ -135,9 +172,14 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
     for (int b = 0; b < n_batches && st == BS_OK; b++) {
         for (size_t i = 0; i < (size_t)C * n_t; i++)
             X[i] = (float)synth_normal(&r);
-        int64_t n_spk = (int64_t)(K * rate_hz * (double)nb / 30000.0);
+        double busy_hz = n_busy * rate_hz, rest_hz = (K - n_busy) * sr->rest_rate_hz;
+        int64_t n_spk = (int64_t)((busy_hz + rest_hz) * (double)nb / 30000.0);
         for (int64_t s = 0; s < n_spk; s++) {
-            int k = (int)(synth_uniform(&r) * K);
+            /* a busy template with probability busy_hz / (busy_hz + rest_hz), then one of its kind uniformly */
+            int want = synth_uniform(&r) * (busy_hz + rest_hz) < busy_hz, k;
+            do
+                k = (int)(synth_uniform(&r) * K);
+            while (n_busy < K && is_busy(sr, K, k) != want);
             int64_t tt = halo + (int64_t)(synth_uniform(&r) * (double)nb);
             synth_add_spike(&mt, X, n_t, k, tt, (float)(12.0 + 8.0 * synth_uniform(&r)));
         }
@@ -148,9 +190,10 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, doubl
         t_sum += bs_now_s() - t0;
         found += n_out;
     }
-    printf("K=%d: strategy %s (built in %.1f s); %.2f s per batch of %lld samples (%d batches, %d threads); "
+    printf("K=%d: strategy %s%s (built in %.1f s); %.2f s per batch of %lld samples (%d batches, %d threads); "
            "%lld of %lld injected spikes found; tracked peak %.0f MiB; peak RSS %.0f MiB; budget %.0f MiB\n",
-           K, names[pick], t_pairs, t_sum / n_batches, (long long)nb, n_batches, omp_get_max_threads(),
+           K, names[pick], pt.mode == BS_PAIR_SOME ? ", busiest rows kept" : "", t_pairs, t_sum / n_batches,
+           (long long)nb, n_batches, omp_get_max_threads(),
            (long long)found, (long long)injected, mib((double)bs_mem_peak(BS_DEV_HOST)), mib((double)peak_rss()),
            mib((double)budget));
     if (gpu)
@@ -170,7 +213,8 @@ int main(int argc, char **argv)
 {
     size_t budget = (size_t)4 << 30, gpu_budget = 0;
     int C = 384, n_batches = 3;
-    double batch_s = 0.5, rate_hz = 10.0;
+    double batch_s = 0.5;
+    stress_rates sr = {10.0, 0, -1.0, 1};
     int64_t window = 4096;
     int rc = 0;
     for (int i = 1; i < argc; i++) {
@@ -185,7 +229,13 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--batch-seconds") == 0 && i + 1 < argc) {
             batch_s = atof(argv[++i]);
         } else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) {
-            rate_hz = atof(argv[++i]);
+            sr.rate_hz = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc) {
+            sr.busy = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--rest-rate") == 0 && i + 1 < argc) {
+            sr.rest_rate_hz = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--no-keep") == 0) {
+            sr.keep = 0;
         } else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) {
             window = atoll(argv[++i]);
         } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
@@ -194,13 +244,17 @@ int main(int argc, char **argv)
             int K = atoi(argv[i]);
             if (K <= 0) {
                 fprintf(stderr, "usage: %s [--budget 4G] [--gpu-mem SIZE] [--channels 384] [--batch-seconds 0.5] "
-                                "[--batches 3] [--rate HZ] [--window 4096] K...\n",
+                                "[--batches 3] [--rate HZ] [--busy N] [--rest-rate HZ] [--no-keep] [--window 4096] "
+                                "K...\n",
                         argv[0]);
                 return 1;
             }
             bs_mem_set_budget(BS_DEV_HOST, budget);
             bs_mem_set_budget(BS_DEV_GPU, gpu_budget);
-            rc |= run_one(K, C, (int64_t)(batch_s * 30000), n_batches, budget, rate_hz, window, gpu_budget);
+            stress_rates r = sr;
+            if (r.rest_rate_hz < 0)
+                r.rest_rate_hz = r.rate_hz;
+            rc |= run_one(K, C, (int64_t)(batch_s * 30000), n_batches, budget, &r, window, gpu_budget);
         }
     }
     return rc;

@@ -32,7 +32,8 @@
  *      a sample apart) are removed (src/match/sum_templates.h), so the
  *      matcher peels those spikes as the pair, or with the one template.
  * Checkpoint (.stages/cluster/): support.npy int32 (K, n_sup), U.npy
- * float32 (K, n_sup, n_pcs).
+ * float32 (K, n_sup, n_pcs), n_spikes.npy int64 (K): the spikes each
+ * template was learned from (the matcher keeps the busiest one's pair rows).
  */
 #include "stage_cluster.h"
 
@@ -53,12 +54,13 @@
 #include "../pipeline/stages.h"
 #include "cluster.h"
 
-static const char *const files[2] = {"cluster/support.npy", "cluster/U.npy"};
+static const char *const files[3] = {"cluster/support.npy", "cluster/U.npy", "cluster/n_spikes.npy"};
 
 void bs_learned_templates_free(bs_learned_templates *lt)
 {
     bs_mem_free(lt->support);
     bs_mem_free(lt->U);
+    bs_mem_free(lt->n_spikes);
     memset(lt, 0, sizeof *lt);
 }
 
@@ -131,8 +133,12 @@ static bs_status append_template(bs_learned_templates *lt, const bs_probe *probe
     float *U = sup ? bs_mem_realloc(lt->U, "sort/templates", (size_t)(K + 1) * n_sup * P * sizeof *U) : NULL;
     if (U)
         lt->U = U;
-    bs_status st = (sup && U) ? BS_OK : BS_ERR_MEMORY;
+    int64_t *ns = U ? bs_mem_realloc(lt->n_spikes, "sort/templates", (size_t)(K + 1) * sizeof *ns) : NULL;
+    if (ns)
+        lt->n_spikes = ns;
+    bs_status st = (sup && U && ns) ? BS_OK : BS_ERR_MEMORY;
     if (st == BS_OK) {
+        lt->n_spikes[K] = ct->n_spikes[j];
         for (int i = 0; i < n_sup; i++) {
             lt->support[(size_t)K * n_sup + i] = pick[i];
             float *dst = lt->U + ((size_t)K * n_sup + i) * P;
@@ -150,38 +156,45 @@ static bs_status append_template(bs_learned_templates *lt, const bs_probe *probe
     return st;
 }
 
-/* The clustering stage's checkpoint: supports (K × n_sup) and low-rank
- * weights (K × n_sup × P) of the learned templates. */
+/* The clustering stage's checkpoint: supports (K × n_sup), low-rank
+ * weights (K × n_sup × P) and spike counts (K) of the learned templates. */
 static bs_status store_templates(const char *stage_dir, const bs_learned_templates *lt)
 {
     const char *const *n = files;
     char path[4200], dir[4200];
-    int64_t s1[2] = {lt->K, lt->n_sup}, s2[3] = {lt->K, lt->n_sup, lt->P};
+    int64_t s1[2] = {lt->K, lt->n_sup}, s2[3] = {lt->K, lt->n_sup, lt->P}, s3[1] = {lt->K};
     BS_TRY(bs_path_join(dir, sizeof dir, stage_dir, "cluster"));
     BS_TRY(bs_mkdir_p(dir));
     BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[0]));
     BS_TRY(bs_npy_save(path, BS_NPY_I32, 2, s1, lt->support));
     BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[1]));
-    return bs_npy_save(path, BS_NPY_F32, 3, s2, lt->U);
+    BS_TRY(bs_npy_save(path, BS_NPY_F32, 3, s2, lt->U));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[2]));
+    return bs_npy_save(path, BS_NPY_I64, 1, s3, lt->n_spikes);
 }
 
 static bs_status load_templates(const char *stage_dir, int n_chan, int P, bs_learned_templates *lt)
 {
     char path[4200];
-    bs_npy_header hs, hu;
-    void *sup = NULL, *U = NULL;
-    BS_TRY(bs_path_join(path, sizeof path, stage_dir, "cluster/support.npy"));
+    bs_npy_header hs, hu, hn;
+    void *sup = NULL, *U = NULL, *ns = NULL;
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, files[0]));
     BS_TRY(bs_npy_load_expect(path, "sort/templates", BS_NPY_I32, 2, &hs, &sup));
-    bs_status st = bs_path_join(path, sizeof path, stage_dir, "cluster/U.npy");
+    bs_status st = bs_path_join(path, sizeof path, stage_dir, files[1]);
     if (st == BS_OK)
         st = bs_npy_load_expect(path, "sort/templates", BS_NPY_F32, 3, &hu, &U);
+    if (st == BS_OK)
+        st = bs_path_join(path, sizeof path, stage_dir, files[2]);
+    if (st == BS_OK)
+        st = bs_npy_load_expect(path, "sort/templates", BS_NPY_I64, 1, &hn, &ns);
     if (st == BS_OK && (hu.shape[0] != hs.shape[0] || hu.shape[1] != hs.shape[1] || hu.shape[2] != P ||
-                        hs.shape[1] > n_chan || hs.shape[0] < 1))
+                        hn.shape[0] != hs.shape[0] || hs.shape[1] > n_chan || hs.shape[0] < 1))
         st = bs_error(BS_ERR_INPUT, "%s: checkpoint shapes disagree", path);
     if (st != BS_OK) {
-        bs_mem_free(sup), bs_mem_free(U);
+        bs_mem_free(sup), bs_mem_free(U), bs_mem_free(ns);
         return st;
     }
+    lt->n_spikes = ns;
     lt->K = (int)hs.shape[0];
     lt->n_sup = (int)hs.shape[1];
     lt->P = P;
@@ -407,7 +420,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     /* a center's clusters (bs_center_templates: mean features and waveform per channel), up to 64 of them */
     size_t result = 64 * ((size_t)pl->center_chans * (pl->n_pc + (size_t)pl->nt) * sizeof(float) + 32) +
                     sizeof(center_result);
-    size_t templates = (size_t)pl->K * pl->n_sup * (4 + (size_t)pl->n_pc * 4);
+    size_t templates = (size_t)pl->K * (pl->n_sup * (4 + (size_t)pl->n_pc * 4) + sizeof(int64_t));
     /* the sum-template check after clustering (drop_sum_templates): the templates as the matcher holds them, the
        pair table's neighbour lists, a row of every neighbour per thread (at most K) and the fits */
     size_t sums = pl->p.sum.max_resid <= 0 && pl->p.sum.max_copy_resid <= 0
@@ -436,9 +449,10 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->min_peak = fixed + per;
     s->sure_min = pl->spikes_assumed ? pl->cluster_fixed + staging : s->min_peak;
     s->reduce = "--max-center-spikes";
-    /* center_index.bin (every detected spike), then files[]: supports and low-rank templates */
-    bs_plan_disk(s, 3, (double)pl->n_detected * sizeof(center_item) +
-                           (double)pl->K * pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)));
+    /* center_index.bin (every detected spike), then files[]: supports, low-rank templates and spike counts */
+    bs_plan_disk(s, 4, (double)pl->n_detected * sizeof(center_item) +
+                           (double)pl->K * (pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)) +
+                                            sizeof(int64_t)));
 }
 
 /* Templates that are the sum of two others at some lags, or a copy of one (sum_templates.h), are removed: the
@@ -491,6 +505,7 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
                 continue;
             memmove(lt->support + (size_t)K * ns, lt->support + (size_t)k * ns, ns * sizeof *lt->support);
             memmove(lt->U + (size_t)K * nu, lt->U + (size_t)k * nu, nu * sizeof *lt->U);
+            lt->n_spikes[K] = lt->n_spikes[k];
             K++;
         }
         if (!ctx->p->quiet)
@@ -520,4 +535,4 @@ static bs_status load(bs_run_ctx *c)
 static const char *const params[] = {"detect", "cluster", "match", NULL};
 
 const bs_stage bs_cluster_stage = {
-    .name = "cluster", .plan = plan, .run = run, .load = load, .files = files, .n_files = 2, .params = params};
+    .name = "cluster", .plan = plan, .run = run, .load = load, .files = files, .n_files = 3, .params = params};

@@ -164,7 +164,9 @@ void bs_match_force_portable(int on);
 typedef enum {
     BS_PAIR_ON_THE_FLY = 0, /* neighbour lists only; rows computed when needed */
     BS_PAIR_FULL = 1,       /* a row per stored pair (j, k) */
-    BS_PAIR_HALF = 2        /* a row per pair with j <= k; (j, k), j > k, reads row (k, j) reversed */
+    BS_PAIR_HALF = 2,       /* a row per pair with j <= k; (j, k), j > k, reads row (k, j) reversed */
+    BS_PAIR_SOME = 3        /* on the fly, but the rows of some subtracted templates kept (bs_pair_table_keep:
+                               those with the most spikes, within a byte budget) */
 } bs_pair_mode;
 
 typedef struct {
@@ -176,6 +178,8 @@ typedef struct {
     int64_t *row_start; /* K + 1: pairs of subtracted template k are row_start[k]..row_start[k+1]-1 */
     int32_t *nbr;       /* nnz: template j of each pair, ascending within a row */
     int64_t *vrow;      /* nnz (half only): value row r of the pair, or -1 - r when read reversed */
+    int64_t *kval;      /* K (some only): value row of pair row_start[k] when template k's rows are kept, else -1 */
+    int n_kept;         /* templates whose rows are kept (some) */
     float *val;         /* n_rows x n_lag, NULL on the fly */
 } bs_pair_table;
 
@@ -189,6 +193,14 @@ double bs_pair_dense_bytes(int64_t K, int nt);
 
 bs_status bs_pair_table_build(const bs_match_templates *t, bs_pair_mode mode, bs_pair_table *pt);
 void bs_pair_table_free(bs_pair_table *pt);
+/* An on-the-fly table (built BS_PAIR_ON_THE_FLY) keeps the rows of the templates it subtracts most: the
+ * templates in order of weight (descending; ties: the lower index), each whose rows (row_start[k+1] -
+ * row_start[k] of them) still fit in value_bytes, are computed now, in parallel (the same bits as on the
+ * fly), plus 8 bytes per template of index; the table becomes BS_PAIR_SOME (when none fits it stays on the
+ * fly). A spike of a kept template is then subtracted without computing its rows: with weights such as
+ * each template's spike count, most of them when a few templates have most spikes. */
+bs_status bs_pair_table_keep(const bs_match_templates *t, bs_pair_table *pt, const int64_t *weight,
+                             size_t value_bytes);
 
 /* UtU[nbr[m], k, .] of pair m (in row k): a pointer into the table, or the
  * row written into buf (2nt-1 floats) when computed or reversed. */

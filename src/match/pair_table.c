@@ -21,8 +21,11 @@
  * plus the values: nnz (2nt-1) 4 bytes (BS_PAIR_FULL, one contiguous row per
  * subtracted spike and neighbour), or, using UtU[j,k,d] = UtU[k,j,-d], rows
  * only for j <= k ((nnz + K) / 2 of them) plus an 8-byte row index per pair
- * (BS_PAIR_HALF), or none (BS_PAIR_ON_THE_FLY). bs_pair_row computes j > k as
- * the reversed (k, j) row, so all three modes give the same bits.
+ * (BS_PAIR_HALF), or none (BS_PAIR_ON_THE_FLY), or the rows of some
+ * subtracted templates, chosen by weight within a byte budget, plus an 8-byte
+ * index per template (BS_PAIR_SOME, bs_pair_table_keep: a budget between the
+ * on-the-fly table and the half one). bs_pair_row computes j > k as the
+ * reversed (k, j) row, so all four modes give the same bits.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +195,8 @@ const float *bs_pair_get(const bs_match_templates *t, const bs_pair_table *pt, i
             buf[d] = src[nl - 1 - d];
         return buf;
     }
+    if (pt->mode == BS_PAIR_SOME && pt->kval[k] >= 0)
+        return pt->val + (size_t)(pt->kval[k] + m - pt->row_start[k]) * nl;
     bs_pair_row(t, pt->nbr[m], k, buf);
     return buf;
 }
@@ -204,7 +209,77 @@ void bs_pair_table_free(bs_pair_table *pt)
     bs_mem_free(pt->nbr);
     bs_mem_free(pt->val);
     bs_mem_free(pt->vrow);
+    bs_mem_free(pt->kval);
     memset(pt, 0, sizeof *pt);
+}
+
+/* Templates by weight, descending, ties by index (qsort on indices through a file-scope pointer would not be
+ * reentrant: pairs of (weight, index) instead). */
+typedef struct {
+    int64_t w;
+    int k;
+} weighted;
+
+static int weighted_desc(const void *a, const void *b)
+{
+    const weighted *x = a, *y = b;
+    if (x->w != y->w)
+        return x->w < y->w ? 1 : -1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+bs_status bs_pair_table_keep(const bs_match_templates *t, bs_pair_table *pt, const int64_t *weight,
+                             size_t value_bytes)
+{
+    if (pt->mode != BS_PAIR_ON_THE_FLY)
+        return bs_error(BS_ERR_INTERNAL, "match pair table: rows are kept only in an on-the-fly table");
+    const int K = pt->K;
+    const size_t row_bytes = (size_t)pt->n_lag * sizeof(float);
+    size_t index = sizeof(int64_t) * (size_t)K;
+    if (K < 1 || value_bytes <= index)
+        return BS_OK;
+    weighted *order = malloc((size_t)K * sizeof *order);
+    int64_t *kval = bs_mem_alloc("match/pair_table", index);
+    if (!order || !kval) {
+        free(order);
+        bs_mem_free(kval);
+        return BS_ERR_MEMORY;
+    }
+    for (int k = 0; k < K; k++)
+        order[k] = (weighted){weight ? weight[k] : 0, k};
+    qsort(order, (size_t)K, sizeof *order, weighted_desc);
+    size_t left = value_bytes - index;
+    int64_t rows = 0;
+    int n = 0;
+    for (int k = 0; k < K; k++)
+        kval[k] = -1;
+    for (int i = 0; i < K; i++) {
+        int k = order[i].k;
+        size_t need = (size_t)(pt->row_start[k + 1] - pt->row_start[k]) * row_bytes;
+        if (need > left)
+            continue;
+        left -= need;
+        kval[k] = rows;
+        rows += pt->row_start[k + 1] - pt->row_start[k];
+        n++;
+    }
+    free(order);
+    float *val = n ? bs_mem_alloc("match/pair_table", (size_t)rows * row_bytes) : NULL;
+    if (n == 0 || !val) {
+        bs_mem_free(kval);
+        return n == 0 ? BS_OK : BS_ERR_MEMORY;
+    }
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int k = 0; k < K; k++)
+        if (kval[k] >= 0)
+            for (int64_t m = pt->row_start[k]; m < pt->row_start[k + 1]; m++)
+                bs_pair_row(t, pt->nbr[m], k, val + (size_t)(kval[k] + m - pt->row_start[k]) * pt->n_lag);
+    pt->kval = kval;
+    pt->val = val;
+    pt->n_rows = rows;
+    pt->n_kept = n;
+    pt->mode = BS_PAIR_SOME;
+    return BS_OK;
 }
 
 bs_status bs_pair_table_build(const bs_match_templates *t, bs_pair_mode mode, bs_pair_table *pt)

@@ -220,6 +220,12 @@ static bs_status run(bs_run_ctx *ctx)
     match_lane *lanes = calloc((size_t)L, sizeof *lanes);
     int n_open = 0;
     bs_status st = lanes ? bs_pair_table_build(mt, ctx->plan->pair_mode, &pt) : BS_ERR_MEMORY;
+    if (st == BS_OK && ctx->plan->pair_keep)
+        st = bs_pair_table_keep(mt, &pt, ctx->lt.n_spikes, ctx->plan->pair_keep);
+    if (st == BS_OK && pt.mode == BS_PAIR_SOME && !ctx->p->quiet)
+        bs_log_info("match: the pair rows of the %d busiest of %d templates kept (%.1f MiB), the others computed "
+                    "when a spike is subtracted", pt.n_kept, pt.K,
+                    (double)((size_t)pt.n_rows * pt.n_lag * sizeof(float) + (size_t)pt.K * 8) / (1 << 20));
     for (; st == BS_OK && n_open < L; n_open++)
         st = lane_open(ctx, &lanes[n_open], n_open, L, L > 1 ? 1 : ctx->n_threads);
     const bs_npy_file_spec spec[MAT_N] = {
@@ -279,6 +285,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     }
     pl->pair_mode = order[pick];
     size_t pairs = bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, order[pick]);
+    size_t all_rows = bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_FULL) - pairs;
     size_t gpu1 = pl->p.device >= 0 ? bs_gpu_scorer_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup, pl->peel_n_t)
                                     : 0;
     /* batches at once (run()): one per thread, each with a workspace, spike lists, a lane and a GPU scorer of
@@ -288,6 +295,17 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     size_t credit = ws + spikes + pl->read_ahead; /* lane 0 reads through the run's lane */
     int lanes = s->lanes = bs_plan_lanes(pl, fixed + pairs, lane, credit, gpu1);
     size_t extra = (size_t)lanes * lane > credit ? (size_t)lanes * lane - credit : 0;
+    /* on the fly: three quarters of what the budget leaves after the lanes keep the rows of the busiest
+       templates (bs_pair_table_keep: the same bits, fewer rows computed per subtraction; before a read-ahead
+       lane, which saves far less at the K where tables do not fit) */
+    pl->pair_keep = 0;
+    if (order[pick] == BS_PAIR_ON_THE_FLY && pl->budget) {
+        size_t used = fixed + pairs + extra;
+        size_t left = pl->budget > used ? (pl->budget - used) / 4 * 3 : 0; /* a quarter left as slack */
+        size_t index = (size_t)pl->K * sizeof(int64_t);
+        size_t most = all_rows + index;
+        pl->pair_keep = left > index + (size_t)(2 * pl->nt - 1) * sizeof(float) ? (left < most ? left : most) : 0;
+    }
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "templates (channel-sparse, low-rank)", tpl);
     bs_plan_add(s, "peeling workspace (K x window scores)", ws);
@@ -295,11 +313,16 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     if (lanes > 1)
         bs_plan_add(s, "lanes: more batches at once, each read, peeled and its spikes kept on its own", extra);
     bs_plan_add(s, names[pick], pairs);
+    if (pl->pair_keep)
+        bs_plan_add(s, "the busiest templates' pair rows, kept (at most)", pl->pair_keep);
     bs_plan_add(s, "small buffers", 2 * BS_PLAN_SMALL_BYTES);
+    char keep[64] = "";
+    if (pl->pair_keep)
+        snprintf(keep, sizeof keep, ", busiest rows kept (%.1f MiB)", (double)pl->pair_keep / (1 << 20));
     if (lanes > 1)
-        snprintf(s->strategy, sizeof s->strategy, "%s, %d batches at once", names[pick], lanes);
+        snprintf(s->strategy, sizeof s->strategy, "%s%s, %d batches at once", names[pick], keep, lanes);
     else
-        snprintf(s->strategy, sizeof s->strategy, "%s", names[pick]);
+        snprintf(s->strategy, sizeof s->strategy, "%s%s", names[pick], keep);
     s->peak = bs_plan_sum(s);
     s->min_peak = fixed + bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY);
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak;

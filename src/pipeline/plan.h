@@ -134,6 +134,8 @@ typedef struct {
     size_t gpu_peak;         /* max over stages of their GPU bytes */
     int gpu_short;           /* 1: the failing stage fails the GPU budget (not the host's) */
     bs_pair_mode pair_mode;
+    size_t pair_keep;        /* on the fly: bytes of the busiest templates' pair rows kept (bs_pair_table_keep; 0:
+                                none), what the budget leaves the matching stage */
     int cluster_width;       /* centers the clustering stage clusters at once: as many as threads and budget allow */
     bs_plan_stage stage[BS_PLAN_MAX_STAGES]; /* one per stage of the table (stages.h), in run order */
     int n_stages;

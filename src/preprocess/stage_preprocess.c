@@ -93,11 +93,11 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
         s->min_peak = s->sure_min = s->peak - (size_t)lanes * lane;
     else
         bs_plan_read_ahead(pl, s);
-    if (stream) { /* after the pass, its read-ahead lane closed */
-        bs_plan_add(s, "then the preprocessed recording streamed: cache, raw lane (pre_stream.c)", stream);
-        size_t after = s->min_peak + stream;
-        s->peak = s->peak > after ? s->peak : after;
-        s->min_peak = s->sure_min = after;
+    if (stream) { /* opened after the pass, its read-ahead lane closed: listed as what it adds to that */
+        size_t ra = s->read_ahead ? pl->read_ahead : 0, add = stream > ra ? stream - ra : 0;
+        bs_plan_add(s, "then the preprocessed recording streamed: cache, raw lane (beyond any read-ahead lane)", add);
+        s->peak += add;
+        s->min_peak = s->sure_min = s->min_peak + stream;
     }
     bs_plan_disk(s, pl->pre_stream ? 1 : 2,
                  (pl->pre_stream ? 0 : (double)pl->pre_file_bytes) + (double)pl->n_batches * sizeof(double));

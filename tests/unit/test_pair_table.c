@@ -199,6 +199,46 @@ int main(void)
         CHECK(same);
         bs_pair_table_free(&p2);
     }
+
+    /* an on-the-fly table keeping the busiest templates' rows (BS_PAIR_SOME): weights 0..K-1 shuffled; a budget
+     * of the index and the rows of the heaviest third keeps exactly those, with the index and the rows tracked
+     * exactly; every row read is the full table's bits, kept (read in place) or not (computed); a budget of
+     * the index alone keeps none */
+    {
+        int64_t w[K];
+        for (int k = 0; k < K; k++)
+            w[k] = (int64_t)((k * 7 + 3) % K);
+        size_t rb = (size_t)NL * sizeof(float), budget = (size_t)K * 8;
+        for (int k = 0; k < K; k++)
+            if (w[k] >= K - K / 3)
+                budget += (size_t)(pt.row_start[k + 1] - pt.row_start[k]) * rb;
+        bs_pair_table p3;
+        CHECK(bs_pair_table_build(&t, BS_PAIR_ON_THE_FLY, &p3) == BS_OK);
+        size_t before = bs_mem_tag_current("match/pair_table", BS_DEV_HOST);
+        CHECK(bs_pair_table_keep(&t, &p3, w, budget) == BS_OK);
+        CHECK(p3.mode == BS_PAIR_SOME && p3.n_kept == K / 3);
+        size_t held = (size_t)p3.n_rows * rb + (size_t)K * 8;
+        CHECK(bs_mem_tag_current("match/pair_table", BS_DEV_HOST) - before == held && held <= budget);
+        int64_t rows = 0, ok_order = 1;
+        for (int k = 0; k < K; k++) {
+            rows += p3.kval[k] >= 0 ? pt.row_start[k + 1] - pt.row_start[k] : 0;
+            ok_order &= w[k] >= K - K / 3 ? p3.kval[k] >= 0 : 1; /* the heaviest third: all kept */
+        }
+        CHECK(rows == p3.n_rows && ok_order);
+        int same = 1;
+        for (int k = 0; k < K; k++)
+            for (int64_t m = pt.row_start[k]; m < pt.row_start[k + 1]; m++) {
+                const float *v = bs_pair_get(&t, &p3, k, m, r1);
+                same &= memcmp(v, pt.val + (size_t)m * NL, sizeof r1) == 0;
+                same &= (p3.kval[k] >= 0) == (v != r1); /* kept rows are read in place, the others computed */
+            }
+        CHECK(same);
+        bs_pair_table_free(&p3);
+        CHECK(bs_pair_table_build(&t, BS_PAIR_ON_THE_FLY, &p3) == BS_OK);
+        CHECK(bs_pair_table_keep(&t, &p3, w, (size_t)K * 8) == BS_OK && p3.mode == BS_PAIR_ON_THE_FLY);
+        CHECK(bs_pair_table_keep(&t, &pt, w, budget) == BS_ERR_INTERNAL); /* only an on-the-fly table */
+        bs_pair_table_free(&p3);
+    }
     bs_pair_table_free(&pt);
     free(full);
 
