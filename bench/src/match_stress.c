@@ -24,9 +24,12 @@
  * fly, three quarters of what the budget leaves keep the pair rows of the
  * templates expected to fire most (bs_pair_table_keep, as the match stage
  * keeps those with the most clustered spikes); --no-keep computes every row.
+ * --no-sum-check skips the timing of the sum-template check (about 600 s on
+ * one thread at K = 17,345).
  *
  *   bench_match_stress [--budget 4G] [--gpu-mem SIZE] [--channels 384] [--batch-seconds 0.5] [--batches 3]
- *                      [--rate HZ] [--busy N] [--rest-rate HZ] [--no-keep] [--window 4096] K...
+ *                      [--rate HZ] [--busy N] [--rest-rate HZ] [--no-keep] [--no-sum-check]
+ *                      [--window 4096] K...
  *
  * Not a test: timings depend on the machine (bench/README.md).
  */
@@ -60,6 +63,7 @@ typedef struct {
     int busy;            /* busy templates (0: all of them) */
     double rest_rate_hz; /* spikes per second of the others */
     int keep;            /* 1: on the fly, keep the busy templates' rows within the budget */
+    int sum_check;       /* 1: time the cluster stage's check for sums and copies of templates */
 } stress_rates;
 
 /* Template k is busy when it is one of `busy` spread evenly (every K / busy-th). */
@@ -131,7 +135,7 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, const
         printf("K=%d: on the fly, the rows of %d templates kept (%.0f MiB; %d busy templates)\n", K, pt.n_kept,
                mib((double)pt.n_rows * pt.n_lag * 4), n_busy);
     /* the cluster stage's check for sums and copies of templates (its defaults: 3 samples at 30 kHz) */
-    bs_sum_fit *fit = st == BS_OK ? malloc(sizeof *fit * (size_t)K) : NULL;
+    bs_sum_fit *fit = st == BS_OK && sr->sum_check ? malloc(sizeof *fit * (size_t)K) : NULL;
     uint8_t *drop = fit ? malloc((size_t)K) : NULL;
     double t_sumfit = 0;
     int n_drop = 0;
@@ -145,7 +149,7 @@ static int run_one(int K, int C, int64_t nb, int n_batches, size_t budget, const
     }
     free(fit);
     free(drop);
-    if (st == BS_OK)
+    if (st == BS_OK && sr->sum_check)
         printf("K=%d: sums and copies check %.1f s (%d removed)\n", K, t_sumfit, n_drop);
     if (st == BS_OK)
         st = bs_peel_ws_alloc(&mt, peel_n_t, 50, 0, &ws);
@@ -214,7 +218,7 @@ int main(int argc, char **argv)
     size_t budget = (size_t)4 << 30, gpu_budget = 0;
     int C = 384, n_batches = 3;
     double batch_s = 0.5;
-    stress_rates sr = {10.0, 0, -1.0, 1};
+    stress_rates sr = {10.0, 0, -1.0, 1, 1};
     int64_t window = 4096;
     int rc = 0;
     for (int i = 1; i < argc; i++) {
@@ -236,6 +240,8 @@ int main(int argc, char **argv)
             sr.rest_rate_hz = atof(argv[++i]);
         } else if (strcmp(argv[i], "--no-keep") == 0) {
             sr.keep = 0;
+        } else if (strcmp(argv[i], "--no-sum-check") == 0) {
+            sr.sum_check = 0;
         } else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) {
             window = atoll(argv[++i]);
         } else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) {
@@ -244,8 +250,8 @@ int main(int argc, char **argv)
             int K = atoi(argv[i]);
             if (K <= 0) {
                 fprintf(stderr, "usage: %s [--budget 4G] [--gpu-mem SIZE] [--channels 384] [--batch-seconds 0.5] "
-                                "[--batches 3] [--rate HZ] [--busy N] [--rest-rate HZ] [--no-keep] [--window 4096] "
-                                "K...\n",
+                                "[--batches 3] [--rate HZ] [--busy N] [--rest-rate HZ] [--no-keep] [--no-sum-check] "
+                                "[--window 4096] K...\n",
                         argv[0]);
                 return 1;
             }
