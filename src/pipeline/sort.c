@@ -185,10 +185,19 @@ static bs_status check_disk(bs_run_ctx *c, int from)
         skip[i] = skip[i - 1] || (c->p->drift_only && strcmp(bs_stages[i - 1]->name, "drift") == 0);
     int was_streamed = c->plan->pre_stream;
     size_t need = bs_sort_plan_fit_disk(c->plan, from, skip, c->pre_missing, bs_disk_free_bytes(c->p->out_dir));
-    if (c->plan->pre_stream && !was_streamed && !c->p->quiet)
-        bs_log_info("the run does not fit the disk with the preprocessed recording's file (%.1f MiB): it is streamed "
-                    "instead, each pass preprocessing its batches again (the same results, slower)",
-                    (double)c->plan->pre_file_bytes / (1 << 20));
+    if (c->plan->pre_stream && !was_streamed) { /* streaming needs more memory: the budget must still hold it */
+        if (bs_sort_plan_check(c->plan, -1) != BS_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", bs_last_error());
+            return bs_error(BS_ERR_MEMORY, "the run does not fit the disk with the preprocessed recording's file "
+                            "(%.1f MiB), and streaming that recording instead %s",
+                            (double)c->plan->pre_file_bytes / (1 << 20), why);
+        }
+        if (!c->p->quiet)
+            bs_log_info("the run does not fit the disk with the preprocessed recording's file (%.1f MiB): it is "
+                        "streamed instead, each pass preprocessing its batches again (the same results, slower)",
+                        (double)c->plan->pre_file_bytes / (1 << 20));
+    }
     bs_status st = bs_sort_plan_disk_check(c->plan, from, need, c->plan->disk_free, c->p->out_dir);
     if (st == BS_OK || !c->p->no_disk_check)
         return st;

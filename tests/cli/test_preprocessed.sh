@@ -127,6 +127,14 @@ done
 expect 3 "does not fit the disk: .* even with the preprocessed recording streamed (not written).* the disk budget (--disk) is" \
   -- "$BS" sort "${REC[@]}" --disk 4096 -o "$T/tiny"
 check "the refused sort created no output folder" test ! -e "$T/tiny"
+# streaming needs more memory than writing the file: a budget that holds the file's plan (each stage's
+# smallest strategy) but not the stream's is refused up front, saying why
+mem=$("$PY" -c 'import json,sys; print(max(s["min_peak_bytes"] for s in json.load(open(sys.argv[1]))["stages"]) + 1)' \
+  "$T/plan.json")
+"$BS" plan "${NOQ[@]}" --mem "$mem" >/dev/null && ok || bad "plan --mem $mem (the file's plan) does not fit"
+expect 3 "does not fit the disk with the preprocessed recording's file .* and streaming that recording instead does not fit the memory budget" \
+  -- "$BS" sort "${REC[@]}" "${DISK[@]}" --mem "$mem" -o "$T/memshort"
+check "the refused sort created no output folder" test ! -e "$T/memshort"
 # the completed sort without the file, resumed with the flag: written again, the same bytes
 "$BS" sort "${REC[@]}" -o "$T/plain" --resume --keep-preprocessed && ok || bad "sort --resume --keep-preprocessed failed"
 cmp -s "$T/plain/preprocessed.dat" "$F" && params_name "$T/plain" 32 && ok ||
