@@ -145,7 +145,7 @@ typedef struct {
 /* fill's lanes as bs_run_lanes sees them. */
 typedef struct {
     bs_run_ctx *c;
-    int streamed;      /* 1: one lane: each batch through the run's lane (reading ahead) and write_rows */
+    int one_lane;      /* 1: one lane: each batch through the run's lane (reading ahead) and write_rows */
     pre_lane *lanes;
     const bs_atomic_file *f; /* NULL: the plan streams the preprocessed recording: railed fractions only */
     bs_progress *pb;
@@ -153,7 +153,8 @@ typedef struct {
 
 /* Batch b read and preprocessed through the lane, its float16 rows written
  * at the batch's place in the file (nothing else writes there) and started on
- * their way to disk. */
+ * their way to disk; with no file (streamed), only read for its railed
+ * fraction. */
 static bs_status lane_work(void *job, int lane, int64_t b)
 {
     lanes_job *j = job;
@@ -163,16 +164,16 @@ static bs_status lane_work(void *job, int lane, int64_t b)
     float *x = NULL;
     int64_t n_valid = 0;
     double t0 = bs_now_s();
-    bs_status st = !j->f        ? (j->streamed ? bs_run_read_raw(c, b, &x, &n_valid)
+    bs_status st = !j->f        ? (j->one_lane ? bs_run_read_raw(c, b, &x, &n_valid)
                                                : bs_run_read_raw_on(c, l->rd, b, &x, &n_valid))
-                   : j->streamed ? bs_run_read_preprocessed(c, b, &x, &n_valid)
+                   : j->one_lane ? bs_run_read_preprocessed(c, b, &x, &n_valid)
                                  : bs_run_read_preprocessed_on(c, l->rd, b, &x, &n_valid);
     l->read_s += bs_now_s() - t0;
     BS_TRY(st);
     c->railed[b] = l->rd->railed;
     if (!j->f)
         return BS_OK;
-    if (j->streamed)
+    if (j->one_lane)
         return write_rows(c, j->f, x, n_valid);
     bs_floats_to_half_rows(x + c->halo, (size_t)c->width, C, 0, n_valid, l->rows);
     int fd = fileno(j->f->fp);
