@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/length.sh - memory and time against the recording's length (issue 16): 384-channel NP1 simulations
 # of each length in minutes (100 units, rigid drift, seed 1) sorted within one budget; per length, the wall
-# time as a ratio to the data, the peak RSS (GNU time), each stage's planned / tracked / RSS peak and its
+# time as a ratio to the data, the peak RSS (the larger of run_summary.json's, the stages' high-water mark, and
+# GNU time's, which sees only what follows the last stage's reset of that mark: the finish stage, qc and the
+# report), each stage's planned / tracked / RSS peak and its
 # disk planned / written (run_summary.json), and the accuracy against the ground truth.
 #   bash bench/length.sh [MINUTES (default "2 10 30")] [MEM (default 2G)] [THREADS (default 2)]
 # STREAM=1: each sort gets a disk budget (--disk) halfway between what it writes with and without the
@@ -39,11 +41,12 @@ for m in $MINUTES; do
 import json, sys
 rec, m, mem = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 wall, kb = open(f"time_{rec}.txt").read().split()
+peak = max(int(kb) * 1024, json.load(open(f"out_{rec}/run_summary.json"))["peak_rss_bytes"])
 c = json.load(open(f"cmp_{rec}.json"))
 s = json.load(open(f"out_{rec}/run_summary.json"))
 disk = sum(x.get("disk_planned_bytes", 0) for x in s["stages"])
 du = int(open(f"du_{rec}.txt").read())
-print(f"| {m:g} | {float(wall) / (60 * m):.2f} | {int(kb) / 1024:.0f} | {mem} | {c['n_well_detected']} | "
+print(f"| {m:g} | {float(wall) / (60 * m):.2f} | {peak / 2**20:.0f} | {mem} | {c['n_well_detected']} | "
       f"{c['n_false_positive']} | {c['mean_accuracy']:.3f} | {disk / 1e6:.0f} | {du / 1e6:.0f} |")
 PYEOF
 done
