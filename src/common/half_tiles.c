@@ -119,3 +119,13 @@ void bs_floats_to_half_rows(const float *x, size_t ldx, int n_chan, int64_t k0, 
         for (int c = 0; c < n_chan; c++)
             out[(size_t)k * n_chan + c] = bs_float_to_half(x[(size_t)c * ldx + k]);
 }
+
+/* Rows per tile of bs_floats_to_half_rows_par: a tile of the window's columns for every channel. */
+#define PAR_TILE_ROWS 64
+
+void bs_floats_to_half_rows_par(const float *x, size_t ldx, int n_chan, int64_t n, uint16_t *out)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t r0 = 0; r0 < n; r0 += PAR_TILE_ROWS)
+        bs_floats_to_half_rows(x, ldx, n_chan, r0, r0 + PAR_TILE_ROWS < n ? r0 + PAR_TILE_ROWS : n, out);
+}

@@ -25,6 +25,10 @@ void bs_half_rows_to_floats(const unsigned char *raw, size_t row_bytes, int n_ch
 /* out[k * n_chan + c] = bs_float_to_half(x[c * ldx + k]) for rows k in [k0, k1) and channels c < n_chan. */
 void bs_floats_to_half_rows(const float *x, size_t ldx, int n_chan, int64_t k0, int64_t k1, uint16_t *out);
 
+/* The same for rows [0, n), spread over the OpenMP threads in tiles of 64 rows (every tile's bits as above,
+ * on any thread): a batch's own samples as the preprocessed recording's rows. */
+void bs_floats_to_half_rows_par(const float *x, size_t ldx, int n_chan, int64_t n, uint16_t *out);
+
 /* 1 when the 8 x 8 hardware path is used on this CPU (for tests). */
 int bs_half_tiles_hw(void);
 

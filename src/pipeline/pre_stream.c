@@ -17,7 +17,7 @@
  * batches' own samples). The hook computes exactly that: batch k's rows are
  * its raw window read and preprocessed through a lane on the raw recording
  * (bs_run_read_preprocessed_on, the computation the stage writes the file
- * with) and converted by bs_floats_to_half_rows (the same conversion), so a
+ * with) and converted by bs_floats_to_half_rows_par (the same conversion), so a
  * window read from the stream equals one read from the file, bit for bit,
  * and every output is the same whichever the plan chose.
  *
@@ -50,9 +50,6 @@
 #include "stage.h"
 
 enum { E_EMPTY, E_BUSY, E_READY };
-
-/* Rows converted at a time per thread (a tile of the window's columns for every channel). */
-#define TILE_COLS 64
 
 typedef struct {
     int64_t b;      /* batch held (-1: none) */
@@ -131,12 +128,8 @@ static bs_status compute(bs_pre_stream *s, pre_entry *e, int64_t k)
     float *x = NULL;
     int64_t n_valid = 0;
     bs_status st = bs_run_read_preprocessed_on(c, &s->raw, k, &x, &n_valid);
-    if (st == BS_OK) {
-#pragma omp parallel for schedule(static)
-        for (int64_t r0 = 0; r0 < n_valid; r0 += TILE_COLS)
-            bs_floats_to_half_rows(x + c->halo, (size_t)c->width, C, r0,
-                                   r0 + TILE_COLS < n_valid ? r0 + TILE_COLS : n_valid, e->rows);
-    }
+    if (st == BS_OK)
+        bs_floats_to_half_rows_par(x + c->halo, (size_t)c->width, C, n_valid, e->rows);
     pthread_mutex_unlock(&s->compute);
     return st;
 }

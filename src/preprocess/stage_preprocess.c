@@ -58,9 +58,6 @@
 static const char *const files[1] = {"preprocess/railed.npy"};
 #define PRE_FILE "preprocess/recording.f16"
 
-/* Rows converted at a time per thread: a tile of the window's columns for every channel. */
-#define TILE_COLS 64
-
 /* Bytes of a batch's float16 rows. */
 static size_t rows_bytes(int64_t nb, int n_chan)
 {
@@ -114,11 +111,7 @@ static bs_status write_rows(bs_run_ctx *c, const bs_atomic_file *f, const float 
         return bs_error(BS_ERR_INTERNAL, "preprocess: scratch of %zu bytes holds no row", c->rd.scratch_bytes);
     for (int64_t t0 = 0; t0 < n_valid; t0 += cap) {
         int64_t n = n_valid - t0 < cap ? n_valid - t0 : cap;
-#pragma omp parallel for schedule(static)
-        for (int64_t r0 = 0; r0 < n; r0 += TILE_COLS) {
-            int64_t r1 = r0 + TILE_COLS < n ? r0 + TILE_COLS : n;
-            bs_floats_to_half_rows(x + c->halo + t0, (size_t)c->width, C, r0, r1, buf);
-        }
+        bs_floats_to_half_rows_par(x + c->halo + t0, (size_t)c->width, C, n, buf);
         errno = 0;
         if (fwrite(buf, 2 * (size_t)C, (size_t)n, f->fp) != (size_t)n)
             return bs_error(BS_ERR_IO, "%s: write failed: %s", f->path, strerror(errno ? errno : EIO));
