@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/simd.h"
 #include "match/match.h"
 #include "mem/mem.h"
 
@@ -129,6 +130,37 @@ int64_t bs_pair_count(int K, int n_sup, const int32_t *support, int n_chan)
     return pair_list(K, n_sup, support, n_chan, NULL, NULL);
 }
 
+/* Lags summed per register block: 32 doubles are four AVX-512 registers. */
+#define PAIR_LAG_BLOCK 32
+
+/* acc[i] += m * w[i] for one block of lags; the fixed trip count lets the
+ * compiler keep the sums in registers. Each element's additions stay in pq
+ * order, so every vector width gives the same bits. */
+BS_VECTORIZED static void pair_lag_block(const double *M, int PP, const float *wtw, int nl, int d0, int n,
+                                         float *out)
+{
+    double acc[PAIR_LAG_BLOCK];
+    for (int i = 0; i < PAIR_LAG_BLOCK; i++)
+        acc[i] = 0;
+    if (n == PAIR_LAG_BLOCK) {
+        for (int pq = 0; pq < PP; pq++) {
+            const float *w = wtw + (size_t)pq * nl + d0;
+            const double m = M[pq];
+            for (int i = 0; i < PAIR_LAG_BLOCK; i++)
+                acc[i] += m * (double)w[i];
+        }
+    } else {
+        for (int pq = 0; pq < PP; pq++) {
+            const float *w = wtw + (size_t)pq * nl + d0;
+            const double m = M[pq];
+            for (int i = 0; i < n; i++)
+                acc[i] += m * (double)w[i];
+        }
+    }
+    for (int i = 0; i < n; i++)
+        out[d0 + i] = (float)acc[i];
+}
+
 static void pair_row_direct(const bs_match_templates *t, int j, int k, float *out)
 {
     const int P = t->n_pc, ns = t->n_sup, nl = 2 * t->nt - 1;
@@ -155,17 +187,8 @@ static void pair_row_direct(const bs_match_templates *t, int j, int k, float *ou
         memset(out, 0, sizeof(float) * (size_t)nl);
         return;
     }
-    double acc[2 * 1000 - 1];
-    for (int d = 0; d < nl; d++)
-        acc[d] = 0;
-    for (int pq = 0; pq < P * P; pq++) {
-        const float *w = t->wtw + (size_t)pq * nl;
-        const double m = M[pq];
-        for (int d = 0; d < nl; d++)
-            acc[d] += m * w[d];
-    }
-    for (int d = 0; d < nl; d++)
-        out[d] = (float)acc[d];
+    for (int d0 = 0; d0 < nl; d0 += PAIR_LAG_BLOCK)
+        pair_lag_block(M, P * P, t->wtw, nl, d0, nl - d0 < PAIR_LAG_BLOCK ? nl - d0 : PAIR_LAG_BLOCK, out);
 }
 
 void bs_pair_row(const bs_match_templates *t, int j, int k, float *out)
