@@ -241,6 +241,12 @@ typedef struct {
     float *rowbuf;      /* (n_threads + 2) x (2nt-1): on-the-fly pair rows */
     bs_spike *spk;      /* max_spikes: the window's spikes, window-relative times */
     uint8_t *mark;      /* n_t: samples near a change since the last collision pass */
+    int n_groups;       /* row groups of the column scan (0: one group, K below PEEL_GROUP_MIN_K) */
+    int group_rows;     /* templates per group */
+    float *gmax;        /* n_groups x n_t: best score of each group of PEEL_GROUP templates per sample */
+    int32_t *gimax;     /* n_groups x n_t: its template */
+    uint8_t *gsel;      /* n_threads x n_groups: groups a rescan interval must rescan */
+    int64_t *ivs;       /* max_cand + 1: first accepted spike of each rescan interval */
     float *Y;           /* n_chan x n_t: a peeling window's copy of the data (bs_peel_span) */
     int n_threads;
     bs_match_scores_ws sws;
@@ -255,6 +261,10 @@ size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, 
 bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_iter, int n_threads,
                            bs_peel_ws *ws);
 void bs_peel_ws_free(bs_peel_ws *ws);
+/* Tests: workspaces allocated after this scan their columns in groups of
+ * `rows` templates whatever K (0: the default rule, groups of 64 from 2,048
+ * templates); the results are the same bits. */
+void bs_peel_force_groups(int rows);
 
 /*
  * Peel one window. X (C x n_t, row stride ldx) covers absolute samples

@@ -22,7 +22,9 @@
  *      [t - nt + 1, t + nt - 1] are disjoint and each B element gets its
  *      updates in a fixed order (even group, then odd group).
  *   5. Rescan only the merged column ranges touched in 4 (the others did not
- *      change), and repeat until no spike is accepted or max_iter.
+ *      change), and with many templates only the groups of rows holding a
+ *      neighbour of a subtracted template (PEEL_GROUP below); repeat until
+ *      no spike is accepted or max_iter.
  *   6. When nothing is accepted, a collision pass (collision_pass below)
  *      refits overlapping spikes as least-squares pairs, in time order,
  *      sequentially; only spikes near a change since the previous pass are
@@ -53,6 +55,33 @@
 #include "mem/mem.h"
 
 #define SCAN_SEG 2048 /* columns per parallel scan segment */
+/* Many templates: the column scan keeps each group of PEEL_GROUP templates'
+ * best score per sample (gmax, gimax), so that after a subtraction only the
+ * groups holding a neighbour of the subtracted template are rescanned, then
+ * the n_groups group maxima; with K = 17,345 that is a few thousand rows and
+ * 272 groups per column instead of 17,345 rows. The groups are scanned in
+ * ascending order with a strict comparison, as the rows within a group, so
+ * the best template of a column is the same (lowest k on ties). */
+#define PEEL_GROUP 64
+#define PEEL_GROUP_MIN_K 2048
+
+static int forced_group_rows; /* bs_peel_force_groups (tests) */
+
+void bs_peel_force_groups(int rows)
+{
+    forced_group_rows = rows > 0 ? rows : 0;
+}
+
+static int group_rows(void)
+{
+    return forced_group_rows ? forced_group_rows : PEEL_GROUP;
+}
+
+static int groups_of(int K)
+{
+    const int g = group_rows();
+    return K >= PEEL_GROUP_MIN_K || forced_group_rows ? (K + g - 1) / g : 0;
+}
 
 void bs_peel_params_default(bs_peel_params *p)
 {
@@ -78,6 +107,10 @@ size_t bs_peel_ws_bytes(const bs_match_templates *t, int64_t n_t, int max_iter, 
     b += sizeof(bs_spike) * (size_t)max_iter * (size_t)mc;              /* spk */
     b += (size_t)n_t;                                                   /* mark */
     b += sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1); /* rowbuf */
+    const int ng = groups_of(t->K);
+    b += (sizeof(float) + sizeof(int32_t)) * (size_t)ng * (size_t)n_t; /* gmax, gimax */
+    b += (size_t)n_threads * (size_t)ng;                                /* gsel */
+    b += sizeof(int64_t) * (size_t)(mc + 1);                            /* ivs */
     b += bs_match_scores_ws_bytes(t, n_threads);
     b += sizeof(float) * (size_t)t->n_chan * (size_t)n_t;              /* Y */
     return b;
@@ -97,6 +130,10 @@ void bs_peel_ws_free(bs_peel_ws *ws)
     bs_mem_free(ws->ctmpl);
     bs_mem_free(ws->camp);
     bs_mem_free(ws->rowbuf);
+    bs_mem_free(ws->gmax);
+    bs_mem_free(ws->gimax);
+    bs_mem_free(ws->gsel);
+    bs_mem_free(ws->ivs);
     bs_mem_free(ws->Y);
     bs_match_scores_ws_free(&ws->sws);
     memset(ws, 0, sizeof *ws);
@@ -126,8 +163,18 @@ bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_ite
     ws->camp = bs_mem_alloc("match/peel", sizeof(float) * (size_t)ws->max_cand);
     ws->rowbuf = bs_mem_alloc("match/peel", sizeof(float) * (size_t)(n_threads + 2) * (size_t)(2 * t->nt - 1));
     ws->Y = bs_mem_alloc("match/peel", sizeof(float) * (size_t)t->n_chan * (size_t)n_t);
+    ws->n_groups = groups_of(t->K);
+    ws->group_rows = group_rows();
+    ws->ivs = bs_mem_alloc("match/peel", sizeof(int64_t) * (size_t)(ws->max_cand + 1));
+    int gfail = 0;
+    if (ws->n_groups) {
+        ws->gmax = bs_mem_alloc("match/peel", sizeof(float) * (size_t)ws->n_groups * (size_t)n_t);
+        ws->gimax = bs_mem_alloc("match/peel", sizeof(int32_t) * (size_t)ws->n_groups * (size_t)n_t);
+        ws->gsel = bs_mem_alloc("match/peel", (size_t)n_threads * (size_t)ws->n_groups);
+        gfail = !ws->gmax || !ws->gimax || !ws->gsel;
+    }
     if (!ws->B || !ws->bmax || !ws->imax || !ws->cand || !ws->ivl || !ws->ctmpl || !ws->camp || !ws->rowbuf ||
-        !ws->spk || !ws->mark || !ws->Y) {
+        !ws->spk || !ws->mark || !ws->Y || !ws->ivs || gfail) {
         bs_peel_ws_free(ws);
         return BS_ERR_MEMORY;
     }
@@ -139,25 +186,85 @@ bs_status bs_peel_ws_alloc(const bs_match_templates *t, int64_t n_t, int max_ite
     return BS_OK;
 }
 
-/* bmax/imax over columns [lo, hi) of B (K x n_t, row stride n_t): the
- * largest score of each column and its first template. Branch-free, so
+/* best/ibest over columns [lo, hi) of rows [k0, k1) of B (row stride n_t):
+ * the largest score of each column and its first template. Branch-free, so
  * that it vectorises. */
 BS_VECTORIZED
-static void scan_cols(const float *restrict B, int K, int64_t n_t, int64_t lo, int64_t hi, float *restrict bmax,
-                      int32_t *restrict imax)
+static void scan_rows(const float *restrict B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi,
+                      float *restrict best, int32_t *restrict ibest)
 {
+    const float *restrict r0 = B + (size_t)k0 * n_t;
     for (int64_t c = lo; c < hi; c++) {
-        bmax[c] = B[c];
-        imax[c] = 0;
+        best[c] = r0[c];
+        ibest[c] = k0;
     }
-    for (int k = 1; k < K; k++) {
+    for (int k = k0 + 1; k < k1; k++) {
         const float *restrict row = B + (size_t)k * n_t;
         for (int64_t c = lo; c < hi; c++) {
-            const int gt = row[c] > bmax[c];
-            bmax[c] = gt ? row[c] : bmax[c];
-            imax[c] = gt ? k : imax[c];
+            const int gt = row[c] > best[c];
+            best[c] = gt ? row[c] : best[c];
+            ibest[c] = gt ? k : ibest[c];
         }
     }
+}
+
+/* bmax/imax over [lo, hi) from the groups' maxima, groups ascending. */
+BS_VECTORIZED
+static void merge_groups(const float *restrict gmax, const int32_t *restrict gimax, int ng, int64_t n_t, int64_t lo,
+                         int64_t hi, float *restrict bmax, int32_t *restrict imax)
+{
+    for (int64_t c = lo; c < hi; c++) {
+        bmax[c] = gmax[c];
+        imax[c] = gimax[c];
+    }
+    for (int g = 1; g < ng; g++) {
+        const float *restrict m = gmax + (size_t)g * n_t;
+        const int32_t *restrict im = gimax + (size_t)g * n_t;
+        for (int64_t c = lo; c < hi; c++) {
+            const int gt = m[c] > bmax[c];
+            bmax[c] = gt ? m[c] : bmax[c];
+            imax[c] = gt ? im[c] : imax[c];
+        }
+    }
+}
+
+/* One group's maxima over [lo, hi). */
+static void scan_group(const float *B, int K, int64_t n_t, int g, int64_t lo, int64_t hi, bs_peel_ws *ws)
+{
+    const int k0 = g * ws->group_rows, k1 = k0 + ws->group_rows < K ? k0 + ws->group_rows : K;
+    scan_rows(B, k0, k1, n_t, lo, hi, ws->gmax + (size_t)g * n_t, ws->gimax + (size_t)g * n_t);
+}
+
+/* bmax/imax over columns [lo, hi) of every row (and every group's maxima). */
+static void scan_cols(const float *B, int K, int64_t n_t, int64_t lo, int64_t hi, bs_peel_ws *ws)
+{
+    if (!ws->n_groups) {
+        scan_rows(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax);
+        return;
+    }
+    for (int g = 0; g < ws->n_groups; g++)
+        scan_group(B, K, n_t, g, lo, hi, ws);
+    merge_groups(ws->gmax, ws->gimax, ws->n_groups, n_t, lo, hi, ws->bmax, ws->imax);
+}
+
+/* After subtracting the spikes [i0, i1) (templates tk), whose score updates
+ * all lie in [lo, hi): rescan the groups holding a neighbour of one of them,
+ * then the group maxima; sel is the calling thread's n_groups flags. */
+static void rescan_after(const bs_pair_table *pt, const float *B, int K, int64_t n_t, int64_t lo, int64_t hi,
+                         const int32_t *tk, int64_t i0, int64_t i1, uint8_t *sel, bs_peel_ws *ws)
+{
+    if (!ws->n_groups) {
+        scan_rows(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax);
+        return;
+    }
+    memset(sel, 0, (size_t)ws->n_groups);
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t m = pt->row_start[tk[i]]; m < pt->row_start[tk[i] + 1]; m++)
+            sel[pt->nbr[m] / ws->group_rows] = 1;
+    for (int g = 0; g < ws->n_groups; g++)
+        if (sel[g])
+            scan_group(B, K, n_t, g, lo, hi, ws);
+    merge_groups(ws->gmax, ws->gimax, ws->n_groups, n_t, lo, hi, ws->bmax, ws->imax);
 }
 
 static int cmp_spike(const void *a, const void *b)
@@ -506,7 +613,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
 #pragma omp parallel for schedule(static) num_threads(ws->n_threads)
     for (int64_t sgi = 0; sgi < nseg; sgi++) {
         int64_t lo = sgi * SCAN_SEG, hi = lo + SCAN_SEG < n_t ? lo + SCAN_SEG : n_t;
-        scan_cols(B, K, n_t, lo, hi, ws->bmax, ws->imax);
+        scan_cols(B, K, n_t, lo, hi, ws);
     }
 
     int32_t *tk = ws->ctmpl;
@@ -562,7 +669,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
                 int64_t e = u;
                 while (e < n_t && ws->mark[e])
                     e++;
-                scan_cols(B, K, n_t, u, e, ws->bmax, ws->imax);
+                scan_cols(B, K, n_t, u, e, ws);
                 u = e;
             }
             continue;
@@ -596,12 +703,15 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
             } else {
                 ws->ivl[2 * n_iv] = lo;
                 ws->ivl[2 * n_iv + 1] = hi;
+                ws->ivs[n_iv] = i;
                 n_iv++;
             }
         }
+        ws->ivs[n_iv] = n_c;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
         for (int64_t v = 0; v < n_iv; v++)
-            scan_cols(B, K, n_t, ws->ivl[2 * v], ws->ivl[2 * v + 1], ws->bmax, ws->imax);
+            rescan_after(pt, B, K, n_t, ws->ivl[2 * v], ws->ivl[2 * v + 1], tk, ws->ivs[v], ws->ivs[v + 1],
+                         ws->gsel ? ws->gsel + (size_t)omp_get_thread_num() * ws->n_groups : NULL, ws);
     }
     if (it == p->max_iter)
         bs_log_debug("peel: stopped after max_iter = %d iterations in the window at sample %lld", p->max_iter,

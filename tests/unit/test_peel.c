@@ -215,8 +215,10 @@ int main(void)
         }
         add_noise(X, (size_t)C * n_t, 5, 1.0);
         float *X2 = malloc(sizeof(float) * (size_t)C * n_t), *X3 = malloc(sizeof(float) * (size_t)C * n_t);
+        float *X0 = malloc(sizeof(float) * (size_t)C * n_t);
         memcpy(X2, X, sizeof(float) * (size_t)C * n_t);
         memcpy(X3, X, sizeof(float) * (size_t)C * n_t);
+        memcpy(X0, X, sizeof(float) * (size_t)C * n_t);
 
         bs_spike *s1, *s2, *s3;
         int64_t n1, n2, n3;
@@ -236,6 +238,20 @@ int main(void)
         CHECK(n1 == n3 && memcmp(s1, s3, sizeof(bs_spike) * (size_t)n1) == 0);
         CHECK(memcmp(X, X2, sizeof(float) * (size_t)C * n_t) == 0);
         CHECK(memcmp(X, X3, sizeof(float) * (size_t)C * n_t) == 0);
+        /* the column scan in groups of templates (rescanning only the groups
+         * of a subtracted template's neighbours): the same bits */
+        for (int rows = 1; rows <= 5; rows += 2) {
+            bs_spike *s4;
+            int64_t n4;
+            memcpy(X3, X0, sizeof(float) * (size_t)C * n_t);
+            bs_peel_force_groups(rows);
+            int it4 = peel(&t, rows == 3 ? &pt_fly : &pt, X3, n_t, 0, 0, n_t, 6.0f, 2, &s4, &n4);
+            bs_peel_force_groups(0);
+            CHECK(it4 == it1 && n4 == n1);
+            CHECK(n4 == n1 && memcmp(s1, s4, sizeof(bs_spike) * (size_t)n1) == 0);
+            CHECK(memcmp(X, X3, sizeof(float) * (size_t)C * n_t) == 0);
+            free(s4);
+        }
 
         int64_t nf = 0;
         int found = count_found(gt, NG, s1, n1, &nf);
@@ -255,6 +271,7 @@ int main(void)
         free(X);
         free(X2);
         free(X3);
+        free(X0);
     }
 
     /* --- collisions: two units with overlapping supports at small lags */
