@@ -153,9 +153,9 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws);
 bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int k0,
                           int k1, float *B, size_t ldb, bs_match_scores_ws *ws);
 
-/* Use only the portable (SSE) projection kernel even where AVX2 exists; the
- * bits are the same either way (tests check it). Not thread-safe: call it
- * between runs. */
+/* Cap the projection kernel: on = 1 the portable (SSE) one, 2 at most AVX2,
+ * 0 the best the CPU has (AVX-512, AVX2 or SSE); the bits are the same
+ * either way (tests check it). Not thread-safe: call it between runs. */
 void bs_match_force_portable(int on);
 
 /* ----------------------------------------------------------- pair table */

@@ -429,37 +429,78 @@ __attribute__((target("avx2"))) static void proj6_avx2(const float *restrict x, 
     }
     proj6_tail(x, basis, nt, u0, L, o0, pstride);
 }
+
+/* 32 outputs x 6 components in 12 AVX-512 registers, two panels at a time;
+ * the same multiply then add per lane as the other kernels. */
+typedef float v16f __attribute__((vector_size(64)));
+_Static_assert(PANEL == 16, "one 16-float vector per panel row");
+__attribute__((target("avx512f"))) static void proj6_avx512(const float *restrict x, const float *restrict basis,
+                                                            int nt, int L, float *restrict o0, size_t pstride)
+{
+    int u0 = 0;
+    for (; u0 + 32 <= L; u0 += 32) {
+        v16f a[12];
+        for (int i = 0; i < 12; i++)
+            a[i] = (v16f){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+                          0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = 0; s < nt; s++) {
+            v16f xl, xh;
+            memcpy(&xl, x + u0 + s, sizeof xl);
+            memcpy(&xh, x + u0 + s + 16, sizeof xh);
+            for (int p = 0; p < 6; p++) {
+                const float w = basis[p * nt + s];
+                const v16f wv = {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w};
+                a[2 * p] += wv * xl;
+                a[2 * p + 1] += wv * xh;
+            }
+        }
+        for (int p = 0; p < 6; p++) {
+            memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(v16f));
+            memcpy(o0 + PIDX(p, u0 + 16, pstride), &a[2 * p + 1], sizeof(v16f));
+        }
+    }
+    if (u0 + 16 <= L) {
+        proj6_avx2(x + u0, basis, nt, 16, o0 + PIDX(0, u0, pstride), pstride);
+        u0 += 16;
+    }
+    proj6_tail(x, basis, nt, u0, L, o0, pstride);
+}
 #endif
 
 /* Six-component projection of one channel over L samples, x pointing at the
  * first tap of output 0. Each output is summed over s ascending from 0 with
  * separate multiply and add, exactly as the generic loop in project_tile,
- * so every path gives the same bits. */
+ * so every path gives the same bits. level: 2 AVX-512, 1 AVX2, 0 SSE. */
 static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0,
-                  size_t pstride, int avx2)
+                  size_t pstride, int level)
 {
 #ifdef BS_HAVE_AVX2_KERNEL
-    if (avx2) {
+    if (level >= 2) {
+        proj6_avx512(x, basis, nt, L, o0, pstride);
+        return;
+    }
+    if (level == 1) {
         proj6_avx2(x, basis, nt, L, o0, pstride);
         return;
     }
 #else
-    (void)avx2;
+    (void)level;
 #endif
     proj6_sse(x, basis, nt, L, o0, pstride);
 }
 
-static int force_portable; /* set by bs_match_force_portable (tests) */
+static int level_cap = 2; /* lowered by bs_match_force_portable (tests) */
 
 void bs_match_force_portable(int on)
 {
-    force_portable = on;
+    level_cap = on == 1 ? 0 : on == 2 ? 1 : 2;
 }
 
-static int use_avx2(void)
+static int kernel_level(void)
 {
 #ifdef BS_HAVE_AVX2_KERNEL
-    return !force_portable && __builtin_cpu_supports("avx2");
+    const int hw = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+    return hw < level_cap ? hw : level_cap;
 #else
     return 0;
 #endif
@@ -539,7 +580,7 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
      * changes a sum here (a sum of products is never -0), so both give the
      * same bits as skipping the outside taps. */
     const int interior = t0 - nb >= 0 && t0 - nb + L + nt - 1 <= n_t;
-    const int avx2 = use_avx2();
+    const int level = kernel_level();
     const int span = L + nt - 1;
     const size_t pstride = (size_t)C * P * PANEL;
 #pragma omp parallel for schedule(static)
@@ -556,7 +597,7 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
             xs = pad;
         }
         if (P == 6) {
-            proj6(xs, t->basis, nt, L, o0, pstride, avx2);
+            proj6(xs, t->basis, nt, L, o0, pstride, level);
             continue;
         }
         /* any P: o[p][u] = sum_s basis[p, s] * xs[u + s], s ascending */
