@@ -604,42 +604,42 @@ size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan)
     size_t C = (size_t)n_chan, T = (size_t)n_templates, tbytes = (size_t)nt * C * sizeof(float);
     size_t B = (size_t)similarity_block((int64_t)T, tbytes);
     return (B + 1) * tbytes + B * T * sizeof(float) /* similarity blocks */
-           + (B + 1) * ((C + 63) / 64) * sizeof(uint64_t) + (B + 2) * C * sizeof(int32_t) +
-           B * sizeof(int) /* their channel masks and lists */
+           + (T + 1) * ((C + 63) / 64) * sizeof(uint64_t) + C * sizeof(int32_t) /* channel masks */
            + (T + 1) * (sizeof(double) + 1)          /* template norms, cluster presence */
            + 2 * C * C * sizeof(float)               /* whitening matrices */
            + C * (2 * sizeof(int32_t) + 2 * sizeof(float) + 64) + T * 64 + ((size_t)64 << 10);
 }
 
-/* Channels where a dense template (nt x C, sample-major) has a non-zero
- * value: bits of mask (C bits) and list (ascending); returns their count. */
-static int template_channels(const float *tpl, int nt, int C, uint64_t *mask, int32_t *list)
+/* Bits of mask (C bits): the channels where a dense template (nt x C,
+ * sample-major) has a non-zero value. */
+static void template_channels(const float *tpl, int nt, int C, uint64_t *mask)
 {
-    const int words = (C + 63) / 64;
-    memset(mask, 0, sizeof(uint64_t) * (size_t)words);
+    memset(mask, 0, sizeof(uint64_t) * (size_t)((C + 63) / 64));
     for (int s = 0; s < nt; s++)
         for (int c = 0; c < C; c++)
             if (tpl[(size_t)s * C + c] != 0.0f)
                 mask[c / 64] |= (uint64_t)1 << (c % 64);
-    int n = 0;
-    for (int c = 0; c < C; c++)
-        if (mask[c / 64] >> (c % 64) & 1)
-            list[n++] = c;
-    return n;
+}
+
+static int masks_meet(const uint64_t *a, const uint64_t *b, int words)
+{
+    uint64_t any = 0;
+    for (int q = 0; q < words; q++)
+        any |= a[q] & b[q];
+    return any != 0;
 }
 
 /* Σ_k a[k] b[k] over the dense layout, k ascending, in double: only the
- * channels of a's list that b's mask holds are visited (the other terms are
- * products with a zero factor, and adding ±0 to the sum from +0 changes
- * nothing), so the result is the bits of the full sum at a fraction of the
- * cost: channel-sparse templates mostly share no channel. */
-static double shared_dot(const float *a, const int32_t *la, int na, const float *b, const uint64_t *mb, int nt,
-                         int C, int32_t *shared)
+ * channels both masks hold are visited (the other terms are products with a
+ * zero factor, and adding ±0 to the sum from +0 changes nothing), so the
+ * result is the bits of the full sum at a fraction of the cost. */
+static double shared_dot(const float *a, const uint64_t *ma, const float *b, const uint64_t *mb, int nt, int C,
+                         int32_t *shared)
 {
     int n = 0;
-    for (int q = 0; q < na; q++)
-        if (mb[la[q] / 64] >> (la[q] % 64) & 1)
-            shared[n++] = la[q];
+    for (int c = 0; c < C; c++)
+        if ((ma[c / 64] & mb[c / 64]) >> (c % 64) & 1)
+            shared[n++] = c;
     double d = 0;
     for (int s = 0; s < nt; s++) {
         const float *ra = a + (size_t)s * C, *rb = b + (size_t)s * C;
@@ -649,10 +649,13 @@ static double shared_dot(const float *a, const int32_t *la, int na, const float 
     return d;
 }
 
-/* similar_templates from the templates already streamed to disk: rows in
- * blocks of B templates, each block compared with every template read back
- * one at a time, over the channels both use (shared_dot). Memory: (B + 1)
- * templates, their channel masks and lists, and B rows. */
+/* similar_templates from the templates already streamed to disk. One pass
+ * notes each template's channels (a C-bit mask); then rows in blocks of B
+ * templates, each block compared with every template that shares a channel
+ * with one of the block's, read back one at a time (the others' cosines are
+ * exactly 0, as channel-sparse templates mostly are to each other), over
+ * the channels the two share (shared_dot). Memory: (B + 1) templates, B
+ * rows, T masks. */
 static bs_status compute_similarity(bs_phy_writer *w)
 {
     int64_t T = w->h.n_templates, len = (int64_t)w->h.nt * w->h.n_chan;
@@ -666,21 +669,29 @@ static bs_status compute_similarity(bs_phy_writer *w)
     bs_npy_writer *tw = &w->s[S_TPL];
     if (fflush(tw->file.fp) != 0)
         return bs_error(BS_ERR_IO, "%s: write failed: %s", tw->file.path, strerror(errno));
+    const int C = w->h.n_chan, nt = w->h.nt, words = (C + 63) / 64;
     size_t tbytes = (size_t)len * sizeof(float);
     int64_t B = similarity_block(T, tbytes);
     float *blk = bs_mem_alloc("export/similarity", (size_t)B * tbytes);
     float *one = bs_mem_alloc("export/similarity", tbytes);
     float *out = bs_mem_alloc("export/similarity", (size_t)B * (size_t)T * sizeof(float));
-    const int C = w->h.n_chan, nt = w->h.nt, words = (C + 63) / 64;
-    uint64_t *masks = bs_mem_alloc("export/similarity", sizeof(uint64_t) * (size_t)(B + 1) * (size_t)words);
-    int32_t *lists = bs_mem_alloc("export/similarity", sizeof(int32_t) * (size_t)(B + 2) * (size_t)C);
-    int *n_list = bs_mem_alloc("export/similarity", sizeof(int) * (size_t)B);
+    uint64_t *masks = bs_mem_alloc("export/similarity", sizeof(uint64_t) * (size_t)(T + 1) * (size_t)words);
+    int32_t *shared = bs_mem_alloc("export/similarity", sizeof(int32_t) * (size_t)C);
     FILE *fp = fopen(tw->file.tmp_path, "rb");
     bs_status st = BS_OK;
-    if (!blk || !one || !out || !masks || !lists || !n_list)
+    if (!blk || !one || !out || !masks || !shared)
         st = BS_ERR_MEMORY;
     else if (!fp)
         st = bs_error(BS_ERR_INPUT, "%s: cannot read back: %s", tw->file.tmp_path, strerror(errno));
+    if (st == BS_OK && fseeko(fp, (off_t)tw->header_bytes, SEEK_SET) != 0)
+        st = bs_error(BS_ERR_INPUT, "%s: read back failed", tw->file.tmp_path);
+    for (int64_t j = 0; st == BS_OK && j < T; j++) {
+        if (fread(one, tbytes, 1, fp) != 1)
+            st = bs_error(BS_ERR_INPUT, "%s: read back failed", tw->file.tmp_path);
+        else
+            template_channels(one, nt, C, masks + (size_t)j * words);
+    }
+    uint64_t *bor = masks + (size_t)T * words; /* the channels of the block's templates */
     for (int64_t i0 = 0; st == BS_OK && i0 < T; i0 += B) {
         int64_t nb = T - i0 < B ? T - i0 : B;
         if (fseeko(fp, (off_t)(tw->header_bytes + (size_t)i0 * tbytes), SEEK_SET) != 0 ||
@@ -688,24 +699,30 @@ static bs_status compute_similarity(bs_phy_writer *w)
             st = bs_error(BS_ERR_INPUT, "%s: read back failed", tw->file.tmp_path);
             break;
         }
-        if (fseeko(fp, (off_t)tw->header_bytes, SEEK_SET) != 0) {
-            st = bs_error(BS_ERR_INPUT, "%s: read back failed", tw->file.tmp_path);
-            break;
-        }
+        memset(bor, 0, sizeof(uint64_t) * (size_t)words);
         for (int64_t i = 0; i < nb; i++)
-            n_list[i] = template_channels(blk + i * len, nt, C, masks + (size_t)i * words, lists + (size_t)i * C);
-        uint64_t *mj = masks + (size_t)B * words;
-        int32_t *lj = lists + (size_t)B * C, *shared = lists + (size_t)(B + 1) * C;
+            for (int q = 0; q < words; q++)
+                bor[q] |= masks[(size_t)(i0 + i) * words + q];
+        int64_t next = -1; /* the template the file is positioned at */
         for (int64_t j = 0; j < T; j++) {
-            if (fread(one, tbytes, 1, fp) != 1) {
+            const uint64_t *mj = masks + (size_t)j * words;
+            if (!masks_meet(mj, bor, words)) {
+                for (int64_t i = 0; i < nb; i++)
+                    out[i * T + j] = 0.0f;
+                continue;
+            }
+            if ((next != j && fseeko(fp, (off_t)(tw->header_bytes + (size_t)j * tbytes), SEEK_SET) != 0) ||
+                fread(one, tbytes, 1, fp) != 1) {
                 st = bs_error(BS_ERR_INPUT, "%s: read back failed", tw->file.tmp_path);
                 break;
             }
-            template_channels(one, nt, C, mj, lj);
+            next = j + 1;
             for (int64_t i = 0; i < nb; i++) {
+                const uint64_t *mi = masks + (size_t)(i0 + i) * words;
                 double ni = w->tpl_norm[i0 + i], nj = w->tpl_norm[j], d = 0;
                 if (ni > 0 && nj > 0) {
-                    d = shared_dot(blk + i * len, lists + (size_t)i * C, n_list[i], one, mj, nt, C, shared);
+                    if (masks_meet(mi, mj, words))
+                        d = shared_dot(blk + i * len, mi, one, mj, nt, C, shared);
                     d /= ni * nj;
                 }
                 out[i * T + j] = (float)d;
@@ -720,8 +737,7 @@ static bs_status compute_similarity(bs_phy_writer *w)
     bs_mem_free(one);
     bs_mem_free(out);
     bs_mem_free(masks);
-    bs_mem_free(lists);
-    bs_mem_free(n_list);
+    bs_mem_free(shared);
     return st;
 }
 
