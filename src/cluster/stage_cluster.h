@@ -15,8 +15,8 @@ typedef struct {
     int K;            /* templates */
     int n_sup;        /* channels per template */
     int P;            /* temporal PCs per channel */
-    int32_t *support; /* K × n_sup probe channels, ascending */
-    float *U;         /* K × n_sup × P weights, whitened units */
+    int32_t *support; /* K × n_sup probe channels, ascending (released once the matcher has its copy) */
+    float *U;         /* K × n_sup × P weights, whitened units (likewise) */
     int64_t *n_spikes; /* K: spikes of the cluster each template was learned from (after the center's cap); the
                           matcher keeps the pair rows of the busiest (match.h, bs_pair_table_keep) */
 } bs_learned_templates;

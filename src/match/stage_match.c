@@ -355,6 +355,11 @@ static bs_status prepare(bs_run_ctx *c)
                                      c->basis.wpca, lt->K, lt->n_sup, lt->support, lt->U, &c->mt));
     c->have_mt = 1;
     int npc = c->p->n_pc_chan < lt->n_sup ? c->p->n_pc_chan : lt->n_sup;
+    /* the matcher holds its own copy from here on; only the spike counts (the pair rows kept) stay */
+    bs_mem_free(c->lt.support);
+    bs_mem_free(c->lt.U);
+    c->lt.support = NULL;
+    c->lt.U = NULL;
     c->n_pc_chan = npc;
     c->pc_idx = bs_mem_alloc("sort/pc-channels", (size_t)c->mt.K * npc * sizeof *c->pc_idx);
     c->pc_chan = bs_mem_alloc("sort/pc-channels", (size_t)c->mt.K * npc * sizeof *c->pc_chan);
