@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "common/simd.h"
 #include "mem/mem.h"
 
 bs_status bs_sparse_templates_alloc(bs_sparse_templates *T, int K, int nt, const int *n_sup)
@@ -119,6 +120,32 @@ static double norm_of(const tview *a, int nt)
     return sqrt(s);
 }
 
+/* Lags summed at once by lag_dots: templates of at most LAG_MAX_NT samples
+ * and lags of at most LAG_MAX_LAG (others take the plain loop). */
+#define LAG_MAX_NT 1000
+#define LAG_MAX_LAG 1000
+
+/* s[tau + max_lag] += Σ_u x[u] y[u + tau] for every |tau| <= max_lag, u
+ * ascending over 0..nt-1, y taken as 0 outside 0..nt-1: the lags are the
+ * vector lanes. A term with a zero factor is ±0 and adding it to a sum that
+ * starts at +0 changes nothing (round to nearest never makes -0 from a
+ * non-zero sum), so each lag's sum has the bits of the loop over only its
+ * overlapping samples, in the same order. ypad: nt + 2 max_lag floats. */
+BS_VECTORIZED static void lag_dots(const float *restrict x, const float *restrict y, int nt, int max_lag,
+                                   double *restrict s, float *restrict ypad)
+{
+    const int nl = 2 * max_lag + 1;
+    for (int i = 0; i < max_lag; i++)
+        ypad[i] = ypad[max_lag + nt + i] = 0.0f;
+    memcpy(ypad + max_lag, y, sizeof(float) * (size_t)nt);
+    for (int u = 0; u < nt; u++) {
+        const double xu = (double)x[u];
+        const float *yu = ypad + u;
+        for (int l = 0; l < nl; l++)
+            s[l] += xu * (double)yu[l];
+    }
+}
+
 static double similarity(const tview *a, const tview *b, int nt, int max_lag, int *lag)
 {
     if (lag)
@@ -151,15 +178,27 @@ static double similarity(const tview *a, const tview *b, int nt, int max_lag, in
         double na = norm_of(a, nt), nb = norm_of(b, nt);
         best = -INFINITY;
         int best_lag = 0;
+        const int by_lanes = nt <= LAG_MAX_NT && max_lag <= LAG_MAX_LAG && max_lag < nt;
+        double sl[2 * LAG_MAX_LAG + 1];
+        if (by_lanes) {
+            float ypad[LAG_MAX_NT + 2 * LAG_MAX_LAG];
+            for (int l = 0; l <= 2 * max_lag; l++)
+                sl[l] = 0;
+            for (int c = 0; c < np; c++)
+                lag_dots(a->wave + (int64_t)pa[c] * nt, b->wave + (int64_t)pb[c] * nt, nt, max_lag, sl, ypad);
+        }
         for (int q = 0; q <= 2 * max_lag; q++) {
             int tau = q == 0 ? 0 : (q % 2 ? -(q + 1) / 2 : q / 2);
             int u0 = tau < 0 ? -tau : 0, u1 = tau > 0 ? nt - tau : nt;
             double s = 0;
-            for (int c = 0; c < np; c++) {
-                const float *x = a->wave + (int64_t)pa[c] * nt, *y = b->wave + (int64_t)pb[c] * nt;
-                for (int u = u0; u < u1; u++)
-                    s += (double)x[u] * y[u + tau];
-            }
+            if (by_lanes)
+                s = sl[tau + max_lag];
+            else
+                for (int c = 0; c < np; c++) {
+                    const float *x = a->wave + (int64_t)pa[c] * nt, *y = b->wave + (int64_t)pb[c] * nt;
+                    for (int u = u0; u < u1; u++)
+                        s += (double)x[u] * y[u + tau];
+                }
             if (s > best) {
                 best = s;
                 best_lag = tau;

@@ -236,6 +236,61 @@ int main(void)
     bs_template_similarity(&T, 1, 0, 30, &lag);
     CHECK(lag == -3);
     CHECK(bs_template_similarity(&T, 0, 3, 30, &lag) == 0.0);
+    {
+        /* random templates on overlapping channel sets, against the definition summed lag by lag over the
+           overlapping samples only: the same bits and lag (the lanes path, and the plain one when
+           max_lag >= nt) */
+        int ns[3] = {4, 6, 5};
+        bs_sparse_templates R;
+        CHECK(bs_sparse_templates_alloc(&R, 3, NT, ns) == BS_OK);
+        const int c0[3] = {7, 9, 30};
+        bs_rng rr;
+        bs_rng_seed(&rr, 11);
+        for (int k = 0; k < 3; k++)
+            for (int64_t j = R.off[k]; j < R.off[k + 1]; j++) {
+                R.chans[j] = c0[k] + (int)(j - R.off[k]) * (k == 1 ? 2 : 1);
+                for (int u = 0; u < NT; u++)
+                    R.wave[j * NT + u] = (float)(bs_rng_uniform(&rr) - 0.5) * (u % 7 == 3 ? 0.0f : 1.0f);
+            }
+        const int pairs[3][2] = {{0, 1}, {1, 0}, {0, 2}}, lags[3] = {30, 5, NT + 2};
+        for (int pi = 0; pi < 3; pi++)
+            for (int li = 0; li < 3; li++) {
+                int a = pairs[pi][0], b = pairs[pi][1], ml = lags[li], got_lag = -99, want_lag = 0;
+                double got = bs_template_similarity(&R, a, b, ml, &got_lag), want = 0.0;
+                double na = 0, nb = 0;
+                for (int64_t j = R.off[a]; j < R.off[a + 1]; j++)
+                    for (int u = 0; u < NT; u++)
+                        na += (double)R.wave[j * NT + u] * R.wave[j * NT + u];
+                for (int64_t j = R.off[b]; j < R.off[b + 1]; j++)
+                    for (int u = 0; u < NT; u++)
+                        nb += (double)R.wave[j * NT + u] * R.wave[j * NT + u];
+                int shared = 0;
+                double best = -INFINITY;
+                for (int q = 0; q <= 2 * ml; q++) {
+                    int tau = q == 0 ? 0 : (q % 2 ? -(q + 1) / 2 : q / 2);
+                    double sum = 0;
+                    for (int64_t i = R.off[a]; i < R.off[a + 1]; i++)
+                        for (int64_t j = R.off[b]; j < R.off[b + 1]; j++)
+                            if (R.chans[i] == R.chans[j]) {
+                                shared = 1;
+                                for (int u = 0; u < NT; u++)
+                                    if (u + tau >= 0 && u + tau < NT)
+                                        sum += (double)R.wave[i * NT + u] * R.wave[j * NT + u + tau];
+                            }
+                    if (sum > best) {
+                        best = sum;
+                        want_lag = tau;
+                    }
+                }
+                if (shared)
+                    want = best / ((1e-6 + sqrt(na)) * (1e-6 + sqrt(nb)));
+                else
+                    want_lag = 0;
+                CHECK_MSG(got == want && got_lag == want_lag, "pair %d-%d, max lag %d: %.17g lag %d, want %.17g lag %d",
+                          a, b, ml, got, got_lag, want, want_lag);
+            }
+        bs_sparse_templates_free(&R);
+    }
 
     /* spikes: unit A = clusters 0 and 1 (1 caught 3 samples early), unit B = cluster 2, unit C = cluster 3 */
     bs_rng r;
