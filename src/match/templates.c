@@ -370,123 +370,69 @@ static void proj6_tail(const float *restrict x, const float *restrict basis, int
         }
 }
 
-/* 8 outputs x 6 components in 12 SSE registers (any x86-64). */
-static void proj6_sse(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0,
-                      size_t pstride)
-{
-    int u0 = 0;
-    for (; u0 + 8 <= L; u0 += 8) {
-        v4f a[12];
-        for (int i = 0; i < 12; i++)
-            a[i] = (v4f){0.0f, 0.0f, 0.0f, 0.0f};
-        for (int s = 0; s < nt; s++) {
-            v4f xl, xh;
-            memcpy(&xl, x + u0 + s, sizeof xl);
-            memcpy(&xh, x + u0 + s + 4, sizeof xh);
-            for (int p = 0; p < 6; p++) {
-                const float w = basis[p * nt + s];
-                const v4f wv = {w, w, w, w};
-                a[2 * p] += wv * xl;
-                a[2 * p + 1] += wv * xh;
-            }
-        }
-        for (int p = 0; p < 6; p++) {
-            memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(v4f));
-            memcpy(o0 + PIDX(p, u0, pstride) + 4, &a[2 * p + 1], sizeof(v4f));
-        }
+/* 2W outputs x 6 components in 12 W-lane registers: returns how many
+ * outputs it wrote (a multiple of 2W). Every lane does the same IEEE multiply
+ * then add (no FMA), so the bits do not depend on the vector width; the
+ * second W outputs of a step lie in the same panel (W = 4, 8) or the next
+ * (W = 16), both PIDX(p, u0 + W). */
+#define BCAST4(w) {w, w, w, w}
+#define BCAST8(w) {w, w, w, w, w, w, w, w}
+#define BCAST16(w) {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w}
+#define PROJ6_KERNEL(NAME, ATTR, VT, W, BCAST)                                                                   \
+    ATTR static int NAME(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0, \
+                         size_t pstride)                                                                         \
+    {                                                                                                            \
+        int u0 = 0;                                                                                              \
+        for (; u0 + 2 * (W) <= L; u0 += 2 * (W)) {                                                               \
+            VT a[12];                                                                                            \
+            memset(a, 0, sizeof a);                                                                              \
+            for (int s = 0; s < nt; s++) {                                                                       \
+                VT xl, xh;                                                                                       \
+                memcpy(&xl, x + u0 + s, sizeof xl);                                                              \
+                memcpy(&xh, x + u0 + s + (W), sizeof xh);                                                        \
+                for (int p = 0; p < 6; p++) {                                                                    \
+                    const float w = basis[p * nt + s];                                                           \
+                    const VT wv = BCAST(w);                                                                      \
+                    a[2 * p] += wv * xl;                                                                         \
+                    a[2 * p + 1] += wv * xh;                                                                     \
+                }                                                                                                \
+            }                                                                                                    \
+            for (int p = 0; p < 6; p++) {                                                                        \
+                memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(VT));                                        \
+                memcpy(o0 + PIDX(p, u0 + (W), pstride), &a[2 * p + 1], sizeof(VT));                             \
+            }                                                                                                    \
+        }                                                                                                        \
+        return u0;                                                                                               \
     }
-    proj6_tail(x, basis, nt, u0, L, o0, pstride);
-}
 
+typedef float v16f __attribute__((vector_size(64)));
+_Static_assert(PANEL == 16, "whole panels per AVX-512 step, half a panel per AVX2 step");
+PROJ6_KERNEL(proj6_sse, , v4f, 4, BCAST4)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BS_HAVE_AVX2_KERNEL 1
-/* 16 outputs x 6 components in 12 AVX registers. AVX2 without FMA: every
- * lane does the same IEEE multiply then add as the SSE kernel, so the bits
- * are the same on machines with and without AVX2. */
-__attribute__((target("avx2"))) static void proj6_avx2(const float *restrict x, const float *restrict basis, int nt,
-                                                        int L, float *restrict o0, size_t pstride)
-{
-    int u0 = 0;
-    for (; u0 + 16 <= L; u0 += 16) {
-        v8f a[12];
-        for (int i = 0; i < 12; i++)
-            a[i] = (v8f){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        for (int s = 0; s < nt; s++) {
-            v8f xl, xh;
-            memcpy(&xl, x + u0 + s, sizeof xl);
-            memcpy(&xh, x + u0 + s + 8, sizeof xh);
-            for (int p = 0; p < 6; p++) {
-                const float w = basis[p * nt + s];
-                const v8f wv = {w, w, w, w, w, w, w, w};
-                a[2 * p] += wv * xl;
-                a[2 * p + 1] += wv * xh;
-            }
-        }
-        for (int p = 0; p < 6; p++) {
-            memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(v8f));
-            memcpy(o0 + PIDX(p, u0, pstride) + 8, &a[2 * p + 1], sizeof(v8f));
-        }
-    }
-    proj6_tail(x, basis, nt, u0, L, o0, pstride);
-}
-
-/* 32 outputs x 6 components in 12 AVX-512 registers, two panels at a time;
- * the same multiply then add per lane as the other kernels. */
-typedef float v16f __attribute__((vector_size(64)));
-_Static_assert(PANEL == 16, "one 16-float vector per panel row");
-__attribute__((target("avx512f"))) static void proj6_avx512(const float *restrict x, const float *restrict basis,
-                                                            int nt, int L, float *restrict o0, size_t pstride)
-{
-    int u0 = 0;
-    for (; u0 + 32 <= L; u0 += 32) {
-        v16f a[12];
-        for (int i = 0; i < 12; i++)
-            a[i] = (v16f){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
-                          0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        for (int s = 0; s < nt; s++) {
-            v16f xl, xh;
-            memcpy(&xl, x + u0 + s, sizeof xl);
-            memcpy(&xh, x + u0 + s + 16, sizeof xh);
-            for (int p = 0; p < 6; p++) {
-                const float w = basis[p * nt + s];
-                const v16f wv = {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w};
-                a[2 * p] += wv * xl;
-                a[2 * p + 1] += wv * xh;
-            }
-        }
-        for (int p = 0; p < 6; p++) {
-            memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(v16f));
-            memcpy(o0 + PIDX(p, u0 + 16, pstride), &a[2 * p + 1], sizeof(v16f));
-        }
-    }
-    if (u0 + 16 <= L) {
-        proj6_avx2(x + u0, basis, nt, 16, o0 + PIDX(0, u0, pstride), pstride);
-        u0 += 16;
-    }
-    proj6_tail(x, basis, nt, u0, L, o0, pstride);
-}
+PROJ6_KERNEL(proj6_avx2, __attribute__((target("avx2"))), v8f, 8, BCAST8)
+PROJ6_KERNEL(proj6_avx512, __attribute__((target("avx512f"))), v16f, 16, BCAST16)
 #endif
 
 /* Six-component projection of one channel over L samples, x pointing at the
  * first tap of output 0. Each output is summed over s ascending from 0 with
  * separate multiply and add, exactly as the generic loop in project_tile,
- * so every path gives the same bits. level: 2 AVX-512, 1 AVX2, 0 SSE. */
+ * so every path gives the same bits. level: 2 AVX-512, 1 AVX2, 0 SSE; each
+ * kernel leaves the outputs short of its step to the next narrower one. */
 static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0,
                   size_t pstride, int level)
 {
+    int u0 = 0;
 #ifdef BS_HAVE_AVX2_KERNEL
-    if (level >= 2) {
-        proj6_avx512(x, basis, nt, L, o0, pstride);
-        return;
-    }
-    if (level == 1) {
-        proj6_avx2(x, basis, nt, L, o0, pstride);
-        return;
-    }
+    if (level >= 2)
+        u0 = proj6_avx512(x, basis, nt, L, o0, pstride);
+    if (level >= 1)
+        u0 += proj6_avx2(x + u0, basis, nt, L - u0, o0 + PIDX(0, u0, pstride), pstride);
 #else
     (void)level;
 #endif
-    proj6_sse(x, basis, nt, L, o0, pstride);
+    u0 += proj6_sse(x + u0, basis, nt, L - u0, o0 + PIDX(0, u0, pstride), pstride);
+    proj6_tail(x, basis, nt, u0, L, o0, pstride);
 }
 
 static int level_cap = 2; /* lowered by bs_match_force_portable (tests) */
