@@ -604,7 +604,7 @@ size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan)
     size_t C = (size_t)n_chan, T = (size_t)n_templates, tbytes = (size_t)nt * C * sizeof(float);
     size_t B = (size_t)similarity_block((int64_t)T, tbytes);
     return (B + 1) * tbytes + B * T * sizeof(float) /* similarity blocks */
-           + (T + 1) * ((C + 63) / 64) * sizeof(uint64_t) + C * sizeof(int32_t) /* channel masks */
+           + (T + 1) * ((C + 63) / 64) * sizeof(uint64_t) + 4 * C * sizeof(int32_t) /* channel masks */
            + (T + 1) * (sizeof(double) + 1)          /* template norms, cluster presence */
            + 2 * C * C * sizeof(float)               /* whitening matrices */
            + C * (2 * sizeof(int32_t) + 2 * sizeof(float) + 64) + T * 64 + ((size_t)64 << 10);
@@ -649,6 +649,37 @@ static double shared_dot(const float *a, const uint64_t *ma, const float *b, con
     return d;
 }
 
+/* shared_dot for four templates a0..a3 against one b: the four sums are
+ * independent chains that the CPU overlaps (one sum alone waits on each add),
+ * each with the same terms in the same order as shared_dot. */
+static void shared_dot4(const float *const a[4], const uint64_t *const ma[4], const float *b, const uint64_t *mb,
+                        int nt, int C, int32_t *shared, double d[4])
+{
+    int n[4];
+    int32_t *sh[4];
+    for (int l = 0; l < 4; l++) {
+        sh[l] = shared + (size_t)l * C;
+        n[l] = 0;
+        for (int c = 0; c < C; c++)
+            if ((ma[l][c / 64] & mb[c / 64]) >> (c % 64) & 1)
+                sh[l][n[l]++] = c;
+    }
+    double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    for (int s = 0; s < nt; s++) {
+        const size_t o = (size_t)s * C;
+        const float *rb = b + o;
+        for (int q = 0; q < n[0]; q++)
+            d0 += (double)a[0][o + sh[0][q]] * rb[sh[0][q]];
+        for (int q = 0; q < n[1]; q++)
+            d1 += (double)a[1][o + sh[1][q]] * rb[sh[1][q]];
+        for (int q = 0; q < n[2]; q++)
+            d2 += (double)a[2][o + sh[2][q]] * rb[sh[2][q]];
+        for (int q = 0; q < n[3]; q++)
+            d3 += (double)a[3][o + sh[3][q]] * rb[sh[3][q]];
+    }
+    d[0] = d0, d[1] = d1, d[2] = d2, d[3] = d3;
+}
+
 /* similar_templates from the templates already streamed to disk. One pass
  * notes each template's channels (a C-bit mask); then rows in blocks of B
  * templates, each block compared with every template that shares a channel
@@ -676,7 +707,8 @@ static bs_status compute_similarity(bs_phy_writer *w)
     float *one = bs_mem_alloc("export/similarity", tbytes);
     float *out = bs_mem_alloc("export/similarity", (size_t)B * (size_t)T * sizeof(float));
     uint64_t *masks = bs_mem_alloc("export/similarity", sizeof(uint64_t) * (size_t)(T + 1) * (size_t)words);
-    int32_t *shared = bs_mem_alloc("export/similarity", sizeof(int32_t) * (size_t)C);
+    int32_t *shared = bs_mem_alloc("export/similarity", sizeof(int32_t) * 4 * (size_t)C);
+    int64_t meet[4];
     FILE *fp = fopen(tw->file.tmp_path, "rb");
     bs_status st = BS_OK;
     if (!blk || !one || !out || !masks || !shared)
@@ -717,15 +749,33 @@ static bs_status compute_similarity(bs_phy_writer *w)
                 break;
             }
             next = j + 1;
+            const double nj = w->tpl_norm[j];
+            int n_meet = 0; /* the rows whose sum has terms, four at a time */
             for (int64_t i = 0; i < nb; i++) {
                 const uint64_t *mi = masks + (size_t)(i0 + i) * words;
-                double ni = w->tpl_norm[i0 + i], nj = w->tpl_norm[j], d = 0;
-                if (ni > 0 && nj > 0) {
-                    if (masks_meet(mi, mj, words))
-                        d = shared_dot(blk + i * len, mi, one, mj, nt, C, shared);
-                    d /= ni * nj;
+                const double ni = w->tpl_norm[i0 + i];
+                out[i * T + j] = 0.0f; /* 0 / (ni nj), or no norm */
+                if (ni > 0 && nj > 0 && masks_meet(mi, mj, words))
+                    meet[n_meet++] = i;
+                if (n_meet == 4 || (i == nb - 1 && n_meet > 0)) {
+                    double d[4];
+                    if (n_meet == 4) {
+                        const float *a4[4];
+                        const uint64_t *m4[4];
+                        for (int l = 0; l < 4; l++) {
+                            a4[l] = blk + meet[l] * len;
+                            m4[l] = masks + (size_t)(i0 + meet[l]) * words;
+                        }
+                        shared_dot4(a4, m4, one, mj, nt, C, shared, d);
+                    } else {
+                        for (int l = 0; l < n_meet; l++)
+                            d[l] = shared_dot(blk + meet[l] * len, masks + (size_t)(i0 + meet[l]) * words, one, mj,
+                                              nt, C, shared);
+                    }
+                    for (int l = 0; l < n_meet; l++)
+                        out[meet[l] * T + j] = (float)(d[l] / (w->tpl_norm[i0 + meet[l]] * nj));
+                    n_meet = 0;
                 }
-                out[i * T + j] = (float)d;
             }
         }
         if (st == BS_OK)
