@@ -604,7 +604,8 @@ size_t bs_phy_writer_bytes(int n_templates, int nt, int n_chan)
     size_t C = (size_t)n_chan, T = (size_t)n_templates, tbytes = (size_t)nt * C * sizeof(float);
     size_t B = (size_t)similarity_block((int64_t)T, tbytes);
     return (B + 1) * tbytes + B * T * sizeof(float) /* similarity blocks */
-           + (T + 1) * ((C + 63) / 64) * sizeof(uint64_t) + 4 * C * sizeof(int32_t) /* channel masks */
+           + (T + 1) * ((C + 63) / 64) * sizeof(uint64_t) + C * sizeof(int32_t) /* channel masks */
+           + B * (C * sizeof(int32_t) + sizeof(int64_t) + sizeof(int)) /* the block's channel lists */
            + (T + 1) * (sizeof(double) + 1)          /* template norms, cluster presence */
            + 2 * C * C * sizeof(float)               /* whitening matrices */
            + C * (2 * sizeof(int32_t) + 2 * sizeof(float) + 64) + T * 64 + ((size_t)64 << 10);
@@ -629,64 +630,45 @@ static int masks_meet(const uint64_t *a, const uint64_t *b, int words)
     return any != 0;
 }
 
-/* Σ_k a[k] b[k] over the dense layout, k ascending, in double: only the
- * channels both masks hold are visited (the other terms are products with a
- * zero factor, and adding ±0 to the sum from +0 changes nothing), so the
- * result is the bits of the full sum at a fraction of the cost. */
-static double shared_dot(const float *a, const uint64_t *ma, const float *b, const uint64_t *mb, int nt, int C,
-                         int32_t *shared)
+/* Template i of a block, compacted: its n channels (list, ascending) in
+ * nt x n floats, moved forward within the block buffer (a value never moves
+ * past one still to be read), so a block of channel-sparse templates stays
+ * in cache. */
+static void compact_template(float *blk, int64_t from, int64_t to, int nt, int C, const int32_t *list, int n)
+{
+    for (int s = 0; s < nt; s++)
+        for (int q = 0; q < n; q++)
+            blk[to + (int64_t)s * n + q] = blk[from + (int64_t)s * C + list[q]];
+}
+
+/* Σ_k a[k] b[k] over the dense layout, k ascending, in double, with a
+ * compacted (a: nt x na over the channels la) and b dense: only the channels
+ * both masks hold are visited (the other terms are products with a zero
+ * factor, and adding ±0 to the sum from +0 changes nothing), so the result
+ * is the bits of the full sum at a fraction of the cost. */
+static double shared_dot(const float *a, const int32_t *la, int na, const float *b, const uint64_t *mb, int nt,
+                         int C, int32_t *sq)
 {
     int n = 0;
-    for (int c = 0; c < C; c++)
-        if ((ma[c / 64] & mb[c / 64]) >> (c % 64) & 1)
-            shared[n++] = c;
+    for (int q = 0; q < na; q++)
+        if (mb[la[q] / 64] >> (la[q] % 64) & 1)
+            sq[n++] = q;
     double d = 0;
     for (int s = 0; s < nt; s++) {
-        const float *ra = a + (size_t)s * C, *rb = b + (size_t)s * C;
+        const float *ra = a + (size_t)s * na, *rb = b + (size_t)s * C;
         for (int q = 0; q < n; q++)
-            d += (double)ra[shared[q]] * rb[shared[q]];
+            d += (double)ra[sq[q]] * rb[la[sq[q]]];
     }
     return d;
 }
 
-/* shared_dot for four templates a0..a3 against one b: the four sums are
- * independent chains that the CPU overlaps (one sum alone waits on each add),
- * each with the same terms in the same order as shared_dot. */
-static void shared_dot4(const float *const a[4], const uint64_t *const ma[4], const float *b, const uint64_t *mb,
-                        int nt, int C, int32_t *shared, double d[4])
-{
-    int n[4];
-    int32_t *sh[4];
-    for (int l = 0; l < 4; l++) {
-        sh[l] = shared + (size_t)l * C;
-        n[l] = 0;
-        for (int c = 0; c < C; c++)
-            if ((ma[l][c / 64] & mb[c / 64]) >> (c % 64) & 1)
-                sh[l][n[l]++] = c;
-    }
-    double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-    for (int s = 0; s < nt; s++) {
-        const size_t o = (size_t)s * C;
-        const float *rb = b + o;
-        for (int q = 0; q < n[0]; q++)
-            d0 += (double)a[0][o + sh[0][q]] * rb[sh[0][q]];
-        for (int q = 0; q < n[1]; q++)
-            d1 += (double)a[1][o + sh[1][q]] * rb[sh[1][q]];
-        for (int q = 0; q < n[2]; q++)
-            d2 += (double)a[2][o + sh[2][q]] * rb[sh[2][q]];
-        for (int q = 0; q < n[3]; q++)
-            d3 += (double)a[3][o + sh[3][q]] * rb[sh[3][q]];
-    }
-    d[0] = d0, d[1] = d1, d[2] = d2, d[3] = d3;
-}
-
 /* similar_templates from the templates already streamed to disk. One pass
  * notes each template's channels (a C-bit mask); then rows in blocks of B
- * templates, each block compared with every template that shares a channel
- * with one of the block's, read back one at a time (the others' cosines are
- * exactly 0, as channel-sparse templates mostly are to each other), over
- * the channels the two share (shared_dot). Memory: (B + 1) templates, B
- * rows, T masks. */
+ * templates (compacted to their channels), each block compared with every
+ * template that shares a channel with one of the block's, read back one at a
+ * time (the others' cosines are exactly 0, as channel-sparse templates
+ * mostly are to each other), over the channels the two share (shared_dot).
+ * Memory: (B + 1) templates, B rows and channel lists, T masks. */
 static bs_status compute_similarity(bs_phy_writer *w)
 {
     int64_t T = w->h.n_templates, len = (int64_t)w->h.nt * w->h.n_chan;
@@ -707,11 +689,13 @@ static bs_status compute_similarity(bs_phy_writer *w)
     float *one = bs_mem_alloc("export/similarity", tbytes);
     float *out = bs_mem_alloc("export/similarity", (size_t)B * (size_t)T * sizeof(float));
     uint64_t *masks = bs_mem_alloc("export/similarity", sizeof(uint64_t) * (size_t)(T + 1) * (size_t)words);
-    int32_t *shared = bs_mem_alloc("export/similarity", sizeof(int32_t) * 4 * (size_t)C);
-    int64_t meet[4];
+    int32_t *shared = bs_mem_alloc("export/similarity", sizeof(int32_t) * (size_t)C);
+    int32_t *lists = bs_mem_alloc("export/similarity", sizeof(int32_t) * (size_t)B * (size_t)C);
+    int64_t *at = bs_mem_alloc("export/similarity", sizeof(int64_t) * (size_t)B);
+    int *n_list = bs_mem_alloc("export/similarity", sizeof(int) * (size_t)B);
     FILE *fp = fopen(tw->file.tmp_path, "rb");
     bs_status st = BS_OK;
-    if (!blk || !one || !out || !masks || !shared)
+    if (!blk || !one || !out || !masks || !shared || !lists || !at || !n_list)
         st = BS_ERR_MEMORY;
     else if (!fp)
         st = bs_error(BS_ERR_INPUT, "%s: cannot read back: %s", tw->file.tmp_path, strerror(errno));
@@ -732,9 +716,21 @@ static bs_status compute_similarity(bs_phy_writer *w)
             break;
         }
         memset(bor, 0, sizeof(uint64_t) * (size_t)words);
-        for (int64_t i = 0; i < nb; i++)
+        int64_t to = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            const uint64_t *mi = masks + (size_t)(i0 + i) * words;
+            int32_t *li = lists + (size_t)i * C;
+            int n = 0;
+            for (int c = 0; c < C; c++)
+                if (mi[c / 64] >> (c % 64) & 1)
+                    li[n++] = c;
             for (int q = 0; q < words; q++)
-                bor[q] |= masks[(size_t)(i0 + i) * words + q];
+                bor[q] |= mi[q];
+            compact_template(blk, i * len, to, nt, C, li, n);
+            n_list[i] = n;
+            at[i] = to;
+            to += (int64_t)nt * n;
+        }
         int64_t next = -1; /* the template the file is positioned at */
         for (int64_t j = 0; j < T; j++) {
             const uint64_t *mj = masks + (size_t)j * words;
@@ -749,33 +745,15 @@ static bs_status compute_similarity(bs_phy_writer *w)
                 break;
             }
             next = j + 1;
-            const double nj = w->tpl_norm[j];
-            int n_meet = 0; /* the rows whose sum has terms, four at a time */
             for (int64_t i = 0; i < nb; i++) {
                 const uint64_t *mi = masks + (size_t)(i0 + i) * words;
-                const double ni = w->tpl_norm[i0 + i];
-                out[i * T + j] = 0.0f; /* 0 / (ni nj), or no norm */
-                if (ni > 0 && nj > 0 && masks_meet(mi, mj, words))
-                    meet[n_meet++] = i;
-                if (n_meet == 4 || (i == nb - 1 && n_meet > 0)) {
-                    double d[4];
-                    if (n_meet == 4) {
-                        const float *a4[4];
-                        const uint64_t *m4[4];
-                        for (int l = 0; l < 4; l++) {
-                            a4[l] = blk + meet[l] * len;
-                            m4[l] = masks + (size_t)(i0 + meet[l]) * words;
-                        }
-                        shared_dot4(a4, m4, one, mj, nt, C, shared, d);
-                    } else {
-                        for (int l = 0; l < n_meet; l++)
-                            d[l] = shared_dot(blk + meet[l] * len, masks + (size_t)(i0 + meet[l]) * words, one, mj,
-                                              nt, C, shared);
-                    }
-                    for (int l = 0; l < n_meet; l++)
-                        out[meet[l] * T + j] = (float)(d[l] / (w->tpl_norm[i0 + meet[l]] * nj));
-                    n_meet = 0;
+                double ni = w->tpl_norm[i0 + i], nj = w->tpl_norm[j], d = 0;
+                if (ni > 0 && nj > 0) {
+                    if (masks_meet(mi, mj, words))
+                        d = shared_dot(blk + at[i], lists + (size_t)i * C, n_list[i], one, mj, nt, C, shared);
+                    d /= ni * nj;
                 }
+                out[i * T + j] = (float)d;
             }
         }
         if (st == BS_OK)
@@ -788,6 +766,9 @@ static bs_status compute_similarity(bs_phy_writer *w)
     bs_mem_free(out);
     bs_mem_free(masks);
     bs_mem_free(shared);
+    bs_mem_free(lists);
+    bs_mem_free(at);
+    bs_mem_free(n_list);
     return st;
 }
 

@@ -61,7 +61,8 @@
  * the n_groups group maxima; with K = 17,345 that is a few thousand rows and
  * 272 groups per column instead of 17,345 rows. The groups are scanned in
  * ascending order with a strict comparison, as the rows within a group, so
- * the best template of a column is the same (lowest k on ties). */
+ * the best template of a column is the same (lowest k on ties; scores are
+ * finite: the data and the templates are). */
 #define PEEL_GROUP 64
 #define PEEL_GROUP_MIN_K 2048
 
