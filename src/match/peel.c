@@ -255,7 +255,7 @@ static void rescan_after(const bs_pair_table *pt, const float *B, int K, int64_t
                          const int32_t *tk, int64_t i0, int64_t i1, uint8_t *sel, bs_peel_ws *ws)
 {
     if (!ws->n_groups) {
-        scan_rows(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax);
+        scan_cols(B, K, n_t, lo, hi, ws);
         return;
     }
     memset(sel, 0, (size_t)ws->n_groups);
