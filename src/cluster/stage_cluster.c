@@ -284,6 +284,20 @@ static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct
     return st;
 }
 
+/* Clusters a center of n spikes (before the cap) can make, at most: one when it is too small to
+ * cluster, else no more than the initialisation's (the sweeps and splits only merge and regroup them)
+ * nor than its clustered spikes. */
+static int64_t center_clusters_max(int64_t n, int64_t cap, const bs_cluster_params *cp)
+{
+    int64_t m = cap > 0 && n > cap ? cap : n;
+    if (m == 0)
+        return 0;
+    if (m < cp->min_spikes || m < 2)
+        return 1;
+    int64_t l = cp->n_init > 1 ? cp->n_init : 1;
+    return l < m ? l : m;
+}
+
 /* Per spatial center, read its detected spikes back from disk, cluster them,
  * and keep every cluster that passes the acceptance rule as a template. */
 static bs_status cluster_templates(bs_run_ctx *ctx)
@@ -344,11 +358,16 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
             st = bs_bucket_finish(&bk);
     }
     if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
-        int64_t largest = 0;
-        for (int k = 0; k < centers.n_centers; k++)
+        int64_t largest = 0, k_bound = 0, max_l = 0;
+        for (int k = 0; k < centers.n_centers; k++) {
             if (count[k] > largest)
                 largest = count[k];
-        bs_sort_plan_detected(plan, ctx->stage, n, largest);
+            int64_t l = center_clusters_max(count[k], cap, &cp), mts = ctx->p->min_template_spikes;
+            int64_t m = cap > 0 && count[k] > cap ? cap : count[k];
+            max_l = l > max_l ? l : max_l;
+            k_bound += l < m / (mts > 1 ? mts : 1) ? l : m / (mts > 1 ? mts : 1);
+        }
+        bs_sort_plan_detected(plan, ctx->stage, n, largest, k_bound, max_l);
         bs_run_stage_replan(ctx->summary, plan->stage[ctx->stage].peak);
         st = bs_sort_plan_check(plan, ctx->stage);
     }
@@ -417,10 +436,11 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     size_t rows = (size_t)m * ((size_t)pl->feat_len * sizeof(float) + sizeof(bs_detected_spike) + 8 + 4 + 8 + 4) +
                   (size_t)CENTER_READ * sizeof(center_item);
     size_t graph = bs_cluster_center_bytes(m, pl->center_chans, pl->n_pc, &pl->cp);
-    /* a center's clusters (bs_center_templates: mean features and waveform per channel), up to 64 of them */
-    size_t result = 64 * ((size_t)pl->center_chans * (pl->n_pc + (size_t)pl->nt) * sizeof(float) + 32) +
+    /* a center's clusters (bs_center_templates: mean features and waveform per channel), and the templates
+       of every center: their bounds from the centers' spike counts (the initialisation's count before them) */
+    size_t result = (size_t)pl->cluster_max_l * ((size_t)pl->center_chans * (pl->n_pc + (size_t)pl->nt) * sizeof(float) + 32) +
                     sizeof(center_result);
-    size_t templates = (size_t)pl->K * (pl->n_sup * (4 + (size_t)pl->n_pc * 4) + sizeof(int64_t));
+    size_t templates = (size_t)pl->cluster_k_bound * (pl->n_sup * (4 + (size_t)pl->n_pc * 4) + sizeof(int64_t));
     /* the sum-template check after clustering (drop_sum_templates): the templates as the matcher holds them, the
        pair table's neighbour lists, a row of every neighbour per thread (at most K) and the fits */
     size_t sums = pl->p.sum.max_resid <= 0 && pl->p.sum.max_copy_resid <= 0
@@ -451,7 +471,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "--max-center-spikes";
     /* center_index.bin (every detected spike), then files[]: supports, low-rank templates and spike counts */
     bs_plan_disk(s, 4, (double)pl->n_detected * sizeof(center_item) +
-                           (double)pl->K * (pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)) +
+                           (double)pl->cluster_k_bound * (pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)) +
                                             sizeof(int64_t)));
 }
 
@@ -523,6 +543,16 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
 static bs_status run(bs_run_ctx *c)
 {
     BS_TRY(cluster_templates(c));
+    if (c->p->sum.max_resid > 0 || c->p->sum.max_copy_resid > 0) {
+        /* the sum-template check's buffers grow with K and its pairs: re-plan with the real counts */
+        const bs_learned_templates *lt = &c->lt;
+        int64_t nnz = bs_pair_count(lt->K, lt->n_sup, lt->support, c->rec->probe.n_chan);
+        size_t before = c->plan->stage[c->stage].peak; /* the clustering's own peak is past, with its width */
+        bs_sort_plan_update(c->plan, c->stage, lt->K, nnz, -1);
+        size_t after = c->plan->stage[c->stage].peak;
+        bs_run_stage_replan(c->summary, after > before ? after : before);
+        BS_TRY(bs_sort_plan_check(c->plan, c->stage));
+    }
     BS_TRY(drop_sum_templates(c));
     return store_templates(c->stage_dir, &c->lt);
 }

@@ -215,10 +215,13 @@ static void estimate_pairs(bs_sort_plan *pl)
         pl->pair_nnz = pl->K;
 }
 
-void bs_sort_plan_detected(bs_sort_plan *pl, int from, int64_t n_detected, int64_t largest_center)
+void bs_sort_plan_detected(bs_sort_plan *pl, int from, int64_t n_detected, int64_t largest_center,
+                           int64_t k_bound, int64_t max_l)
 {
     pl->n_detected = n_detected;
     pl->center_spikes = largest_center;
+    pl->cluster_k_bound = k_bound;
+    pl->cluster_max_l = max_l;
     if (pl->spikes_assumed) /* matching finds about as many as detection did (still an assumption) */
         pl->n_spikes = n_detected;
     plan_from(pl, from);
@@ -371,6 +374,8 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->cluster_fixed = pl->resident + pl->shapes.centers + pl->shapes.grid + MIB;
     pl->n_detected = pl->n_spikes;
     pl->center_spikes = pl->n_spikes;
+    pl->cluster_k_bound = pl->K;
+    pl->cluster_max_l = p->cluster.n_init > 1 ? p->cluster.n_init : 1;
     estimate_pairs(pl);
     pl->n_stages = bs_n_stages;
     plan_from(pl, 0);

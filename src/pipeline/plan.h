@@ -121,6 +121,9 @@ typedef struct {
     int64_t peel_n_t;        /* samples of a peeling window with its halos (match.h) */
     int64_t n_detected;      /* detected spikes (assumed until detection ran) */
     int64_t center_spikes;   /* spikes of the largest center, after the cap (assumed until known) */
+    int64_t cluster_k_bound; /* templates the clustering can make, at most: per center, the fewer of its clusters
+                                and its clustered spikes / min_template_spikes (K until detection ran) */
+    int64_t cluster_max_l;   /* clusters of one center, at most (cluster.n_init until detection ran) */
     int center_chans, feat_len; /* union channels of the widest center; floats per detected spike */
     int n_centers;
     double fs_hz;
@@ -176,8 +179,10 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
 
 /* Re-plan stage `from` and every later one once detection has run:
  * n_detected spikes, the largest center holding `largest_center` of them
- * (before the cap). */
-void bs_sort_plan_detected(bs_sort_plan *plan, int from, int64_t n_detected, int64_t largest_center);
+ * (before the cap), at most k_bound templates out of the clustering and
+ * max_l clusters out of one center. */
+void bs_sort_plan_detected(bs_sort_plan *plan, int from, int64_t n_detected, int64_t largest_center,
+                           int64_t k_bound, int64_t max_l);
 
 /* Re-plan stage `from` and every later one once K, the pair count and the
  * spike count are known (pair_nnz < 0 estimates it; n_spikes < 0 keeps the

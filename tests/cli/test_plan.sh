@@ -123,6 +123,33 @@ for o, budget in (("o_gen", 4 << 30), ("o_fly", None)):
     print(o, "peak RSS", d["peak_rss_bytes"] >> 20, "MiB, budget", b >> 20, "MiB + overhead", overhead >> 20, "MiB")
 PYEOF
 
+# a clustering that makes many more templates than the plan assumes before it runs (1.5 per channel): every
+# split kept and small clusters made templates, as a motion-artifact session makes Kilosort split. The
+# clustering's plan bounds its templates from the centers' spike counts (at most n_init clusters per center,
+# each of at least min_template_spikes), and the sum-template check is planned with the real count
+cat >"$T/oversplit.json" <<'EOF2'
+{"cluster": {"lam": 100, "n_neighbors": 3, "downsampling": 1, "modularity_split": 10, "bimodality_merge": 0,
+             "refractory_test": 0, "min_template_spikes": 1, "min_template_norm_of_threshold": 0, "min_spikes": 1},
+ "merge": {"r_thresh": 1}}
+EOF2
+"$BS" sort "${REC[@]}" --no-qc --no-report -o "$T/o_split" --params "$T/oversplit.json" --mem 1G -q 2>"$T/split.err" \
+  && ok || bad "sort with every split kept failed: $(tail -3 "$T/split.err")"
+grep -q "bug in the plan" "$T/split.err" && bad "$(grep 'bug in the plan' "$T/split.err")" || ok
+$PY - "$T/o_split/run_summary.json" <<'PYEOF' && ok || bad "the clustering's plan does not hold its templates"
+import json, sys
+d = json.load(open(sys.argv[1]))
+K = d["plan"]["templates"]
+c = [s for s in d["plan"]["stages"] if s["name"] == "cluster"][0]
+held = [b["bytes"] for b in c["buffers"] if b["what"] == "templates so far"][0]
+per = 32 * (4 + 4 * 6) + 8  # a template's 32 support channels, 6 pcs per channel (float32), its spike count
+print("templates", K, "(assumed before clustering:", 32 * 3 // 2, ") planned for", held // per)
+assert K > 48 and held >= K * per, (K, held)
+for s in d["stages"]:
+    assert 0 < s["tracked_peak_bytes"] <= s["planned_peak_bytes"], s
+c = [s for s in d["stages"] if s["name"] == "cluster"][0]
+assert c["disk_written_bytes"] <= c["disk_planned_bytes"], c
+PYEOF
+
 # the memory trace: JSON lines, every allocation freed, tags of every stage
 $PY - "$T/trace.jsonl" <<'PYEOF' && ok || bad "memory trace wrong"
 import json, sys
