@@ -828,12 +828,12 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
 
 /* ------------------------------------------------------------ the stage */
 
-size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan, int n_tf)
+size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan, int n_tf)
 {
-    size_t k = (size_t)K, C = (size_t)n_chan;
+    size_t k = (size_t)K, k1 = (size_t)(K1 > K ? K1 : K), C = (size_t)n_chan;
+    /* what lives through the whole stage: the per-template state, reserved for the 2K templates the amplitude
+       and feature splits may leave, the trains' buffers and the reads */
     size_t b = 0;
-    /* up to 2K templates after the amplitude and feature splits */
-    b += 2 * k * (size_t)n_sup * (size_t)nt * sizeof(float) * 3; /* sparse waveforms + merged copies */
     b += 2 * k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
     b += 2 * k * (sizeof(float) + 3 * sizeof(int32_t) + 2); /* split rules (cut, first, next, kind), matching
@@ -846,17 +846,24 @@ size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_
                                                                                      one unit's support flags */
     b += (k + 1) * (sizeof(int32_t) + 16);                          /* collisions: partner, visiting order */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
-    b += k * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t));
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
     b += (size_t)READ_BLOCK * n_pc * n_pc_chan * sizeof(float); /* the reads' features, for the feature splits */
-    b += (size_t)OUT_BLOCK * (2 * sizeof(int64_t) + 2 * sizeof(int32_t) + 3 * sizeof(float) +
-                              (size_t)n_pc * n_pc_chan * sizeof(float));
-    b += C * C * 2 * sizeof(float) + bs_whitener_inverse_bytes(n_chan); /* export whitening */
-    b += (size_t)nt * C * sizeof(float) + (size_t)n_sup * nt * sizeof(float); /* one dense template */
-    b += (size_t)OUT_BLOCK * (size_t)n_tf * sizeof(float);                      /* a block's template features */
-    b += k * (size_t)n_tf * sizeof(int32_t) + bs_template_neighbors_bytes(K, n_sup, n_chan); /* their rows */
-    b += bs_phy_writer_bytes(K, nt, n_chan) + ((size_t)1 << 20);
-    return b;
+    /* then two phases, one after the other. The splits' templates' waveforms (allocated once the splits ran,
+       for the K1 there are; 2K before) through the shadows, merges and collision units, with the merges'
+       copies of them: */
+    size_t merges = (size_t)K1 * (size_t)n_sup * (size_t)nt * sizeof(float) * 2;
+    /* and, once they are freed, the Phy folder's export: the units' state (at most K1 units), the blocks of
+       spikes written, the dense templates and their similarities */
+    size_t out = k1 * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t)) +
+                 k * (2 * sizeof(double));
+    out += (size_t)OUT_BLOCK * (2 * sizeof(int64_t) + 2 * sizeof(int32_t) + 3 * sizeof(float) +
+                                (size_t)n_pc * n_pc_chan * sizeof(float));
+    out += C * C * 2 * sizeof(float) + bs_whitener_inverse_bytes(n_chan); /* export whitening */
+    out += (size_t)nt * C * sizeof(float) + (size_t)n_sup * nt * sizeof(float); /* one dense template */
+    out += (size_t)OUT_BLOCK * (size_t)n_tf * sizeof(float);                      /* a block's template features */
+    out += k * (size_t)n_tf * sizeof(int32_t) + bs_template_neighbors_bytes(K, n_sup, n_chan); /* their rows */
+    out += bs_phy_writer_bytes(K, nt, n_chan);
+    return b + (merges > out ? merges : out) + ((size_t)1 << 20);
 }
 
 int bs_finish_n_tf(const bs_finish_params *p, int K)
@@ -925,6 +932,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     if (st == BS_OK)
         st = split_templates(&ds, &r_a, &r_f, D, &in->fp->split, bs_merge_max_train(&mp), amp_mean, &R, matching,
                              depth, &K1, &n_fsplit);
+    if (st == BS_OK && in->splits_done)
+        st = in->splits_done(in->splits_arg, K1);
 
     /* merges over the disk trains, on the matching templates' waveforms */
     bs_sparse_templates T = {0};
@@ -1177,7 +1186,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "templates (channel-sparse, low-rank)",
                 bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup));
     bs_plan_add(s, "merges, unit state, reorder and export blocks",
-                bs_finish_bytes(pl->K, pl->nt, pl->n_sup, pl->n_chan, pl->n_pc, npc,
+                bs_finish_bytes(pl->K, pl->finish_k1 > 0 ? pl->finish_k1 : 2 * pl->K, pl->nt, pl->n_sup, pl->n_chan,
+                                pl->n_pc, npc,
                                 bs_finish_n_tf(&pl->p.finish, pl->K)));
     /* two read slots (32 B/spike each), the merged list (16) and the collision test's two flags (2) fit in 96 */
     bs_plan_add(s, "the two trains a merge compares (96 B/spike, <= merge.max_rate_hz)", (size_t)largest * 96);
@@ -1249,6 +1259,16 @@ static bs_status publish_artifacts(const bs_run_ctx *c, int64_t *n_periods, int6
     return bs_atomic_commit(&out);
 }
 
+/* The splits ran: re-plan with the template count they left (the waveforms' bytes), refuse if it no longer fits. */
+static bs_status splits_done(void *arg, int K1)
+{
+    bs_run_ctx *c = arg;
+    c->plan->finish_k1 = K1;
+    BS_TRY(replan(c));
+    bs_run_stage_replan(c->summary, c->plan->stage[c->stage].peak);
+    return BS_OK;
+}
+
 static bs_status run(bs_run_ctx *c)
 {
     bs_finish_params fp = c->p->finish;
@@ -1261,7 +1281,9 @@ static bs_status run(bs_run_ctx *c)
                            .pc_chan = c->pc_chan,
                            .n_pc_chan = c->n_pc_chan,
                            .fp = &fp,
-                           .quiet = c->p->quiet};
+                           .quiet = c->p->quiet,
+                           .splits_done = splits_done,
+                           .splits_arg = c};
     BS_TRY(bs_finish_run(&fin, &c->n_units, &c->n_final));
     int64_t n_periods, n_blanked;
     BS_TRY(publish_artifacts(c, &n_periods, &n_blanked));

@@ -104,12 +104,17 @@ typedef struct {
     int n_pc_chan;
     const bs_finish_params *fp;   /* merges, shadows, duplicates, labels */
     int quiet;
+    /* called once the splits ran, with the template count after them, before the templates' waveforms
+       (which it sizes) are allocated: the caller re-plans (NULL: none) */
+    bs_status (*splits_done)(void *arg, int K1);
+    void *splits_arg;
 } bs_finish_input;
 
-/* Bytes the stage allocates for K templates of n_sup channels, besides the
- * trains the merge holds (2 × 32 bytes per spike of the two largest units
+/* Bytes the stage allocates for K templates of n_sup channels, K1 of them
+ * after the splits (at most 2K; 2K when not yet known), besides the trains
+ * the merge holds (2 × 32 bytes per spike of the two largest units
  * compared). */
-size_t bs_finish_bytes(int K, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan, int n_tf);
+size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan, int n_tf);
 /* Template features per spike for K templates: n_template_features capped at K. */
 int bs_finish_n_tf(const bs_finish_params *p, int K);
 

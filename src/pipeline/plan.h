@@ -140,6 +140,8 @@ typedef struct {
     size_t pair_keep;        /* on the fly: bytes of the busiest templates' pair rows kept (bs_pair_table_keep; 0:
                                 none), what the budget leaves the matching stage */
     int cluster_width;       /* centers the clustering stage clusters at once: as many as threads and budget allow */
+    int finish_k1;           /* templates after the finishing stage's amplitude and feature splits, once they ran
+                                (0 before: 2K, the bound) */
     bs_plan_stage stage[BS_PLAN_MAX_STAGES]; /* one per stage of the table (stages.h), in run order */
     int n_stages;
     size_t peak;             /* max over stages */

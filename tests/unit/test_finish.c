@@ -84,6 +84,13 @@ static void *load(const char *dir, const char *name, bs_npy_dtype dt, int ndim, 
 
 static int n_unit_shadow_cases; /* cases whose reference found a unit shadow after the merges */
 
+/* bs_finish_input.splits_done: the template count after the splits, as the stage re-plans with it */
+static bs_status note_k1(void *arg, int K1)
+{
+    *(int *)arg = K1;
+    return BS_OK;
+}
+
 static void run_case(const char *root, double rate_hz, double seconds, uint64_t seed)
 {
     char dir[3000], stage[3100], mdir[3200], out[3100], dat[3100];
@@ -206,11 +213,14 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     fp.split.min_low_amp = fp.split.low_amp_of_threshold * 8.0; /* as the stage sets it: the default threshold */
     fp.collision.window_ms = 0.5; /* the reference has no collision units: at ±2 ms the dense trains here (up to
                                      1.2 kHz on templates 3 and 6) coincide with their neighbours' beyond chance */
-    bs_finish_input in = {&rec, stage, out, &wh, &mt, pc_chan, NPC, &fp, 1};
+    int k1 = -1;
+    bs_finish_input in = {.rec = &rec, .stage_dir = stage, .out_dir = out, .wh = &wh, .mt = &mt, .pc_chan = pc_chan,
+                          .n_pc_chan = NPC, .fp = &fp, .quiet = 1, .splits_done = note_k1, .splits_arg = &k1};
     int n_units = 0;
     int64_t n_out = 0;
     bs_status st = bs_finish_run(&in, &n_units, &n_out);
     CHECK_MSG(st == BS_OK, "finish: %s", bs_last_error());
+    CHECK_MSG(k1 >= K && k1 <= 2 * K, "templates after the splits: %d of %d", k1, K);
 
     /* the reference, in RAM: first the template shadows (4 of 2; 6 of 0 or 1, the one holding more in its
      * window, then in a second round possibly of the other, on what the first left), marked against the
