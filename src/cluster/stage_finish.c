@@ -364,6 +364,7 @@ typedef struct {
     const int32_t *shadow_lag; /* [K2] its lag, samples (unit time minus the other's) */
     const uint8_t *shadow_whole; /* [K2] 1: a shadow unit with too few spikes left, removed whole */
     const int32_t *collision_of; /* [K2] the neighbour a collision unit was found beside, -1: none */
+    const uint8_t *noise;        /* [K2] 1: a noise unit (find_noise_units) */
     int half_width;  /* shadow lag window half-width, samples */
     /* template shadows, found before the merges (per template, K1) */
     int K1, n_rounds;            /* templates after the splits; rounds of template shadows */
@@ -377,7 +378,7 @@ typedef struct {
     int64_t n_blk, *ts, *ix;
     int32_t *bk, *cs;
     float *ba, *bf, *bxy, *btf;
-    int64_t n_out, n_dup, n_shadow, n_collision, n_blocks;
+    int64_t n_out, n_dup, n_shadow, n_collision, n_noise, n_blocks;
 } export_state;
 
 static bs_status flush_block(export_state *e)
@@ -475,6 +476,10 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
     e->last[u] = r->ta;
     if (e->collision_of[u] >= 0) { /* kept as a unit's spike until here: it still casts its shadows */
         e->n_collision++;
+        return BS_OK;
+    }
+    if (e->noise[u]) { /* the same */
+        e->n_noise++;
         return BS_OK;
     }
     int64_t b = e->n_blk++;
@@ -826,6 +831,43 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
     return st;
 }
 
+/* Noise units (docs/ALGORITHM.md §9.9): unit u (not already a collision unit) whose median spike amplitude is
+ * under max_median: more than half of its train's amplitudes, read back by index in blocks, are below it.
+ * noise[u] = 1 for those, else 0. */
+static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, const int32_t *root,
+                                  const int32_t *collision_of, double max_median, uint8_t *noise, int *n_noise)
+{
+    enum { BLOCK = 4096 };
+    *n_noise = 0;
+    memset(noise, 0, (size_t)K2);
+    if (!(max_median > 0))
+        return BS_OK;
+    float *a = bs_mem_alloc("finish/noise", BLOCK * sizeof *a);
+    if (!a)
+        return BS_ERR_MEMORY;
+    bs_status st = BS_OK;
+    for (int u = 0; u < K2 && st == BS_OK; u++) {
+        if (root[u] < 0 || collision_of[u] >= 0)
+            continue;
+        const int64_t *t, *idx;
+        int64_t n, low = 0;
+        if ((st = store_get(d, root[u], 0, &t, &idx, &n)) != BS_OK)
+            break;
+        for (int64_t s = 0; s < n && st == BS_OK; s += BLOCK) {
+            int64_t c = n - s < BLOCK ? n - s : BLOCK;
+            st = bs_npy_rows_gather(r_a, idx + s, c, a);
+            for (int64_t i = 0; i < c && st == BS_OK; i++)
+                low += a[i] < max_median;
+        }
+        if (st == BS_OK && n > 0 && 2 * low > n) {
+            noise[u] = 1;
+            (*n_noise)++;
+        }
+    }
+    bs_mem_free(a);
+    return st;
+}
+
 /* ------------------------------------------------------------ the stage */
 
 size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, int n_pc_chan, int n_tf)
@@ -844,7 +886,8 @@ size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, i
                                                                                peak, index */
     b += 2 * k * (size_t)n_sup * sizeof(int32_t) + (C + 1) * sizeof(int32_t) + C; /* units by support channel,
                                                                                      one unit's support flags */
-    b += (k + 1) * (sizeof(int32_t) + 16);                          /* collisions: partner, visiting order */
+    b += (k1 + 1) * (sizeof(int32_t) + 16 + 1) + 4096 * sizeof(float); /* collisions: partner, visiting order;
+                                                                          noise units: flags, amplitudes */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
     b += (size_t)READ_BLOCK * n_pc * n_pc_chan * sizeof(float); /* the reads' features, for the feature splits */
@@ -882,6 +925,7 @@ void bs_finish_default_params(bs_finish_params *p)
     bs_split_default_params(&p->split);
     bs_collision_default_params(&p->collision);
     p->n_template_features = 32;
+    p->noise_median_of_threshold = 1.2;
 }
 
 bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes)
@@ -1011,8 +1055,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     int32_t *shadow_lag = bs_mem_alloc("finish/shadows", ((size_t)K2 + 1) * sizeof *shadow_lag);
     uint8_t *shadow_whole = bs_mem_alloc("finish/shadows", (size_t)K2 + 1);
     int32_t *collision_of = bs_mem_alloc("finish/collisions", ((size_t)K2 + 1) * sizeof *collision_of);
-    int n_shadowed = 0, n_whole = 0;
-    if (st == BS_OK && !(shadow_of && shadow_lag && shadow_whole && collision_of && root && peak))
+    uint8_t *noise = bs_mem_alloc("finish/noise", (size_t)K2 + 1);
+    int n_shadowed = 0, n_whole = 0, n_noise = 0;
+    if (st == BS_OK && !(shadow_of && shadow_lag && shadow_whole && collision_of && noise && root && peak))
         st = BS_ERR_MEMORY;
     if (st == BS_OK) {
         unit_roots_peaks(&ds, &T, K1, final_id, root, peak);
@@ -1024,6 +1069,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
                              rec->fs_hz, &in->fp->collision, in->fp->merge.r_thresh,
                              in->fp->merge.max_lag > 0 ? in->fp->merge.max_lag : nt / 2, collision_of,
                              &n_collisions);
+    if (st == BS_OK)
+        st = find_noise_units(&ds, &r_a, K2, root, collision_of, in->fp->noise_max_median, noise, &n_noise);
     bs_sparse_templates_free(&T);
     store_close(&ds);
 
@@ -1032,7 +1079,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     memset(&e, 0, sizeof e);
     e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc, e.matching = matching;
     e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.shadow_whole = shadow_whole, e.half_width = sp.half_width;
-    e.collision_of = collision_of;
+    e.collision_of = collision_of, e.noise = noise;
     e.K1 = K1, e.n_rounds = n_rounds;
     e.tshadow_of = tshadow_of, e.tshadow_lag = tshadow_lag, e.tshadow_whole = tshadow_whole, e.shift = shift;
     e.tlast = tlast;
@@ -1141,10 +1188,10 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     if (st == BS_OK && !in->quiet)
         bs_log_info("%d templates, %d split by amplitude and %d by features, %d merges, %d units, %lld spikes "
                     "(%lld duplicates removed; %lld shadow spikes of %d templates and %d units removed, %d and %d of "
-                    "them whole; %d collision units of %lld spikes removed)",
+                    "them whole; %d collision units of %lld spikes and %d noise units of %lld removed)",
                     K, K1 - K - n_fsplit, n_fsplit, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup,
                     (long long)e.n_shadow, n_tshadowed, n_shadowed, n_twhole, n_whole, n_collisions,
-                    (long long)e.n_collision);
+                    (long long)e.n_collision, n_noise, (long long)e.n_noise);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
@@ -1152,7 +1199,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_mem_free(e.bf), bs_mem_free(e.bxy), bs_mem_free(e.btf), bs_mem_free(tf_ind);
     bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag),
         bs_mem_free(shadow_whole);
-    bs_mem_free(collision_of), bs_mem_free(root), bs_mem_free(peak), bs_mem_free(tshadow_of),
+    bs_mem_free(collision_of), bs_mem_free(noise), bs_mem_free(root), bs_mem_free(peak), bs_mem_free(tshadow_of),
         bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
         bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(matching), bs_mem_free(depth);
     bs_mem_free(R.first), bs_mem_free(R.next), bs_mem_free(R.thr), bs_mem_free(R.kind), bs_mem_free(R.fv),
@@ -1273,6 +1320,7 @@ static bs_status run(bs_run_ctx *c)
 {
     bs_finish_params fp = c->p->finish;
     fp.split.min_low_amp = fp.split.low_amp_of_threshold * c->p->match_threshold;
+    fp.noise_max_median = fp.noise_median_of_threshold * c->p->match_threshold;
     bs_finish_input fin = {.rec = c->rec,
                            .stage_dir = c->stage_dir,
                            .out_dir = c->p->out_dir,

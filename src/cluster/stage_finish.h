@@ -41,14 +41,16 @@
  *      cast spikes at a fixed lag after another's (bs_shadow_test), and
  *      which fire almost only together with a neighbour and beside a much
  *      larger, similar one (bs_mark_coincident, bs_collision_excess;
- *      docs/ALGORITHM.md §9.5, §9.7).
+ *      docs/ALGORITHM.md §9.5, §9.7); then noise units, whose median
+ *      amplitude is barely over the matching threshold (§9.9): their
+ *      trains' amplitudes read back by index.
  *   3. One streaming pass in time order: every spike's final time is its
  *      time plus its template's shift, so a small reorder buffer (spikes
  *      within the largest |shift| of the read frontier) restores the order by
  *      (final time, spike index) exactly; spikes outside the recording and
  *      template shadow spikes (tested on the templates' matched times, the
  *      last one of each template kept for the look-back), same-unit
- *      duplicates, unit shadow spikes and collision units' spikes are
+ *      duplicates, unit shadow spikes and collision and noise units' spikes are
  *      dropped on the fly; the rest go to the Phy
  *      writer in blocks, with their amplitudes and PC features read back by
  *      index, their positions, per-template and per-unit amplitude sums, and
@@ -90,6 +92,10 @@ typedef struct {
     bs_collision_params collision; /* units made of other units' overlapping spikes (cluster.h) */
     int n_template_features;    /* templates per spike in template_features.npy, Phy's template-feature
                                    view (32, as Kilosort 2 and 3; capped at the template count; 0: none) */
+    double noise_median_of_threshold; /* a unit half of whose spikes have amplitudes under this multiple of
+                                   the matching threshold is made of noise crossings and removed (1.2; 0:
+                                   off; docs/ALGORITHM.md §9.9) */
+    double noise_max_median;    /* that bound in whitened units; set by the stage */
 } bs_finish_params;
 
 void bs_finish_default_params(bs_finish_params *p);

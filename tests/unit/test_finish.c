@@ -379,6 +379,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
 
     /* a shadow with at most shadow.max_rest spikes outside its window is removed whole: with the bound at every
      * spike, the shadow templates (4 and 6) go before the merges and every other spike stays */
+    int64_t rest0 = fp.shadow.max_rest;
     fp.shadow.max_rest = n;
     char out2[3200];
     snprintf(out2, sizeof out2, "%s_whole", out);
@@ -397,6 +398,26 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     CHECK_MSG(same2 && q2 == n4, "removing the shadow unit whole: %lld spikes, expected %lld", (long long)n4,
               (long long)q2);
     CHECK(n_units2 == T.K - 1);
+    bs_mem_free(wt), bs_mem_free(wk);
+
+    /* noise units (docs/ALGORITHM.md §9.9): templates 4-6 have amplitudes in [4, 9), the others in [10, 15);
+     * with the bound at 9.5 the units of 4-6 are made of noise crossings and every spike of theirs goes,
+     * every other spike stays */
+    fp.shadow.max_rest = rest0;
+    fp.noise_max_median = 9.5;
+    snprintf(out2, sizeof out2, "%s_noise", out);
+    st = bs_finish_run(&in, &n_units2, &n_out2);
+    CHECK_MSG(st == BS_OK, "finish (noise units): %s", bs_last_error());
+    wt = load(out2, "spike_times.npy", BS_NPY_I64, 1, &n4);
+    wk = load(out2, "spike_templates.npy", BS_NPY_I32, 1, &n5);
+    q2 = 0;
+    same2 = wt && wk && n4 == n5;
+    for (int64_t i = 0; same2 && i < q; i++)
+        if (ks[i] < 4)
+            same2 = q2 < n4 && wt[q2] == ts[i] && wk[q2] == ks[i], q2++;
+    CHECK_MSG(same2 && q2 == n4, "removing the noise units: %lld spikes, expected %lld", (long long)n4, (long long)q2);
+    CHECK_MSG(n_units2 == T.K - 2, "%d units left of %d", n_units2, T.K);
+    fp.noise_max_median = 0;
     bs_mem_free(wt), bs_mem_free(wk);
     printf("rate %g Hz: %lld matched spikes -> %lld kept (%lld shadows), %d units\n", rate_hz, (long long)n,
            (long long)q, (long long)n_shadow, n_units);
