@@ -925,7 +925,7 @@ void bs_finish_default_params(bs_finish_params *p)
     bs_split_default_params(&p->split);
     bs_collision_default_params(&p->collision);
     p->n_template_features = 32;
-    p->noise_median_of_threshold = 1.2;
+    p->noise_median_of_threshold = 0; /* off: see docs/ALGORITHM.md §9.9 */
 }
 
 bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes)

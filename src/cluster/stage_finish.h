@@ -93,8 +93,8 @@ typedef struct {
     int n_template_features;    /* templates per spike in template_features.npy, Phy's template-feature
                                    view (32, as Kilosort 2 and 3; capped at the template count; 0: none) */
     double noise_median_of_threshold; /* a unit half of whose spikes have amplitudes under this multiple of
-                                   the matching threshold is made of noise crossings and removed (1.2; 0:
-                                   off; docs/ALGORITHM.md §9.9) */
+                                   the matching threshold is made of noise crossings and removed (0: off,
+                                   the default; e.g. 1.2; docs/ALGORITHM.md §9.9) */
     double noise_max_median;    /* that bound in whitened units; set by the stage */
 } bs_finish_params;
 

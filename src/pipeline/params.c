@@ -253,7 +253,7 @@ const bs_param_field bs_sort_param_fields[] = {
          "templates each spike is projected on in template_features.npy (Phy's template-feature view); 0: none"),
     F64("finish", "noise_median_of_threshold", finish.noise_median_of_threshold, 0, 1000, NULL,
         "a unit half of whose spikes have amplitudes under this multiple of the matching threshold is made of "
-        "noise crossings and removed (0: off)"),
+        "noise crossings and removed (0: off; e.g. 1.2)"),
 };
 const int bs_n_sort_param_fields = (int)(sizeof bs_sort_param_fields / sizeof bs_sort_param_fields[0]);
 
