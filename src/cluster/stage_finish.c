@@ -893,8 +893,9 @@ size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, i
     b += (size_t)READ_BLOCK * n_pc * n_pc_chan * sizeof(float); /* the reads' features, for the feature splits */
     /* then two phases, one after the other. The splits' templates' waveforms (allocated once the splits ran,
        for the K1 there are; 2K before) through the shadows, merges and collision units, with the merges'
-       copies of them: */
-    size_t merges = (size_t)K1 * (size_t)n_sup * (size_t)nt * sizeof(float) * 2;
+       averaged templates and the merged set they make (each on the union of its parts' channels: three
+       copies' worth, as a bound): */
+    size_t merges = (size_t)K1 * (size_t)n_sup * (size_t)nt * sizeof(float) * 3;
     /* and, once they are freed, the Phy folder's export: the units' state (at most K1 units), the blocks of
        spikes written, the dense templates and their similarities */
     size_t out = k1 * (sizeof(bs_acg_stream) + 2 * sizeof(double) + 2 * sizeof(int64_t) + 64 * sizeof(int64_t)) +
