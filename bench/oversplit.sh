@@ -29,7 +29,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 wall, maxrss_kib = open(sys.argv[2]).read().split()
 M = 2 ** 20
-print(f"templates {d['plan']['templates']}, detections {d['plan']['spikes']}, wall {float(wall):.1f} s "
+print(f"templates {d['plan']['templates']}, matched spikes {d['plan']['spikes']}, wall {float(wall):.1f} s "
       f"({float(wall) / float(sys.argv[3]):.1f}x the data), peak RSS {d['peak_rss_bytes'] / M:.0f} MiB, budget {sys.argv[4]}")
 print("| stage | wall s | planned MiB | tracked MiB | RSS MiB | disk planned MB | disk written MB | strategy |")
 print("|---|---|---|---|---|---|---|---|")
