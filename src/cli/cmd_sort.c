@@ -257,7 +257,9 @@ int bs_cmd_sort(int argc, char **argv)
     st = bs_sort_run(&rec, &so.sp);
     if (trace) {
         bs_mem_set_trace(NULL);
-        if (fclose(trace) != 0 && st == BS_OK)
+        /* a write that failed earlier (a full disk) leaves the stream's error flag, not fclose's result */
+        int bad = ferror(trace);
+        if ((fclose(trace) != 0 || bad) && st == BS_OK)
             st = bs_error(BS_ERR_IO, "%s: cannot write the memory trace: %s", trace_path, strerror(errno));
     }
     int from_nwb = strcmp(rec.format, "nwb") == 0;

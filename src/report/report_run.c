@@ -181,6 +181,10 @@ static bs_status load_trace(rp_data *d, const char *rel)
         rp_note(d, "memory trace %s (named in run_summary.json) not found: no memory timeline", rel);
         return BS_OK;
     }
+    if (!S_ISREG(sb.st_mode)) { /* a device (/dev/null, /dev/full) would feed getline one endless line */
+        rp_note(d, "memory trace %s (named in run_summary.json) is not a regular file: no memory timeline", rel);
+        return BS_OK;
+    }
     tag_table *tt = bs_mem_calloc("report/mem_trace", 1, sizeof *tt);
     if (!tt)
         return BS_ERR_MEMORY;
