@@ -284,12 +284,11 @@ static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct
     return st;
 }
 
-/* Clusters a center of n spikes (before the cap) can make, at most: one when it is too small to
- * cluster, else no more than the initialisation's (the sweeps and splits only merge and regroup them)
- * nor than its clustered spikes. */
-static int64_t center_clusters_max(int64_t n, int64_t cap, const bs_cluster_params *cp)
+/* Clusters a center of m clustered spikes (after the cap) can make, at most: one when it is too small
+ * to cluster, else no more than the initialisation's (the sweeps and splits only merge and regroup them)
+ * nor than its spikes. */
+static int64_t center_clusters_max(int64_t m, const bs_cluster_params *cp)
 {
-    int64_t m = cap > 0 && n > cap ? cap : n;
     if (m == 0)
         return 0;
     if (m < cp->min_spikes || m < 2)
@@ -359,13 +358,14 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     }
     if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
         int64_t largest = 0, k_bound = 0, max_l = 0;
+        const int64_t mts = ctx->p->min_template_spikes > 1 ? ctx->p->min_template_spikes : 1;
         for (int k = 0; k < centers.n_centers; k++) {
             if (count[k] > largest)
                 largest = count[k];
-            int64_t l = center_clusters_max(count[k], cap, &cp), mts = ctx->p->min_template_spikes;
-            int64_t m = cap > 0 && count[k] > cap ? cap : count[k];
+            /* each template of a center holds at least mts of its clustered spikes */
+            int64_t m = cap > 0 && count[k] > cap ? cap : count[k], l = center_clusters_max(m, &cp);
             max_l = l > max_l ? l : max_l;
-            k_bound += l < m / (mts > 1 ? mts : 1) ? l : m / (mts > 1 ? mts : 1);
+            k_bound += l < m / mts ? l : m / mts;
         }
         bs_sort_plan_detected(plan, ctx->stage, n, largest, k_bound, max_l);
         bs_run_stage_replan(ctx->summary, plan->stage[ctx->stage].peak);

@@ -26,6 +26,7 @@
 #define READ_BLOCK 16384               /* spikes per read of the match files */
 #define OUT_BLOCK 8192                 /* spikes per block handed to the Phy writer */
 #define TRAIN_BUF_BYTES ((size_t)8 << 20) /* all per-template write buffers together */
+#define NOISE_BLOCK 4096                  /* amplitudes read at once by the noise-unit test */
 #define TSHADOW_ROUNDS 3               /* rounds of template shadows before the merges, at most */
 
 typedef struct {
@@ -837,12 +838,11 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
 static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, const int32_t *root,
                                   const int32_t *collision_of, double max_median, uint8_t *noise, int *n_noise)
 {
-    enum { BLOCK = 4096 };
     *n_noise = 0;
     memset(noise, 0, (size_t)K2);
     if (!(max_median > 0))
         return BS_OK;
-    float *a = bs_mem_alloc("finish/noise", BLOCK * sizeof *a);
+    float *a = bs_mem_alloc("finish/noise", NOISE_BLOCK * sizeof *a);
     if (!a)
         return BS_ERR_MEMORY;
     bs_status st = BS_OK;
@@ -853,8 +853,8 @@ static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2,
         int64_t n, low = 0;
         if ((st = store_get(d, root[u], 0, &t, &idx, &n)) != BS_OK)
             break;
-        for (int64_t s = 0; s < n && st == BS_OK; s += BLOCK) {
-            int64_t c = n - s < BLOCK ? n - s : BLOCK;
+        for (int64_t s = 0; s < n && st == BS_OK; s += NOISE_BLOCK) {
+            int64_t c = n - s < NOISE_BLOCK ? n - s : NOISE_BLOCK;
             st = bs_npy_rows_gather(r_a, idx + s, c, a);
             for (int64_t i = 0; i < c && st == BS_OK; i++)
                 low += a[i] < max_median;
@@ -886,8 +886,9 @@ size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, i
                                                                                peak, index */
     b += 2 * k * (size_t)n_sup * sizeof(int32_t) + (C + 1) * sizeof(int32_t) + C; /* units by support channel,
                                                                                      one unit's support flags */
-    b += (k1 + 1) * (sizeof(int32_t) + 16 + 1) + 4096 * sizeof(float); /* collisions: partner, visiting order;
-                                                                          noise units: flags, amplitudes */
+    b += (k1 + 1) * (sizeof(int32_t) + 16 + 1) + NOISE_BLOCK * sizeof(float); /* collisions: partner, visiting
+                                                                                 order; noise units: flags,
+                                                                                 amplitudes */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
     b += (size_t)READ_BLOCK * n_pc * n_pc_chan * sizeof(float); /* the reads' features, for the feature splits */
