@@ -60,7 +60,13 @@
  *    min_count spikes, min_fraction of B's spikes and min_ratio times what
  *    two independent trains would put there (na·nb·width / n_samples). The
  *    caller then drops the spikes of B that lie in that window of an A spike
- *    (finish.c), and keeps B's other spikes.
+ *    (finish.c), and keeps B's other spikes. A template window shorter than
+ *    A's waveform leaves the rest of the waveform unsubtracted: those
+ *    residuals come up to a waveform's length from A's spike, and are small
+ *    beside A. So a unit B of at most tail_max_amp of A's mean amplitude is
+ *    examined at lags up to tail_max_lag (a tail shadow); a neighbour that
+ *    really fires at such a lag after A is a neuron of its own size, which
+ *    the amplitude bound keeps.
  *
  * 5. Collisions (shadow.c; docs/ALGORITHM.md §9.7). A template learned where
  *    two units overlapped fires almost only when a unit beside it fires.
@@ -283,15 +289,23 @@ typedef struct {
     double min_fraction; /* of B's spikes in the window (0.1) */
     double min_ratio;    /* window count over chance (10) */
     int64_t max_rest;    /* a shadow unit with at most this many spikes outside the window is removed whole (10) */
+    int tail_max_lag;    /* lags examined when B is a tail shadow (tail below), samples (2 ms) */
+    double tail_max_amp; /* B is a tail shadow of A when B's mean amplitude is at most this fraction of A's
+                            (0.2; 0: never) */
 } bs_shadow_params;
 
 void bs_shadow_default_params(bs_shadow_params *p, double fs_hz);
 
 /* 1 when train B (tb, ascending) is a shadow of train A (ta, ascending) in a
  * recording of n_samples: *lag is the centre of the window (B time minus A
- * time, samples), *count the B spikes in it (both set either way). */
+ * time, samples), *count the B spikes in it (both set either way). tail:
+ * B's mean amplitude is at most p->tail_max_amp of A's (bs_shadow_is_tail),
+ * and lags up to p->tail_max_lag are examined (where that is longer). */
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
-                   int64_t n_samples, int *lag, int64_t *count);
+                   int64_t n_samples, int tail, int *lag, int64_t *count);
+
+/* 1 when a unit of mean amplitude amp_b may be a tail shadow of one of mean amplitude amp_a. */
+int bs_shadow_is_tail(const bs_shadow_params *p, double amp_a, double amp_b);
 
 /* ------------------------------------------------------------ amplitude splits */
 

@@ -18,13 +18,20 @@ void bs_shadow_default_params(bs_shadow_params *p, double fs_hz)
     p->min_fraction = 0.1;
     p->min_ratio = 10.0;
     p->max_rest = 10;
+    p->tail_max_lag = (int)bs_seconds_to_samples(2e-3, fs_hz); /* 2 ms */
+    p->tail_max_amp = 0.2;
+}
+
+int bs_shadow_is_tail(const bs_shadow_params *p, double amp_a, double amp_b)
+{
+    return p->tail_max_amp > 0 && amp_b <= p->tail_max_amp * amp_a;
 }
 
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
-                   int64_t n_samples, int *lag, int64_t *count)
+                   int64_t n_samples, int tail, int *lag, int64_t *count)
 {
-    enum { MAX_BINS = 1024 };
-    int W = p->max_lag, hw = p->half_width;
+    enum { MAX_BINS = 8192 };
+    int W = tail && p->tail_max_lag > p->max_lag ? p->tail_max_lag : p->max_lag, hw = p->half_width;
     *lag = 0;
     *count = 0;
     if (na == 0 || nb == 0 || n_samples <= 0 || W < 0 || 2 * W + 1 > MAX_BINS)

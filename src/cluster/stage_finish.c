@@ -667,7 +667,10 @@ static bs_status find_shadows(disk_store *d, const bs_sparse_templates *T, const
                 st = store_get(d, root[a], 1, &ta, &ia, &na);
                 int lag;
                 int64_t cnt;
-                if (st == BS_OK && bs_shadow_test(sp, ta, na, tb, nb, n_samples, &lag, &cnt) && cnt > best) {
+                if (st == BS_OK &&
+                    bs_shadow_test(sp, ta, na, tb, nb, n_samples, bs_shadow_is_tail(sp, amp[root[a]], amp[root[b]]),
+                                   &lag, &cnt) &&
+                    cnt > best) {
                     best = cnt;
                     shadow_of[b] = a;
                     shadow_lag[b] = lag;
@@ -923,6 +926,7 @@ void bs_finish_default_params(bs_finish_params *p)
     p->label_acg_threshold = 0.2;
     bs_merge_default_params(&p->merge, 0);
     p->shadow_max_lag_ms = 0.5;
+    p->shadow_tail_max_lag_ms = 2.0;
     bs_shadow_default_params(&p->shadow, 0);
     bs_split_default_params(&p->split);
     bs_collision_default_params(&p->collision);
@@ -1029,6 +1033,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     int64_t *tlast = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *tlast);
     bs_shadow_params sp = in->fp->shadow;
     sp.max_lag = (int)bs_seconds_to_samples(in->fp->shadow_max_lag_ms * 1e-3, rec->fs_hz);
+    sp.tail_max_lag = (int)bs_seconds_to_samples(in->fp->shadow_tail_max_lag_ms * 1e-3, rec->fs_hz);
     int n_tshadowed = 0, n_twhole = 0, n_rounds = 0;
     if (st == BS_OK && !(root && peak && tshadow_of && tshadow_lag && tshadow_whole && tlast && moff0 && len0))
         st = BS_ERR_MEMORY;

@@ -87,6 +87,7 @@ typedef struct {
     bs_merge_params merge;      /* CCG-guided merges (cluster.h); max_lag in samples (0: nt/2); amp and
                                    fs_hz are set by the stage */
     double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */
+    double shadow_tail_max_lag_ms; /* lags examined for tail shadows, ms (2): shadow.tail_max_lag */
     bs_shadow_params shadow;    /* half_width (samples), min_count, min_fraction, min_ratio (cluster.h);
                                    max_lag is set by the stage */
     bs_collision_params collision; /* units made of other units' overlapping spikes (cluster.h) */

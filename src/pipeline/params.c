@@ -235,6 +235,11 @@ const bs_param_field bs_sort_param_fields[] = {
     F64("shadow", "min_ratio", finish.shadow.min_ratio, 0, 1000000, NULL, "window count over chance"),
     I64("shadow", "max_rest_spikes", finish.shadow.max_rest, -1, 1000000000, NULL,
         "a shadow unit with at most this many spikes outside the window is removed whole (-1: never)"),
+    F64("shadow", "tail_max_lag_ms", finish.shadow_tail_max_lag_ms, 0, 100, NULL,
+        "lags examined for a tail shadow (a unit of at most tail_max_amp of the other's amplitude), ms"),
+    F64("shadow", "tail_max_amp", finish.shadow.tail_max_amp, 0, 1, NULL,
+        "a unit whose mean amplitude is at most this fraction of a neighbour's is examined as its tail shadow "
+        "(0: never)"),
     /* collision units */
     F64("collision", "window_ms", finish.collision.window_ms, 0.01, 5, NULL,
         "coincidence window of the collision-unit test, +/- ms"),

@@ -225,7 +225,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     /* the reference, in RAM: first the template shadows (4 of 2; 6 of 0 or 1, the one holding more in its
      * window, then in a second round possibly of the other, on what the first left), marked against the
      * sources' matched trains */
-    bs_shadow_params spar;
+    bs_shadow_params spar; /* no tail shadows: every unit's mean amplitude is over 0.2 of every other's */
     bs_shadow_default_params(&spar, FS);
     uint8_t *gone = calloc((size_t)n, 1);
     int64_t *tk = malloc(sizeof(int64_t) * n), *ik = malloc(sizeof(int64_t) * n), *tsrc = malloc(sizeof(int64_t) * n);
@@ -247,7 +247,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
                 for (int64_t i = 0; i < n; i++)
                     if (k0[i] == a)
                         tsrc[ns++] = t[i];
-                if (bs_shadow_test(&spar, tsrc, ns, tk, nk, n_samp, &lag, &cnt) && cnt > cnt_best)
+                if (bs_shadow_test(&spar, tsrc, ns, tk, nk, n_samp, 0, &lag, &cnt) && cnt > cnt_best)
                     a_best = a, lag_best = lag, cnt_best = cnt, c_best = c_;
             }
             CHECK_MSG(a_best >= 0 || round > 0 || b == 6, "template %d is no template shadow", b);
@@ -320,7 +320,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     }
     int lag = 0;
     int64_t cnt = 0, q = 0, n_shadow = 0;
-    int unit_shadow = bs_shadow_test(&spar, t_src, n_src, t_sh, n_sh, n_samp, &lag, &cnt);
+    int unit_shadow = bs_shadow_test(&spar, t_src, n_src, t_sh, n_sh, n_samp, 0, &lag, &cnt);
     CHECK_MSG(!unit_shadow || (lag >= 3 && lag <= 5), "shadow lag %d, expected a window holding 3..5", lag);
     n_unit_shadow_cases += unit_shadow;
     /* one pass: a spike is a duplicate of the last kept spike of its unit;

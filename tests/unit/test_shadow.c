@@ -1,7 +1,9 @@
 /*
  * test_shadow.c - bs_shadow_test: a train that holds copies of 20 % of
  * another's spikes 7 samples (±1) later is a shadow at a lag whose window
- * holds all the copies (6..8), and at -6..-4 when they come 5 samples early; not a shadow: an independent train, one with
+ * holds all the copies (6..8), and at -6..-4 when they come 5 samples early;
+ * copies 55 or -57 samples away only as a tail shadow (bs_shadow_is_tail:
+ * a unit of at most a fifth of the other's amplitude); not a shadow: an independent train, one with
  * only 4 % of its spikes copied (under min_fraction), one whose copies
  * number fewer than min_count, and a sparse train against a dense
  * non-refractory one (coincidences at chance, under min_ratio).
@@ -32,7 +34,8 @@ static int cmp64(const void *a, const void *b)
 
 /* B = its own train at rate_b plus copies of every `every`-th of A's first
  * n_copy spikes at lag ±1; returns bs_shadow_test's verdict. */
-static int shadow_case(bs_rng *r, double rate_b, int every, int64_t n_copy, int lag, int *got_lag, int64_t *count)
+static int shadow_case(bs_rng *r, double rate_b, int every, int64_t n_copy, int lag, int tail, int *got_lag,
+                       int64_t *count)
 {
     static int64_t ta[40000], tb[80000];
     int64_t na = refractory_train(r, 15.0, 60.0, 2.0, ta);
@@ -43,7 +46,7 @@ static int shadow_case(bs_rng *r, double rate_b, int every, int64_t n_copy, int 
     qsort(tb, (size_t)nb, sizeof *tb, cmp64);
     bs_shadow_params p;
     bs_shadow_default_params(&p, FS);
-    return bs_shadow_test(&p, ta, na, tb, nb, (int64_t)(60 * FS), got_lag, count);
+    return bs_shadow_test(&p, ta, na, tb, nb, (int64_t)(60 * FS), tail, got_lag, count);
 }
 
 int main(void)
@@ -57,24 +60,39 @@ int main(void)
     int64_t count;
 
     /* 20 % of A's ~850 spikes copied 7 samples later (±1) into a 10-Hz unit */
-    CHECK(shadow_case(&r, 10.0, 5, 1 << 30, 7, &lag, &count) == 1);
+    CHECK(shadow_case(&r, 10.0, 5, 1 << 30, 7, 0, &lag, &count) == 1);
     CHECK_MSG(lag >= 6 && lag <= 8 && count >= 150, "lag %d count %lld", lag, (long long)count);
-    CHECK(shadow_case(&r, 10.0, 5, 1 << 30, -5, &lag, &count) == 1);
+    CHECK(shadow_case(&r, 10.0, 5, 1 << 30, -5, 0, &lag, &count) == 1);
     CHECK_MSG(lag >= -6 && lag <= -4, "lag %d", lag);
+    /* copies 55 samples (1.8 ms) later: past max_lag, so a shadow only as a tail shadow (lags to
+     * tail_max_lag = 2 ms), which a unit of at most a fifth of the other's amplitude can be */
+    CHECK(p.tail_max_lag == 60 && p.tail_max_amp == 0.2);
+    CHECK(shadow_case(&r, 10.0, 5, 1 << 30, 55, 0, &lag, &count) == 0);
+    CHECK(shadow_case(&r, 10.0, 5, 1 << 30, 55, 1, &lag, &count) == 1);
+    CHECK_MSG(lag >= 54 && lag <= 56 && count >= 150, "tail lag %d count %lld", lag, (long long)count);
+    CHECK(shadow_case(&r, 10.0, 5, 1 << 30, -57, 1, &lag, &count) == 1);
+    CHECK_MSG(lag >= -58 && lag <= -56, "tail lag %d", lag);
+    CHECK(bs_shadow_is_tail(&p, 250.0, 12.0) && bs_shadow_is_tail(&p, 50.0, 10.0));
+    CHECK(!bs_shadow_is_tail(&p, 19.8, 7.5) && !bs_shadow_is_tail(&p, 10.0, 12.0));
+    {
+        bs_shadow_params off = p;
+        off.tail_max_amp = 0;
+        CHECK(!bs_shadow_is_tail(&off, 250.0, 12.0));
+    }
     /* independent */
-    CHECK(shadow_case(&r, 10.0, 5, 0, 7, &lag, &count) == 0);
+    CHECK(shadow_case(&r, 10.0, 5, 0, 7, 0, &lag, &count) == 0);
     CHECK(count < 10);
     /* 1 copy in 25 of A's spikes into a 15-Hz unit: ~36 copies, 4 % of B */
-    CHECK(shadow_case(&r, 15.0, 25, 1 << 30, 7, &lag, &count) == 0);
+    CHECK(shadow_case(&r, 15.0, 25, 1 << 30, 7, 0, &lag, &count) == 0);
     CHECK_MSG(count >= 20, "count %lld (the min_fraction rule is what rejects it)", (long long)count);
     /* 15 copies only */
-    CHECK(shadow_case(&r, 0.1, 1, 15, 7, &lag, &count) == 0);
+    CHECK(shadow_case(&r, 0.1, 1, 15, 7, 0, &lag, &count) == 0);
 
     /* a 2-Hz unit against a 1-kHz non-refractory train: ~17 chance coincidences per window */
     static int64_t dense[70000], sparse[200];
     int64_t nd = refractory_train(&r, 1000.0, 60.0, 0.0, dense);
     int64_t ns = refractory_train(&r, 2.0, 60.0, 2.0, sparse);
-    CHECK(bs_shadow_test(&p, dense, nd, sparse, ns, (int64_t)(60 * FS), &lag, &count) == 0);
+    CHECK(bs_shadow_test(&p, dense, nd, sparse, ns, (int64_t)(60 * FS), 0, &lag, &count) == 0);
     CHECK_MSG(count >= p.min_fraction * ns, "count %lld of %lld (the min_ratio rule is what rejects it)",
               (long long)count, (long long)ns);
 
