@@ -220,10 +220,10 @@ typedef struct {
     double ccg_threshold; /* 0.25 */
     double r_thresh_underpowered; /* similarity that merges without CCG evidence when the CCG cannot give any (0.8) */
     const double *amp;    /* [K] mean spike amplitude per template (any unit, e.g. whitened); NULL: that rule off */
-    double max_time_overlap; /* the underpowered rule's amplitudes may differ by more than 20 % when the two
-                                trains' spike times overlap at most this much (histogram intersection over 20
-                                bins of their common span: pieces of one unit split by drift state fire in
-                                different periods; 0: off) */
+    double max_time_overlap; /* two trains whose spike times overlap at most this much (histogram intersection
+                                over 20 bins of their common span) merge at r_thresh_underpowered whatever
+                                their correlogram and amplitudes: pieces of one unit split by drift state fire
+                                in different periods (0.3; 0: off) */
     int max_lag;          /* lags searched, samples (nt/2 when 0) */
     double max_rate_hz;   /* a train of more than max_rate_hz x duration_s spikes, or a merge that would make
                              one, takes no part in merges: no neuron fires that fast on average, and the two

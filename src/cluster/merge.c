@@ -23,12 +23,16 @@
  * (R12 < ccg_threshold) and the two mean spike amplitudes agree within 20 %
  * (|2(a_k − a_j)/(a_k + a_j)| < 0.2, Kilosort's template-norm rule; a
  * cluster of noise crossings beside a unit has a similar shape but about
- * half its amplitude) or the two trains fire in different periods
- * (time_overlap: the histogram intersection of their spike times over 20
- * bins of their common span is at most max_time_overlap; noise crossings
- * come throughout the recording as the unit does, while drift's pieces of
- * one unit, whose amplitudes on their own templates can differ by more
- * than 20 %, come in turns). Kilosort 4 keeps such fragments as separate units,
+ * half its amplitude). A pair with s ≥ r_thresh_underpowered whose trains
+ * fire in different periods (time_overlap: the histogram intersection of
+ * their spike times over 20 bins of their common span is at most
+ * max_time_overlap) merges whatever its correlogram and amplitudes: noise
+ * crossings come throughout the recording as the unit does, while drift's
+ * pieces of one unit, whose amplitudes on their own templates can differ by
+ * more than 20 %, come in turns, and their correlogram cannot judge them
+ * (its baseline, the other train's rate around each spike, is near zero
+ * when the trains barely overlap, so the few spikes that both templates
+ * caught where the drift passed between them make R12 large). Kilosort 4 keeps such fragments as separate units,
  * which the ground truth scores as false positives. With the same evidence
  * standard a cluster k too small for its own ACG to show refractoriness
  * (the ACG underpowered in the same sense) counts as passing the ACG test
@@ -428,9 +432,9 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
                     goto done;
                 bs_ccg_metrics m;
                 if (!bs_ccg_cross_refractory(tk, nk, tj, nj, p->fs_hz, p->ccg_threshold, &m) &&
-                    !(amp && cd[c].s >= p->r_thresh_underpowered && (bs_ccg_underpowered(&m) || m.Q12 >= 0.05) &&
-                      m.R12 < p->ccg_threshold &&
-                      (fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j]) ||
+                    !(amp && cd[c].s >= p->r_thresh_underpowered &&
+                      (((bs_ccg_underpowered(&m) || m.Q12 >= 0.05) && m.R12 < p->ccg_threshold &&
+                        fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j])) ||
                        (p->max_time_overlap > 0 && time_overlap(tk, nk, tj, nj) <= p->max_time_overlap))))
                     continue;
                 if (amp && nk + nj > 0)

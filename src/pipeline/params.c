@@ -220,8 +220,9 @@ const bs_param_field bs_sort_param_fields[] = {
     F64("merge", "r_thresh_underpowered", finish.merge.r_thresh_underpowered, 0, 1, NULL,
         "similarity that merges without correlogram evidence when the trains are too short for any"),
     F64("merge", "max_time_overlap", finish.merge.max_time_overlap, 0, 1, NULL,
-        "trains whose spike times overlap at most this much (histogram intersection over 20 bins) merge under "
-        "the underpowered rule whatever their amplitudes: pieces of one unit split by drift state (0: off)"),
+        "trains whose spike times overlap at most this much (histogram intersection over 20 bins) merge at "
+        "r_thresh_underpowered whatever their correlogram and amplitudes: pieces of one unit split by drift "
+        "state (0: off)"),
     INTZ("merge", "max_lag_samples", finish.merge.max_lag, 1, 300, NULL,
          "lags of the template similarity, samples; 0: half a waveform"),
     F64("merge", "max_rate_hz", finish.merge.max_rate_hz, 1, 1000000, NULL,

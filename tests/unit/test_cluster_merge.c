@@ -5,8 +5,10 @@
  * with the times realigned exactly, no merge for an independent unit with a
  * similar template nor for a dissimilar one; a 30-spike fragment of a unit
  * (too few spikes for the CCG to show anything) merged through the
- * underpowered rule, and not merged without amplitudes, with a refractory
- * violation or with a template below 0.8 similarity; a unit of 90 spikes in two fragments, neither with enough
+ * underpowered rule, and not merged without amplitudes or with a template
+ * below 0.8 similarity; with refractory violations against the rest merged
+ * only by the time rule (it fires in a period of its own), not with that rule
+ * off; a unit of 90 spikes in two fragments, neither with enough
  * spikes for its autocorrelogram to show refractoriness, merged (the larger
  * fragment counts as refractory when its autocorrelogram is underpowered and
  * clean), and not merged without amplitudes or when each fragment has a
@@ -378,7 +380,13 @@ int main(void)
     g_max_time_overlap = 0;
     CHECK(fragment_merges(0, 0, 6.0, &fsim, &weak) == 0);
     g_max_time_overlap = -1;
+    /* 3 more spikes of the fragment 1 ms after the rest's, at 200 s on: violations (R12 over ccg_threshold),
+       which keep the pair apart only with the time rule off; with it the two trains fire in different
+       periods, which the correlogram cannot judge (docs/ALGORITHM.md §9.3), and they merge */
+    CHECK(fragment_merges(0, 3, 9.5, &fsim, &weak) == 1);
+    g_max_time_overlap = 0;
     CHECK(fragment_merges(0, 3, 9.5, &fsim, &weak) == 0);
+    g_max_time_overlap = -1;
     CHECK(weak);
     CHECK(fragment_merges(1, 0, 9.5, &fsim, &weak) == 0);
     printf("fragment: reversed-profile similarity %.3f\n", fsim);
