@@ -294,13 +294,20 @@ typedef struct {
                             (0.2; 0: never) */
 } bs_shadow_params;
 
+/* The longest lag bs_shadow_test examines, samples (its lag histogram of
+ * 2·BS_SHADOW_MAX_LAG + 1 bins lives on the stack): 136 ms at 30 kHz.
+ * Callers refuse longer max_lag or tail_max_lag up front
+ * (bs_finish_shadow_params). */
+#define BS_SHADOW_MAX_LAG 4095
+
 void bs_shadow_default_params(bs_shadow_params *p, double fs_hz);
 
 /* 1 when train B (tb, ascending) is a shadow of train A (ta, ascending) in a
  * recording of n_samples: *lag is the centre of the window (B time minus A
  * time, samples), *count the B spikes in it (both set either way). tail:
  * B's mean amplitude is at most p->tail_max_amp of A's (bs_shadow_is_tail),
- * and lags up to p->tail_max_lag are examined (where that is longer). */
+ * and lags up to p->tail_max_lag are examined (where that is longer). A lag
+ * bound over BS_SHADOW_MAX_LAG (or negative) finds no shadow. */
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
                    int64_t n_samples, int tail, int *lag, int64_t *count);
 

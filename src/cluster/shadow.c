@@ -30,7 +30,7 @@ int bs_shadow_is_tail(const bs_shadow_params *p, double amp_a, double amp_b)
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
                    int64_t n_samples, int tail, int *lag, int64_t *count)
 {
-    enum { MAX_BINS = 8192 };
+    enum { MAX_BINS = 2 * BS_SHADOW_MAX_LAG + 1 };
     int W = tail && p->tail_max_lag > p->max_lag ? p->tail_max_lag : p->max_lag, hw = p->half_width;
     *lag = 0;
     *count = 0;

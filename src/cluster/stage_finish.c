@@ -934,6 +934,27 @@ void bs_finish_default_params(bs_finish_params *p)
     p->noise_median_of_threshold = 0; /* off: see docs/ALGORITHM.md §9.9 */
 }
 
+bs_status bs_finish_shadow_params(const bs_finish_params *p, double fs_hz, bs_shadow_params *sp)
+{
+    const char *name[2] = {"max_lag_ms", "tail_max_lag_ms"};
+    double ms[2] = {p->shadow_max_lag_ms, p->shadow_tail_max_lag_ms};
+    int64_t lag[2];
+    for (int i = 0; i < 2; i++) {
+        lag[i] = bs_seconds_to_samples(ms[i] * 1e-3, fs_hz);
+        if (lag[i] > BS_SHADOW_MAX_LAG)
+            return bs_error(BS_ERR_USAGE,
+                            "parameter shadow.%s = %g: %lld samples at %g Hz, expected at most %d samples (%.1f ms)",
+                            name[i], ms[i], (long long)lag[i], fs_hz, BS_SHADOW_MAX_LAG,
+                            1e3 * BS_SHADOW_MAX_LAG / fs_hz);
+    }
+    if (sp) {
+        *sp = p->shadow;
+        sp->max_lag = (int)lag[0];
+        sp->tail_max_lag = (int)lag[1];
+    }
+    return BS_OK;
+}
+
 bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spikes)
 {
     const bs_recording *rec = in->rec;
@@ -1031,9 +1052,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     int64_t *moff0 = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *moff0); /* the matched trains */
     int64_t *len0 = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *len0);
     int64_t *tlast = bs_mem_alloc("finish/shadows", (kb + 1) * sizeof *tlast);
-    bs_shadow_params sp = in->fp->shadow;
-    sp.max_lag = (int)bs_seconds_to_samples(in->fp->shadow_max_lag_ms * 1e-3, rec->fs_hz);
-    sp.tail_max_lag = (int)bs_seconds_to_samples(in->fp->shadow_tail_max_lag_ms * 1e-3, rec->fs_hz);
+    bs_shadow_params sp = {0};
+    if (st == BS_OK)
+        st = bs_finish_shadow_params(in->fp, rec->fs_hz, &sp);
     int n_tshadowed = 0, n_twhole = 0, n_rounds = 0;
     if (st == BS_OK && !(root && peak && tshadow_of && tshadow_lag && tshadow_whole && tlast && moff0 && len0))
         st = BS_ERR_MEMORY;

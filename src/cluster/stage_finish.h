@@ -100,6 +100,11 @@ typedef struct {
 } bs_finish_params;
 
 void bs_finish_default_params(bs_finish_params *p);
+/* p->shadow with its lags in samples at fs_hz (sp may be NULL: the check
+ * alone); BS_ERR_USAGE naming the parameter when a lag is over
+ * BS_SHADOW_MAX_LAG samples. The plan calls it, so a run is refused before
+ * it starts. */
+bs_status bs_finish_shadow_params(const bs_finish_params *p, double fs_hz, bs_shadow_params *sp);
 
 typedef struct {
     const bs_recording *rec;

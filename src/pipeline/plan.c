@@ -369,6 +369,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->n_pc_chan = p->n_pc_chan;
     if (p->keep_preprocessed)
         pl->disk_keep = (size_t)bs_export_preprocessed_copy_bytes(rec->probe.column, C, rec->n_cols, rec->n_samples);
+    BS_TRY(bs_finish_shadow_params(&p->finish, rec->fs_hz, NULL)); /* a shadow lag the finish cannot examine */
     BS_TRY(plan_shapes(pl, rec, p, halo));
     pl->center_chans = pl->shapes.center_chans;
     pl->cluster_fixed = pl->resident + pl->shapes.centers + pl->shapes.grid + MIB;

@@ -24,7 +24,9 @@
  * blocks (more spikes than one block) to exercise the reorder buffer. The
  * per-spike files, cluster tables and templates are compared with the
  * reference built in RAM. Also: the streamed autocorrelogram equals
- * bs_ccg_counts on random trains.
+ * bs_ccg_counts on random trains. And bs_finish_shadow_params: the lags in
+ * samples, and a lag the shadow test cannot examine refused (not silently
+ * examined as no shadow).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -451,9 +453,27 @@ static void check_acg_stream(void)
     }
 }
 
+static void check_shadow_lags(void)
+{
+    bs_finish_params fp;
+    bs_finish_default_params(&fp);
+    bs_shadow_params sp;
+    CHECK(bs_finish_shadow_params(&fp, 30000.0, &sp) == BS_OK);
+    CHECK_MSG(sp.max_lag == 15 && sp.tail_max_lag == 60 && sp.min_count == fp.shadow.min_count, "lags %d %d",
+              sp.max_lag, sp.tail_max_lag);
+    fp.shadow_tail_max_lag_ms = 100; /* the range's top: 3000 samples at 30 kHz, within the test's histogram */
+    CHECK(bs_finish_shadow_params(&fp, 30000.0, &sp) == BS_OK && sp.tail_max_lag == 3000);
+    CHECK(bs_finish_shadow_params(&fp, 50000.0, NULL) == BS_ERR_USAGE); /* 5000 samples */
+    fp.shadow_tail_max_lag_ms = 2;
+    fp.shadow_max_lag_ms = 5;
+    CHECK(bs_finish_shadow_params(&fp, 1e6, NULL) == BS_ERR_USAGE); /* 5000 samples at 1 MHz */
+    CHECK(bs_finish_shadow_params(&fp, 8e5, NULL) == BS_OK);        /* 4000 */
+}
+
 int main(void)
 {
     const char *root = test_tmpdir();
+    check_shadow_lags();
     check_acg_stream();
     run_case(root, 20.0, 60.0, 3);  /* one read block */
     run_case(root, 400.0, 60.0, 5); /* > 65536 spikes: several blocks through the reorder buffer */
