@@ -4,7 +4,9 @@
  * temporary files on SIGTERM, SIGINT and SIGHUP (src/common/tmpfiles.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../include/boundsort.h"
 #include "../common/blas_threads.h"
@@ -56,6 +58,11 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return BS_OK;
+    }
+    const char *core = bs_blas_better_coretype();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) { /* blas_threads.h: OpenBLAS fell back to SSE3 kernels */
+        execv("/proc/self/exe", argv);
+        unsetenv("OPENBLAS_CORETYPE"); /* could not run again: go on with the kernels loaded */
     }
     bs_blas_single_thread();
     bs_tmp_catch_signals(); /* SIGTERM / SIGINT / SIGHUP remove the open temporaries, exit 128 + signal */
