@@ -31,6 +31,5 @@ const char *bs_blas_better_coretype(void)
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
     avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
-    return bs_blas_coretype_for(openblas_get_corename ? openblas_get_corename() : NULL, getenv("OPENBLAS_CORETYPE"),
-                                avx512, avx2_fma);
+    return bs_blas_coretype_for(bs_blas_corename(), getenv("OPENBLAS_CORETYPE"), avx512, avx2_fma);
 }

@@ -203,8 +203,9 @@ bs_status bs_run_summary_write(const bs_run_summary *r, const char *out_dir)
         cJSON_AddNumberToObject(root, "peak_rss_bytes", (double)r->peak_rss);
         cJSON_AddNumberToObject(root, "budget_bytes", (double)r->budget);
         cJSON_AddNumberToObject(root, "threads", r->n_threads);
-        if (bs_blas_corename()) /* the BLAS kernels: float summation orders depend on them */
-            cJSON_AddStringToObject(root, "blas_core", bs_blas_corename());
+        const char *core = bs_blas_corename(); /* the BLAS kernels: float summation orders depend on them */
+        if (core)
+            cJSON_AddStringToObject(root, "blas_core", core);
         for (int i = 0; i < r->n; i++) {
             const bs_run_stage *s = &r->stage[i];
             cJSON *o = cJSON_CreateObject();
