@@ -12,6 +12,7 @@
 
 #include "../common/log.h"
 #include "../common/simd.h"
+#include "../common/transpose8.h"
 #include "../gpu/gpu.h"
 #include "../mem/mem.h"
 #include "detect.h"
@@ -382,26 +383,115 @@ static inline __attribute__((always_inline)) size_t shapes_filter_run(const floa
  * each column and shape the sum is Σ_u w[u]·x[i + u] with u ascending from
  * 0, the same bits as filter_at. Writes fs[i * KP + k]
  * (shapes side by side, pad lanes 0) and m[i] = max_k of the squares.
- * Returns the columns done (blocks of FB_VECTORS vectors, then one of one
- * vector); the caller finishes the rest. Inlined with constant K. */
+ * Starts at column i0 and returns the columns done (blocks of FB_VECTORS
+ * vectors, then one of one vector); the caller finishes the rest. Inlined
+ * with constant K. */
 #define FB_VECTORS FB_MAX
 static inline __attribute__((always_inline)) size_t shapes_filter_block_k(const float *restrict x, const float *restrict w,
                                                                    int K, int nt, float *restrict fs,
-                                                                   float *restrict m, size_t L)
+                                                                   float *restrict m, size_t L, size_t i0)
 {
-    size_t i0 = shapes_filter_run(x, w, K, FB_VECTORS, nt, fs, m, L, 0);
+    i0 = shapes_filter_run(x, w, K, FB_VECTORS, nt, fs, m, L, i0);
     return shapes_filter_run(x, w, K, 1, nt, fs, m, L, i0); /* one more vector of columns */
 }
 
-BS_VECTORIZED static size_t shapes_filter_block(const float *restrict x, const float *restrict w, int K, int nt,
-                                                float *restrict fs, float *restrict m, size_t L)
+BS_VECTORIZED static size_t shapes_filter_from(const float *restrict x, const float *restrict w, int K, int nt,
+                                               float *restrict fs, float *restrict m, size_t L, size_t i0)
 {
     switch (K) { /* the default 6 shapes, and a few others, with their sums in registers */
-    case 4: return shapes_filter_block_k(x, w, 4, nt, fs, m, L);
-    case 6: return shapes_filter_block_k(x, w, 6, nt, fs, m, L);
-    case 8: return shapes_filter_block_k(x, w, 8, nt, fs, m, L);
+    case 4: return shapes_filter_block_k(x, w, 4, nt, fs, m, L, i0);
+    case 6: return shapes_filter_block_k(x, w, 6, nt, fs, m, L, i0);
+    case 8: return shapes_filter_block_k(x, w, 8, nt, fs, m, L, i0);
+    default: return i0;
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/*
+ * The same sums on AVX-512, 32 columns (two 16-lane vectors) per step: each
+ * lane does the multiply then the add of shapes_filter_run in the same tap
+ * order, so the bits are the same; a 16-lane step does twice the columns of
+ * an 8-lane one for the same instruction count. The K shape vectors of eight
+ * columns (plus zero pad rows) are turned into the eight columns' rows of KP
+ * = 8 floats by an in-register transpose, and m by a lane-wise maximum of
+ * the squares (0 to start, as the scalar loop), instead of one scalar store
+ * per shape and column. Returns the columns done (whole steps of 32).
+ */
+typedef float v16f __attribute__((vector_size(16 * sizeof(float))));
+typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
+#define F16_STEP 32
+static inline __attribute__((always_inline, target("avx512f"))) size_t shapes16_k(const float *restrict x,
+                                                                                  const float *restrict w, int K,
+                                                                                  int nt, float *restrict fs,
+                                                                                  float *restrict m, size_t L)
+{
+    size_t i0 = 0;
+    for (; i0 + F16_STEP <= L; i0 += F16_STEP) {
+        v16f acc[8][2];
+        for (int k = 0; k < K; k++)
+            acc[k][0] = acc[k][1] = (v16f){0};
+        for (int u = 0; u < nt; u++) {
+            v16f x0, x1;
+            memcpy(&x0, x + i0 + u, sizeof x0);
+            memcpy(&x1, x + i0 + 16 + u, sizeof x1);
+            for (int k = 0; k < K; k++) {
+                const float wu = w[(size_t)k * nt + u];
+                acc[k][0] += wu * x0;
+                acc[k][1] += wu * x1;
+            }
+        }
+        for (int v = 0; v < 2; v++) {
+            v16f mm = (v16f){0};
+            for (int k = 0; k < K; k++) {
+                v16f sq = acc[k][v] * acc[k][v];
+                v16i gt = sq > mm;
+                mm = (v16f)((gt & (v16i)sq) | (~gt & (v16i)mm));
+            }
+            memcpy(m + i0 + 16 * (size_t)v, &mm, sizeof mm);
+            for (int h = 0; h < 2; h++) { /* eight columns: rows k of the tile are the shapes */
+                __m256 t[8];
+                for (int k = 0; k < 8; k++)
+                    t[k] = k < K ? _mm256_loadu_ps((const float *)&acc[k][v] + 8 * h) : _mm256_setzero_ps();
+                bs_transpose8(t);
+                float *d = fs + (i0 + 16 * (size_t)v + 8 * (size_t)h) * 8;
+                for (int q = 0; q < 8; q++)
+                    _mm256_storeu_ps(d + 8 * q, t[q]);
+            }
+        }
+    }
+    return i0;
+}
+
+__attribute__((target("avx512f"))) static size_t shapes_filter16(const float *restrict x, const float *restrict w,
+                                                                 int K, int nt, float *restrict fs,
+                                                                 float *restrict m, size_t L)
+{
+    switch (K) { /* KP = 8: the transposed tiles are whole rows */
+    case 4: return shapes16_k(x, w, 4, nt, fs, m, L);
+    case 6: return shapes16_k(x, w, 6, nt, fs, m, L);
+    case 8: return shapes16_k(x, w, 8, nt, fs, m, L);
     default: return 0;
     }
+}
+#define BS_HAVE_FILTER16 1
+#endif
+
+static int filter_level_cap = 1; /* 0: no AVX-512 kernel (bs_detect_force_portable, for tests) */
+
+void bs_detect_force_portable(int on) { filter_level_cap = !on; }
+
+/* Filter outputs of one channel over L columns (layout of shapes_filter_run),
+ * by the widest kernel the CPU has from column 0, then the portable ones:
+ * returns the columns done; the caller finishes the rest. */
+static size_t shapes_filter_block(const float *restrict x, const float *restrict w, int K, int nt,
+                                  float *restrict fs, float *restrict m, size_t L)
+{
+    size_t i0 = 0;
+#ifdef BS_HAVE_FILTER16
+    if (filter_level_cap && __builtin_cpu_supports("avx512f"))
+        i0 = shapes_filter16(x, w, K, nt, fs, m, L);
+#endif
+    return shapes_filter_from(x, w, K, nt, fs, m, L, i0);
 }
 
 /* Σ_u w[u]·x[u], u ascending from 0: one column of shapes_filter_block, the same bits. */

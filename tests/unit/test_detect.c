@@ -216,6 +216,15 @@ int main(void)
         CHECK(fast.n > 10);
         CHECK(ex.n == fast.n && memcmp(ex.spikes, fast.spikes, (size_t)fast.n * sizeof *fast.spikes) == 0 &&
               memcmp(ex.features, fast.features, (size_t)fast.n * fast.feat_len * sizeof(float)) == 0);
+        /* the portable filter kernels give the same bits as the AVX-512 one (where the CPU has it) */
+        bs_detect_output port;
+        bs_detect_output_init(&port, grid.n_chans, p.n_pcs);
+        bs_detect_force_portable(1);
+        CHECK(bs_detect_batch(&p, &basis, &grid, &probe, win, W, HALO, NB, start, &port) == BS_OK);
+        bs_detect_force_portable(0);
+        CHECK(port.n == fast.n && memcmp(port.spikes, fast.spikes, (size_t)fast.n * sizeof *fast.spikes) == 0 &&
+              memcmp(port.features, fast.features, (size_t)fast.n * fast.feat_len * sizeof(float)) == 0);
+        bs_detect_output_free(&port);
         bs_detect_output_free(&fast);
         bs_detect_output_free(&ex);
         free(win);
