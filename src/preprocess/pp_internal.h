@@ -70,49 +70,73 @@ static inline void pp_scratch_release(pp_scratch *s)
  * in place, forward or backward, from the state zi x the first step's value,
  * the recurrence serial along the steps and vectorised across the lanes. A
  * first-order section (b2 = a2 = 0, odd orders) keeps its second state at 0
- * and skips those terms. The temporal high-pass runs it along time with 4
+ * and skips those terms. The temporal high-pass runs it along time with 8
  * channels as lanes (highpass.c), the destriper along the channels with 16
- * time columns as lanes (destripe.c). */
+ * time columns as lanes (destripe.c).
+ *
+ * The designs of orders 1 to 6 (their section count and which sections are
+ * first-order) are compiled with both as constants, so the coefficients and
+ * states stay in registers and no section tests its kind at each step; any
+ * other goes through the same code with them as variables. Each lane's
+ * operations and their order are the same in every version. */
 #define PP_SOS_PASS(NAME, LANES)                                                                              \
-    BS_VECTORIZED                                                                                             \
-    static void NAME(const bs_highpass *hp, double *buf, int64_t n, int backward)                            \
+    static inline __attribute__((always_inline)) void NAME##_k(const bs_highpass *hp, double *buf, int64_t n, \
+                                                               int backward, const int S, const unsigned fo)  \
     {                                                                                                         \
-        const int S = hp->n_sections;                                                                         \
         double z0[BS_HP_MAX_SECTIONS][LANES], z1[BS_HP_MAX_SECTIONS][LANES];                                  \
+        double b0[BS_HP_MAX_SECTIONS], b1[BS_HP_MAX_SECTIONS], b2[BS_HP_MAX_SECTIONS];                        \
+        double a1[BS_HP_MAX_SECTIONS], a2[BS_HP_MAX_SECTIONS];                                                \
         const int64_t first = backward ? n - 1 : 0, step = backward ? -1 : 1;                                 \
-        for (int s = 0; s < S; s++)                                                                           \
+        for (int s = 0; s < S; s++) {                                                                         \
+            b0[s] = hp->sos[s][0], b1[s] = hp->sos[s][1], b2[s] = hp->sos[s][2];                              \
+            a1[s] = hp->sos[s][4], a2[s] = hp->sos[s][5];                                                     \
             for (int l = 0; l < LANES; l++) {                                                                 \
                 z0[s][l] = hp->zi[s][0] * buf[first * LANES + l];                                             \
                 z1[s][l] = hp->zi[s][1] * buf[first * LANES + l];                                             \
             }                                                                                                 \
-        int64_t i = first;                                                                                    \
-        for (int64_t cnt = 0; cnt < n; cnt++, i += step) {                                                    \
+        }                                                                                                     \
+        double *row = buf + first * LANES;                                                                    \
+        for (int64_t cnt = 0; cnt < n; cnt++, row += step * LANES) {                                          \
             double v[LANES];                                                                                  \
-            double *row = buf + i * LANES;                                                                    \
             for (int l = 0; l < LANES; l++)                                                                   \
                 v[l] = row[l];                                                                                \
             for (int s = 0; s < S; s++) {                                                                     \
-                const double b0 = hp->sos[s][0], b1 = hp->sos[s][1], b2 = hp->sos[s][2];                      \
-                const double a1 = hp->sos[s][4], a2 = hp->sos[s][5];                                          \
-                if (b2 == 0 && a2 == 0) {                                                                     \
+                if (fo >> s & 1u) {                                                                           \
                     _Pragma("omp simd") for (int l = 0; l < LANES; l++)                                       \
                     {                                                                                         \
-                        double y = b0 * v[l] + z0[s][l];                                                      \
-                        z0[s][l] = b1 * v[l] - a1 * y;                                                        \
+                        double y = b0[s] * v[l] + z0[s][l];                                                   \
+                        z0[s][l] = b1[s] * v[l] - a1[s] * y;                                                  \
                         v[l] = y;                                                                             \
                     }                                                                                         \
                     continue;                                                                                 \
                 }                                                                                             \
                 _Pragma("omp simd") for (int l = 0; l < LANES; l++)                                           \
                 {                                                                                             \
-                    double y = b0 * v[l] + z0[s][l];                                                          \
-                    z0[s][l] = b1 * v[l] - a1 * y + z1[s][l];                                                 \
-                    z1[s][l] = b2 * v[l] - a2 * y;                                                            \
+                    double y = b0[s] * v[l] + z0[s][l];                                                       \
+                    z0[s][l] = b1[s] * v[l] - a1[s] * y + z1[s][l];                                           \
+                    z1[s][l] = b2[s] * v[l] - a2[s] * y;                                                      \
                     v[l] = y;                                                                                 \
                 }                                                                                             \
             }                                                                                                 \
             for (int l = 0; l < LANES; l++)                                                                   \
                 row[l] = v[l];                                                                                \
+        }                                                                                                     \
+    }                                                                                                         \
+    BS_VECTORIZED                                                                                             \
+    static void NAME(const bs_highpass *hp, double *buf, int64_t n, int backward)                            \
+    {                                                                                                         \
+        const int S = hp->n_sections;                                                                         \
+        unsigned fo = 0; /* bit s: section s is first-order */                                               \
+        for (int s = 0; s < S; s++)                                                                           \
+            fo |= (unsigned)(hp->sos[s][2] == 0 && hp->sos[s][5] == 0) << s;                                  \
+        switch (S << 8 | (int)fo) {                                                                           \
+        case 1 << 8 | 1: NAME##_k(hp, buf, n, backward, 1, 1); break;                                         \
+        case 1 << 8 | 0: NAME##_k(hp, buf, n, backward, 1, 0); break;                                         \
+        case 2 << 8 | 1: NAME##_k(hp, buf, n, backward, 2, 1); break;                                         \
+        case 2 << 8 | 0: NAME##_k(hp, buf, n, backward, 2, 0); break;                                         \
+        case 3 << 8 | 1: NAME##_k(hp, buf, n, backward, 3, 1); break;                                         \
+        case 3 << 8 | 0: NAME##_k(hp, buf, n, backward, 3, 0); break;                                         \
+        default: NAME##_k(hp, buf, n, backward, S, fo); break;                                                \
         }                                                                                                     \
     }
 
