@@ -199,8 +199,9 @@ typedef bs_status (*bs_detect_sink)(void *ctx, const bs_detect_output *part);
  * limit: a part past it is refused and `full` set). */
 bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part);
 
-/* on = 1: the filtering leaves its AVX-512 kernel for the portable ones
- * (tests check that both give the same bits); 0: the best the CPU has. */
+/* on = 1: the filtering and scoring leave their AVX-512 kernels for the
+ * portable ones (tests check that both give the same bits); 0: the best the
+ * CPU has. */
 void bs_detect_force_portable(int on);
 
 /* Scratch bytes bs_detect_batch allocates for one call (all threads). */

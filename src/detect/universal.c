@@ -286,6 +286,80 @@ BS_VECTORIZED static candidate score_position(const bs_detect_grid *g, int K, co
     return score_at(g, K, S, nv, fs, L, i, f, bound2);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BS_HAVE_SCORE2 1
+typedef float v16f __attribute__((vector_size(16 * sizeof(float))));
+typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
+
+/* score_at for one vector of shapes (KP = 8) at two columns i0 and i1 at
+ * once, on AVX-512: lanes 0-7 hold column i0's shapes, lanes 8-15 column
+ * i1's, and each weight multiplies both. Every lane does score_at's
+ * operations in its order, so out[0] and out[1] are score_at's candidates
+ * bit for bit. Inlined with constant S. */
+static inline __attribute__((always_inline, target("avx512f"))) void score2_at(const bs_detect_grid *g, int K, int S,
+                                                                              const float *fs, size_t L, size_t i0,
+                                                                              size_t i1, int f, float bound2,
+                                                                              candidate out[2])
+{
+    int nC = g->n_chans;
+    const int *ich = g->ichan + (size_t)f * nC;
+    const float *w = g->weights + (size_t)f * S * nC;
+    v16f acc[MAX_SCORE_VECTORS];
+    for (int s = 0; s < S; s++)
+        acc[s] = (v16f){0};
+    for (int j = 0; j < nC; j++) {
+        const float *fc = fs + (size_t)ich[j] * L * VL;
+        __m512 x = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0 * VL));
+        x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(_mm256_loadu_ps(fc + i1 * VL)), 1));
+        v16f xv;
+        memcpy(&xv, &x, sizeof xv);
+        for (int s = 0; s < S; s++)
+            acc[s] += w[(size_t)s * nC + j] * xv;
+    }
+    v16f a2 = (v16f){0};
+    for (int s = 0; s < S; s++) {
+        v16f e = acc[s] * acc[s];
+        v16i gt = e > a2;
+        a2 = (v16f)((gt & (v16i)e) | (~gt & (v16i)a2));
+    }
+    for (int h = 0; h < 2; h++) {
+        candidate best = {0, f, 0, 1, 0.0f};
+        float m = 0;
+        for (int l = 0; l < VL; l++)
+            m = a2[h * VL + l] > m ? a2[h * VL + l] : m;
+        if (m > bound2)
+            for (int s = 0; s < S; s++)
+                for (int k = 0; k < K; k++) {
+                    float a = acc[s][h * VL + k];
+                    if (fabsf(a) > best.score) {
+                        best.score = fabsf(a);
+                        best.q = (int16_t)(s * K + k);
+                        best.sign = a < 0 ? -1 : 1;
+                    }
+                }
+        out[h] = best;
+    }
+}
+
+/* score_position at columns i0 and i1 (one vector of shapes, 1 to 6 sizes: pairs_ok). */
+static int pairs_ok(const bs_detect_grid *g, int K) { return padded_shapes(K) == VL && g->n_sizes >= 1 && g->n_sizes <= 6; }
+
+__attribute__((target("avx512f"))) static void score_position2(const bs_detect_grid *g, int K, const float *fs,
+                                                              size_t L, size_t i0, size_t i1, int f, float bound2,
+                                                              candidate out[2])
+{
+    switch (g->n_sizes) {
+    case 1: score2_at(g, K, 1, fs, L, i0, i1, f, bound2, out); break;
+    case 2: score2_at(g, K, 2, fs, L, i0, i1, f, bound2, out); break;
+    case 3: score2_at(g, K, 3, fs, L, i0, i1, f, bound2, out); break;
+    case 4: score2_at(g, K, 4, fs, L, i0, i1, f, bound2, out); break;
+    case 5: score2_at(g, K, 5, fs, L, i0, i1, f, bound2, out); break;
+    case 6: score2_at(g, K, 6, fs, L, i0, i1, f, bound2, out); break;
+    default: break;
+    }
+}
+#endif
+
 /* lb[i] = Σ_j m[ich[j] * stride + i] for i < n, summed in j order. */
 BS_VECTORIZED static void loose_bound(const float *restrict m, size_t stride, const int *ich, int nC, size_t n,
                                       float *restrict lb)
@@ -417,8 +491,6 @@ BS_VECTORIZED static size_t shapes_filter_from(const float *restrict x, const fl
  * the squares (0 to start, as the scalar loop), instead of one scalar store
  * per shape and column. Returns the columns done (whole steps of 32).
  */
-typedef float v16f __attribute__((vector_size(16 * sizeof(float))));
-typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
 #define F16_STEP 32
 static inline __attribute__((always_inline, target("avx512f"))) size_t shapes16_k(const float *restrict x,
                                                                                   const float *restrict w, int K,
@@ -476,7 +548,7 @@ __attribute__((target("avx512f"))) static size_t shapes_filter16(const float *re
 #define BS_HAVE_FILTER16 1
 #endif
 
-static int filter_level_cap = 1; /* 0: no AVX-512 kernel (bs_detect_force_portable, for tests) */
+static int filter_level_cap = 1; /* 0: no AVX-512 kernels, filter or paired scores (bs_detect_force_portable, for tests) */
 
 void bs_detect_force_portable(int on) { filter_level_cap = !on; }
 
@@ -669,6 +741,9 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
      * just under its float score */
     float th2 = p->th_universal * p->th_universal * (1.0f - 1e-5f);
     const int exhaustive = p->exhaustive;
+#ifdef BS_HAVE_SCORE2
+    const int pair_scores = filter_level_cap && __builtin_cpu_supports("avx512f") && pairs_ok(g, K);
+#endif
     cand_list found = {.limit = j->cand_limit}, cands = {0};
     bs_status st = BS_OK;
     if (n_pre >= 0) { /* a view of this item's columns: not freed here */
@@ -735,10 +810,22 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
                 }
                 m = q;
             }
+            const float bound2 = exhaustive ? -1.0f : th2;
             for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
                 const int f = g->set_pos[pi];
-                for (int e = 0; e < m && st == BS_OK; e++) {
-                    candidate cd = score_position(g, K, fs, BL, (size_t)idx[e], f, exhaustive ? -1.0f : th2);
+                int e = 0;
+#ifdef BS_HAVE_SCORE2
+                for (candidate two[2]; pair_scores && e + 1 < m && st == BS_OK; e += 2) {
+                    score_position2(g, K, fs, BL, (size_t)idx[e], (size_t)idx[e + 1], f, bound2, two);
+                    for (int h = 0; h < 2 && st == BS_OK; h++)
+                        if (two[h].score > p->th_universal) {
+                            two[h].t = ca + (int64_t)i0 + idx[e + h];
+                            st = cand_push(&found, two[h]);
+                        }
+                }
+#endif
+                for (; e < m && st == BS_OK; e++) {
+                    candidate cd = score_position(g, K, fs, BL, (size_t)idx[e], f, bound2);
                     if (cd.score > p->th_universal) {
                         cd.t = ca + (int64_t)i0 + idx[e];
                         st = cand_push(&found, cd);
