@@ -325,17 +325,41 @@ bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *
     return BS_OK;
 }
 
-/* The fraction of x[lo, hi) equal to its smallest or largest value. */
+/* The fraction of x[lo, hi) equal to its smallest or largest value. The
+ * extremes are kept in RAILED_LANES lanes that all start from x[lo]; a lane
+ * takes a value only when it is strictly smaller (larger), as the one
+ * sequential loop does, and the lanes are combined the same way: so a NaN
+ * never replaces an extreme, and x[lo]'s own NaN stays. The extremes found
+ * are those of the sequential loop up to the sign of a zero, which the
+ * count does not see (-0 == +0): the fraction is the same. */
+#define RAILED_LANES 16
+typedef float railed_vf __attribute__((vector_size(RAILED_LANES * sizeof(float))));
+typedef int32_t railed_vi __attribute__((vector_size(RAILED_LANES * sizeof(int32_t))));
 BS_VECTORIZED
 static double railed_one(const float *restrict x, int64_t lo, int64_t hi)
 {
+    railed_vf vmn, vmx;
+    for (int l = 0; l < RAILED_LANES; l++)
+        vmn[l] = vmx[l] = x[lo];
+    int64_t t = lo;
+    for (; t + RAILED_LANES <= hi; t += RAILED_LANES) {
+        railed_vf v;
+        memcpy(&v, x + t, sizeof v);
+        railed_vi lt = v < vmn, gt = v > vmx;
+        vmn = (railed_vf)((lt & (railed_vi)v) | (~lt & (railed_vi)vmn));
+        vmx = (railed_vf)((gt & (railed_vi)v) | (~gt & (railed_vi)vmx));
+    }
     float mn = x[lo], mx = x[lo];
-    for (int64_t t = lo + 1; t < hi; t++) {
+    for (int l = 0; l < RAILED_LANES; l++) {
+        mn = vmn[l] < mn ? vmn[l] : mn;
+        mx = vmx[l] > mx ? vmx[l] : mx;
+    }
+    for (; t < hi; t++) {
         mn = x[t] < mn ? x[t] : mn;
         mx = x[t] > mx ? x[t] : mx;
     }
     int64_t n = 0;
-    for (int64_t t = lo; t < hi; t++)
+    for (t = lo; t < hi; t++)
         n += x[t] == mn || x[t] == mx;
     return (double)n / (double)(hi - lo);
 }

@@ -10,6 +10,7 @@
  */
 #include "test.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -491,6 +492,38 @@ static void test_railed(void)
     double want = (1.0 + 0.5 + 2.0 * 2.0 / N) / C;
     CHECK_MSG(f >= (1.0 + 0.5) / C && f <= want + 1e-12, "flat + clipped: %g, expected about %g", f, want);
     CHECK(bs_batch_railed_fraction(x, C, W, H, H) == 1.0); /* no samples: nothing to estimate from */
+
+    /* the same fraction as one sequential pass over each channel, on rows with ties, NaNs (also as the first
+       value) and both zeros, over spans of any length */
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < W; t++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            int r = (int)(st >> 59); /* 0..31 */
+            x[c * W + t] = r == 0 ? NAN : r == 1 ? -0.0f : r == 2 ? 0.0f : c != 2 ? (float)(r % 7) - 3.0f : (float)(st >> 44);
+        }
+    x[2 * W + H] = NAN;
+    int same = 1;
+    for (int lo = H; lo < H + 40; lo += 13)
+        for (int hi = lo + 1; hi <= W; hi += 37) {
+            const float keep = x[3 * W + hi - 1];
+            x[3 * W + hi - 1] = 1e9f; /* a unique maximum last */
+            double ref = 0;
+            for (int c = 0; c < C; c++) {
+                const float *r = x + c * W;
+                float mn = r[lo], mx = r[lo];
+                for (int t = lo + 1; t < hi; t++) {
+                    mn = r[t] < mn ? r[t] : mn;
+                    mx = r[t] > mx ? r[t] : mx;
+                }
+                int64_t n = 0;
+                for (int t = lo; t < hi; t++)
+                    n += r[t] == mn || r[t] == mx;
+                ref += (double)n / (double)(hi - lo);
+            }
+            same &= bs_batch_railed_fraction(x, C, W, lo, hi) == ref / C;
+            x[3 * W + hi - 1] = keep;
+        }
+    CHECK(same);
 }
 
 int main(void)
