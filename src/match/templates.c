@@ -460,7 +460,7 @@ static int kernel_level(void)
  * is its own fixed-order sum, so vector width and CPU do not change the bits.
  * Inlined with constant MM. */
 #define SCORE_ROWS 4 /* templates per pass over a panel */
-_Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "two vectors of 8 columns per panel, whole panels per tile");
+_Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "one vector of 16 columns per panel, whole panels per tile");
 static inline __attribute__((always_inline)) void block_rows(const float *restrict A, int MM, int kd,
                                                             const float *restrict Bm, size_t pstride, int L,
                                                             float *restrict C)
@@ -468,23 +468,17 @@ static inline __attribute__((always_inline)) void block_rows(const float *restri
     int u = 0;
     for (; u + PANEL <= L; u += PANEL) {
         const float *pan = Bm + (size_t)(u / PANEL) * pstride;
-        v8f acc[SCORE_ROWS][2];
+        v16f acc[SCORE_ROWS];
         for (int m = 0; m < MM; m++)
-            acc[m][0] = acc[m][1] = (v8f){0};
+            acc[m] = (v16f){0};
         for (int r = 0; r < kd; r++) {
-            v8f b0, b1;
-            memcpy(&b0, pan + (size_t)r * PANEL, sizeof(v8f));
-            memcpy(&b1, pan + (size_t)r * PANEL + 8, sizeof(v8f));
-            for (int m = 0; m < MM; m++) {
-                const float a = A[(size_t)m * kd + r];
-                acc[m][0] += a * b0;
-                acc[m][1] += a * b1;
-            }
+            v16f b;
+            memcpy(&b, pan + (size_t)r * PANEL, sizeof b);
+            for (int m = 0; m < MM; m++)
+                acc[m] += A[(size_t)m * kd + r] * b;
         }
-        for (int m = 0; m < MM; m++) {
-            memcpy(C + (size_t)m * BS_MATCH_TILE + u, &acc[m][0], sizeof(v8f));
-            memcpy(C + (size_t)m * BS_MATCH_TILE + u + 8, &acc[m][1], sizeof(v8f));
-        }
+        for (int m = 0; m < MM; m++)
+            memcpy(C + (size_t)m * BS_MATCH_TILE + u, &acc[m], sizeof(v16f));
     }
     for (; u < L; u++)
         for (int m = 0; m < MM; m++) {
