@@ -7,6 +7,15 @@
  * a multiply-add in one variant and not another, and the kernels only
  * vectorise independent elements (no reassociated reductions): every variant
  * computes bit-identical results.
+ *
+ * A clone keeps its source's vector width: an 8-lane kernel's AVX-512 clone
+ * uses 256-bit registers. Where the kernels dominate a sort they also have a
+ * version written with 16-lane vectors under __attribute__((target("avx512f")))
+ * (the detection filter and paired scores, detect/universal.c; the matching
+ * projection, match/templates.c), chosen at run time with
+ * __builtin_cpu_supports. Each lane does the same operations in the same
+ * order, so they too give the same bits; tests force the portable kernels
+ * (bs_detect_force_portable, bs_match_force_portable) and compare.
  */
 #ifndef BS_SIMD_H
 #define BS_SIMD_H
