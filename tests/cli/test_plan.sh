@@ -43,7 +43,7 @@ start=$(date +%s.%N)
 "$BS" sort "${REC[@]}" --no-qc -o "$T/refused" --mem 20M -q 2>"$T/refuse.err"; rc=$?
 end=$(date +%s.%N)
 [ "$rc" = 3 ] && ok || bad "sort --mem 20M exited $rc, expected 3"
-grep -Eq "does not fit the memory budget: stage '(drift|basis)' needs at least .* MiB .*raise --mem to at least .* or reduce (--no-drift|--batch-seconds)" \
+grep -Eq "does not fit the memory budget: stage '(preprocess|drift|basis)' needs at least .* MiB .*raise --mem to at least .* or reduce (--no-drift|--batch-seconds)" \
   "$T/refuse.err" && ok || bad "refusal message: $(cat "$T/refuse.err")"
 [ ! -e "$T/refused" ] && ok || bad "a refused sort created its output folder"
 $PY -c "import sys; sys.exit(0 if $end - $start < 1.0 else 1)" && ok || bad "refusal took $(echo "$end - $start" | bc) s"
