@@ -29,6 +29,21 @@ typedef int32_t vint __attribute__((vector_size(VL * sizeof(int32_t))));
 
 static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 
+/* The 16-lane AVX-512 kernels (the filter's shapes_filter16, the paired
+ * scores' score_position2) are compiled where GCC's vector extensions and
+ * target attributes are, and used when the CPU has AVX-512F and the tests
+ * have not asked for the portable ones (bs_detect_force_portable). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BS_HAVE_AVX512_KERNELS 1
+#endif
+static int filter_level_cap = 1; /* 0: no AVX-512 kernels (bs_detect_force_portable, for tests) */
+
+void bs_detect_force_portable(int on) { filter_level_cap = !on; }
+
+#ifdef BS_HAVE_AVX512_KERNELS
+static int use_avx512(void) { return filter_level_cap && __builtin_cpu_supports("avx512f"); }
+#endif
+
 /* Sub-blocks of VL columns: a score block's are one vector. */
 _Static_assert(SCORE_BLOCK == VL * VL, "a score block is one vector of sub-blocks");
 
@@ -286,8 +301,7 @@ BS_VECTORIZED static candidate score_position(const bs_detect_grid *g, int K, co
     return score_at(g, K, S, nv, fs, L, i, f, bound2);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define BS_HAVE_SCORE2 1
+#ifdef BS_HAVE_AVX512_KERNELS
 typedef float v16f __attribute__((vector_size(16 * sizeof(float))));
 typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
 
@@ -480,7 +494,7 @@ BS_VECTORIZED static size_t shapes_filter_from(const float *restrict x, const fl
     }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef BS_HAVE_AVX512_KERNELS
 /*
  * The same sums on AVX-512, 32 columns (two 16-lane vectors) per step: each
  * lane does the multiply then the add of shapes_filter_run in the same tap
@@ -545,12 +559,7 @@ __attribute__((target("avx512f"))) static size_t shapes_filter16(const float *re
     default: return 0;
     }
 }
-#define BS_HAVE_FILTER16 1
 #endif
-
-static int filter_level_cap = 1; /* 0: no AVX-512 kernels, filter or paired scores (bs_detect_force_portable, for tests) */
-
-void bs_detect_force_portable(int on) { filter_level_cap = !on; }
 
 /* Filter outputs of one channel over L columns (layout of shapes_filter_run),
  * by the widest kernel the CPU has from column 0, then the portable ones:
@@ -559,8 +568,8 @@ static size_t shapes_filter_block(const float *restrict x, const float *restrict
                                   float *restrict fs, float *restrict m, size_t L)
 {
     size_t i0 = 0;
-#ifdef BS_HAVE_FILTER16
-    if (filter_level_cap && __builtin_cpu_supports("avx512f"))
+#ifdef BS_HAVE_AVX512_KERNELS
+    if (use_avx512())
         i0 = shapes_filter16(x, w, K, nt, fs, m, L);
 #endif
     return shapes_filter_from(x, w, K, nt, fs, m, L, i0);
@@ -741,8 +750,8 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
      * just under its float score */
     float th2 = p->th_universal * p->th_universal * (1.0f - 1e-5f);
     const int exhaustive = p->exhaustive;
-#ifdef BS_HAVE_SCORE2
-    const int pair_scores = filter_level_cap && __builtin_cpu_supports("avx512f") && pairs_ok(g, K);
+#ifdef BS_HAVE_AVX512_KERNELS
+    const int pair_scores = use_avx512() && pairs_ok(g, K);
 #endif
     cand_list found = {.limit = j->cand_limit}, cands = {0};
     bs_status st = BS_OK;
@@ -814,7 +823,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
             for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
                 const int f = g->set_pos[pi];
                 int e = 0;
-#ifdef BS_HAVE_SCORE2
+#ifdef BS_HAVE_AVX512_KERNELS
                 for (candidate two[2]; pair_scores && e + 1 < m && st == BS_OK; e += 2) {
                     score_position2(g, K, fs, BL, (size_t)idx[e], (size_t)idx[e + 1], f, bound2, two);
                     for (int h = 0; h < 2 && st == BS_OK; h++)

@@ -283,21 +283,41 @@ size_t bs_highpass_scratch_bytes(const bs_highpass *hp, int n_chan, int64_t n_t,
     return (size_t)n_threads * (size_t)ext_len(hp, n_t) * HP_LANES * sizeof(double);
 }
 
-/* HP_LANES rows of n floats (row stride n) into n steps of HP_LANES
+/* `lanes` rows of n floats (row stride n) into n steps of HP_LANES
  * interleaved doubles, and back (rounded to float): the copies in and out
- * of the filter's buffer, vectorised across the lanes of a step. */
-BS_VECTORIZED static void lanes_in(double *restrict buf, const float *restrict rows, int64_t n)
+ * of the filter's buffer. A whole group's (lanes = HP_LANES, a constant in
+ * the loop) is vectorised across the lanes of a step; a part group (the last
+ * channels) leaves the other lanes of the buffer as they are. */
+static inline __attribute__((always_inline)) void lanes_in_k(double *restrict buf, const float *restrict rows,
+                                                             int64_t n, int lanes)
 {
     for (int64_t t = 0; t < n; t++)
-        for (int l = 0; l < HP_LANES; l++)
+        for (int l = 0; l < lanes; l++)
             buf[t * HP_LANES + l] = rows[(size_t)l * (size_t)n + (size_t)t];
 }
 
-BS_VECTORIZED static void lanes_out(float *restrict rows, const double *restrict buf, int64_t n)
+static inline __attribute__((always_inline)) void lanes_out_k(float *restrict rows, const double *restrict buf,
+                                                              int64_t n, int lanes)
 {
     for (int64_t t = 0; t < n; t++)
-        for (int l = 0; l < HP_LANES; l++)
+        for (int l = 0; l < lanes; l++)
             rows[(size_t)l * (size_t)n + (size_t)t] = (float)buf[t * HP_LANES + l];
+}
+
+BS_VECTORIZED static void lanes_in(double *restrict buf, const float *restrict rows, int64_t n, int lanes)
+{
+    if (lanes == HP_LANES)
+        lanes_in_k(buf, rows, n, HP_LANES);
+    else
+        lanes_in_k(buf, rows, n, lanes);
+}
+
+BS_VECTORIZED static void lanes_out(float *restrict rows, const double *restrict buf, int64_t n, int lanes)
+{
+    if (lanes == HP_LANES)
+        lanes_out_k(rows, buf, n, HP_LANES);
+    else
+        lanes_out_k(rows, buf, n, lanes);
 }
 
 /* One pass of the sections (pp_internal.h): HP_LANES lanes. */
@@ -338,20 +358,10 @@ bs_status bs_highpass_apply(const bs_highpass *hp, float *x, int n_chan, int64_t
                     buf[(pad + n_t + j) * HP_LANES + l] = 2.0 * xn - (double)row[n_t - 2 - j];
             }
             float *rows = x + (size_t)c0 * (size_t)n_t;
-            if (lanes == HP_LANES)
-                lanes_in(buf + pad * HP_LANES, rows, n_t);
-            else
-                for (int l = 0; l < lanes; l++)
-                    for (int64_t t = 0; t < n_t; t++)
-                        buf[(pad + t) * HP_LANES + l] = rows[(size_t)l * (size_t)n_t + (size_t)t];
+            lanes_in(buf + pad * HP_LANES, rows, n_t, lanes);
             sos_pass(hp, buf, n_ext, 0);
             sos_pass(hp, buf, n_ext, 1);
-            if (lanes == HP_LANES)
-                lanes_out(rows, buf + pad * HP_LANES, n_t);
-            else
-                for (int l = 0; l < lanes; l++)
-                    for (int64_t t = 0; t < n_t; t++)
-                        rows[(size_t)l * (size_t)n_t + (size_t)t] = (float)buf[(pad + t) * HP_LANES + l];
+            lanes_out(rows, buf + pad * HP_LANES, n_t, lanes);
         }
     }
     pp_scratch_release(&s);
