@@ -95,6 +95,7 @@ void bs_merge_default_params(bs_merge_params *p, double fs_hz)
     p->acg_threshold = 0.2;
     p->ccg_threshold = 0.25;
     p->r_thresh_underpowered = 0.8;
+    p->ccg_threshold_underpowered = 0.45;
     p->amp = NULL;
     p->max_time_overlap = 0.3;
     p->max_lag = 0;
@@ -433,7 +434,7 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
                 bs_ccg_metrics m;
                 if (!bs_ccg_cross_refractory(tk, nk, tj, nj, p->fs_hz, p->ccg_threshold, &m) &&
                     !(amp && cd[c].s >= p->r_thresh_underpowered &&
-                      (((bs_ccg_underpowered(&m) || m.Q12 >= 0.05) && m.R12 < p->ccg_threshold &&
+                      (((bs_ccg_underpowered(&m) || m.Q12 >= 0.05) && m.R12 < p->ccg_threshold_underpowered &&
                         fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j])) ||
                        (p->max_time_overlap > 0 && time_overlap(tk, nk, tj, nj) <= p->max_time_overlap))))
                     continue;

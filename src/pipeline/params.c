@@ -219,6 +219,9 @@ const bs_param_field bs_sort_param_fields[] = {
         "refractory bound of the cross-correlogram"),
     F64("merge", "r_thresh_underpowered", finish.merge.r_thresh_underpowered, 0, 1, NULL,
         "similarity that merges without correlogram evidence when the trains are too short for any"),
+    F64("merge", "ccg_threshold_underpowered", finish.merge.ccg_threshold_underpowered, 0, 10, NULL,
+        "refractory bound of the cross-correlogram when it shows no significant dip (merges at "
+        "r_thresh_underpowered with mean amplitudes within 20 %)"),
     F64("merge", "max_time_overlap", finish.merge.max_time_overlap, 0, 1, NULL,
         "trains whose spike times overlap at most this much (histogram intersection over 20 bins) merge at "
         "r_thresh_underpowered whatever their correlogram and amplitudes: pieces of one unit split by drift "

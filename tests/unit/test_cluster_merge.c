@@ -14,7 +14,10 @@
  * clean), and not merged without amplitudes or when each fragment has a
  * refractory violation; a unit split by drift state (a clean but not
  * significant dip, the test not underpowered) merged, and not merged without
- * amplitudes; a 50 % smaller amplitude merged when the two trains fire in different periods (the drift
+ * amplitudes; a unit learned as two templates, one holding three spikes of
+ * another cell 1 ms after the first's (R12 0.38, no significant dip),
+ * merged by the underpowered rule's own R12 bound, not by the
+ * cross-refractory one, and not with five such spikes (R12 0.56); a 50 % smaller amplitude merged when the two trains fire in different periods (the drift
  * state, or a 3-s fragment) and not by the amplitude rule alone, nor for two trains that fire throughout
  * (noise crossings beside a unit); no merge that would make a train longer than
  * max_rate_hz x duration; duplicate removal on a hand-built case, and
@@ -56,6 +59,7 @@ static void one_shape_pair(bs_sparse_templates *T)
 }
 
 static double g_max_time_overlap = -1; /* >= 0: merge.max_time_overlap for merges_of; < 0: the default */
+static double g_ccg_under = -1;        /* >= 0: merge.ccg_threshold_underpowered for merges_of; < 0: the default */
 
 /* bs_merge_ccg's merges of the spikes (t, clu) with the default parameters and mean amplitudes amp (or none). */
 static int merges_of(bs_sparse_templates *T, int64_t *t, int32_t *clu, int64_t n, const double *amp)
@@ -65,6 +69,8 @@ static int merges_of(bs_sparse_templates *T, int64_t *t, int32_t *clu, int64_t n
     mp.amp = amp;
     if (g_max_time_overlap >= 0)
         mp.max_time_overlap = g_max_time_overlap;
+    if (g_ccg_under >= 0)
+        mp.ccg_threshold_underpowered = g_ccg_under;
     int merges = 0;
     CHECK(bs_merge_ccg(&mp, t, clu, n, T, &merges) == BS_OK);
     return merges;
@@ -204,8 +210,61 @@ static int small_unit_merges(double amp1, int violation, int *acg_weak)
     return merges;
 }
 
+/* One refractory unit at 12 Hz for 60 s whose spikes went to two clusters at
+ * random (3:1), both firing throughout, as a unit learned as two templates
+ * does, with `extra` more spikes in cluster 1, each 1 ms after one of cluster
+ * 0's (a split unit's few spikes of other cells). Templates of one shape,
+ * mean amplitudes 10 and 9.5. Returns the merges; *r12 and *q12 are the
+ * cross-correlogram's. */
+static int contaminated_split_merges(int extra, double *r12, double *q12)
+{
+    bs_sparse_templates T;
+    one_shape_pair(&T);
+    bs_rng r;
+    bs_rng_seed(&r, 23);
+    static int64_t tu[1200], t[1300], t0[1300], t1[1300];
+    static int32_t clu[1300];
+    int64_t nu = refractory_train(&r, 12, 60, 2.0, tu), n = 0, n0 = 0, n1 = 0;
+    for (int64_t i = 0; i < nu; i++) {
+        t[n] = tu[i];
+        clu[n++] = bs_rng_uniform(&r) < 0.25;
+        if (extra > 0 && clu[n - 1] == 0 && i % 97 == 50) { /* the next spike is >= 2 ms later: order kept */
+            t[n] = tu[i] + 30;
+            clu[n++] = 1;
+            extra--;
+        }
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (clu[i])
+            t1[n1++] = t[i];
+        else
+            t0[n0++] = t[i];
+    bs_ccg_metrics m;
+    CHECK(!bs_ccg_cross_refractory(t0, n0, t1, n1, 30000.0, 0.25, &m));
+    *r12 = m.R12;
+    *q12 = m.Q12;
+    double amp[2] = {10.0, 9.5};
+    int merges = merges_of(&T, t, clu, n, amp);
+    bs_sparse_templates_free(&T);
+    return merges;
+}
+
 int main(void)
 {
+    /* a unit learned as two templates, a few foreign spikes in one: no significant dip, the central window
+       at 0.25-0.45 of the baseline; merged by the underpowered rule's own bound, not by the cross-refractory
+       bound (0.25, the rule's bound before), not with more violations */
+    {
+        double r12, q12;
+        CHECK(contaminated_split_merges(3, &r12, &q12) == 1);
+        CHECK_MSG(r12 >= 0.25 && r12 < 0.45 && q12 >= 0.05, "R12 %g, Q12 %g: the case does not reach the rule",
+                  r12, q12);
+        g_ccg_under = 0.25;
+        CHECK(contaminated_split_merges(3, &r12, &q12) == 0);
+        g_ccg_under = -1;
+        CHECK(contaminated_split_merges(5, &r12, &q12) == 0);
+        CHECK_MSG(r12 >= 0.45, "R12 %g with 5 violations", r12);
+    }
     /* a unit split by drift state: the dip is clean but not significant, the test not underpowered; merged
        with amplitudes that agree, not without amplitudes nor with a 50 % smaller one */
     {
