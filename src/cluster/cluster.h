@@ -219,8 +219,9 @@ typedef struct {
     double acg_threshold; /* 0.2 */
     double ccg_threshold; /* 0.25 */
     double r_thresh_underpowered; /* similarity that merges without CCG evidence when the CCG cannot give any (0.8) */
-    double ccg_threshold_underpowered; /* R12 bound of that rule: the central window's rate over the baseline's
-                                          (0.45; a split unit's few contaminating spikes leave 0.3-0.35) */
+    double ccg_threshold_underpowered; /* R12 bound of that rule, a ratio of rates: the central window's over
+                                          the baseline's (0.45; on the bench cases one unit's pieces with a few
+                                          other cells' spikes reached 0.34, two units 0.58) */
     const double *amp;    /* [K] mean spike amplitude per template (any unit, e.g. whitened); NULL: that rule off */
     double max_time_overlap; /* two trains whose spike times overlap at most this much (histogram intersection
                                 over 20 bins of their common span) merge at r_thresh_underpowered whatever
