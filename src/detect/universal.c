@@ -442,10 +442,12 @@ static inline __attribute__((always_inline)) size_t shapes_filter_run(const floa
             vfloat xv[FB_MAX];
             for (int v = 0; v < FB; v++)
                 VLOAD(xv[v], x + i0 + (size_t)v * VL + u);
+#pragma GCC unroll 8
             for (int k = 0; k < K; k++) {
                 float wu = w[(size_t)k * nt + u];
+#pragma GCC unroll 2
                 for (int v = 0; v < FB; v++)
-                    acc[k][v] += wu * xv[v];
+                    BS_VFMA(acc[k][v], wu, xv[v], VL);
             }
         }
         for (int v = 0; v < FB; v++) {
@@ -469,7 +471,7 @@ static inline __attribute__((always_inline)) size_t shapes_filter_run(const floa
  * whose K x FB_VECTORS sums stay in registers while the taps go by: each
  * load of the signal serves every shape, and no partial sum is stored. For
  * each column and shape the sum is Σ_u w[u]·x[i + u] with u ascending from
- * 0, the same bits as filter_at. Writes fs[i * KP + k]
+ * 0, one fused multiply-add per tap, the same bits as filter_at. Writes fs[i * KP + k]
  * (shapes side by side, pad lanes 0) and m[i] = max_k of the squares.
  * Starts at column i0 and returns the columns done (blocks of FB_VECTORS
  * vectors, then one of one vector); the caller finishes the rest. Inlined
@@ -483,7 +485,7 @@ static inline __attribute__((always_inline)) size_t shapes_filter_block_k(const 
     return shapes_filter_run(x, w, K, 1, nt, fs, m, L, i0); /* one more vector of columns */
 }
 
-BS_VECTORIZED static size_t shapes_filter_from(const float *restrict x, const float *restrict w, int K, int nt,
+BS_FMA_CLONES static size_t shapes_filter_from(const float *restrict x, const float *restrict w, int K, int nt,
                                                float *restrict fs, float *restrict m, size_t L, size_t i0)
 {
     switch (K) { /* the default 6 shapes, and a few others, with their sums in registers */
@@ -497,8 +499,8 @@ BS_VECTORIZED static size_t shapes_filter_from(const float *restrict x, const fl
 #ifdef BS_HAVE_AVX512_KERNELS
 /*
  * The same sums on AVX-512, 32 columns (two 16-lane vectors) per step: each
- * lane does the multiply then the add of shapes_filter_run in the same tap
- * order, so the bits are the same; a 16-lane step does twice the columns of
+ * lane does the fused multiply-add of shapes_filter_run in the same tap
+ * order (src/common/simd.h), so the bits are the same; a 16-lane step does twice the columns of
  * an 8-lane one for the same instruction count. The K shape vectors of eight
  * columns (plus zero pad rows) are turned into the eight columns' rows of KP
  * = 8 floats by an in-register transpose, and m by a lane-wise maximum of
@@ -520,10 +522,11 @@ static inline __attribute__((always_inline, target("avx512f"))) size_t shapes16_
             v16f x0, x1;
             memcpy(&x0, x + i0 + u, sizeof x0);
             memcpy(&x1, x + i0 + 16 + u, sizeof x1);
+#pragma GCC unroll 8
             for (int k = 0; k < K; k++) {
                 const float wu = w[(size_t)k * nt + u];
-                acc[k][0] += wu * x0;
-                acc[k][1] += wu * x1;
+                BS_FMA16(acc[k][0], wu, x0);
+                BS_FMA16(acc[k][1], wu, x1);
             }
         }
         for (int v = 0; v < 2; v++) {
@@ -575,12 +578,13 @@ static size_t shapes_filter_block(const float *restrict x, const float *restrict
     return shapes_filter_from(x, w, K, nt, fs, m, L, i0);
 }
 
-/* Σ_u w[u]·x[u], u ascending from 0: one column of shapes_filter_block, the same bits. */
-static float filter_at(const float *x, const float *w, int nt)
+/* Σ_u w[u]·x[u], u ascending from 0, one fused multiply-add per tap: one column of
+ * shapes_filter_block, the same bits. */
+BS_FMA_CLONES static float filter_at(const float *x, const float *w, int nt)
 {
     float o = 0;
     for (int u = 0; u < nt; u++)
-        o += w[u] * x[u];
+        o = __builtin_fmaf(w[u], x[u], o);
     return o;
 }
 

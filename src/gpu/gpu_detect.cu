@@ -15,9 +15,10 @@
  *     score) to the tile's list through an atomic counter, so the list of a
  *     tile comes back in no particular order (tiles in time order): the
  *     caller sorts it (universal.c, bs_detect_sort_candidates).
- * Every product and sum is rounded on its own (__fmul_rn, __fadd_rn), as
- * the C code is compiled (-ffp-contract=off), so each value equals the
- * CPU's bit for bit.
+ * The filter's taps are fused multiply-adds (__fmaf_rn), as the CPU's
+ * (BS_VFMA, src/common/simd.h); every other product and sum is rounded on
+ * its own (__fmul_rn, __fadd_rn), as the C code is compiled
+ * (-ffp-contract=off), so each value equals the CPU's bit for bit.
  */
 #include <stdlib.h>
 
@@ -67,7 +68,7 @@ __global__ void filter_kernel(const float *__restrict__ x, int64_t n_t, int64_t 
         const float *w = ws + k * nt;
         float o = 0.0f;
         for (int u = 0; u < nt; u++)
-            o = __fadd_rn(o, __fmul_rn(w[u], xs[threadIdx.x + u]));
+            o = __fmaf_rn(w[u], xs[threadIdx.x + u], o);
         fs[((size_t)c * BS_GPU_DETECT_TILE + i) * K + k] = o;
     }
 }

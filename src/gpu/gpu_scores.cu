@@ -84,7 +84,7 @@ __global__ void project_kernel(const float *__restrict__ X, int64_t n_t, const f
         const float *w = bs + p * nt;
         float acc = 0.0f;
         for (int s = 0; s < nt; s++)
-            acc = __fadd_rn(acc, __fmul_rn(w[s], xs[threadIdx.x + s]));
+            acc = __fmaf_rn(w[s], xs[threadIdx.x + s], acc); /* the CPU's projection (BS_VFMA) */
         proj[((size_t)c * P + p) * n_t + t] = acc;
     }
 }

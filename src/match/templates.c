@@ -32,6 +32,9 @@
  */
 #include <math.h>
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -358,27 +361,25 @@ typedef float v8f __attribute__((vector_size(32)));
 #define PIDX(row, u, pstride) ((size_t)((u) / PANEL) * (pstride) + (size_t)(row) * PANEL + (size_t)((u) % PANEL))
 
 /* Scalar tail shared by both kernels: outputs u0..L-1 (o0: the channel's first row in panel 0). */
-static void proj6_tail(const float *restrict x, const float *restrict basis, int nt, int u0, int L,
+BS_FMA_CLONES static void proj6_tail(const float *restrict x, const float *restrict basis, int nt, int u0, int L,
                        float *restrict o0, size_t pstride)
 {
     for (; u0 < L; u0++)
         for (int p = 0; p < 6; p++) {
             float acc = 0.0f;
             for (int s = 0; s < nt; s++)
-                acc += basis[p * nt + s] * x[u0 + s];
+                acc = __builtin_fmaf(basis[p * nt + s], x[u0 + s], acc);
             o0[PIDX(p, u0, pstride)] = acc;
         }
 }
 
 /* 2W outputs x 6 components in 12 W-lane registers: returns how many
- * outputs it wrote (a multiple of 2W). Every lane does the same IEEE multiply
- * then add (no FMA), so the bits do not depend on the vector width; the
+ * outputs it wrote (a multiple of 2W). Every lane does the same IEEE fused
+ * multiply-add (src/common/simd.h), so the bits do not depend on the
+ * vector width or the CPU; the
  * second W outputs of a step lie in the same panel (W = 4, 8) or the next
  * (W = 16), both PIDX(p, u0 + W). */
-#define BCAST4(w) {w, w, w, w}
-#define BCAST8(w) {w, w, w, w, w, w, w, w}
-#define BCAST16(w) {w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w}
-#define PROJ6_KERNEL(NAME, ATTR, VT, W, BCAST)                                                                   \
+#define PROJ6_KERNEL(NAME, ATTR, VT, W, FMA)                                                                       \
     ATTR static int NAME(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0, \
                          size_t pstride)                                                                         \
     {                                                                                                            \
@@ -390,11 +391,10 @@ static void proj6_tail(const float *restrict x, const float *restrict basis, int
                 VT xl, xh;                                                                                       \
                 memcpy(&xl, x + u0 + s, sizeof xl);                                                              \
                 memcpy(&xh, x + u0 + s + (W), sizeof xh);                                                        \
-                for (int p = 0; p < 6; p++) {                                                                    \
+                _Pragma("GCC unroll 6") for (int p = 0; p < 6; p++) {                                           \
                     const float w = basis[p * nt + s];                                                           \
-                    const VT wv = BCAST(w);                                                                      \
-                    a[2 * p] += wv * xl;                                                                         \
-                    a[2 * p + 1] += wv * xh;                                                                     \
+                    FMA(a[2 * p], w, xl, W);                                                                     \
+                    FMA(a[2 * p + 1], w, xh, W);                                                                 \
                 }                                                                                                \
             }                                                                                                    \
             for (int p = 0; p < 6; p++) {                                                                        \
@@ -407,17 +407,20 @@ static void proj6_tail(const float *restrict x, const float *restrict basis, int
 
 typedef float v16f __attribute__((vector_size(64)));
 _Static_assert(PANEL == 16, "whole panels per AVX-512 step, half a panel per AVX2 step");
-PROJ6_KERNEL(proj6_sse, , v4f, 4, BCAST4)
+PROJ6_KERNEL(proj6_sse, BS_FMA_CLONES, v4f, 4, BS_VFMA)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BS_HAVE_AVX2_KERNEL 1
-PROJ6_KERNEL(proj6_avx2, __attribute__((target("avx2"))), v8f, 8, BCAST8)
-PROJ6_KERNEL(proj6_avx512, __attribute__((target("avx512f"))), v16f, 16, BCAST16)
+#define FMA8(acc, w, x, W) ((acc) = (v8f)_mm256_fmadd_ps(_mm256_set1_ps(w), (__m256)(x), (__m256)(acc)))
+#define FMA16(acc, w, x, W) BS_FMA16(acc, w, x)
+PROJ6_KERNEL(proj6_avx2, __attribute__((target("avx2,fma"))), v8f, 8, FMA8)
+PROJ6_KERNEL(proj6_avx512, __attribute__((target("avx512f"))), v16f, 16, FMA16)
 #endif
 
 /* Six-component projection of one channel over L samples, x pointing at the
  * first tap of output 0. Each output is summed over s ascending from 0 with
- * separate multiply and add, exactly as the generic loop in project_tile,
- * so every path gives the same bits. level: 2 AVX-512, 1 AVX2, 0 SSE; each
+ * a fused multiply-add per tap, exactly as the generic loop in project_tile,
+ * so every path gives the same bits. level: 2 AVX-512, 1 AVX2 with FMA, 0 the
+ * 4-lane kernel (vector FMA where the CPU has it, else fmaf calls); each
  * kernel leaves the outputs short of its step to the next narrower one. */
 static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0,
                   size_t pstride, int level)
@@ -445,7 +448,9 @@ void bs_match_force_portable(int on)
 static int kernel_level(void)
 {
 #ifdef BS_HAVE_AVX2_KERNEL
-    const int hw = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+    const int hw = __builtin_cpu_supports("avx512f")                                          ? 2
+                   : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                      : 0;
     return hw < level_cap ? hw : level_cap;
 #else
     return 0;
@@ -540,12 +545,12 @@ static void project_tile(const bs_match_templates *t, const float *X, size_t ldx
             proj6(xs, t->basis, nt, L, o0, pstride, level);
             continue;
         }
-        /* any P: o[p][u] = sum_s basis[p, s] * xs[u + s], s ascending */
+        /* any P: o[p][u] = sum_s basis[p, s] * xs[u + s], s ascending, fused */
         for (int u = 0; u < L; u++)
             for (int p = 0; p < P; p++) {
                 float acc = 0.0f;
                 for (int s = 0; s < nt; s++)
-                    acc += t->basis[(size_t)p * nt + s] * xs[u + s];
+                    acc = fmaf(t->basis[(size_t)p * nt + s], xs[u + s], acc);
                 o0[PIDX(p, u, pstride)] = acc;
             }
     }

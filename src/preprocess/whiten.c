@@ -29,6 +29,9 @@
  * (W + ridge I) in double.
  */
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,38 +429,73 @@ size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads)
 /* acc[0..len) = sum over i, in order, of w[i] * row nb[i] of the tile.
  * Blocks of 32 columns keep their running sums in registers while every
  * neighbour goes by (one load per product, no stores of partial sums); each
- * column's additions stay in neighbour order from 0, so the result is that
- * of the plain loop. Built for AVX-512, AVX2 and baseline x86-64 (chosen at
- * load time); contraction into FMA is off (see below), so all give the same
- * bytes. */
+ * column's terms are added in neighbour order from 0, each by a fused
+ * multiply-add (src/common/simd.h), so the result is that of the plain loop
+ * of whiten_tail. WH_ROW(FMA) is the body: whiten_row16 for AVX-512
+ * (BS_FMA16), whiten_row for the rest (BS_VFMA in FMA_CLONES), all giving the
+ * same bytes. */
 typedef float wh_vec __attribute__((vector_size(64)));
 #define WH_COLS 32 /* columns per block: 2 vectors of 16 */
-BS_VECTORIZED
-static void whiten_row(float *restrict acc, const float *restrict buf, size_t tile, const int *nb, const float *w,
-                       int n, int len)
+
+/* The columns from t0 on, one at a time. */
+BS_FMA_CLONES static void whiten_tail(float *restrict acc, const float *restrict buf, size_t tile, const int *nb,
+                                      const float *w, int n, int t0, int len)
 {
-    int t0 = 0;
-    for (; t0 + WH_COLS <= len; t0 += WH_COLS) {
-        wh_vec a0 = {0}, a1 = {0};
-        for (int i = 0; i < n; i++) {
-            const float *src = buf + (size_t)nb[i] * tile + t0;
-            wh_vec s0, s1;
-            memcpy(&s0, src, sizeof s0);
-            memcpy(&s1, src + 16, sizeof s1);
-            a0 += w[i] * s0;
-            a1 += w[i] * s1;
-        }
-        memcpy(acc + t0, &a0, sizeof a0);
-        memcpy(acc + t0 + 16, &a1, sizeof a1);
-    }
     for (int t = t0; t < len; t++)
         acc[t] = 0.0f;
     for (int i = 0; i < n && t0 < len; i++) {
         const float wi = w[i];
         const float *restrict src = buf + (size_t)nb[i] * tile;
         for (int t = t0; t < len; t++)
-            acc[t] += wi * src[t];
+            acc[t] = __builtin_fmaf(wi, src[t], acc[t]);
     }
+}
+
+#define WH_ROW(FMA)                                                                                              \
+    int t0 = 0;                                                                                                  \
+    for (; t0 + WH_COLS <= len; t0 += WH_COLS) {                                                                 \
+        wh_vec a0 = {0}, a1 = {0};                                                                               \
+        for (int i = 0; i < n; i++) {                                                                            \
+            const float *src = buf + (size_t)nb[i] * tile + t0;                                                  \
+            wh_vec s0, s1;                                                                                       \
+            memcpy(&s0, src, sizeof s0);                                                                         \
+            memcpy(&s1, src + 16, sizeof s1);                                                                    \
+            FMA(a0, w[i], s0);                                                                                   \
+            FMA(a1, w[i], s1);                                                                                   \
+        }                                                                                                        \
+        memcpy(acc + t0, &a0, sizeof a0);                                                                        \
+        memcpy(acc + t0 + 16, &a1, sizeof a1);                                                                   \
+    }                                                                                                            \
+    whiten_tail(acc, buf, tile, nb, w, n, t0, len)
+
+#define WH_VFMA(acc, w, x) BS_VFMA(acc, w, x, 16)
+BS_FMA_CLONES static void whiten_row(float *restrict acc, const float *restrict buf, size_t tile, const int *nb,
+                                     const float *w, int n, int len)
+{
+    WH_ROW(WH_VFMA);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define WH_HAVE_AVX512 1
+__attribute__((target("avx512f"))) static void whiten_row16(float *restrict acc, const float *restrict buf,
+                                                            size_t tile, const int *nb, const float *w, int n,
+                                                            int len)
+{
+    WH_ROW(BS_FMA16);
+}
+#endif
+
+/* whiten_row16 where the CPU has AVX-512, else whiten_row: the same bytes. */
+static void whiten_row_best(float *restrict acc, const float *restrict buf, size_t tile, const int *nb,
+                            const float *w, int n, int len)
+{
+#ifdef WH_HAVE_AVX512
+    if (__builtin_cpu_supports("avx512f")) {
+        whiten_row16(acc, buf, tile, nb, w, n, len);
+        return;
+    }
+#endif
+    whiten_row(acc, buf, tile, nb, w, n, len);
 }
 
 /* count[i] += 1 where !(|v[i]| < thr) (a NaN counts), i < len. */
@@ -495,7 +533,7 @@ bs_status bs_whiten_apply_count(const bs_whitener *wh, float *x, int64_t n_t, vo
             for (int c = 0; c < C; c++) {
                 const int *nb = wh->nbr + (size_t)c * k;
                 const float *w = wh->w + (size_t)c * k;
-                whiten_row(acc, buf, (size_t)tile, nb, w, wh->n_nbr[c], len);
+                whiten_row_best(acc, buf, (size_t)tile, nb, w, wh->n_nbr[c], len);
                 memcpy(x + (size_t)c * (size_t)n_t + t0, acc, (size_t)len * sizeof(float));
                 if (count) /* while the row is in cache: the artifact detector's crossings */
                     count_row(count + t0, acc, len, thr);
