@@ -33,6 +33,13 @@
 #ifndef BS_SIMD_H
 #define BS_SIMD_H
 
+/* Where kernels built with target("avx512f") or target("avx2,fma") and
+ * chosen at run time (__builtin_cpu_supports) can exist. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BS_X86_KERNELS 1
+#include <immintrin.h>
+#endif
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(BS_NO_CLONES)
 #define BS_VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default")))
 #define BS_FMA_CLONES __attribute__((target_clones("fma", "default")))
@@ -42,7 +49,7 @@
 #endif
 
 /* acc = w * x + acc, rounded once, for a 16-float GCC vector acc and x in a
- * function built for AVX-512 (include <immintrin.h>). */
+ * function built for AVX-512 (BS_X86_KERNELS). */
 #define BS_FMA16(acc, w, x) ((acc) = (__typeof__(acc))_mm512_fmadd_ps(_mm512_set1_ps(w), (__m512)(x), (__m512)(acc)))
 
 /* acc[l] = fmaf(w, x[l], acc[l]) for the n lanes of the vectors acc and x

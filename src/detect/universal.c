@@ -33,7 +33,7 @@ static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
  * scores' score_position2) are compiled where GCC's vector extensions and
  * target attributes are, and used when the CPU has AVX-512F and the tests
  * have not asked for the portable ones (bs_detect_force_portable). */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef BS_X86_KERNELS
 #define BS_HAVE_AVX512_KERNELS 1
 #endif
 static int filter_level_cap = 1; /* 0: no AVX-512 kernels (bs_detect_force_portable, for tests) */

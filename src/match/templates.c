@@ -32,9 +32,6 @@
  */
 #include <math.h>
 #include <omp.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -408,7 +405,7 @@ BS_FMA_CLONES static void proj6_tail(const float *restrict x, const float *restr
 typedef float v16f __attribute__((vector_size(64)));
 _Static_assert(PANEL == 16, "whole panels per AVX-512 step, half a panel per AVX2 step");
 PROJ6_KERNEL(proj6_sse, BS_FMA_CLONES, v4f, 4, BS_VFMA)
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef BS_X86_KERNELS
 #define BS_HAVE_AVX2_KERNEL 1
 #define FMA8(acc, w, x, W) ((acc) = (v8f)_mm256_fmadd_ps(_mm256_set1_ps(w), (__m256)(x), (__m256)(acc)))
 #define FMA16(acc, w, x, W) BS_FMA16(acc, w, x)

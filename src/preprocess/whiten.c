@@ -29,9 +29,6 @@
  * (W + ridge I) in double.
  */
 #include <cblas.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -432,7 +429,7 @@ size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads)
  * column's terms are added in neighbour order from 0, each by a fused
  * multiply-add (src/common/simd.h), so the result is that of the plain loop
  * of whiten_tail. WH_ROW(FMA) is the body: whiten_row16 for AVX-512
- * (BS_FMA16), whiten_row for the rest (BS_VFMA in FMA_CLONES), all giving the
+ * (BS_FMA16), whiten_row for the rest (BS_VFMA in BS_FMA_CLONES), all giving the
  * same bytes. */
 typedef float wh_vec __attribute__((vector_size(64)));
 #define WH_COLS 32 /* columns per block: 2 vectors of 16 */
@@ -475,8 +472,7 @@ BS_FMA_CLONES static void whiten_row(float *restrict acc, const float *restrict 
     WH_ROW(WH_VFMA);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define WH_HAVE_AVX512 1
+#ifdef BS_X86_KERNELS
 __attribute__((target("avx512f"))) static void whiten_row16(float *restrict acc, const float *restrict buf,
                                                             size_t tile, const int *nb, const float *w, int n,
                                                             int len)
@@ -489,7 +485,7 @@ __attribute__((target("avx512f"))) static void whiten_row16(float *restrict acc,
 static void whiten_row_best(float *restrict acc, const float *restrict buf, size_t tile, const int *nb,
                             const float *w, int n, int len)
 {
-#ifdef WH_HAVE_AVX512
+#ifdef BS_X86_KERNELS
     if (__builtin_cpu_supports("avx512f")) {
         whiten_row16(acc, buf, tile, nb, w, n, len);
         return;
