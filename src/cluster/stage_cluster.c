@@ -19,6 +19,14 @@
  *      cluster_width: the threads, fewer when the budget holds fewer
  *      centers' buffers), and their clusters are then taken in center order:
  *      the templates do not depend on W, the threads or the budget.
+ *      With a low tier (detect.h, th_low: some batches detected at a lower
+ *      threshold), a center's spikes scoring above th_universal are
+ *      clustered first, as without it, then those scoring at most
+ *      th_universal apart; a low-tier cluster whose mean features are like a
+ *      high-tier cluster's of the center (cosine >= low_tier_max_cos) is that
+ *      unit's low amplitudes and makes no template. The rest are units seen
+ *      only under th_universal: their templates follow the center's others,
+ *      flagged low_tier (the matcher's per-template thresholds apply to them).
  *   3. Acceptance: a cluster makes a template when it has at least
  *      min_template_spikes spikes and its mean waveform's norm (the norm of
  *      its mean features: the PC basis is orthonormal) is at least
@@ -33,7 +41,8 @@
  *      matcher peels those spikes as the pair, or with the one template.
  * Checkpoint (.stages/cluster/): support.npy int32 (K, n_sup), U.npy
  * float32 (K, n_sup, n_pcs), n_spikes.npy int64 (K): the spikes each
- * template was learned from (the matcher keeps the busiest one's pair rows).
+ * template was learned from (the matcher keeps the busiest one's pair rows),
+ * low_tier.npy uint8 (K): 1 for a template of the low tier.
  */
 #include "stage_cluster.h"
 
@@ -54,13 +63,15 @@
 #include "../pipeline/stages.h"
 #include "cluster.h"
 
-static const char *const files[3] = {"cluster/support.npy", "cluster/U.npy", "cluster/n_spikes.npy"};
+static const char *const files[4] = {"cluster/support.npy", "cluster/U.npy", "cluster/n_spikes.npy",
+                                     "cluster/low_tier.npy"};
 
 void bs_learned_templates_free(bs_learned_templates *lt)
 {
     bs_mem_free(lt->support);
     bs_mem_free(lt->U);
     bs_mem_free(lt->n_spikes);
+    bs_mem_free(lt->low_tier);
     memset(lt, 0, sizeof *lt);
 }
 
@@ -86,7 +97,7 @@ static double centroid_norm(const bs_center_templates *ct, int j, int P)
  * largest mean-feature norm, padded with the channels nearest its peak
  * channel (zero weight) when the center has fewer, in ascending order. */
 static bs_status append_template(bs_learned_templates *lt, const bs_probe *probe, const bs_center_templates *ct,
-                                 int j)
+                                 int j, int low_tier)
 {
     int n_sup = lt->n_sup, P = lt->P, C = probe->n_chan;
     bs_chan_rank *r = malloc((size_t)C * sizeof *r);
@@ -136,9 +147,13 @@ static bs_status append_template(bs_learned_templates *lt, const bs_probe *probe
     int64_t *ns = U ? bs_mem_realloc(lt->n_spikes, "sort/templates", (size_t)(K + 1) * sizeof *ns) : NULL;
     if (ns)
         lt->n_spikes = ns;
-    bs_status st = (sup && U && ns) ? BS_OK : BS_ERR_MEMORY;
+    uint8_t *lo = ns ? bs_mem_realloc(lt->low_tier, "sort/templates", (size_t)(K + 1)) : NULL;
+    if (lo)
+        lt->low_tier = lo;
+    bs_status st = (sup && U && ns && lo) ? BS_OK : BS_ERR_MEMORY;
     if (st == BS_OK) {
         lt->n_spikes[K] = ct->n_spikes[j];
+        lt->low_tier[K] = (uint8_t)low_tier;
         for (int i = 0; i < n_sup; i++) {
             lt->support[(size_t)K * n_sup + i] = pick[i];
             float *dst = lt->U + ((size_t)K * n_sup + i) * P;
@@ -170,14 +185,16 @@ static bs_status store_templates(const char *stage_dir, const bs_learned_templat
     BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[1]));
     BS_TRY(bs_npy_save(path, BS_NPY_F32, 3, s2, lt->U));
     BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[2]));
-    return bs_npy_save(path, BS_NPY_I64, 1, s3, lt->n_spikes);
+    BS_TRY(bs_npy_save(path, BS_NPY_I64, 1, s3, lt->n_spikes));
+    BS_TRY(bs_path_join(path, sizeof path, stage_dir, n[3]));
+    return bs_npy_save(path, BS_NPY_U8, 1, s3, lt->low_tier);
 }
 
 static bs_status load_templates(const char *stage_dir, int n_chan, int P, bs_learned_templates *lt)
 {
     char path[4200];
-    bs_npy_header hs, hu, hn;
-    void *sup = NULL, *U = NULL, *ns = NULL;
+    bs_npy_header hs, hu, hn, hl;
+    void *sup = NULL, *U = NULL, *ns = NULL, *lo = NULL;
     BS_TRY(bs_path_join(path, sizeof path, stage_dir, files[0]));
     BS_TRY(bs_npy_load_expect(path, "sort/templates", BS_NPY_I32, 2, &hs, &sup));
     bs_status st = bs_path_join(path, sizeof path, stage_dir, files[1]);
@@ -187,14 +204,20 @@ static bs_status load_templates(const char *stage_dir, int n_chan, int P, bs_lea
         st = bs_path_join(path, sizeof path, stage_dir, files[2]);
     if (st == BS_OK)
         st = bs_npy_load_expect(path, "sort/templates", BS_NPY_I64, 1, &hn, &ns);
+    if (st == BS_OK)
+        st = bs_path_join(path, sizeof path, stage_dir, files[3]);
+    if (st == BS_OK)
+        st = bs_npy_load_expect(path, "sort/templates", BS_NPY_U8, 1, &hl, &lo);
     if (st == BS_OK && (hu.shape[0] != hs.shape[0] || hu.shape[1] != hs.shape[1] || hu.shape[2] != P ||
-                        hn.shape[0] != hs.shape[0] || hs.shape[1] > n_chan || hs.shape[0] < 1))
+                        hn.shape[0] != hs.shape[0] || hl.shape[0] != hs.shape[0] || hs.shape[1] > n_chan ||
+                        hs.shape[0] < 1))
         st = bs_error(BS_ERR_INPUT, "%s: checkpoint shapes disagree", path);
     if (st != BS_OK) {
-        bs_mem_free(sup), bs_mem_free(U), bs_mem_free(ns);
+        bs_mem_free(sup), bs_mem_free(U), bs_mem_free(ns), bs_mem_free(lo);
         return st;
     }
     lt->n_spikes = ns;
+    lt->low_tier = lo;
     lt->K = (int)hs.shape[0];
     lt->n_sup = (int)hs.shape[1];
     lt->P = P;
@@ -218,23 +241,77 @@ typedef struct {
     const bs_detect_grid *grid;
     const bs_temporal_basis *basis;
     const bs_bucket_file *bk; /* the spike index grouped by center */
-    const bs_npy_rows *r_t, *r_feat;
+    const bs_npy_rows *r_t, *r_feat, *r_score;
     const int64_t *count; /* spikes per center */
     int64_t cap;          /* max_center_spikes (0: none) */
+    float score_min;      /* with a low tier (detect.th_low), th_universal: the two tiers' bound (0: one tier) */
+    double max_cos;       /* low_tier_max_cos */
 } center_src;
 
 /* One center's clustering and its status (message copied: bs_error's is per thread). */
 typedef struct {
-    bs_center_templates ct;
+    bs_center_templates ct, lo; /* the high tier's clusters (all, with one tier) and the low tier's */
     bs_status st;
     char msg[512];
 } center_result;
 
-/* Center k: its spikes read back (at most cap, evenly in time) and clustered into *ct (empty for a center
- * without spikes). Allocates and frees its own buffers, so centers can run at once. */
-static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct)
+/* The m spikes sel[] (grid positions pos_of[]) of center k, their times and features gathered, clustered
+ * into *ct. */
+static bs_status cluster_sel(const center_src *c, int k, const int64_t *sel, const int32_t *pos_of, int64_t m,
+                             bs_center_templates *ct)
 {
     memset(ct, 0, sizeof *ct);
+    if (m == 0)
+        return BS_OK;
+    bs_detected_spike *spk = bs_mem_calloc("sort/center-spikes", (size_t)m, sizeof *spk);
+    int64_t *times = bs_mem_alloc("sort/center-spikes", (size_t)m * sizeof *times);
+    float *feat = bs_mem_alloc("sort/center-features", (size_t)m * c->r_feat->row_bytes);
+    int32_t *labels = bs_mem_alloc("sort/center-labels", (size_t)m * sizeof *labels);
+    bs_status st = spk && times && feat && labels ? bs_npy_rows_gather(c->r_t, sel, m, times) : BS_ERR_MEMORY;
+    if (st == BS_OK)
+        st = bs_npy_rows_gather(c->r_feat, sel, m, feat);
+    if (st == BS_OK) {
+        for (int64_t i = 0; i < m; i++) {
+            spk[i].t = times[i];
+            spk[i].pos = pos_of[i];
+        }
+        st = bs_cluster_center(c->cp, c->centers, k, c->grid, c->basis, spk, feat, m, labels, ct);
+    }
+    bs_mem_free(spk);
+    bs_mem_free(times);
+    bs_mem_free(feat);
+    bs_mem_free(labels);
+    return st;
+}
+
+/* A low-tier cluster like a high-tier one (cosine of the mean features >= max_cos) is the tail of that
+ * unit's amplitudes: its spike count is set to 0, so that it makes no template. */
+static void drop_low_tier_copies(const bs_center_templates *hi, bs_center_templates *lo, double max_cos)
+{
+    int D = lo->n_chans * lo->n_pcs;
+    for (int j = 0; j < lo->n_clusters; j++) {
+        const float *a = lo->feat + (int64_t)j * D;
+        double na = 0;
+        for (int d = 0; d < D; d++)
+            na += (double)a[d] * a[d];
+        for (int i = 0; i < hi->n_clusters && lo->n_spikes[j] > 0; i++) {
+            const float *b = hi->feat + (int64_t)i * D;
+            double ab = 0, nb = 0;
+            for (int d = 0; d < D; d++)
+                ab += (double)a[d] * b[d], nb += (double)b[d] * b[d];
+            if (na > 0 && nb > 0 && ab >= max_cos * sqrt(na * nb))
+                lo->n_spikes[j] = 0;
+        }
+    }
+}
+
+/* Center k: its spikes read back (at most cap, evenly in time) and clustered into *ct (empty for a center
+ * without spikes); with two tiers, those scoring at most score_min apart into *lo. Allocates and frees its
+ * own buffers, so centers can run at once. */
+static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct, bs_center_templates *lo)
+{
+    memset(ct, 0, sizeof *ct);
+    memset(lo, 0, sizeof *lo);
     int64_t m_all = c->count[k], m = m_all;
     if (m == 0)
         return BS_OK;
@@ -260,25 +337,37 @@ static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct
         }
     }
     bs_mem_free(items);
-    bs_detected_spike *spk = st == BS_OK ? bs_mem_calloc("sort/center-spikes", (size_t)m, sizeof *spk) : NULL;
-    int64_t *times = st == BS_OK ? bs_mem_alloc("sort/center-spikes", (size_t)m * sizeof *times) : NULL;
-    float *feat = st == BS_OK ? bs_mem_alloc("sort/center-features", (size_t)m * c->r_feat->row_bytes) : NULL;
-    int32_t *labels = st == BS_OK ? bs_mem_alloc("sort/center-labels", (size_t)m * sizeof *labels) : NULL;
-    if (st == BS_OK)
-        st = spk && times && feat && labels ? bs_npy_rows_gather(c->r_t, sel, m, times) : BS_ERR_MEMORY;
-    if (st == BS_OK)
-        st = bs_npy_rows_gather(c->r_feat, sel, m, feat);
-    if (st == BS_OK) {
-        for (int64_t i = 0; i < m; i++) {
-            spk[i].t = times[i];
-            spk[i].pos = pos_of[i];
+    int64_t nh = m;
+    if (st == BS_OK && c->score_min > 0) {
+        /* two tiers: a stable partition of the spikes, those scoring above score_min (detected in every
+           batch) first */
+        float *score = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *score);
+        int64_t *sel2 = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *sel2);
+        int32_t *pos2 = bs_mem_alloc("sort/center-index", (size_t)m * sizeof *pos2);
+        st = score && sel2 && pos2 ? bs_npy_rows_gather(c->r_score, sel, m, score) : BS_ERR_MEMORY;
+        if (st == BS_OK) {
+            nh = 0;
+            for (int64_t i = 0; i < m; i++)
+                nh += score[i] > c->score_min;
+            for (int64_t i = 0, a = 0, b = nh; i < m; i++) {
+                int64_t to = score[i] > c->score_min ? a++ : b++;
+                sel2[to] = sel[i];
+                pos2[to] = pos_of[i];
+            }
+            memcpy(sel, sel2, (size_t)m * sizeof *sel);
+            memcpy(pos_of, pos2, (size_t)m * sizeof *pos_of);
         }
-        st = bs_cluster_center(c->cp, c->centers, k, c->grid, c->basis, spk, feat, m, labels, ct);
+        bs_mem_free(score);
+        bs_mem_free(sel2);
+        bs_mem_free(pos2);
     }
-    bs_mem_free(spk);
-    bs_mem_free(times);
-    bs_mem_free(feat);
-    bs_mem_free(labels);
+    if (st == BS_OK)
+        st = cluster_sel(c, k, sel, pos_of, nh, ct);
+    if (st == BS_OK && nh < m) {
+        st = cluster_sel(c, k, sel + nh, pos_of + nh, m - nh, lo);
+        if (st == BS_OK && ct->n_clusters > 0 && lo->n_clusters > 0)
+            drop_low_tier_copies(ct, lo, c->max_cos);
+    }
     bs_mem_free(sel);
     bs_mem_free(pos_of);
     return st;
@@ -310,11 +399,12 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     char dir[4200];
     BS_TRY(bs_path_join(dir, sizeof dir, ctx->stage_dir, "detect"));
     bs_cluster_centers centers = {0};
-    bs_npy_rows r_t, r_pos, r_feat;
+    bs_npy_rows r_t, r_pos, r_feat, r_score;
     memset(&r_t, 0, sizeof r_t);
     memset(&r_pos, 0, sizeof r_pos);
     memset(&r_feat, 0, sizeof r_feat);
-    r_t.fd = r_pos.fd = r_feat.fd = -1;
+    memset(&r_score, 0, sizeof r_score);
+    r_t.fd = r_pos.fd = r_feat.fd = r_score.fd = -1;
     bs_bucket_file bk = {.fd = -1};
     int64_t *count = NULL;
     int32_t *spos = NULL;
@@ -325,6 +415,8 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
         st = bs_npy_rows_open(&r_pos, dir, "spike_pos.npy", BS_NPY_I32);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_feat, dir, "spike_features.npy", BS_NPY_F32);
+    if (st == BS_OK && ctx->p->detect.th_low > 0)
+        st = bs_npy_rows_open(&r_score, dir, "spike_score.npy", BS_NPY_F32);
     int64_t n = st == BS_OK ? r_pos.h.shape[0] : 0, cap = ctx->p->max_center_spikes;
     if (st == BS_OK) { /* spike indices grouped by center on disk (in time order within a center) */
         count = bs_mem_calloc("sort/center-index", (size_t)centers.n_centers + 1, sizeof *count);
@@ -359,11 +451,12 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
         int64_t largest = 0, k_bound = 0, max_l = 0;
         const int64_t mts = ctx->p->min_template_spikes > 1 ? ctx->p->min_template_spikes : 1;
+        const int tiers = ctx->p->detect.th_low > 0 ? 2 : 1; /* each tier's clusters bounded alike */
         for (int k = 0; k < centers.n_centers; k++) {
             if (count[k] > largest)
                 largest = count[k];
             /* each template of a center holds at least mts of its clustered spikes */
-            int64_t m = cap > 0 && count[k] > cap ? cap : count[k], l = center_clusters_max(m, &cp);
+            int64_t m = cap > 0 && count[k] > cap ? cap : count[k], l = tiers * center_clusters_max(m, &cp);
             max_l = l > max_l ? l : max_l;
             k_bound += l < m / mts ? l : m / mts;
         }
@@ -373,7 +466,8 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     }
     lt->n_sup = probe->n_chan < 32 ? probe->n_chan : 32;
     lt->P = basis->n_pcs;
-    const center_src src = {&cp, &centers, grid, basis, &bk, &r_t, &r_feat, count, cap};
+    const center_src src = {&cp, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
+                            ctx->p->detect.th_low > 0 ? ctx->p->detect.th_universal : 0, ctx->p->low_tier_max_cos};
     int W = plan->cluster_width > 0 ? plan->cluster_width : 1;
     center_result *res = bs_mem_calloc("sort/center-results", (size_t)W, sizeof *res);
     if (st == BS_OK && !res)
@@ -386,21 +480,25 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
         int nw = centers.n_centers - k0 < W ? centers.n_centers - k0 : W;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nw) if (nw > 1)
         for (int w = 0; w < nw; w++) {
-            res[w].st = cluster_one(&src, k0 + w, &res[w].ct);
+            res[w].st = cluster_one(&src, k0 + w, &res[w].ct, &res[w].lo);
             if (res[w].st != BS_OK)
                 snprintf(res[w].msg, sizeof res[w].msg, "%s", bs_last_error());
         }
         for (int w = 0; w < nw; w++) {
-            const bs_center_templates *ct = &res[w].ct;
             if (st == BS_OK && res[w].st != BS_OK)
                 st = bs_error(res[w].st, "%s", res[w].msg);
             /* a cluster too small, or whose mean waveform is well under the matching threshold (its matched
-               spikes would be mostly noise crossings that the template happens to fit), makes no template */
-            for (int j = 0; j < ct->n_clusters && st == BS_OK; j++)
-                if (ct->n_spikes[j] >= ctx->p->min_template_spikes &&
-                    centroid_norm(ct, j, lt->P) >= ctx->p->min_template_norm * ctx->p->match_threshold)
-                    st = append_template(lt, probe, ct, j);
+               spikes would be mostly noise crossings that the template happens to fit), makes no template;
+               the high tier's clusters first, then the low tier's */
+            for (int tier = 0; tier < 2; tier++) {
+                const bs_center_templates *ct = tier ? &res[w].lo : &res[w].ct;
+                for (int j = 0; j < ct->n_clusters && st == BS_OK; j++)
+                    if (ct->n_spikes[j] >= ctx->p->min_template_spikes &&
+                        centroid_norm(ct, j, lt->P) >= ctx->p->min_template_norm * ctx->p->match_threshold)
+                        st = append_template(lt, probe, ct, j, tier);
+            }
             bs_center_templates_free(&res[w].ct);
+            bs_center_templates_free(&res[w].lo);
             bs_progress_update(&pb, k0 + w + 1);
             bs_checkpoint_test_kill("cluster", k0 + w + 1);
         }
@@ -419,6 +517,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     bs_npy_rows_close(&r_t);
     bs_npy_rows_close(&r_pos);
     bs_npy_rows_close(&r_feat);
+    bs_npy_rows_close(&r_score);
     bs_centers_free(&centers);
     return st;
 }
@@ -469,10 +568,10 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->min_peak = fixed + per;
     s->sure_min = pl->spikes_assumed ? pl->cluster_fixed + staging : s->min_peak;
     s->reduce = "--max-center-spikes";
-    /* center_index.bin (every detected spike), then files[]: supports, low-rank templates and spike counts */
-    bs_plan_disk(s, 4, (double)pl->n_detected * sizeof(center_item) +
+    /* center_index.bin (every detected spike), then files[]: supports, low-rank templates, spike counts, tiers */
+    bs_plan_disk(s, 5, (double)pl->n_detected * sizeof(center_item) +
                            (double)pl->cluster_k_bound * (pl->n_sup * (sizeof(int32_t) + (double)pl->n_pc * sizeof(float)) +
-                                            sizeof(int64_t)));
+                                            sizeof(int64_t) + 1));
 }
 
 /* Templates that are the sum of two others at some lags, or a copy of one (sum_templates.h), are removed: the
@@ -526,6 +625,8 @@ static bs_status drop_sum_templates(bs_run_ctx *ctx)
             memmove(lt->support + (size_t)K * ns, lt->support + (size_t)k * ns, ns * sizeof *lt->support);
             memmove(lt->U + (size_t)K * nu, lt->U + (size_t)k * nu, nu * sizeof *lt->U);
             lt->n_spikes[K] = lt->n_spikes[k];
+            if (lt->low_tier)
+                lt->low_tier[K] = lt->low_tier[k];
             K++;
         }
         if (!ctx->p->quiet)
@@ -554,6 +655,13 @@ static bs_status run(bs_run_ctx *c)
         BS_TRY(bs_sort_plan_check(c->plan, c->stage));
     }
     BS_TRY(drop_sum_templates(c));
+    if (c->p->detect.th_low > 0 && !c->p->quiet) {
+        int n_lo = 0;
+        for (int k = 0; k < c->lt.K; k++)
+            n_lo += c->lt.low_tier[k];
+        bs_log_info("cluster: %d of %d templates from the low tier (detections scoring %g-%g)", n_lo, c->lt.K,
+                    (double)c->p->detect.th_low, (double)c->p->detect.th_universal);
+    }
     return store_templates(c->stage_dir, &c->lt);
 }
 
@@ -565,4 +673,4 @@ static bs_status load(bs_run_ctx *c)
 static const char *const params[] = {"detect", "cluster", "match", NULL};
 
 const bs_stage bs_cluster_stage = {
-    .name = "cluster", .plan = plan, .run = run, .load = load, .files = files, .n_files = 3, .params = params};
+    .name = "cluster", .plan = plan, .run = run, .load = load, .files = files, .n_files = 4, .params = params};

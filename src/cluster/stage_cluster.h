@@ -19,6 +19,7 @@ typedef struct {
     float *U;         /* K × n_sup × P weights, whitened units (likewise) */
     int64_t *n_spikes; /* K: spikes of the cluster each template was learned from (after the center's cap); the
                           matcher keeps the pair rows of the busiest (match.h, bs_pair_table_keep) */
+    uint8_t *low_tier; /* K: 1 for a template of the low tier's clusters (detect.h, th_low) */
 } bs_learned_templates;
 
 void bs_learned_templates_free(bs_learned_templates *lt);

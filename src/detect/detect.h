@@ -78,6 +78,9 @@ typedef struct {
     int n_shapes;               /* prototype shapes for detection */
     float th_single_ch;         /* snippet peak threshold, whitened units */
     float th_universal;         /* detection threshold on A, whitened units */
+    float th_low;               /* the low tier's threshold in one chunk of 1,024 samples in low_stride, whitened
+                                   units (0: none) */
+    int low_stride;             /* chunks per low-tier chunk (the first of every low_stride of a batch) */
     int n_chans;                /* channels per position / features */
     int n_sizes;                /* spatial envelope sizes */
     float min_template_size_um; /* σ of the smallest envelope, µm */

@@ -728,9 +728,23 @@ typedef struct {
     const candidate *pre; /* the GPU's candidates of the window, (t, f) order */
     int64_t n_pre;        /* their count; -1: all on the CPU */
     int64_t cand_limit;   /* candidates one work item may hold (chunk_limits) */
+    int64_t own0;         /* window column of the batch's first owned sample */
     bs_detect_sink sink;
     void *sink_ctx;
 } detect_job;
+
+/* The threshold of the work item whose owned columns start at ta: th_low in the first chunk of every
+ * low_stride of the batch (the low tier, detect.h), else th_universal. A part of a chunk done again
+ * (hand_on) keeps its chunk's. */
+static float chunk_threshold(const detect_job *j, int64_t ta)
+{
+    const bs_detect_params *p = j->p;
+    if (p->th_low > 0 && p->th_low < p->th_universal && ((ta - j->own0) / CHUNK_SAMPLES) % p->low_stride == 0)
+        return p->th_low;
+    return p->th_universal;
+}
+
+static int low_tier_on(const bs_detect_params *p) { return p->th_low > 0 && p->th_low < p->th_universal; }
 
 /* One work item: owned columns [ta, tb) of the window, appended to out. With
  * the GPU's candidates (j->n_pre >= 0) the filtering and scoring are skipped
@@ -752,7 +766,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
     /* the bounds hold exactly in real arithmetic; pruning at a threshold a
      * few float roundings lower keeps a position whose float bound rounds
      * just under its float score */
-    float th2 = p->th_universal * p->th_universal * (1.0f - 1e-5f);
+    const float th = chunk_threshold(j, ta), th2 = th * th * (1.0f - 1e-5f);
     const int exhaustive = p->exhaustive;
 #ifdef BS_HAVE_AVX512_KERNELS
     const int pair_scores = use_avx512() && pairs_ok(g, K);
@@ -762,6 +776,17 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
     if (n_pre >= 0) { /* a view of this item's columns: not freed here */
         int64_t lo = first_at(j->pre, n_pre, ca), n = first_at(j->pre, n_pre, cb) - lo;
         cands = (cand_list){n ? (candidate *)j->pre + lo : NULL, n, n, 0, 0};
+        if (low_tier_on(p)) { /* the GPU's list is at th_low: this item's own threshold, in a copy */
+            for (int64_t e = 0; e < n && st == BS_OK; e++)
+                if (cands.c[e].score > th)
+                    st = cand_push(&found, cands.c[e]);
+            if (found.full) {
+                out->full = 1;
+                bs_mem_free(found.c);
+                return st;
+            }
+            cands = found;
+        }
         goto suppress;
     }
     /* blocks of SCORE_BLOCK candidate columns, each filtered for every channel
@@ -831,7 +856,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
                 for (candidate two[2]; pair_scores && e + 1 < m && st == BS_OK; e += 2) {
                     score_position2(g, K, fs, BL, (size_t)idx[e], (size_t)idx[e + 1], f, bound2, two);
                     for (int h = 0; h < 2 && st == BS_OK; h++)
-                        if (two[h].score > p->th_universal) {
+                        if (two[h].score > th) {
                             two[h].t = ca + (int64_t)i0 + idx[e + h];
                             st = cand_push(&found, two[h]);
                         }
@@ -839,7 +864,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
 #endif
                 for (; e < m && st == BS_OK; e++) {
                     candidate cd = score_position(g, K, fs, BL, (size_t)idx[e], f, bound2);
-                    if (cd.score > p->th_universal) {
+                    if (cd.score > th) {
                         cd.t = ca + (int64_t)i0 + idx[e];
                         st = cand_push(&found, cd);
                     }
@@ -901,7 +926,7 @@ suppress:;
         out->n++;
     }
     bs_mem_free(keep);
-    if (n_pre < 0)
+    if (n_pre < 0 || low_tier_on(p))
         bs_mem_free(cands.c);
     return st;
 }
@@ -1052,7 +1077,7 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
         n_threads = n_chunks;
     int wave = wave_chunks(n_threads) < n_chunks ? wave_chunks(n_threads) : n_chunks;
     int64_t spike_limit;
-    detect_job job = {p, b, g, probe, x, n_t, t0 - halo, pre, on_gpu ? n_pre : -1, 0, sink, sink_ctx};
+    detect_job job = {p, b, g, probe, x, n_t, t0 - halo, pre, on_gpu ? n_pre : -1, 0, halo, sink, sink_ctx};
     chunk_limits(p, g->n_pos, &job.cand_limit, &spike_limit);
     /* the filtering scratch only where the CPU filters */
     float *scratch = on_gpu ? NULL : bs_mem_alloc("detect/scratch", bs_detect_scratch_bytes(probe->n_chan, p, n_threads));

@@ -216,6 +216,7 @@ void bs_pair_row(const bs_match_templates *t, int j, int k, float *out);
 typedef struct {
     float threshold; /* whitened units; a spike needs B[k,t] > threshold (default 8) */
     int max_iter;    /* peeling iterations per batch (default 50) */
+    const float *tmpl_threshold; /* K per-template thresholds (whitened units, each <= threshold), or NULL */
 } bs_peel_params;
 
 void bs_peel_params_default(bs_peel_params *p);

@@ -88,6 +88,7 @@ void bs_peel_params_default(bs_peel_params *p)
 {
     p->threshold = 8.0f;
     p->max_iter = 50;
+    p->tmpl_threshold = NULL;
 }
 
 static int64_t max_cand_of(int64_t n_t, int nt)
@@ -598,7 +599,11 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
         return bs_error(BS_ERR_INTERNAL, "peel: row stride %zu below the window length %lld", ldx, (long long)n_t);
 
     const int K = t->K, nt = t->nt, nb = t->nt_before;
-    const float th = p->threshold;
+    const float th = p->threshold, *thk = p->tmpl_threshold;
+    float th_lo = th;
+    if (thk)
+        for (int k = 0; k < K; k++)
+            th_lo = thk[k] < th_lo ? thk[k] : th_lo;
     float *B = ws->B;
     if (ws->gpu)
         BS_TRY(bs_gpu_scores(ws->gpu, X, ldx, n_t, B));
@@ -629,7 +634,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
         int64_t n_c = 0;
         for (int64_t tc = v0; tc <= v1; tc++) {
             const float m = bmax[tc];
-            if (!(m > th))
+            if (!(m > th_lo) || (thk && !(m > thk[ws->imax[tc]])))
                 continue;
             int ok = 1;
             int64_t lo = tc - nt < v0 ? v0 : tc - nt, hi = tc + nt > v1 ? v1 : tc + nt;

@@ -216,6 +216,20 @@ static bs_status run(bs_run_ctx *ctx)
     bs_peel_params_default(&pp);
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
+    float *thk = NULL;
+    if (ctx->p->match_threshold_of_amp > 0 && mt->K > 0 && ctx->lt.low_tier) {
+        thk = bs_mem_alloc("match/thresholds", (size_t)mt->K * sizeof *thk);
+        if (!thk)
+            return BS_ERR_MEMORY;
+        for (int k = 0; k < mt->K; k++) {
+            float v = (float)(ctx->p->match_threshold_of_amp * mt->norm_in[k]);
+            if (!ctx->lt.low_tier[k])
+                v = pp.threshold;
+            v = v < ctx->p->match_threshold_floor ? ctx->p->match_threshold_floor : v;
+            thk[k] = v < pp.threshold ? v : pp.threshold;
+        }
+        pp.tmpl_threshold = thk;
+    }
     bs_npy_set files = {.n_open = 0};
     match_lane *lanes = calloc((size_t)L, sizeof *lanes);
     int n_open = 0;
@@ -254,6 +268,7 @@ static bs_status run(bs_run_ctx *ctx)
         lane_close(&lanes[i]);
     free(lanes);
     bs_pair_table_free(&pt);
+    bs_mem_free(thk);
     return st;
 }
 

@@ -34,6 +34,9 @@ void bs_sort_default_params(bs_sort_params *p)
     p->min_template_norm = 0.75;
     bs_sum_template_params_default(&p->sum);
     p->match_threshold = 8.0f;
+    p->match_threshold_of_amp = 0.7;
+    p->low_tier_max_cos = 0.8;
+    p->match_threshold_floor = 6.0f;
     p->match_max_iter = 50;
     p->match_window_samples = 4096;
     p->n_pc_chan = 10;

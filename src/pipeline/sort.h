@@ -102,6 +102,9 @@ typedef struct {
     bs_sum_template_params sum; /* templates that are the sum of two others, removed before matching
                                   (src/match/sum_templates.h) */
     float match_threshold;     /* peeling threshold, whitened units */
+    double match_threshold_of_amp; /* a low-tier template's threshold: this times its amplitude (the norm
+                                  of its mean waveform, whitened units) when under match_threshold (0: off) */
+    float match_threshold_floor; /* ...but never under this, whitened units */
     int match_max_iter;        /* peeling iterations per peeling window */
     int64_t match_window_samples; /* central samples of a peeling window (match.h, bs_peel_span): the
                                   matcher holds K x (this + 4 nt) scores, whatever the batch length */
@@ -110,6 +113,8 @@ typedef struct {
                                   and dmin_um are not parameters: the recording's rate and detect.dmin_um */
     bs_finish_params finish;   /* merges, shadows, duplicates, labels (src/cluster/stage_finish.h) */
     int64_t max_center_spikes; /* spikes clustered per center: more are subsampled evenly (200000) */
+    double low_tier_max_cos;   /* with a low tier (detect.th_low): a low-tier cluster whose mean features have
+                                  at least this cosine with a high-tier cluster of its center makes no template */
     size_t mem_budget;         /* bytes of tracked host memory the accountant was set to (0: unlimited);
                                   never changes the result */
     const char *mem_trace;     /* path of the JSON-lines allocation trace being recorded, or NULL */

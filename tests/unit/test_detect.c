@@ -225,6 +225,42 @@ int main(void)
         CHECK(port.n == fast.n && memcmp(port.spikes, fast.spikes, (size_t)fast.n * sizeof *fast.spikes) == 0 &&
               memcmp(port.features, fast.features, (size_t)fast.n * fast.feat_len * sizeof(float)) == 0);
         bs_detect_output_free(&port);
+        /* a low tier (th_low in the first chunk of every 2): the detections above th_universal are the same
+           bytes (a lower score never suppresses a higher one), the others lie in the low chunks only, and
+           pruning still equals exhaustive evaluation */
+        bs_detect_params pl = p, p0 = p;
+        pl.th_low = 3.5f;
+        pl.low_stride = 2;
+        p0.th_low = 0; /* no low tier */
+        bs_detect_output lo, lo_ex, none;
+        bs_detect_output_init(&lo, grid.n_chans, p.n_pcs);
+        bs_detect_output_init(&lo_ex, grid.n_chans, p.n_pcs);
+        bs_detect_output_init(&none, grid.n_chans, p.n_pcs);
+        CHECK(bs_detect_batch(&p0, &basis, &grid, &probe, win, W, HALO, NB, start, &none) == BS_OK);
+        CHECK(bs_detect_batch(&pl, &basis, &grid, &probe, win, W, HALO, NB, start, &lo) == BS_OK);
+        pl.exhaustive = 1;
+        CHECK(bs_detect_batch(&pl, &basis, &grid, &probe, win, W, HALO, NB, start, &lo_ex) == BS_OK);
+        CHECK(lo_ex.n == lo.n && memcmp(lo_ex.spikes, lo.spikes, (size_t)lo.n * sizeof *lo.spikes) == 0 &&
+              memcmp(lo_ex.features, lo.features, (size_t)lo.n * lo.feat_len * sizeof(float)) == 0);
+        int64_t n_hi = 0, n_low = 0, n_odd = 0, same = 1;
+        for (int64_t s = 0; s < lo.n; s++) {
+            if (lo.spikes[s].score > p.th_universal) {
+                same &= n_hi < none.n && memcmp(&lo.spikes[s], &none.spikes[n_hi], sizeof *lo.spikes) == 0 &&
+                        memcmp(lo.features + s * lo.feat_len, none.features + n_hi * none.feat_len,
+                               (size_t)lo.feat_len * sizeof(float)) == 0;
+                n_hi++;
+                continue;
+            }
+            n_low++;
+            n_odd += ((lo.spikes[s].t - start) / 1024) % 2 != 0;
+        }
+        printf("low tier: %lld detections at 3.5-%g in the low chunks, %lld above as before\n", (long long)n_low,
+               (double)p.th_universal, (long long)n_hi);
+        CHECK(same && n_hi == none.n && none.n > 10);
+        CHECK(n_low > 0 && n_odd == 0);
+        bs_detect_output_free(&none);
+        bs_detect_output_free(&lo);
+        bs_detect_output_free(&lo_ex);
         bs_detect_output_free(&fast);
         bs_detect_output_free(&ex);
         free(win);

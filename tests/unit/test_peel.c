@@ -63,12 +63,14 @@ static int count_found(const gt_spike *gt, int n_gt, const bs_spike *sp, int64_t
     return found;
 }
 
-static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
-                int64_t cb, int64_t ce, float th, int n_threads, bs_spike **out, int64_t *n_out)
+static int peel_thk(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
+                    int64_t cb, int64_t ce, float th, const float *thk, int n_threads, bs_spike **out,
+                    int64_t *n_out)
 {
     bs_peel_params p;
     bs_peel_params_default(&p);
     p.threshold = th;
+    p.tmpl_threshold = thk;
     bs_peel_ws ws;
     *out = NULL;
     *n_out = 0;
@@ -79,6 +81,12 @@ static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, 
     bs_status st = bs_peel_batch(t, pt, X, (size_t)n_t, n_t, t0, cb, ce, &p, &ws, *out, n_out, &it);
     bs_peel_ws_free(&ws);
     return st == BS_OK ? it : -1;
+}
+
+static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
+                int64_t cb, int64_t ce, float th, int n_threads, bs_spike **out, int64_t *n_out)
+{
+    return peel_thk(t, pt, X, n_t, t0, cb, ce, th, NULL, n_threads, out, n_out);
 }
 
 /* Scores against a naive matched filter; chunked = all at once, bit for bit. */
@@ -201,6 +209,39 @@ int main(void)
         CHECK_MSG(rmax < 1e-5, "residual max %g", rmax);
         free(sp);
         free(X);
+    }
+
+    /* --- per-template thresholds: spikes of amplitude 7 on templates 0 and 5
+     * under a threshold of 8; template 0's own threshold of 6.5 takes its
+     * spikes (exact times and amplitudes), template 5's stay in the data */
+    {
+        const int64_t n_t = 3000;
+        float *X = calloc((size_t)C * n_t, sizeof(float)), *X0 = malloc(sizeof(float) * (size_t)C * n_t);
+        for (int i = 0; i < 8; i++)
+            synth_add_spike(&t, X, n_t, i % 2 ? 5 : 0, 150 + 350 * i, 7.0f);
+        memcpy(X0, X, sizeof(float) * (size_t)C * n_t);
+        float thk[K];
+        for (int k = 0; k < K; k++)
+            thk[k] = 8.0f;
+        thk[0] = 6.5f;
+        bs_spike *sp;
+        int64_t n = 0;
+        CHECK(peel(&t, &pt, X, n_t, 0, 0, n_t, 8.0f, 1, &sp, &n) >= 0 && n == 0);
+        free(sp);
+        CHECK(peel_thk(&t, &pt, X, n_t, 0, 0, n_t, 8.0f, thk, 1, &sp, &n) >= 0);
+        CHECK(n == 4);
+        for (int i = 0; i < 4 && i < n; i++) {
+            CHECK(sp[i].time == 150 + 700 * i && sp[i].tmpl == 0);
+            CHECK_NEAR(sp[i].amp, 7.0, 1e-4);
+        }
+        free(sp);
+        /* what is left is template 5's four spikes, untouched */
+        double left = 0, all = 0;
+        for (size_t i = 0; i < (size_t)C * n_t; i++)
+            left += (double)X[i] * X[i], all += (double)X0[i] * X0[i];
+        CHECK_NEAR(left, all / 2, 1e-3 * all);
+        free(X);
+        free(X0);
     }
 
     /* --- recovery in noise + thread and strategy invariance + memory */
