@@ -415,7 +415,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
         st = bs_npy_rows_open(&r_pos, dir, "spike_pos.npy", BS_NPY_I32);
     if (st == BS_OK)
         st = bs_npy_rows_open(&r_feat, dir, "spike_features.npy", BS_NPY_F32);
-    if (st == BS_OK && ctx->p->detect.th_low > 0)
+    if (st == BS_OK && bs_detect_low_tier(&ctx->p->detect))
         st = bs_npy_rows_open(&r_score, dir, "spike_score.npy", BS_NPY_F32);
     int64_t n = st == BS_OK ? r_pos.h.shape[0] : 0, cap = ctx->p->max_center_spikes;
     if (st == BS_OK) { /* spike indices grouped by center on disk (in time order within a center) */
@@ -451,7 +451,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
         int64_t largest = 0, k_bound = 0, max_l = 0;
         const int64_t mts = ctx->p->min_template_spikes > 1 ? ctx->p->min_template_spikes : 1;
-        const int tiers = ctx->p->detect.th_low > 0 ? 2 : 1; /* each tier's clusters bounded alike */
+        const int tiers = bs_detect_low_tier(&ctx->p->detect) ? 2 : 1; /* each tier's clusters bounded alike */
         for (int k = 0; k < centers.n_centers; k++) {
             if (count[k] > largest)
                 largest = count[k];
@@ -467,7 +467,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     lt->n_sup = probe->n_chan < 32 ? probe->n_chan : 32;
     lt->P = basis->n_pcs;
     const center_src src = {&cp, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
-                            ctx->p->detect.th_low > 0 ? ctx->p->detect.th_universal : 0, ctx->p->low_tier_max_cos};
+                            bs_detect_low_tier(&ctx->p->detect) ? ctx->p->detect.th_universal : 0, ctx->p->low_tier_max_cos};
     int W = plan->cluster_width > 0 ? plan->cluster_width : 1;
     center_result *res = bs_mem_calloc("sort/center-results", (size_t)W, sizeof *res);
     if (st == BS_OK && !res)
@@ -655,7 +655,7 @@ static bs_status run(bs_run_ctx *c)
         BS_TRY(bs_sort_plan_check(c->plan, c->stage));
     }
     BS_TRY(drop_sum_templates(c));
-    if (c->p->detect.th_low > 0 && !c->p->quiet) {
+    if (bs_detect_low_tier(&c->p->detect) && !c->p->quiet) {
         int n_lo = 0;
         for (int k = 0; k < c->lt.K; k++)
             n_lo += c->lt.low_tier[k];

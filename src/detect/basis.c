@@ -10,6 +10,8 @@
 #include "../mem/mem.h"
 #include "detect.h"
 
+int bs_detect_low_tier(const bs_detect_params *p) { return p->th_low > 0 && p->th_low < p->th_universal; }
+
 void bs_detect_default_params(bs_detect_params *p)
 {
     memset(p, 0, sizeof *p);

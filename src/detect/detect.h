@@ -103,6 +103,10 @@ typedef struct {
 
 void bs_detect_default_params(bs_detect_params *p);
 
+/* 1 when some chunks are detected at th_low, under th_universal (the low tier); the detector, the plan and
+ * the clustering all ask this. */
+int bs_detect_low_tier(const bs_detect_params *p);
+
 /* ---- 1. temporal bases ---- */
 
 typedef struct {

@@ -343,7 +343,7 @@ static bs_status detect_batches(bs_run_ctx *c, int L, bs_npy_set *files, artifac
         st = bs_run_lane_for(c, n_open, &l->own, &l->rd, "sort/detect-lanes");
         if (st == BS_OK && c->p->device >= 0) { /* for the lowest threshold of any batch */
             bs_detect_params dg = *d;
-            dg.th_universal = d->th_low > 0 && d->th_low < d->th_universal ? d->th_low : d->th_universal;
+            dg.th_universal = bs_detect_low_tier(d) ? d->th_low : d->th_universal;
             st = bs_gpu_detector_create(c->p->device, &dg, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
         }
     }

@@ -739,12 +739,10 @@ typedef struct {
 static float chunk_threshold(const detect_job *j, int64_t ta)
 {
     const bs_detect_params *p = j->p;
-    if (p->th_low > 0 && p->th_low < p->th_universal && ((ta - j->own0) / CHUNK_SAMPLES) % p->low_stride == 0)
+    if (bs_detect_low_tier(p) && ((ta - j->own0) / CHUNK_SAMPLES) % p->low_stride == 0)
         return p->th_low;
     return p->th_universal;
 }
-
-static int low_tier_on(const bs_detect_params *p) { return p->th_low > 0 && p->th_low < p->th_universal; }
 
 /* One work item: owned columns [ta, tb) of the window, appended to out. With
  * the GPU's candidates (j->n_pre >= 0) the filtering and scoring are skipped
@@ -776,7 +774,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
     if (n_pre >= 0) { /* a view of this item's columns: not freed here */
         int64_t lo = first_at(j->pre, n_pre, ca), n = first_at(j->pre, n_pre, cb) - lo;
         cands = (cand_list){n ? (candidate *)j->pre + lo : NULL, n, n, 0, 0};
-        if (low_tier_on(p)) { /* the GPU's list is at th_low: this item's own threshold, in a copy */
+        if (bs_detect_low_tier(p)) { /* the GPU's list is at th_low: this item's own threshold, in a copy */
             for (int64_t e = 0; e < n && st == BS_OK; e++)
                 if (cands.c[e].score > th)
                     st = cand_push(&found, cands.c[e]);
@@ -926,7 +924,7 @@ suppress:;
         out->n++;
     }
     bs_mem_free(keep);
-    if (n_pre < 0 || low_tier_on(p))
+    if (n_pre < 0 || bs_detect_low_tier(p))
         bs_mem_free(cands.c);
     return st;
 }

@@ -217,7 +217,10 @@ static bs_status run(bs_run_ctx *ctx)
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
     float *thk = NULL;
-    if (ctx->p->match_threshold_of_amp > 0 && mt->K > 0 && ctx->lt.low_tier) {
+    int n_low = 0; /* without low-tier templates every threshold is pp.threshold: the peeler needs none */
+    for (int k = 0; ctx->lt.low_tier && k < mt->K; k++)
+        n_low += ctx->lt.low_tier[k] != 0;
+    if (ctx->p->match_threshold_of_amp > 0 && n_low > 0) {
         thk = bs_mem_alloc("match/thresholds", (size_t)mt->K * sizeof *thk);
         if (!thk)
             return BS_ERR_MEMORY;

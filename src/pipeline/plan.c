@@ -377,7 +377,7 @@ bs_status bs_sort_plan_make(const bs_recording *rec, const bs_sort_params *p, in
     pl->center_spikes = pl->n_spikes;
     pl->cluster_k_bound = pl->K;
     /* with a low tier (detect.h, th_low) a center is clustered twice: up to twice the clusters */
-    pl->cluster_max_l = (p->cluster.n_init > 1 ? p->cluster.n_init : 1) * (p->detect.th_low > 0 ? 2 : 1);
+    pl->cluster_max_l = (p->cluster.n_init > 1 ? p->cluster.n_init : 1) * (bs_detect_low_tier(&p->detect) ? 2 : 1);
     estimate_pairs(pl);
     pl->n_stages = bs_n_stages;
     plan_from(pl, 0);
