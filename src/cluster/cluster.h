@@ -66,7 +66,10 @@
  *    beside A. So a unit B of at most tail_max_amp of A's mean amplitude is
  *    examined at lags up to tail_max_lag (a tail shadow); a neighbour that
  *    really fires at such a lag after A is a neuron of its own size, which
- *    the amplitude bound keeps.
+ *    the amplitude bound keeps. Such a residual is a slow wave, matched at
+ *    lags spread over the tail rather than at one: a tail shadow B is also
+ *    one whole when its spikes within tail_spread_lag of A's, at any lags,
+ *    exceed chance by tail_spread_excess (bs_collision_excess below).
  *
  * 5. Collisions (shadow.c; docs/ALGORITHM.md §9.7). A template learned where
  *    two units overlapped fires almost only when a unit beside it fires.
@@ -289,12 +292,14 @@ typedef struct {
     int max_lag;         /* lags examined, samples (0.5 ms) */
     int half_width;      /* the lag window is 2·half_width + 1 samples (2) */
     int64_t min_count;   /* spikes in the window (20) */
-    double min_fraction; /* of B's spikes in the window (0.1) */
+    double min_fraction; /* of B's spikes in the window (0.05) */
     double min_ratio;    /* window count over chance (10) */
     int64_t max_rest;    /* a shadow unit with at most this many spikes outside the window is removed whole (10) */
     int tail_max_lag;    /* lags examined when B is a tail shadow (tail below), samples (2 ms) */
     double tail_max_amp; /* B is a tail shadow of A when B's mean amplitude is at most this fraction of A's
                             (0.2; 0: never) */
+    int tail_spread_lag;       /* a tail shadow whole: B's spikes within this of an A spike, samples (4 ms) */
+    double tail_spread_excess; /* ... at this excess over chance or more (bs_collision_excess; 0.8; 0: never) */
 } bs_shadow_params;
 
 /* The longest lag bs_shadow_test examines, samples (its lag histogram of
@@ -309,8 +314,13 @@ void bs_shadow_default_params(bs_shadow_params *p, double fs_hz);
  * recording of n_samples: *lag is the centre of the window (B time minus A
  * time, samples), *count the B spikes in it (both set either way). tail:
  * B's mean amplitude is at most p->tail_max_amp of A's (bs_shadow_is_tail),
- * and lags up to p->tail_max_lag are examined (where that is longer). A lag
- * bound over BS_SHADOW_MAX_LAG (or negative) finds no shadow. */
+ * and lags up to p->tail_max_lag are examined (where that is longer); a tail
+ * shadow is also one whole (*count = nb, *lag 0) when B's spikes within
+ * p->tail_spread_lag of an A spike, at any lags, are at least min_count and
+ * their excess over chance (bs_collision_excess) at least
+ * p->tail_spread_excess: the residual of a waveform longer than the
+ * template, matched at lags spread over the tail. A lag bound over
+ * BS_SHADOW_MAX_LAG (or negative) finds no shadow. */
 int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, const int64_t *tb, int64_t nb,
                    int64_t n_samples, int tail, int *lag, int64_t *count);
 

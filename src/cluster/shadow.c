@@ -15,11 +15,13 @@ void bs_shadow_default_params(bs_shadow_params *p, double fs_hz)
     p->max_lag = (int)bs_seconds_to_samples(0.5e-3, fs_hz); /* 0.5 ms */
     p->half_width = 2;
     p->min_count = 20;
-    p->min_fraction = 0.1;
+    p->min_fraction = 0.05;
     p->min_ratio = 10.0;
     p->max_rest = 10;
     p->tail_max_lag = (int)bs_seconds_to_samples(2e-3, fs_hz); /* 2 ms */
     p->tail_max_amp = 0.2;
+    p->tail_spread_lag = (int)bs_seconds_to_samples(4e-3, fs_hz); /* 4 ms */
+    p->tail_spread_excess = 0.8;
 }
 
 int bs_shadow_is_tail(const bs_shadow_params *p, double amp_a, double amp_b)
@@ -39,7 +41,9 @@ int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, con
     int64_t hist[MAX_BINS];
     memset(hist, 0, sizeof(int64_t) * (size_t)(2 * W + 1));
     /* each B spike's lag to its nearest A spike (the earlier one on a tie) */
-    int64_t a = 0;
+    int64_t a = 0, near = 0;
+    const int S = tail && p->tail_spread_excess > 0 && p->tail_spread_lag <= BS_SHADOW_MAX_LAG ? p->tail_spread_lag
+                                                                                               : -1;
     for (int64_t i = 0; i < nb; i++) {
         while (a + 1 < na && ta[a + 1] <= tb[i])
             a++;
@@ -48,6 +52,12 @@ int bs_shadow_test(const bs_shadow_params *p, const int64_t *ta, int64_t na, con
             d = tb[i] - ta[a + 1];
         if (d >= -W && d <= W)
             hist[d + W]++;
+        near += d >= -S && d <= S;
+    }
+    if (S >= 0 && near >= p->min_count && bs_collision_excess(near, nb, na, S, n_samples) >= p->tail_spread_excess) {
+        *lag = 0; /* spread over the tail: B whole */
+        *count = nb;
+        return 1;
     }
     /* the window of 2·hw + 1 lags holding the most B spikes (the smallest |lag| on a tie) */
     int best_lag = 0;

@@ -927,6 +927,7 @@ void bs_finish_default_params(bs_finish_params *p)
     bs_merge_default_params(&p->merge, 0);
     p->shadow_max_lag_ms = 0.5;
     p->shadow_tail_max_lag_ms = 2.0;
+    p->shadow_tail_spread_lag_ms = 4.0;
     bs_shadow_default_params(&p->shadow, 0);
     bs_split_default_params(&p->split);
     bs_collision_default_params(&p->collision);
@@ -936,10 +937,10 @@ void bs_finish_default_params(bs_finish_params *p)
 
 bs_status bs_finish_shadow_params(const bs_finish_params *p, double fs_hz, bs_shadow_params *sp)
 {
-    const char *name[2] = {"max_lag_ms", "tail_max_lag_ms"};
-    double ms[2] = {p->shadow_max_lag_ms, p->shadow_tail_max_lag_ms};
-    int64_t lag[2];
-    for (int i = 0; i < 2; i++) {
+    const char *name[3] = {"max_lag_ms", "tail_max_lag_ms", "tail_spread_lag_ms"};
+    double ms[3] = {p->shadow_max_lag_ms, p->shadow_tail_max_lag_ms, p->shadow_tail_spread_lag_ms};
+    int64_t lag[3];
+    for (int i = 0; i < 3; i++) {
         lag[i] = bs_seconds_to_samples(ms[i] * 1e-3, fs_hz);
         if (lag[i] > BS_SHADOW_MAX_LAG)
             return bs_error(BS_ERR_USAGE,
@@ -951,6 +952,7 @@ bs_status bs_finish_shadow_params(const bs_finish_params *p, double fs_hz, bs_sh
         *sp = p->shadow;
         sp->max_lag = (int)lag[0];
         sp->tail_max_lag = (int)lag[1];
+        sp->tail_spread_lag = (int)lag[2];
     }
     return BS_OK;
 }

@@ -88,8 +88,10 @@ typedef struct {
                                    fs_hz are set by the stage */
     double shadow_max_lag_ms;   /* lags examined for shadows, ms (0.5): shadow.max_lag at the recording's rate */
     double shadow_tail_max_lag_ms; /* lags examined for tail shadows, ms (2): shadow.tail_max_lag */
+    double shadow_tail_spread_lag_ms; /* a tail shadow whole within this, ms (4): shadow.tail_spread_lag */
     bs_shadow_params shadow;    /* half_width (samples), min_count, min_fraction, min_ratio, max_rest,
-                                   tail_max_amp (cluster.h); max_lag and tail_max_lag are set by the stage */
+                                   tail_max_amp, tail_spread_excess (cluster.h); max_lag, tail_max_lag and
+                                   tail_spread_lag are set by the stage */
     bs_collision_params collision; /* units made of other units' overlapping spikes (cluster.h) */
     int n_template_features;    /* templates per spike in template_features.npy, Phy's template-feature
                                    view (32, as Kilosort 2 and 3; capped at the template count; 0: none) */

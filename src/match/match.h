@@ -217,6 +217,11 @@ typedef struct {
     float threshold; /* whitened units; a spike needs B[k,t] > threshold (default 8) */
     int max_iter;    /* peeling iterations per batch (default 50) */
     const float *tmpl_threshold; /* K per-template thresholds (whitened units, each <= threshold), or NULL */
+    const float *amp_mu; /* K typical amplitudes a_k (whitened units), or NULL: no amplitude prior */
+    float amp_prior;     /* weight w of the amplitude prior, [0, 1): a template's score B counts as
+                            B^2 - w (B - a_k)^2 in the choice of template and against threshold^2 (the cost
+                            saved by the spike under a Gaussian prior on its amplitude centred on a_k, of
+                            weight w / (1 - w)); the spike's amplitude stays B (0: off) */
 } bs_peel_params;
 
 void bs_peel_params_default(bs_peel_params *p);
@@ -250,6 +255,8 @@ typedef struct {
     int64_t *ivs;       /* max_cand + 1: first accepted spike of each rescan interval */
     float *Y;           /* n_chan x n_t: a peeling window's copy of the data (bs_peel_span) */
     int n_threads;
+    const float *amp_mu; /* the window's amplitude prior (bs_peel_params), NULL without one */
+    float amp_prior;
     bs_match_scores_ws sws;
     struct bs_gpu_scorer *gpu; /* set by the caller (src/gpu/gpu.h): step 1's scores are computed there
                                   instead of by bs_match_scores; not owned by the workspace */

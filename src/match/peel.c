@@ -6,7 +6,10 @@
  *   1. B = scores of every template at every sample (templates.c).
  *   2. Column scan: bmax[t] = max_k B[k, t], imax[t] its template (lowest k on
  *      ties), scanned row by row over time segments in parallel; every column
- *      is reduced in the same order whatever the thread count.
+ *      is reduced in the same order whatever the thread count. With the
+ *      amplitude prior (weight w > 0, amplitudes a_k) each score counts as
+ *      e = B^2 - w (B - a_k)^2 (B where B <= 0), and step 3 compares e with
+ *      squared thresholds; the amplitude kept is B itself.
  *   3. Accept every valid t with bmax[t] > threshold that is the maximum in
  *      [t - nt, t + nt] (strict towards earlier samples, non-strict towards
  *      later ones). Accepted spikes are then more than nt apart, so their
@@ -89,6 +92,8 @@ void bs_peel_params_default(bs_peel_params *p)
     p->threshold = 8.0f;
     p->max_iter = 50;
     p->tmpl_threshold = NULL;
+    p->amp_mu = NULL;
+    p->amp_prior = 0.0f;
 }
 
 static int64_t max_cand_of(int64_t n_t, int nt)
@@ -210,6 +215,26 @@ static void scan_rows(const float *restrict B, int k0, int k1, int64_t n_t, int6
     }
 }
 
+/* scan_rows with the amplitude prior: each score B is compared as
+ * e = B^2 - w (B - mu_k)^2 where B > 0, B itself otherwise (never above a
+ * positive threshold's square). */
+BS_VECTORIZED
+static void scan_rows_prior(const float *restrict B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi,
+                            float *restrict best, int32_t *restrict ibest, const float *restrict mu, float w)
+{
+    for (int k = k0; k < k1; k++) {
+        const float *restrict row = B + (size_t)k * n_t;
+        const float m = mu[k];
+        for (int64_t c = lo; c < hi; c++) {
+            const float v = row[c], d = v - m;
+            const float e = v > 0.0f ? v * v - w * d * d : v;
+            const int gt = k == k0 || e > best[c];
+            best[c] = gt ? e : best[c];
+            ibest[c] = gt ? k : ibest[c];
+        }
+    }
+}
+
 /* bmax/imax over [lo, hi) from the groups' maxima, groups ascending. */
 BS_VECTORIZED
 static void merge_groups(const float *restrict gmax, const int32_t *restrict gimax, int ng, int64_t n_t, int64_t lo,
@@ -234,14 +259,21 @@ static void merge_groups(const float *restrict gmax, const int32_t *restrict gim
 static void scan_group(const float *B, int K, int64_t n_t, int g, int64_t lo, int64_t hi, bs_peel_ws *ws)
 {
     const int k0 = g * ws->group_rows, k1 = k0 + ws->group_rows < K ? k0 + ws->group_rows : K;
-    scan_rows(B, k0, k1, n_t, lo, hi, ws->gmax + (size_t)g * n_t, ws->gimax + (size_t)g * n_t);
+    if (ws->amp_mu)
+        scan_rows_prior(B, k0, k1, n_t, lo, hi, ws->gmax + (size_t)g * n_t, ws->gimax + (size_t)g * n_t, ws->amp_mu,
+                        ws->amp_prior);
+    else
+        scan_rows(B, k0, k1, n_t, lo, hi, ws->gmax + (size_t)g * n_t, ws->gimax + (size_t)g * n_t);
 }
 
 /* bmax/imax over columns [lo, hi) of every row (and every group's maxima). */
 static void scan_cols(const float *B, int K, int64_t n_t, int64_t lo, int64_t hi, bs_peel_ws *ws)
 {
     if (!ws->n_groups) {
-        scan_rows(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax);
+        if (ws->amp_mu)
+            scan_rows_prior(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax, ws->amp_mu, ws->amp_prior);
+        else
+            scan_rows(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax);
         return;
     }
     for (int g = 0; g < ws->n_groups; g++)
@@ -604,6 +636,11 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     if (thk)
         for (int k = 0; k < K; k++)
             th_lo = thk[k] < th_lo ? thk[k] : th_lo;
+    /* with the amplitude prior bmax holds e (scan_rows_prior), compared with squared thresholds */
+    ws->amp_mu = p->amp_mu && p->amp_prior > 0 ? p->amp_mu : NULL;
+    ws->amp_prior = p->amp_prior;
+    const int sq = ws->amp_mu != NULL;
+    const float th_lo_c = sq ? th_lo * th_lo : th_lo;
     float *B = ws->B;
     if (ws->gpu)
         BS_TRY(bs_gpu_scores(ws->gpu, X, ldx, n_t, B));
@@ -634,7 +671,8 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
         int64_t n_c = 0;
         for (int64_t tc = v0; tc <= v1; tc++) {
             const float m = bmax[tc];
-            if (!(m > th_lo) || (thk && !(m > thk[ws->imax[tc]])))
+            if (!(m > th_lo_c) ||
+                (thk && !(m > (sq ? thk[ws->imax[tc]] * thk[ws->imax[tc]] : thk[ws->imax[tc]]))))
                 continue;
             int ok = 1;
             int64_t lo = tc - nt < v0 ? v0 : tc - nt, hi = tc + nt > v1 ? v1 : tc + nt;
@@ -655,7 +693,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
             }
             ws->cand[n_c] = tc;
             tk[n_c] = ws->imax[tc];
-            ta[n_c] = m;
+            ta[n_c] = sq ? B[(size_t)tk[n_c] * n_t + tc] : m; /* the least-squares amplitude */
             n_c++;
             tc += nt; /* the next nt samples cannot be maxima */
         }

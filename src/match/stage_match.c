@@ -217,6 +217,10 @@ static bs_status run(bs_run_ctx *ctx)
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
     float *thk = NULL;
+    if (ctx->p->match_amp_prior > 0) {
+        pp.amp_mu = mt->norm_in;
+        pp.amp_prior = ctx->p->match_amp_prior;
+    }
     int n_low = 0; /* without low-tier templates every threshold is pp.threshold: the peeler needs none */
     for (int k = 0; ctx->lt.low_tier && k < mt->K; k++)
         n_low += ctx->lt.low_tier[k] != 0;

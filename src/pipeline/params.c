@@ -203,6 +203,8 @@ const bs_param_field bs_sort_param_fields[] = {
         "a low-tier template's own threshold: this times its amplitude where that is under threshold_whitened (0: off)"),
     F32("match", "threshold_floor", match_threshold_floor, 0.5, 1000, NULL,
         "...but never under this, whitened units"),
+    F32("match", "amp_prior", match_amp_prior, 0, 0.99, NULL,
+        "weight w of the amplitude prior: a template's score B counts as B^2 - w (B - its amplitude)^2 (0: off)"),
     INT("match", "max_iter", match_max_iter, 1, 10000, "max_peels", "peeling iterations per window"),
     I64Z("match", "window_samples", match_window_samples, 64, 100000000, NULL,
          "central samples of a peeling window (memory, not the result, when >= 4 waveforms); 0: the batch"),
@@ -253,6 +255,11 @@ const bs_param_field bs_sort_param_fields[] = {
     F64("shadow", "tail_max_amp", finish.shadow.tail_max_amp, 0, 1, NULL,
         "a unit whose mean amplitude is at most this fraction of a neighbour's is examined as its tail shadow "
         "(0: never)"),
+    F64("shadow", "tail_spread_lag_ms", finish.shadow_tail_spread_lag_ms, 0, 100, NULL,
+        "a tail shadow whole: its spikes within this of the other unit's, at any lags, ms"),
+    F64("shadow", "tail_spread_excess", finish.shadow.tail_spread_excess, 0, 1, NULL,
+        "a tail shadow whole: the excess over chance of its spikes within tail_spread_lag_ms of the other "
+        "unit's, at least (0: never)"),
     /* collision units */
     F64("collision", "window_ms", finish.collision.window_ms, 0.01, 5, NULL,
         "coincidence window of the collision-unit test, +/- ms"),

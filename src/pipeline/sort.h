@@ -105,6 +105,8 @@ typedef struct {
     double match_threshold_of_amp; /* a low-tier template's threshold: this times its amplitude (the norm
                                   of its mean waveform, whitened units) when under match_threshold (0: off) */
     float match_threshold_floor; /* ...but never under this, whitened units */
+    float match_amp_prior;     /* weight w of matching's amplitude prior, [0, 0.99] (0: off): a template's
+                                  score B is compared as B^2 - w (B - a_k)^2, a_k its amplitude (match.h) */
     int match_max_iter;        /* peeling iterations per peeling window */
     int64_t match_window_samples; /* central samples of a peeling window (match.h, bs_peel_span): the
                                   matcher holds K x (this + 4 nt) scores, whatever the batch length */

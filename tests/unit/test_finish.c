@@ -125,7 +125,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
 
     /* spikes: unit A split between 0 and 1, unit B on 2, an independent
      * high-rate train on 3, plus planted same-template duplicates */
-    int64_t n_samp = (int64_t)(seconds * FS), cap = (int64_t)(seconds * rate_hz * 4) + 64;
+    int64_t n_samp = (int64_t)(seconds * FS), cap = (int64_t)(seconds * rate_hz * 6) + 64;
     int64_t *ta = malloc(sizeof(int64_t) * cap), *tb = malloc(sizeof(int64_t) * cap),
             *tc = malloc(sizeof(int64_t) * cap);
     int64_t na = make_train(&r, rate_hz, n_samp, 60, ta, cap);
@@ -133,9 +133,9 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     int64_t nc = make_train(&r, 3 * rate_hz, n_samp, 0, tc, cap);
     int64_t *td = malloc(sizeof(int64_t) * cap), *te = malloc(sizeof(int64_t) * cap);
     int64_t nd = make_train(&r, rate_hz, n_samp, 60, td, cap);
-    /* 20 Hz: Poisson at 2.5x unit 0 + 1's rate (its shadows of one template are under 10 % of 6's spikes);
-     * 400 Hz: refractory at a quarter of it (they are over) */
-    int64_t ne = rate_hz <= 100 ? make_train(&r, 2.5 * rate_hz, n_samp, 0, te, cap)
+    /* 20 Hz: Poisson at 5x unit 0 + 1's rate (its shadows of one template are under shadow.min_fraction, 5 %,
+     * of 6's spikes, those of the unit over); 400 Hz: refractory at a quarter of it (they are over) */
+    int64_t ne = rate_hz <= 100 ? make_train(&r, 5.0 * rate_hz, n_samp, 0, te, cap)
                                 : make_train(&r, rate_hz / 4, n_samp, 60, te, cap);
     int64_t n = 0;
     mspike *sp = malloc(sizeof(mspike) * (size_t)(na + nb + nc + nd + nb + ne + na + 64));

@@ -17,6 +17,10 @@
  *     edges found once, a small residual on noise-free data;
  *   - identical output for 1 and 2 threads and for the full, half and
  *     on-the-fly pair tables;
+ *   - the amplitude prior (match.h): a spike goes to the template whose
+ *     score and amplitude fit it best, at its least-squares amplitude; weight
+ *     0 gives the same spikes as none; far from every template's amplitude
+ *     a spike passes no threshold;
  *   - allocated bytes equal the size functions; bad parameters are refused.
  */
 #include "test.h"
@@ -79,6 +83,29 @@ static int peel_thk(const bs_match_templates *t, const bs_pair_table *pt, float 
     *out = malloc(sizeof(bs_spike) * (size_t)ws.max_spikes);
     int it = 0;
     bs_status st = bs_peel_batch(t, pt, X, (size_t)n_t, n_t, t0, cb, ce, &p, &ws, *out, n_out, &it);
+    bs_peel_ws_free(&ws);
+    return st == BS_OK ? it : -1;
+}
+
+/* One peeling iteration of bs_peel_batch (no collision pass) with the
+ * amplitude prior (mu, w) on 1 or 2 threads */
+static int peel_prior(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, float th,
+                      const float *mu, float w, int n_threads, bs_spike **out, int64_t *n_out)
+{
+    bs_peel_params p;
+    bs_peel_params_default(&p);
+    p.threshold = th;
+    p.max_iter = 1;
+    p.amp_mu = mu;
+    p.amp_prior = w;
+    bs_peel_ws ws;
+    *out = NULL;
+    *n_out = 0;
+    if (bs_peel_ws_alloc(t, n_t, p.max_iter, n_threads, &ws) != BS_OK)
+        return -1;
+    *out = malloc(sizeof(bs_spike) * (size_t)ws.max_spikes);
+    int it = 0;
+    bs_status st = bs_peel_batch(t, pt, X, (size_t)n_t, n_t, 0, 0, n_t, &p, &ws, *out, n_out, &it);
     bs_peel_ws_free(&ws);
     return st == BS_OK ? it : -1;
 }
@@ -242,6 +269,67 @@ int main(void)
         CHECK_NEAR(left, all / 2, 1e-3 * all);
         free(X);
         free(X0);
+    }
+
+    /* --- the amplitude prior: a noise-free spike of template k at amplitude 10, whose best other
+     * template j scores B_j < 10 there. Without the prior (or at weight 0) k takes it; with a_k = 30
+     * and a_j = B_j at weight 0.5 (k: 100 - 0.5 * 400 < 0, j: B_j^2) j takes it, at its own
+     * least-squares amplitude B_j; with a_j far too, nothing passes a threshold of 3; a spike of
+     * amplitude 9 on its own template passes 8 when a_k = 9 (81 > 64), not when a_k = 20 */
+    {
+        const int64_t n_t = 600, t0 = 300;
+        const int k = 12;
+        float *X = calloc((size_t)C * n_t, sizeof(float)), *X0 = malloc(sizeof(float) * (size_t)C * n_t);
+        float *B = malloc(sizeof(float) * (size_t)K * n_t);
+        synth_add_spike(&t, X, n_t, k, t0, 10.0f);
+        memcpy(X0, X, sizeof(float) * (size_t)C * n_t);
+        bs_match_scores_ws sws;
+        CHECK(bs_match_scores_ws_alloc(&t, 1, &sws) == BS_OK);
+        CHECK(bs_match_scores(&t, X, (size_t)n_t, n_t, 0, K, B, (size_t)n_t, &sws) == BS_OK);
+        bs_match_scores_ws_free(&sws);
+        int j = -1;
+        for (int q = 0; q < K; q++)
+            if (q != k && (j < 0 || B[(size_t)q * n_t + t0] > B[(size_t)j * n_t + t0]))
+                j = q;
+        const float bj = B[(size_t)j * n_t + t0];
+        printf("prior: template %d's spike scores %.3f on template %d\n", k, (double)bj, j);
+        CHECK(bj > 3.0f && bj < 9.5f);
+        float mu[K];
+        for (int q = 0; q < K; q++)
+            mu[q] = 100.0f; /* every other template far from its score */
+        mu[k] = 30.0f;
+        mu[j] = bj;
+        bs_spike *sp, *sp0;
+        int64_t n = 0, n0 = 0;
+        CHECK(peel_prior(&t, &pt, X, n_t, 3.0f, NULL, 0.0f, 1, &sp0, &n0) >= 0);
+        CHECK(n0 == 1 && sp0[0].time == t0 && sp0[0].tmpl == k && fabsf(sp0[0].amp - 10.0f) < 1e-4f);
+        memcpy(X, X0, sizeof(float) * (size_t)C * n_t);
+        CHECK(peel_prior(&t, &pt, X, n_t, 3.0f, mu, 0.0f, 1, &sp, &n) >= 0); /* weight 0: no prior */
+        int same = n == n0;
+        for (int64_t i = 0; same && i < n; i++)
+            same = sp[i].time == sp0[i].time && sp[i].tmpl == sp0[i].tmpl && sp[i].amp == sp0[i].amp;
+        CHECK(same);
+        free(sp), free(sp0);
+        memcpy(X, X0, sizeof(float) * (size_t)C * n_t);
+        CHECK(peel_prior(&t, &pt, X, n_t, 3.0f, mu, 0.5f, 1, &sp, &n) >= 0);
+        CHECK_MSG(n == 1 && sp[0].time == t0 && sp[0].tmpl == j && sp[0].amp == bj, "n %lld tmpl %d amp %g",
+                  (long long)n, n ? sp[0].tmpl : -1, n ? (double)sp[0].amp : 0.0);
+        free(sp);
+        mu[j] = 100.0f;
+        memcpy(X, X0, sizeof(float) * (size_t)C * n_t);
+        CHECK(peel_prior(&t, &pt, X, n_t, 3.0f, mu, 0.5f, 2, &sp, &n) >= 0 && n == 0);
+        free(sp);
+        memset(X, 0, sizeof(float) * (size_t)C * n_t);
+        synth_add_spike(&t, X, n_t, k, t0, 9.0f);
+        memcpy(X0, X, sizeof(float) * (size_t)C * n_t);
+        mu[k] = 9.0f;
+        CHECK(peel_prior(&t, &pt, X, n_t, 8.0f, mu, 0.5f, 1, &sp, &n) >= 0 && n == 1 && sp[0].tmpl == k);
+        free(sp);
+        mu[k] = 20.0f;
+        memcpy(X, X0, sizeof(float) * (size_t)C * n_t);
+        CHECK(peel_prior(&t, &pt, X, n_t, 8.0f, mu, 0.5f, 1, &sp, &n) >= 0 && n == 0);
+        free(sp);
+        free(X), free(X0), free(B);
     }
 
     /* --- recovery in noise + thread and strategy invariance + memory */

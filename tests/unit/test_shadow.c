@@ -3,7 +3,10 @@
  * another's spikes 7 samples (±1) later is a shadow at a lag whose window
  * holds all the copies (6..8), and at -6..-4 when they come 5 samples early;
  * copies 55 or -57 samples away only as a tail shadow (bs_shadow_is_tail:
- * a unit of at most a fifth of the other's amplitude); not a shadow: an independent train, one with
+ * a unit of at most a fifth of the other's amplitude); a tail shadow whole
+ * when 90 % of its spikes are copies at lags spread over -95..-55 samples,
+ * but not with half of them copies, nor as a shadow of a neighbour it is
+ * not the tail of, nor with tail_spread_excess 0; not a shadow: an independent train, one with
  * only 4 % of its spikes copied (under min_fraction), one whose copies
  * number fewer than min_count, and a sparse train against a dense
  * non-refractory one (coincidences at chance, under min_ratio).
@@ -49,6 +52,23 @@ static int shadow_case(bs_rng *r, double rate_b, int every, int64_t n_copy, int 
     return bs_shadow_test(&p, ta, na, tb, nb, (int64_t)(60 * FS), tail, got_lag, count);
 }
 
+/* B = every A spike with probability `share` copied at a lag drawn from
+ * [lo, hi], plus B's own train at rate_b; returns bs_shadow_test's verdict. */
+static int spread_case(bs_rng *r, const bs_shadow_params *p, double share, double rate_b, int lo, int hi, int tail,
+                       int64_t *nb_out, int64_t *count)
+{
+    static int64_t ta[40000], tb[80000];
+    int64_t na = refractory_train(r, 15.0, 60.0, 2.0, ta);
+    int64_t nb = refractory_train(r, rate_b, 60.0, 2.0, tb);
+    for (int64_t i = 0; i < na; i++)
+        if (bs_rng_uniform(r) < share)
+            tb[nb++] = ta[i] + lo + (int64_t)(bs_rng_uniform(r) * (double)(hi - lo + 1));
+    qsort(tb, (size_t)nb, sizeof *tb, cmp64);
+    *nb_out = nb;
+    int lag;
+    return bs_shadow_test(p, ta, na, tb, nb, (int64_t)(60 * FS), tail, &lag, count);
+}
+
 int main(void)
 {
     bs_rng r;
@@ -78,6 +98,20 @@ int main(void)
         bs_shadow_params off = p;
         off.tail_max_amp = 0;
         CHECK(!bs_shadow_is_tail(&off, 250.0, 12.0));
+    }
+    /* the residual of a waveform longer than the template, matched at lags spread over its tail:
+     * no window holds a tenth of B, the whole train lies within tail_spread_lag of A's spikes */
+    CHECK(p.tail_spread_lag == 120 && p.tail_spread_excess == 0.8);
+    {
+        int64_t nb;
+        CHECK(spread_case(&r, &p, 0.9, 1.0, -95, -55, 1, &nb, &count) == 1);
+        CHECK_MSG(count == nb, "a tail shadow whole: count %lld of %lld", (long long)count, (long long)nb);
+        CHECK(spread_case(&r, &p, 0.9, 1.0, -95, -55, 0, &nb, &count) == 0); /* not a tail: lags past max_lag */
+        /* half of B its own spikes (13 Hz beside ~770 copies): not whole */
+        CHECK(spread_case(&r, &p, 0.9, 13.0, -95, -55, 1, &nb, &count) == 0 || count < nb);
+        bs_shadow_params off = p;
+        off.tail_spread_excess = 0;
+        CHECK(spread_case(&r, &off, 0.9, 1.0, -95, -55, 1, &nb, &count) == 0 || count < nb);
     }
     /* independent */
     CHECK(shadow_case(&r, 10.0, 5, 0, 7, 0, &lag, &count) == 0);
