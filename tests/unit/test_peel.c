@@ -67,14 +67,20 @@ static int count_found(const gt_spike *gt, int n_gt, const bs_spike *sp, int64_t
     return found;
 }
 
-static int peel_thk(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
-                    int64_t cb, int64_t ce, float th, const float *thk, int n_threads, bs_spike **out,
-                    int64_t *n_out)
+/* bs_peel_batch on a window with per-template thresholds thk and the amplitude prior (mu, w) (either NULL),
+ * max_iter iterations (0: the default) */
+static int peel_opts(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
+                     int64_t cb, int64_t ce, float th, const float *thk, const float *mu, float w, int max_iter,
+                     int n_threads, bs_spike **out, int64_t *n_out)
 {
     bs_peel_params p;
     bs_peel_params_default(&p);
     p.threshold = th;
     p.tmpl_threshold = thk;
+    p.amp_mu = mu;
+    p.amp_prior = w;
+    if (max_iter > 0)
+        p.max_iter = max_iter;
     bs_peel_ws ws;
     *out = NULL;
     *n_out = 0;
@@ -87,27 +93,18 @@ static int peel_thk(const bs_match_templates *t, const bs_pair_table *pt, float 
     return st == BS_OK ? it : -1;
 }
 
-/* One peeling iteration of bs_peel_batch (no collision pass) with the
- * amplitude prior (mu, w) on 1 or 2 threads */
+static int peel_thk(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
+                    int64_t cb, int64_t ce, float th, const float *thk, int n_threads, bs_spike **out,
+                    int64_t *n_out)
+{
+    return peel_opts(t, pt, X, n_t, t0, cb, ce, th, thk, NULL, 0.0f, 0, n_threads, out, n_out);
+}
+
+/* One peeling iteration (no collision pass) with the amplitude prior (mu, w) */
 static int peel_prior(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, float th,
                       const float *mu, float w, int n_threads, bs_spike **out, int64_t *n_out)
 {
-    bs_peel_params p;
-    bs_peel_params_default(&p);
-    p.threshold = th;
-    p.max_iter = 1;
-    p.amp_mu = mu;
-    p.amp_prior = w;
-    bs_peel_ws ws;
-    *out = NULL;
-    *n_out = 0;
-    if (bs_peel_ws_alloc(t, n_t, p.max_iter, n_threads, &ws) != BS_OK)
-        return -1;
-    *out = malloc(sizeof(bs_spike) * (size_t)ws.max_spikes);
-    int it = 0;
-    bs_status st = bs_peel_batch(t, pt, X, (size_t)n_t, n_t, 0, 0, n_t, &p, &ws, *out, n_out, &it);
-    bs_peel_ws_free(&ws);
-    return st == BS_OK ? it : -1;
+    return peel_opts(t, pt, X, n_t, 0, 0, n_t, th, NULL, mu, w, 1, n_threads, out, n_out);
 }
 
 static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, int64_t n_t, int64_t t0,
