@@ -235,6 +235,19 @@ static void scan_rows_prior(const float *restrict B, int k0, int k1, int64_t n_t
     }
 }
 
+/* scan_rows, or scan_rows_prior when the window has an amplitude prior */
+static void scan_rows_ws(const float *B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi, float *best,
+                         int32_t *ibest, const bs_peel_ws *ws)
+{
+    if (ws->amp_mu)
+        scan_rows_prior(B, k0, k1, n_t, lo, hi, best, ibest, ws->amp_mu, ws->amp_prior);
+    else
+        scan_rows(B, k0, k1, n_t, lo, hi, best, ibest);
+}
+
+/* A threshold on bmax's scale: squared when the scan holds e (the prior). */
+static inline float on_scale(float th, int sq) { return sq ? th * th : th; }
+
 /* bmax/imax over [lo, hi) from the groups' maxima, groups ascending. */
 BS_VECTORIZED
 static void merge_groups(const float *restrict gmax, const int32_t *restrict gimax, int ng, int64_t n_t, int64_t lo,
@@ -259,21 +272,14 @@ static void merge_groups(const float *restrict gmax, const int32_t *restrict gim
 static void scan_group(const float *B, int K, int64_t n_t, int g, int64_t lo, int64_t hi, bs_peel_ws *ws)
 {
     const int k0 = g * ws->group_rows, k1 = k0 + ws->group_rows < K ? k0 + ws->group_rows : K;
-    if (ws->amp_mu)
-        scan_rows_prior(B, k0, k1, n_t, lo, hi, ws->gmax + (size_t)g * n_t, ws->gimax + (size_t)g * n_t, ws->amp_mu,
-                        ws->amp_prior);
-    else
-        scan_rows(B, k0, k1, n_t, lo, hi, ws->gmax + (size_t)g * n_t, ws->gimax + (size_t)g * n_t);
+    scan_rows_ws(B, k0, k1, n_t, lo, hi, ws->gmax + (size_t)g * n_t, ws->gimax + (size_t)g * n_t, ws);
 }
 
 /* bmax/imax over columns [lo, hi) of every row (and every group's maxima). */
 static void scan_cols(const float *B, int K, int64_t n_t, int64_t lo, int64_t hi, bs_peel_ws *ws)
 {
     if (!ws->n_groups) {
-        if (ws->amp_mu)
-            scan_rows_prior(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax, ws->amp_mu, ws->amp_prior);
-        else
-            scan_rows(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax);
+        scan_rows_ws(B, 0, K, n_t, lo, hi, ws->bmax, ws->imax, ws);
         return;
     }
     for (int g = 0; g < ws->n_groups; g++)
@@ -640,7 +646,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     ws->amp_mu = p->amp_mu && p->amp_prior > 0 ? p->amp_mu : NULL;
     ws->amp_prior = p->amp_prior;
     const int sq = ws->amp_mu != NULL;
-    const float th_lo_c = sq ? th_lo * th_lo : th_lo;
+    const float th_lo_c = on_scale(th_lo, sq);
     float *B = ws->B;
     if (ws->gpu)
         BS_TRY(bs_gpu_scores(ws->gpu, X, ldx, n_t, B));
@@ -671,8 +677,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
         int64_t n_c = 0;
         for (int64_t tc = v0; tc <= v1; tc++) {
             const float m = bmax[tc];
-            if (!(m > th_lo_c) ||
-                (thk && !(m > (sq ? thk[ws->imax[tc]] * thk[ws->imax[tc]] : thk[ws->imax[tc]]))))
+            if (!(m > th_lo_c) || (thk && !(m > on_scale(thk[ws->imax[tc]], sq))))
                 continue;
             int ok = 1;
             int64_t lo = tc - nt < v0 ? v0 : tc - nt, hi = tc + nt > v1 ? v1 : tc + nt;
