@@ -11,24 +11,23 @@
  * A clone keeps its source's vector width: an 8-lane kernel's AVX-512 clone
  * uses 256-bit registers. Where the kernels dominate a sort they also have a
  * version written with 16-lane vectors under __attribute__((target("avx512f")))
- * (the detection filter and paired scores, detect/universal.c; the matching
- * projection, match/templates.c), chosen at run time with
+ * (the detection's bounds and paired scores, detect/universal.c; the
+ * whitening, preprocess/whiten.c), chosen at run time with
  * __builtin_cpu_supports. Each lane does the same operations in the same
  * order, so they too give the same bits; tests force the portable kernels
- * (bs_detect_force_portable, bs_match_force_portable) and compare.
+ * (bs_detect_force_portable) and compare.
  *
- * The filter banks that dominate a sort (the detection filter and the
- * matching projection: six 61-tap filters over every channel and sample)
- * and the whitening sum their terms with fused multiply-adds: fmaf's one
- * rounding per term, which every path computes alike (IEEE 754 defines it
- * exactly). The 16-lane AVX-512 kernels call the intrinsic (BS_FMA16); the
- * 8-lane portable kernels are BS_FMA_CLONES and use BS_VFMA, a lane-wise
- * fmaf loop that the "fma" clone compiles to one vector FMA (the callers
- * unroll their loops with a pragma so that the vectoriser sees them whole;
- * checked in the disassembly) and the other to calls of fmaf, correct but
- * slow (only x86 CPUs older than 2013 have no FMA). A fused multiply-add is
- * one instruction where a multiply then an add are two, and these kernels
- * run at the arithmetic ports' limit.
+ * The whitening and the direct filter of a detected spike (detect/universal.c,
+ * filter_at) sum their terms with fused multiply-adds: fmaf's one rounding
+ * per term, which every path computes alike (IEEE 754 defines it exactly).
+ * The 16-lane AVX-512 kernels call the intrinsic (BS_FMA16); the 8-lane
+ * portable kernels are BS_FMA_CLONES and use BS_VFMA, a lane-wise fmaf loop
+ * that the "fma" clone compiles to one vector FMA (the callers unroll their
+ * loops with a pragma so that the vectoriser sees them whole; checked in the
+ * disassembly) and the other to calls of fmaf, correct but slow (only x86
+ * CPUs older than 2013 have no FMA). The filter banks of detection and
+ * matching (six 61-tap filters over every channel and sample) are FFTs
+ * (common/firbank.c), plain multiplies and adds in 8-lane vectors.
  */
 #ifndef BS_SIMD_H
 #define BS_SIMD_H

@@ -24,7 +24,9 @@
  *
  * 3. Matched filtering per batch (universal.c). Each channel is filtered with
  *    each prototype shape: B[c,k,t] = Σ_u x[c, t - nt_before + u]·wtemp[k,u]
- *    (so a spike's trough at t gives the peak score at t). The score of
+ *    (so a spike's trough at t gives the peak score at t), computed by the
+ *    shapes' filter bank (src/common/firbank.h: FFTs over tiles of 192
+ *    columns on a fixed grid of each chunk, 16 channels a transform). The score of
  *    position f at t is A[f,t] = max over (s,k) of |Σ_j w[s,j,f]·B[ichan[j,f],k,t]|.
  *    A spike is detected at (f,t) if A[f,t] > th_universal and no position
  *    g among f's neighbours has a larger score within ±nt_before samples
@@ -206,9 +208,8 @@ typedef bs_status (*bs_detect_sink)(void *ctx, const bs_detect_output *part);
  * limit: a part past it is refused and `full` set). */
 bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part);
 
-/* on = 1: the filtering and scoring leave their AVX-512 kernels for the
- * portable ones (tests check that both give the same bits); 0: the best the
- * CPU has. */
+/* on = 1: the scoring leaves its AVX-512 kernels for the portable ones
+ * (tests check that both give the same bits); 0: the best the CPU has. */
 void bs_detect_force_portable(int on);
 
 /* Scratch bytes bs_detect_batch allocates for one call (all threads). */
@@ -224,8 +225,9 @@ bs_status bs_detect_batch(const bs_detect_params *p, const bs_temporal_basis *b,
  * time order (a part is valid during the call only), in bounded memory
  * (bs_detect_batch_bytes); with gpu != NULL (src/gpu/gpu.h) the filtering and
  * the scores of every (position, column) run there (a window whose
- * candidates overflow it is evaluated on the CPU). The spikes are the same,
- * bit for bit, in every case. */
+ * candidates overflow it is evaluated on the CPU). The GPU filters directly,
+ * the CPU by its filter bank: their scores differ by float rounding, so a
+ * near-tie may go the other way there. */
 struct bs_gpu_detector;
 bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                              const bs_probe *probe, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,

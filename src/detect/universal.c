@@ -1,9 +1,11 @@
 /*
  * universal.c - matched filtering with the universal templates, exact
  * pruning, and spatio-temporal non-maximum suppression (see detect.h, part 3).
- * With a GPU detector (src/gpu/gpu.h) the filtering and scoring of a batch
- * happen there, with the same float operations, and each chunk here takes
- * its columns' candidates from that list instead (detect_chunk's `pre`).
+ * The filter outputs come from the shapes' filter bank (src/common/firbank.h)
+ * over tiles of FILTER_TILE columns. With a GPU detector (src/gpu/gpu.h)
+ * the filtering (direct sums there) and scoring of a batch happen there, and
+ * each chunk here takes its columns' candidates from that list instead
+ * (detect_chunk's `pre`).
  */
 #include <math.h>
 #include <omp.h>
@@ -12,6 +14,7 @@
 
 #include "../common/log.h"
 #include "../common/simd.h"
+#include "../common/firbank.h"
 #include "../common/transpose8.h"
 #include "../gpu/gpu.h"
 #include "../mem/mem.h"
@@ -22,6 +25,7 @@
 #define VL 8               /* lanes of the per-candidate vectors, floats */
 #define MAX_SCORE_VECTORS 64 /* sizes x shape vectors one score holds */
 #define SCORE_BLOCK 64       /* columns scored together over all positions */
+#define FILTER_TILE 192      /* columns filtered together (3 score blocks; at most a filter bank tile's T) */
 #define WAVE_PER_THREAD 16   /* work items per thread held at once before they are handed on in order */
 
 typedef float vfloat __attribute__((vector_size(VL * sizeof(float))));
@@ -29,7 +33,7 @@ typedef int32_t vint __attribute__((vector_size(VL * sizeof(int32_t))));
 
 static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 
-/* The 16-lane AVX-512 kernels (the filter's shapes_filter16, the paired
+/* The 16-lane AVX-512 kernels (the tight bound's tight_keep16, the paired
  * scores' score_position2) are compiled where GCC's vector extensions and
  * target attributes are, and used when the CPU has AVX-512F and the tests
  * have not asked for the portable ones (bs_detect_force_portable). */
@@ -47,12 +51,19 @@ static int use_avx512(void) { return filter_level_cap && __builtin_cpu_supports(
 /* Sub-blocks of VL columns: a score block's are one vector. */
 _Static_assert(SCORE_BLOCK == VL * VL, "a score block is one vector of sub-blocks");
 
-/* One thread's filtering scratch for a score block, floats: the filter outputs
- * (fs), their max over shapes² (mx), its sub-block maxima (mb), one loose bound (lb). */
-static size_t scratch_floats(int n_chan, int n_shapes)
+/* One thread's filtering scratch for a filter tile of FILTER_TILE columns,
+ * floats: the filter outputs (fs), their max over shapes² (mx), a score
+ * block's sub-block maxima of mx (mb), one loose bound (lb), the filter
+ * bank's scratch and output tile (firbank.h). Whole vectors of 8 each. */
+static size_t bank_tile_floats(int nt, int n_shapes)
 {
-    return (size_t)n_chan * SCORE_BLOCK * (size_t)padded_shapes(n_shapes) + (size_t)n_chan * SCORE_BLOCK +
-           (size_t)n_chan * VL + SCORE_BLOCK;
+    return bs_firbank_scratch_floats(nt) + (size_t)n_shapes * (size_t)(bs_firbank_n(nt) - nt + 1) * BS_FIRBANK_LANES;
+}
+
+static size_t scratch_floats(int n_chan, int n_shapes, int nt)
+{
+    return (size_t)n_chan * FILTER_TILE * (size_t)padded_shapes(n_shapes) + (size_t)n_chan * FILTER_TILE +
+           (size_t)n_chan * VL + SCORE_BLOCK + bank_tile_floats(nt, n_shapes);
 }
 
 typedef bs_detect_candidate candidate; /* t: window column; q: size * n_shapes + shape */
@@ -165,7 +176,8 @@ size_t bs_detect_batch_bytes(const bs_detect_params *p, int n_pos, int n_chans, 
 
 size_t bs_detect_scratch_bytes(int n_chan, const bs_detect_params *p, int n_threads)
 {
-    return scratch_floats(n_chan, p->n_shapes) * sizeof(float) * (size_t)n_threads;
+    return scratch_floats(n_chan, p->n_shapes, p->nt) * sizeof(float) * (size_t)n_threads +
+           bs_firbank_bytes(p->n_shapes, p->nt);
 }
 
 /* The interleaved copy of the filter outputs (interleave_shapes) holds each
@@ -330,29 +342,80 @@ static inline __attribute__((always_inline, target("avx512f"))) void score2_at(c
         for (int s = 0; s < S; s++)
             acc[s] += w[(size_t)s * nC + j] * xv;
     }
-    v16f a2 = (v16f){0};
+    /* score_at's test that the largest squared projection exceeds bound2,
+       as a mask: some lane's square exceeds it (the squares are >= 0, and a
+       NaN passes neither test) */
+    const __m512 b2 = _mm512_set1_ps(bound2);
+    __mmask16 pass = 0;
     for (int s = 0; s < S; s++) {
-        v16f e = acc[s] * acc[s];
-        v16i gt = e > a2;
-        a2 = (v16f)((gt & (v16i)e) | (~gt & (v16i)a2));
+        __m512 a = (__m512)acc[s];
+        pass |= _mm512_cmp_ps_mask(_mm512_mul_ps(a, a), b2, _CMP_GT_OQ);
     }
+    /* score_at's search, with vectors: the largest |projection| M over the
+       column's sizes and shapes (a NaN never wins: max_ps returns its second
+       operand then), then the first (size, shape) that holds it; M = 0 (or
+       only NaNs) leaves score_at's {score 0, size 0, shape 0, +}. */
+    __m512 mabs = _mm512_setzero_ps();
+    for (int s = 0; s < S; s++)
+        mabs = _mm512_max_ps(_mm512_abs_ps((__m512)acc[s]), mabs);
     for (int h = 0; h < 2; h++) {
         candidate best = {0, f, 0, 1, 0.0f};
-        float m = 0;
-        for (int l = 0; l < VL; l++)
-            m = a2[h * VL + l] > m ? a2[h * VL + l] : m;
-        if (m > bound2)
-            for (int s = 0; s < S; s++)
-                for (int k = 0; k < K; k++) {
+        const __mmask16 lanes = (__mmask16)((((1u << K) - 1u)) << (h * VL));
+        if ((pass >> (h * VL)) & 0xff) {
+            float m = 0;
+            for (int k = 0; k < K; k++) {
+                float v = mabs[h * VL + k];
+                m = v > m ? v : m;
+            }
+            const __m512 mv = _mm512_set1_ps(m);
+            for (int s = 0; m > 0 && s < S; s++) {
+                __mmask16 at = _mm512_mask_cmp_ps_mask(lanes, _mm512_abs_ps((__m512)acc[s]), mv, _CMP_EQ_OQ);
+                if (at) {
+                    int k = __builtin_ctz((unsigned)at) - h * VL;
                     float a = acc[s][h * VL + k];
-                    if (fabsf(a) > best.score) {
-                        best.score = fabsf(a);
-                        best.q = (int16_t)(s * K + k);
-                        best.sign = a < 0 ? -1 : 1;
-                    }
+                    best.score = m;
+                    best.q = (int16_t)(s * K + k);
+                    best.sign = a < 0 ? -1 : 1;
+                    break;
                 }
+            }
+        }
         out[h] = best;
     }
+}
+
+/* tight_bounds and the test against th2 for one vector of shapes (KP = 8),
+ * two columns to a 16-lane vector: keeps, in order and in place, the columns
+ * idx[e] whose bound exceeds th2 (some lane of their sums does) and returns
+ * their count. Its sums are fused and in another order than tight_at's: the
+ * bound only prunes, with a margin far above that rounding. */
+__attribute__((target("avx512f"))) static int tight_keep16(const float *fs, size_t L, const int *ich, int nC, int *idx,
+                                                           int n, float th2)
+{
+    const __m512 t2 = _mm512_set1_ps(th2);
+    int q = 0, e = 0;
+    for (; e < n; e += 2) {
+        const size_t i0 = (size_t)idx[e] * VL, i1 = e + 1 < n ? (size_t)idx[e + 1] * VL : i0;
+        __m512 sq0 = _mm512_setzero_ps(), sq1 = _mm512_setzero_ps();
+        for (int j = 0; j < nC; j++) {
+            const float *fc = fs + (size_t)ich[j] * L * VL;
+            __m512 x = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0));
+            x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(_mm256_loadu_ps(fc + i1)), 1));
+            if (j & 1)
+                sq1 = _mm512_fmadd_ps(x, x, sq1);
+            else
+                sq0 = _mm512_fmadd_ps(x, x, sq0);
+        }
+        __mmask16 pass = _mm512_cmp_ps_mask(_mm512_add_ps(sq0, sq1), t2, _CMP_GT_OQ);
+        const int second = e + 1 < n ? idx[e + 1] : 0;
+        idx[q] = idx[e];
+        q += (pass & 0xff) != 0;
+        if (e + 1 < n) {
+            idx[q] = second;
+            q += (pass >> VL) != 0;
+        }
+    }
+    return q;
 }
 
 /* score_position at columns i0 and i1 (one vector of shapes, 1 to 6 sizes: pairs_ok). */
@@ -425,161 +488,9 @@ BS_VECTORIZED static int loose_bound_block(const float *restrict m, size_t strid
     return n;
 }
 
-/* Blocks of FB (<= FB_MAX) vectors of columns from i0 while whole ones fit:
- * returns where they stop. Inlined with constant K and FB. */
-#define FB_MAX 2
-static inline __attribute__((always_inline)) size_t shapes_filter_run(const float *restrict x, const float *restrict w,
-                                                               int K, int FB, int nt, float *restrict fs,
-                                                               float *restrict m, size_t L, size_t i0)
-{
-    const int KP = padded_shapes(K);
-    for (; i0 + (size_t)FB * VL <= L; i0 += (size_t)FB * VL) {
-        vfloat acc[8][FB_MAX];
-        for (int k = 0; k < K; k++)
-            for (int v = 0; v < FB; v++)
-                acc[k][v] = (vfloat){0};
-        for (int u = 0; u < nt; u++) {
-            vfloat xv[FB_MAX];
-            for (int v = 0; v < FB; v++)
-                VLOAD(xv[v], x + i0 + (size_t)v * VL + u);
-#pragma GCC unroll 8
-            for (int k = 0; k < K; k++) {
-                float wu = w[(size_t)k * nt + u];
-#pragma GCC unroll 2
-                for (int v = 0; v < FB; v++)
-                    BS_VFMA(acc[k][v], wu, xv[v], VL);
-            }
-        }
-        for (int v = 0; v < FB; v++) {
-            for (int l = 0; l < VL; l++) {
-                float *d = fs + (i0 + (size_t)v * VL + (size_t)l) * KP, mm = 0;
-                for (int k = 0; k < K; k++) {
-                    float a = acc[k][v][l], sq = a * a;
-                    d[k] = a;
-                    mm = sq > mm ? sq : mm;
-                }
-                for (int k = K; k < KP; k++)
-                    d[k] = 0;
-                m[i0 + (size_t)v * VL + (size_t)l] = mm;
-            }
-        }
-    }
-    return i0;
-}
-
-/* All K shapes of one channel at once, in blocks of FB_VECTORS x VL columns
- * whose K x FB_VECTORS sums stay in registers while the taps go by: each
- * load of the signal serves every shape, and no partial sum is stored. For
- * each column and shape the sum is Σ_u w[u]·x[i + u] with u ascending from
- * 0, one fused multiply-add per tap, the same bits as filter_at. Writes fs[i * KP + k]
- * (shapes side by side, pad lanes 0) and m[i] = max_k of the squares.
- * Starts at column i0 and returns the columns done (blocks of FB_VECTORS
- * vectors, then one of one vector); the caller finishes the rest. Inlined
- * with constant K. */
-#define FB_VECTORS FB_MAX
-static inline __attribute__((always_inline)) size_t shapes_filter_block_k(const float *restrict x, const float *restrict w,
-                                                                   int K, int nt, float *restrict fs,
-                                                                   float *restrict m, size_t L, size_t i0)
-{
-    i0 = shapes_filter_run(x, w, K, FB_VECTORS, nt, fs, m, L, i0);
-    return shapes_filter_run(x, w, K, 1, nt, fs, m, L, i0); /* one more vector of columns */
-}
-
-BS_FMA_CLONES static size_t shapes_filter_from(const float *restrict x, const float *restrict w, int K, int nt,
-                                               float *restrict fs, float *restrict m, size_t L, size_t i0)
-{
-    switch (K) { /* the default 6 shapes, and a few others, with their sums in registers */
-    case 4: return shapes_filter_block_k(x, w, 4, nt, fs, m, L, i0);
-    case 6: return shapes_filter_block_k(x, w, 6, nt, fs, m, L, i0);
-    case 8: return shapes_filter_block_k(x, w, 8, nt, fs, m, L, i0);
-    default: return i0;
-    }
-}
-
-#ifdef BS_HAVE_AVX512_KERNELS
-/*
- * The same sums on AVX-512, 32 columns (two 16-lane vectors) per step: each
- * lane does the fused multiply-add of shapes_filter_run in the same tap
- * order (src/common/simd.h), so the bits are the same; a 16-lane step does twice the columns of
- * an 8-lane one for the same instruction count. The K shape vectors of eight
- * columns (plus zero pad rows) are turned into the eight columns' rows of KP
- * = 8 floats by an in-register transpose, and m by a lane-wise maximum of
- * the squares (0 to start, as the scalar loop), instead of one scalar store
- * per shape and column. Returns the columns done (whole steps of 32).
- */
-#define F16_STEP 32
-static inline __attribute__((always_inline, target("avx512f"))) size_t shapes16_k(const float *restrict x,
-                                                                                  const float *restrict w, int K,
-                                                                                  int nt, float *restrict fs,
-                                                                                  float *restrict m, size_t L)
-{
-    size_t i0 = 0;
-    for (; i0 + F16_STEP <= L; i0 += F16_STEP) {
-        v16f acc[8][2];
-        for (int k = 0; k < K; k++)
-            acc[k][0] = acc[k][1] = (v16f){0};
-        for (int u = 0; u < nt; u++) {
-            v16f x0, x1;
-            memcpy(&x0, x + i0 + u, sizeof x0);
-            memcpy(&x1, x + i0 + 16 + u, sizeof x1);
-#pragma GCC unroll 8
-            for (int k = 0; k < K; k++) {
-                const float wu = w[(size_t)k * nt + u];
-                BS_FMA16(acc[k][0], wu, x0);
-                BS_FMA16(acc[k][1], wu, x1);
-            }
-        }
-        for (int v = 0; v < 2; v++) {
-            v16f mm = (v16f){0};
-            for (int k = 0; k < K; k++) {
-                v16f sq = acc[k][v] * acc[k][v];
-                v16i gt = sq > mm;
-                mm = (v16f)((gt & (v16i)sq) | (~gt & (v16i)mm));
-            }
-            memcpy(m + i0 + 16 * (size_t)v, &mm, sizeof mm);
-            for (int h = 0; h < 2; h++) { /* eight columns: rows k of the tile are the shapes */
-                __m256 t[8];
-                for (int k = 0; k < 8; k++)
-                    t[k] = k < K ? _mm256_loadu_ps((const float *)&acc[k][v] + 8 * h) : _mm256_setzero_ps();
-                bs_transpose8(t);
-                float *d = fs + (i0 + 16 * (size_t)v + 8 * (size_t)h) * 8;
-                for (int q = 0; q < 8; q++)
-                    _mm256_storeu_ps(d + 8 * q, t[q]);
-            }
-        }
-    }
-    return i0;
-}
-
-__attribute__((target("avx512f"))) static size_t shapes_filter16(const float *restrict x, const float *restrict w,
-                                                                 int K, int nt, float *restrict fs,
-                                                                 float *restrict m, size_t L)
-{
-    switch (K) { /* KP = 8: the transposed tiles are whole rows */
-    case 4: return shapes16_k(x, w, 4, nt, fs, m, L);
-    case 6: return shapes16_k(x, w, 6, nt, fs, m, L);
-    case 8: return shapes16_k(x, w, 8, nt, fs, m, L);
-    default: return 0;
-    }
-}
-#endif
-
-/* Filter outputs of one channel over L columns (layout of shapes_filter_run),
- * by the widest kernel the CPU has from column 0, then the portable ones:
- * returns the columns done; the caller finishes the rest. */
-static size_t shapes_filter_block(const float *restrict x, const float *restrict w, int K, int nt,
-                                  float *restrict fs, float *restrict m, size_t L)
-{
-    size_t i0 = 0;
-#ifdef BS_HAVE_AVX512_KERNELS
-    if (use_avx512())
-        i0 = shapes_filter16(x, w, K, nt, fs, m, L);
-#endif
-    return shapes_filter_from(x, w, K, nt, fs, m, L, i0);
-}
-
-/* Σ_u w[u]·x[u], u ascending from 0, one fused multiply-add per tap: one column of
- * shapes_filter_block, the same bits. */
+/* Σ_u w[u]·x[u], u ascending from 0, one fused multiply-add per tap: the
+ * direct filter output of one column (a detected spike's position and
+ * features; the scores use the filter bank's, which differ by rounding). */
 BS_FMA_CLONES static float filter_at(const float *x, const float *w, int nt)
 {
     float o = 0;
@@ -729,9 +640,84 @@ typedef struct {
     int64_t n_pre;        /* their count; -1: all on the CPU */
     int64_t cand_limit;   /* candidates one work item may hold (chunk_limits) */
     int64_t own0;         /* window column of the batch's first owned sample */
+    const bs_firbank *fir; /* the shapes as a filter bank (NULL where the GPU filters) */
     bs_detect_sink sink;
     void *sink_ctx;
 } detect_job;
+
+/* One thread's share of the filtering scratch (NULL where the GPU filters). */
+typedef struct {
+    float *fs, *mx, *mb, *lb, *bank;
+    int *pos_f;
+} thread_scratch;
+
+/* fs[c][i][k] (k < KP, pads 0) and mx[c][i] = max over shapes of fs² (0 to
+ * start, a NaN never taken) for i < FILTER_TILE, channels c0 + l (l < nch),
+ * from the filter bank's output tile y (firbank.h): element by element. */
+static void emit_shapes(const float *y, int T, int K, int KP, int nch, int c0, float *fs, float *mx)
+{
+    for (int l = 0; l < nch; l++)
+        for (int i = 0; i < FILTER_TILE; i++) {
+            float *d = fs + ((size_t)(c0 + l) * FILTER_TILE + i) * KP, mm = 0;
+            for (int k = 0; k < KP; k++) {
+                const float a = k < K ? y[((size_t)k * T + i) * BS_FIRBANK_LANES + l] : 0.0f;
+                d[k] = a;
+                mm = a * a > mm ? a * a : mm;
+            }
+            mx[(size_t)(c0 + l) * FILTER_TILE + i] = mm;
+        }
+}
+
+#ifdef BS_HAVE_TRANSPOSE8
+/* emit_shapes for 16 channels and KP = 8, eight columns at a time: each
+ * column's shapes (channels in lanes) transposed into the channels' rows,
+ * and eight columns' maxima into each channel's mx. The same values. */
+__attribute__((target("avx2"))) static void emit_shapes8_avx2(const float *y, int T, int K, int c0, float *fs,
+                                                              float *mx)
+{
+    for (int i = 0; i < FILTER_TILE; i += 8)
+        for (int h = 0; h < 2; h++) {
+            __m256 mv[8];
+            for (int q = 0; q < 8; q++) {
+                __m256 r[8], mm = _mm256_setzero_ps();
+                for (int k = 0; k < 8; k++) {
+                    r[k] = k < K ? _mm256_loadu_ps(y + ((size_t)k * T + i + q) * BS_FIRBANK_LANES + 8 * h)
+                                 : _mm256_setzero_ps();
+                    mm = _mm256_max_ps(_mm256_mul_ps(r[k], r[k]), mm); /* the square if larger, else mm */
+                }
+                mv[q] = mm;
+                bs_transpose8(r);
+                for (int l = 0; l < 8; l++)
+                    _mm256_storeu_ps(fs + ((size_t)(c0 + 8 * h + l) * FILTER_TILE + i + q) * 8, r[l]);
+            }
+            bs_transpose8(mv);
+            for (int l = 0; l < 8; l++)
+                _mm256_storeu_ps(mx + (size_t)(c0 + 8 * h + l) * FILTER_TILE + i, mv[l]);
+        }
+}
+#endif
+
+/* The filter outputs of window columns [first + nb, first + nb + FILTER_TILE)
+ * of every channel into the thread's fs and mx (emit_shapes' layout): the
+ * shapes' filter bank over groups of 16 channels, samples outside the
+ * window counting as 0. */
+static void filter_tile(const detect_job *j, int64_t first, const thread_scratch *ts)
+{
+    const bs_firbank *fb = j->fir;
+    const int C = j->probe->n_chan, K = j->p->n_shapes, KP = padded_shapes(K);
+    float *y = ts->bank + bs_firbank_scratch_floats(fb->nt);
+    for (int c0 = 0; c0 < C; c0 += BS_FIRBANK_LANES) {
+        const int nch = C - c0 < BS_FIRBANK_LANES ? C - c0 : BS_FIRBANK_LANES;
+        bs_firbank_tile(fb, j->x + (size_t)c0 * (size_t)j->n_t, (size_t)j->n_t, nch, first, j->n_t, y, ts->bank);
+#ifdef BS_HAVE_TRANSPOSE8
+        if (nch == BS_FIRBANK_LANES && KP == 8 && __builtin_cpu_supports("avx2")) {
+            emit_shapes8_avx2(y, fb->T, K, c0, ts->fs, ts->mx);
+            continue;
+        }
+#endif
+        emit_shapes(y, fb->T, K, KP, nch, c0, ts->fs, ts->mx);
+    }
+}
 
 /* The threshold of the work item whose owned columns start at ta: th_low in the first chunk of every
  * low_stride of the batch (the low tier, detect.h), else th_universal. A part of a chunk done again
@@ -749,9 +735,11 @@ static float chunk_threshold(const detect_job *j, int64_t ta)
  * and the spikes' filter values recomputed. More candidates than
  * j->cand_limit or more spikes than out->limit: out->full is set and the item
  * must be done again in parts (its output is then incomplete). */
-static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float *fs, float *mx, float *mb,
-                              float *lb, int *pos_scratch, bs_detect_output *out)
+static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const thread_scratch *ts,
+                              bs_detect_output *out)
 {
+    float *fs = ts->fs, *mx = ts->mx, *mb = ts->mb, *lb = ts->lb;
+    int *pos_scratch = ts->pos_f;
     const bs_detect_params *p = j->p;
     const bs_temporal_basis *b = j->b;
     const bs_detect_grid *g = j->g;
@@ -760,7 +748,6 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
     int64_t n_t = j->n_t, t_abs0 = j->t_abs0, n_pre = j->n_pre;
     int C = probe->n_chan, K = p->n_shapes, nt = p->nt, nb = p->nt_before, nC = g->n_chans;
     int64_t ca = ta - nb, cb = tb + nb; /* candidate columns */
-    size_t L = (size_t)(cb - ca);
     /* the bounds hold exactly in real arithmetic; pruning at a threshold a
      * few float roundings lower keeps a position whose float bound rounds
      * just under its float score */
@@ -787,84 +774,84 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, float
         }
         goto suppress;
     }
-    /* blocks of SCORE_BLOCK candidate columns, each filtered for every channel
-       into an L1/L2-sized buffer and scored over all positions before the next */
+    /* tiles of FILTER_TILE columns on a grid from the first candidate column of the item's chunk (its
+       halves share it, so a column is filtered in the same transform whatever the split), each
+       filtered for every channel, then scored in blocks of SCORE_BLOCK columns over all positions */
     const int KP = padded_shapes(K);
-    enum { BL = SCORE_BLOCK };
-    for (size_t i0 = 0; i0 < L && st == BS_OK && !found.full; i0 += BL) {
-        size_t n = L - i0 < BL ? L - i0 : BL;
-        /* temporal filtering: fs[c][i][k] = Σ_u x[c, ca + i0 + i - nb + u] wtemp[k, u] (shapes side by
-           side, pad lanes 0), mx[c][i] = max over shapes of the squares, and each channel's maxima of
-           mx over sub-blocks of VL columns (mb[c][s], 0 past n) */
-        for (int c = 0; c < C; c++) {
-            const float *xc = x + (size_t)c * (size_t)n_t + (size_t)(ca - nb) + i0;
-            float *m = mx + (size_t)c * BL, *fc = fs + (size_t)c * BL * KP;
-            for (size_t i = shapes_filter_block(xc, b->wtemp, K, nt, fc, m, n); i < n; i++) {
-                float mm = 0; /* the columns past the last whole block, or every column */
-                for (int k = 0; k < KP; k++) {
-                    float a = k < K ? filter_at(xc + i, b->wtemp + (size_t)k * nt, nt) : 0.0f;
-                    fc[i * KP + k] = a;
-                    mm = a * a > mm ? a * a : mm;
+    enum { BL = SCORE_BLOCK, W = FILTER_TILE };
+    const int64_t origin = j->own0 + (ta - j->own0) / CHUNK_SAMPLES * CHUNK_SAMPLES - nb;
+    for (int64_t g0 = origin + (ca - origin) / W * W; g0 < cb && st == BS_OK && !found.full; g0 += W) {
+        filter_tile(j, g0 - nb, ts);
+        const int64_t lo = ca > g0 ? ca : g0, hi = cb < g0 + W ? cb : g0 + W;
+        for (int64_t b0 = lo; b0 < hi && st == BS_OK && !found.full; b0 += BL) {
+            const size_t n = hi - b0 < BL ? (size_t)(hi - b0) : BL, off = (size_t)(b0 - g0);
+            const float *fsb = fs + off * KP, *mxb = mx + off;
+            /* each channel's maxima of mx over sub-blocks of VL columns (mb[c][s], 0 past n) */
+            for (int c = 0; c < C && !exhaustive; c++)
+                for (int sb = 0; sb < VL; sb++) {
+                    float v = 0;
+                    for (size_t i = (size_t)sb * VL; i < (size_t)sb * VL + VL && i < n; i++)
+                        v = mxb[(size_t)c * W + i] > v ? mxb[(size_t)c * W + i] : v;
+                    mb[(size_t)c * VL + sb] = v;
                 }
-                m[i] = mm;
-            }
-            for (int sb = 0; sb < VL && !exhaustive; sb++) {
-                float v = 0;
-                for (size_t i = (size_t)sb * VL; i < (size_t)sb * VL + VL && i < n; i++)
-                    v = m[i] > v ? m[i] : v;
-                mb[(size_t)c * VL + sb] = v;
-            }
-        }
-        for (int set = 0; set < g->n_sets && st == BS_OK && !found.full; set++) {
-            /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A². Both depend on
-               the channels only, so the positions of one channel set share them (summed in the
-               set's ascending channel order: they only prune, with a margin far above the rounding
-               of the order). The loose bound (lb[i] = Σ_j max_k B[ichan[j], k, i]²) for the
-               block's columns at once; the columns past it go to the tight bound together, then to
-               the projections of each position of the set */
-            const int *ich = g->set_chans + (size_t)set * nC;
-            int idx[BL], m = 0;
-            float tb[BL];
-            if (exhaustive)
-                for (size_t i = 0; i < n; i++)
-                    idx[m++] = (int)i;
-            else if (n == BL)
-                m = loose_bound_block(mx, BL, mb, VL, ich, nC, th2, 0, idx);
-            else {
-                loose_bound(mx, BL, ich, nC, n, lb);
-                for (size_t i = 0; i < n; i++) {
-                    idx[m] = (int)i;
-                    m += lb[i] > th2;
+            for (int set = 0; set < g->n_sets && st == BS_OK && !found.full; set++) {
+                /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A². Both depend on
+                   the channels only, so the positions of one channel set share them (summed in the
+                   set's ascending channel order: they only prune, with a margin far above the rounding
+                   of the order). The loose bound (lb[i] = Σ_j max_k B[ichan[j], k, i]²) for the
+                   block's columns at once; the columns past it go to the tight bound together, then to
+                   the projections of each position of the set */
+                const int *ich = g->set_chans + (size_t)set * nC;
+                int idx[BL], m = 0;
+                float tb[BL];
+                if (exhaustive)
+                    for (size_t i = 0; i < n; i++)
+                        idx[m++] = (int)i;
+                else if (n == BL)
+                    m = loose_bound_block(mxb, W, mb, VL, ich, nC, th2, 0, idx);
+                else {
+                    loose_bound(mxb, W, ich, nC, n, lb);
+                    for (size_t i = 0; i < n; i++) {
+                        idx[m] = (int)i;
+                        m += lb[i] > th2;
+                    }
                 }
-            }
-            if (!exhaustive) { /* the columns past the tight bound */
-                tight_bounds(K, fs, BL, ich, nC, idx, m, tb);
-                int q = 0;
-                for (int e = 0; e < m; e++) {
-                    idx[q] = idx[e];
-                    q += tb[e] > th2;
-                }
-                m = q;
-            }
-            const float bound2 = exhaustive ? -1.0f : th2;
-            for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
-                const int f = g->set_pos[pi];
-                int e = 0;
+                if (!exhaustive) { /* the columns past the tight bound */
 #ifdef BS_HAVE_AVX512_KERNELS
-                for (candidate two[2]; pair_scores && e + 1 < m && st == BS_OK; e += 2) {
-                    score_position2(g, K, fs, BL, (size_t)idx[e], (size_t)idx[e + 1], f, bound2, two);
-                    for (int h = 0; h < 2 && st == BS_OK; h++)
-                        if (two[h].score > th) {
-                            two[h].t = ca + (int64_t)i0 + idx[e + h];
-                            st = cand_push(&found, two[h]);
-                        }
-                }
+                    if (pair_scores)
+                        m = tight_keep16(fsb, W, ich, nC, idx, m, th2);
+                    else
 #endif
-                for (; e < m && st == BS_OK; e++) {
-                    candidate cd = score_position(g, K, fs, BL, (size_t)idx[e], f, bound2);
-                    if (cd.score > th) {
-                        cd.t = ca + (int64_t)i0 + idx[e];
-                        st = cand_push(&found, cd);
+                    {
+                        tight_bounds(K, fsb, W, ich, nC, idx, m, tb);
+                        int q = 0;
+                        for (int e = 0; e < m; e++) {
+                            idx[q] = idx[e];
+                            q += tb[e] > th2;
+                        }
+                        m = q;
+                    }
+                }
+                const float bound2 = exhaustive ? -1.0f : th2;
+                for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
+                    const int f = g->set_pos[pi];
+                    int e = 0;
+#ifdef BS_HAVE_AVX512_KERNELS
+                    for (candidate two[2]; pair_scores && e + 1 < m && st == BS_OK; e += 2) {
+                        score_position2(g, K, fsb, W, (size_t)idx[e], (size_t)idx[e + 1], f, bound2, two);
+                        for (int h = 0; h < 2 && st == BS_OK; h++)
+                            if (two[h].score > th) {
+                                two[h].t = b0 + idx[e + h];
+                                st = cand_push(&found, two[h]);
+                            }
+                    }
+#endif
+                    for (; e < m && st == BS_OK; e++) {
+                        candidate cd = score_position(g, K, fsb, W, (size_t)idx[e], f, bound2);
+                        if (cd.score > th) {
+                            cd.t = b0 + idx[e];
+                            st = cand_push(&found, cd);
+                        }
                     }
                 }
             }
@@ -976,21 +963,16 @@ bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t
     return BS_OK;
 }
 
-/* One thread's share of the filtering scratch (NULL where the GPU filters). */
-typedef struct {
-    float *fs, *mx, *mb, *lb;
-    int *pos_f;
-} thread_scratch;
-
 static thread_scratch scratch_of(const detect_job *j, float *scratch, int *pos_scratch, int tid)
 {
     const size_t C = (size_t)j->probe->n_chan;
     thread_scratch t = {.pos_f = pos_scratch + (size_t)tid * j->g->n_pos};
     if (scratch) {
-        t.fs = scratch + (size_t)tid * scratch_floats(j->probe->n_chan, j->p->n_shapes);
-        t.mx = t.fs + C * SCORE_BLOCK * (size_t)padded_shapes(j->p->n_shapes);
-        t.mb = t.mx + C * SCORE_BLOCK;
+        t.fs = scratch + (size_t)tid * scratch_floats(j->probe->n_chan, j->p->n_shapes, j->p->nt);
+        t.mx = t.fs + C * FILTER_TILE * (size_t)padded_shapes(j->p->n_shapes);
+        t.mb = t.mx + C * FILTER_TILE;
         t.lb = t.mb + C * VL;
+        t.bank = t.lb + SCORE_BLOCK;
     }
     return t;
 }
@@ -1017,7 +999,7 @@ static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const
                               bs_detect_output *out)
 {
     bs_detect_output_clear(out);
-    BS_TRY(detect_chunk(j, ta, tb, ts->fs, ts->mx, ts->mb, ts->lb, ts->pos_f, out));
+    BS_TRY(detect_chunk(j, ta, tb, ts, out));
     return hand_on(j, ta, tb, ts, out);
 }
 
@@ -1075,10 +1057,20 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
         n_threads = n_chunks;
     int wave = wave_chunks(n_threads) < n_chunks ? wave_chunks(n_threads) : n_chunks;
     int64_t spike_limit;
-    detect_job job = {p, b, g, probe, x, n_t, t0 - halo, pre, on_gpu ? n_pre : -1, 0, halo, sink, sink_ctx};
+    bs_firbank fir = {0};
+    detect_job job = {p, b, g, probe, x, n_t, t0 - halo, pre, on_gpu ? n_pre : -1, 0, halo, &fir, sink, sink_ctx};
     chunk_limits(p, g->n_pos, &job.cand_limit, &spike_limit);
-    /* the filtering scratch only where the CPU filters */
-    float *scratch = on_gpu ? NULL : bs_mem_alloc("detect/scratch", bs_detect_scratch_bytes(probe->n_chan, p, n_threads));
+    /* the filtering scratch and the shapes' filter bank only where the CPU filters
+       (bs_detect_scratch_bytes: both, under one tag) */
+    float *scratch = NULL;
+    if (!on_gpu) {
+        scratch = bs_mem_alloc("detect/scratch",
+                               scratch_floats(probe->n_chan, p->n_shapes, p->nt) * sizeof(float) * (size_t)n_threads);
+        if (scratch && bs_firbank_init(&fir, "detect/scratch", b->wtemp, p->n_shapes, p->nt) != BS_OK) {
+            bs_mem_free(scratch);
+            scratch = NULL;
+        }
+    }
     int *pos_scratch = bs_mem_alloc("detect/nms", (size_t)n_threads * g->n_pos * sizeof(int));
     bs_detect_output *parts = calloc((size_t)wave, sizeof *parts);
     bs_status st = ((scratch || on_gpu) && pos_scratch && parts) ? BS_OK : BS_ERR_MEMORY;
@@ -1100,7 +1092,7 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
                 int64_t ta, tb;
                 chunk_columns(halo, n_valid, w0 + w, &ta, &tb);
                 bs_detect_output_clear(&parts[w]);
-                bs_status s = detect_chunk(&job, ta, tb, ts.fs, ts.mx, ts.mb, ts.lb, ts.pos_f, &parts[w]);
+                bs_status s = detect_chunk(&job, ta, tb, &ts, &parts[w]);
                 if (s != BS_OK) {
 #pragma omp critical
                     thread_st = s;
@@ -1119,6 +1111,7 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
         bs_detect_output_free(&parts[w]);
     free(parts);
     bs_mem_free(pre);
+    bs_firbank_free(&fir);
     bs_mem_free(scratch);
     bs_mem_free(pos_scratch);
     return st;

@@ -24,11 +24,12 @@
  *     or the run; they differ from the CPU's GEMM scores by float rounding
  *     (different summation order), so spike times and amplitudes may differ
  *     in rare near-ties. Detection: each thread does for one (position,
- *     column) the float operations of the CPU's exhaustive evaluation in the
- *     same order (the filter's taps fused multiply-adds, __fmaf_rn, as the
- *     CPU's BS_VFMA; every other operation rounded on its own, __fmul_rn/
- *     __fadd_rn, as the C code is built with -ffp-contract=off), so the
- *     candidates, and with them the detected spikes, are the CPU's bit for bit.
+ *     column) the float operations of the CPU's exhaustive scoring in the
+ *     same order (__fmul_rn/__fadd_rn, as the C code is built with
+ *     -ffp-contract=off) on filter outputs summed directly (fused taps,
+ *     __fmaf_rn), where the CPU's come from its FFT filter bank
+ *     (src/common/firbank.h): the scores differ by float rounding, so a
+ *     near-tie may make a detection differ.
  *   - gpu_none.c (no CUDA toolkit): reports that this build has no GPU
  *     backend; `sort --device cuda` then stops with BS_ERR_DEVICE.
  *

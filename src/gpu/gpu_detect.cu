@@ -15,10 +15,11 @@
  *     score) to the tile's list through an atomic counter, so the list of a
  *     tile comes back in no particular order (tiles in time order): the
  *     caller sorts it (universal.c, bs_detect_sort_candidates).
- * The filter's taps are fused multiply-adds (__fmaf_rn), as the CPU's
- * (BS_VFMA, src/common/simd.h); every other product and sum is rounded on
- * its own (__fmul_rn, __fadd_rn), as the C code is compiled
- * (-ffp-contract=off), so each value equals the CPU's bit for bit.
+ * The filter's taps are fused multiply-adds (__fmaf_rn), summed directly,
+ * where the CPU uses its FFT filter bank (src/common/firbank.h): the filter
+ * outputs, and so the scores, differ from the CPU's by float rounding.
+ * Every other product and sum is rounded on its own (__fmul_rn, __fadd_rn),
+ * as the C code is compiled (-ffp-contract=off).
  */
 #include <stdlib.h>
 

@@ -53,6 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/firbank.h"
 #include "../common/status.h"
 
 #define BS_MATCH_MAX_SUP 64     /* channels per template support, at most */
@@ -85,6 +86,7 @@ typedef struct {
     int32_t *block_w;       /* window width, channels (n_sup for a gather block) */
     int64_t *block_woff;    /* offset of the block's weights in bw, floats */
     float *bw;              /* block weights: members x w x P, row-major */
+    bs_firbank fir;         /* the basis as a filter bank (the projection, templates.c) */
 } bs_match_templates;
 
 /* Bytes held by a template set of this shape (all its tagged buffers). */
@@ -142,6 +144,7 @@ typedef struct {
     float *proj;    /* C x P x (BS_MATCH_TILE) projection of one tile */
     float *gather;  /* per thread: n_sup*P x BS_MATCH_TILE rows of one support */
     float *blk;     /* per thread: BS_MATCH_BLOCK x BS_MATCH_TILE block product output */
+    float *fft;     /* per thread: the filter bank's scratch and output tile (templates.c) */
 } bs_match_scores_ws;
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws);
@@ -153,10 +156,6 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws);
 bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int k0,
                           int k1, float *B, size_t ldb, bs_match_scores_ws *ws);
 
-/* Cap the projection kernel: on = 1 the portable (SSE) one, 2 at most AVX2,
- * 0 the best the CPU has (AVX-512, AVX2 or SSE); the bits are the same
- * either way (tests check it). Not thread-safe: call it between runs. */
-void bs_match_force_portable(int on);
 
 /* ----------------------------------------------------------- pair table */
 

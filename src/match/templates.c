@@ -14,11 +14,13 @@
  * are those of the sparse templates).
  *
  * Scores are computed tile by tile over time (BS_MATCH_TILE samples):
- *   1. projection of every channel on the basis by direct convolution,
+ *   1. projection of every channel on the basis,
  *      proj[(c*P + p)][u] = sum_s basis[p, s] * X[c, t0 + u + s - nt_before],
- *      stored in panels of PANEL samples (PIDX below)
- *      (zero outside the window), parallel over channels (each value is one
- *      thread's fixed-order sum, so bits do not depend on the thread count);
+ *      by the basis's filter bank (src/common/firbank.h: FFTs of 16
+ *      channels over sub-tiles on a fixed grid of the tile), stored in
+ *      panels of PANEL samples (PIDX below) (zero outside the window),
+ *      parallel over (channel group, sub-tile) (each value comes from one
+ *      transform, so bits do not depend on the thread count);
  *   2. per block one matrix product, blk (nb x L) = Wpad (nb x w*P) * proj
  *      rows of the window (w*P x L, contiguous: rows c*P + p), by
  *      block_scores (blocks hold 1-2 templates on average, too few for a
@@ -27,8 +29,8 @@
  *      the requested range are copied to B.
  * The block products are the same whatever range is requested, so any split of
  * the templates into chunks reproduces the all-at-once scores bit for bit.
- * Cost per sample: C*P*nt*2 FLOP (projection) + about K*w*P*2 FLOP (products,
- * w <= 1.5 n_sup).
+ * Cost per sample: about C*(P+1)*4*log2(256)*2 FLOP (projection, by FFT;
+ * C*P*nt*2 directly) + about K*w*P*2 FLOP (products, w <= 1.5 n_sup).
  */
 #include <math.h>
 #include <omp.h>
@@ -36,6 +38,7 @@
 #include <string.h>
 
 #include "common/simd.h"
+#include "common/transpose8.h"
 #include "match/match.h"
 #include "mem/mem.h"
 
@@ -60,6 +63,7 @@ size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup)
     b += sizeof(int32_t) * k * 4;                                             /* members, of, c0, w */
     b += sizeof(int64_t) * k;                                                 /* block_woff */
     b += sizeof(float) * k * (size_t)window_max(n_chan, n_sup) * (size_t)n_pc; /* bw (the most) */
+    b += bs_firbank_bytes(n_pc, nt);                                          /* the projection's filter bank */
     return b;
 }
 
@@ -67,6 +71,7 @@ void bs_match_templates_free(bs_match_templates *t)
 {
     if (!t)
         return;
+    bs_firbank_free(&t->fir);
     bs_mem_free(t->basis);
     bs_mem_free(t->wtw);
     bs_mem_free(t->support);
@@ -252,6 +257,10 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
     }
     memcpy(out->basis, basis, sizeof(float) * (size_t)P * nt);
     memcpy(out->support, support, sizeof(int32_t) * (size_t)K * n_sup);
+    if (bs_firbank_init(&out->fir, "match/templates", out->basis, P, nt) != BS_OK) {
+        bs_match_templates_free(out);
+        return BS_ERR_MEMORY;
+    }
 
     /* Gram matrix of the basis and lagged products, in double then rounded. */
     double G[BS_MATCH_MAX_PC][BS_MATCH_MAX_PC];
@@ -294,7 +303,6 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
     if (st != BS_OK)
         bs_match_templates_free(out);
     return st;
-    return BS_OK;
 }
 
 void bs_match_template_waveform(const bs_match_templates *t, int k, float *w)
@@ -315,11 +323,18 @@ size_t bs_match_scores_bytes(int K, int64_t n_t)
     return sizeof(float) * (size_t)K * (size_t)n_t;
 }
 
+/* One thread's filter-bank scratch and output tile, floats (whole vectors of 16). */
+static size_t fft_floats(const bs_match_templates *t)
+{
+    return bs_firbank_scratch_floats(t->nt) + (size_t)t->n_pc * t->fir.T * BS_FIRBANK_LANES;
+}
+
 size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 {
     size_t L = BS_MATCH_TILE;
     return sizeof(float) * L *
-           ((size_t)t->n_chan * t->n_pc + (size_t)n_threads * ((size_t)t->n_sup * t->n_pc + BS_MATCH_BLOCK));
+               ((size_t)t->n_chan * t->n_pc + (size_t)n_threads * ((size_t)t->n_sup * t->n_pc + BS_MATCH_BLOCK)) +
+           sizeof(float) * fft_floats(t) * (size_t)n_threads;
 }
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws)
@@ -329,7 +344,8 @@ bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, b
     ws->proj = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_chan * t->n_pc);
     ws->gather = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_sup * t->n_pc * n_threads);
     ws->blk = bs_mem_alloc("match/score_ws", sizeof(float) * L * BS_MATCH_BLOCK * n_threads);
-    if (!ws->proj || !ws->gather || !ws->blk) {
+    ws->fft = bs_mem_alloc("match/score_ws", sizeof(float) * fft_floats(t) * n_threads);
+    if (!ws->proj || !ws->gather || !ws->blk || !ws->fft) {
         bs_match_scores_ws_free(ws);
         return BS_ERR_MEMORY;
     }
@@ -341,7 +357,8 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
     bs_mem_free(ws->proj);
     bs_mem_free(ws->gather);
     bs_mem_free(ws->blk);
-    ws->proj = ws->gather = ws->blk = NULL;
+    bs_mem_free(ws->fft);
+    ws->proj = ws->gather = ws->blk = ws->fft = NULL;
 }
 
 typedef float v4f __attribute__((vector_size(16)));
@@ -357,103 +374,6 @@ typedef float v8f __attribute__((vector_size(32)));
 #define PANEL 16
 #define PIDX(row, u, pstride) ((size_t)((u) / PANEL) * (pstride) + (size_t)(row) * PANEL + (size_t)((u) % PANEL))
 
-/* Scalar tail shared by both kernels: outputs u0..L-1 (o0: the channel's first row in panel 0). */
-BS_FMA_CLONES static void proj6_tail(const float *restrict x, const float *restrict basis, int nt, int u0, int L,
-                       float *restrict o0, size_t pstride)
-{
-    for (; u0 < L; u0++)
-        for (int p = 0; p < 6; p++) {
-            float acc = 0.0f;
-            for (int s = 0; s < nt; s++)
-                acc = __builtin_fmaf(basis[p * nt + s], x[u0 + s], acc);
-            o0[PIDX(p, u0, pstride)] = acc;
-        }
-}
-
-/* 2W outputs x 6 components in 12 W-lane registers: returns how many
- * outputs it wrote (a multiple of 2W). Every lane does the same IEEE fused
- * multiply-add (src/common/simd.h), so the bits do not depend on the
- * vector width or the CPU; the
- * second W outputs of a step lie in the same panel (W = 4, 8) or the next
- * (W = 16), both PIDX(p, u0 + W). */
-#define PROJ6_KERNEL(NAME, ATTR, VT, W, FMA)                                                                       \
-    ATTR static int NAME(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0, \
-                         size_t pstride)                                                                         \
-    {                                                                                                            \
-        int u0 = 0;                                                                                              \
-        for (; u0 + 2 * (W) <= L; u0 += 2 * (W)) {                                                               \
-            VT a[12];                                                                                            \
-            memset(a, 0, sizeof a);                                                                              \
-            for (int s = 0; s < nt; s++) {                                                                       \
-                VT xl, xh;                                                                                       \
-                memcpy(&xl, x + u0 + s, sizeof xl);                                                              \
-                memcpy(&xh, x + u0 + s + (W), sizeof xh);                                                        \
-                _Pragma("GCC unroll 6") for (int p = 0; p < 6; p++) {                                           \
-                    const float w = basis[p * nt + s];                                                           \
-                    FMA(a[2 * p], w, xl, W);                                                                     \
-                    FMA(a[2 * p + 1], w, xh, W);                                                                 \
-                }                                                                                                \
-            }                                                                                                    \
-            for (int p = 0; p < 6; p++) {                                                                        \
-                memcpy(o0 + PIDX(p, u0, pstride), &a[2 * p], sizeof(VT));                                        \
-                memcpy(o0 + PIDX(p, u0 + (W), pstride), &a[2 * p + 1], sizeof(VT));                             \
-            }                                                                                                    \
-        }                                                                                                        \
-        return u0;                                                                                               \
-    }
-
-typedef float v16f __attribute__((vector_size(64)));
-_Static_assert(PANEL == 16, "whole panels per AVX-512 step, half a panel per AVX2 step");
-PROJ6_KERNEL(proj6_sse, BS_FMA_CLONES, v4f, 4, BS_VFMA)
-#ifdef BS_X86_KERNELS
-#define BS_HAVE_AVX2_KERNEL 1
-#define FMA8(acc, w, x, W) ((acc) = (v8f)_mm256_fmadd_ps(_mm256_set1_ps(w), (__m256)(x), (__m256)(acc)))
-#define FMA16(acc, w, x, W) BS_FMA16(acc, w, x)
-PROJ6_KERNEL(proj6_avx2, __attribute__((target("avx2,fma"))), v8f, 8, FMA8)
-PROJ6_KERNEL(proj6_avx512, __attribute__((target("avx512f"))), v16f, 16, FMA16)
-#endif
-
-/* Six-component projection of one channel over L samples, x pointing at the
- * first tap of output 0. Each output is summed over s ascending from 0 with
- * a fused multiply-add per tap, exactly as the generic loop in project_tile,
- * so every path gives the same bits. level: 2 AVX-512, 1 AVX2 with FMA, 0 the
- * 4-lane kernel (vector FMA where the CPU has it, else fmaf calls); each
- * kernel leaves the outputs short of its step to the next narrower one. */
-static void proj6(const float *restrict x, const float *restrict basis, int nt, int L, float *restrict o0,
-                  size_t pstride, int level)
-{
-    int u0 = 0;
-#ifdef BS_HAVE_AVX2_KERNEL
-    if (level >= 2)
-        u0 = proj6_avx512(x, basis, nt, L, o0, pstride);
-    if (level >= 1)
-        u0 += proj6_avx2(x + u0, basis, nt, L - u0, o0 + PIDX(0, u0, pstride), pstride);
-#else
-    (void)level;
-#endif
-    u0 += proj6_sse(x + u0, basis, nt, L - u0, o0 + PIDX(0, u0, pstride), pstride);
-    proj6_tail(x, basis, nt, u0, L, o0, pstride);
-}
-
-static int level_cap = 2; /* lowered by bs_match_force_portable (tests) */
-
-void bs_match_force_portable(int on)
-{
-    level_cap = on == 1 ? 0 : on == 2 ? 1 : 2;
-}
-
-static int kernel_level(void)
-{
-#ifdef BS_HAVE_AVX2_KERNEL
-    const int hw = __builtin_cpu_supports("avx512f")                                          ? 2
-                   : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
-                                                                                      : 0;
-    return hw < level_cap ? hw : level_cap;
-#else
-    return 0;
-#endif
-}
-
 /* Rows [0, MM) of one block's scores over L columns: C[m][u] = Σ_r A[m][r] *
  * Bm[r][u], r ascending from 0, a multiply then an add for every term. Bm is
  * in panels (PIDX; its rows kd consecutive rows of each panel, panel stride
@@ -462,6 +382,7 @@ static int kernel_level(void)
  * is its own fixed-order sum, so vector width and CPU do not change the bits.
  * Inlined with constant MM. */
 #define SCORE_ROWS 4 /* templates per pass over a panel */
+typedef float v16f __attribute__((vector_size(64)));
 _Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "one vector of 16 columns per panel, whole panels per tile");
 static inline __attribute__((always_inline)) void block_rows(const float *restrict A, int MM, int kd,
                                                             const float *restrict Bm, size_t pstride, int L,
@@ -512,44 +433,63 @@ BS_VECTORIZED static void block_scores(const float *restrict A, int nbk, int kd,
     }
 }
 
-/* proj rows (c*P + p) of the tile starting at window sample t0, L samples. */
-static void project_tile(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t t0,
-                         int L, float *proj)
+#ifdef BS_HAVE_TRANSPOSE8
+/* emit_tile's columns [0, returned) of all 16 lanes, eight columns of eight
+ * channels at a time (u0 a multiple of 8: eight columns lie in one panel). */
+__attribute__((target("avx2"))) static int emit_tile_avx2(const float *y, int T, int P, int nu, float *proj,
+                                                          size_t pstride, int c0, int u0)
 {
-    const int P = t->n_pc, nt = t->nt, nb = t->nt_before, C = t->n_chan;
-    /* interior tile: every tap of every output inside the window; an edge
-     * tile is copied with zeros outside the window first. Adding w * 0 never
-     * changes a sum here (a sum of products is never -0), so both give the
-     * same bits as skipping the outside taps. */
-    const int interior = t0 - nb >= 0 && t0 - nb + L + nt - 1 <= n_t;
-    const int level = kernel_level();
-    const int span = L + nt - 1;
+    int i = 0;
+    for (; i + 8 <= nu; i += 8)
+        for (int p = 0; p < P; p++)
+            for (int h = 0; h < 2; h++) {
+                __m256 r[8];
+                for (int j = 0; j < 8; j++)
+                    r[j] = _mm256_loadu_ps(y + ((size_t)p * T + i + j) * BS_FIRBANK_LANES + 8 * h);
+                bs_transpose8(r);
+                for (int l = 0; l < 8; l++)
+                    _mm256_storeu_ps(proj + PIDX((size_t)(c0 + 8 * h + l) * P + p, u0 + i, pstride), r[l]);
+            }
+    return i;
+}
+#endif
+
+/* proj[PIDX((c0 + l) * P + p, u0 + i)] = y[(p * T + i) * 16 + l] for l < nch,
+ * p < P, i < nu (the filter bank's output tile, channels in lanes, into
+ * the panels): 8 x 8 transposes where the CPU has AVX2, element by element
+ * past them (the same values either way). */
+static void emit_tile(const float *y, int T, int P, int nch, int nu, float *proj, size_t pstride, int c0, int u0)
+{
+    int i0 = 0;
+#ifdef BS_HAVE_TRANSPOSE8
+    if (nch == BS_FIRBANK_LANES && __builtin_cpu_supports("avx2"))
+        i0 = emit_tile_avx2(y, T, P, nu, proj, pstride, c0, u0);
+#endif
+    for (int p = 0; p < P; p++)
+        for (int l = 0; l < nch; l++)
+            for (int i = i0; i < nu; i++)
+                proj[PIDX((size_t)(c0 + l) * P + p, u0 + i, pstride)] = y[((size_t)p * T + i) * BS_FIRBANK_LANES + l];
+}
+
+/* proj rows (c*P + p) of the tile starting at window sample t0, L samples:
+ * the basis's filter bank over groups of 16 channels, in sub-tiles of `step`
+ * columns (whole panels, at most the bank's T) from t0, so a column is
+ * always computed in the same transform, whatever the thread count. Samples
+ * outside the window count as 0. */
+static void project_tile(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t t0, int L,
+                         const bs_match_scores_ws *ws)
+{
+    const int P = t->n_pc, nb = t->nt_before, C = t->n_chan, T = t->fir.T;
+    const int step = T / PANEL * PANEL, n_sub = (L + step - 1) / step, n_grp = (C + BS_FIRBANK_LANES - 1) / BS_FIRBANK_LANES;
     const size_t pstride = (size_t)C * P * PANEL;
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        const float *x = X + (size_t)c * ldx;
-        float *o0 = proj + (size_t)c * P * PANEL; /* row c*P of panel 0 */
-        float pad[BS_MATCH_TILE + 1000 - 1];
-        const float *xs = x + t0 - nb;
-        if (!interior) {
-            for (int u = 0; u < span; u++) {
-                int64_t i = t0 - nb + u;
-                pad[u] = (i >= 0 && i < n_t) ? x[i] : 0.0f;
-            }
-            xs = pad;
-        }
-        if (P == 6) {
-            proj6(xs, t->basis, nt, L, o0, pstride, level);
-            continue;
-        }
-        /* any P: o[p][u] = sum_s basis[p, s] * xs[u + s], s ascending, fused */
-        for (int u = 0; u < L; u++)
-            for (int p = 0; p < P; p++) {
-                float acc = 0.0f;
-                for (int s = 0; s < nt; s++)
-                    acc = fmaf(t->basis[(size_t)p * nt + s], xs[u + s], acc);
-                o0[PIDX(p, u, pstride)] = acc;
-            }
+#pragma omp parallel for schedule(static) num_threads(ws->n_threads)
+    for (int job = 0; job < n_grp * n_sub; job++) {
+        const int g = job / n_sub, u0 = job % n_sub * step, nu = L - u0 < step ? L - u0 : step;
+        const int c0 = g * BS_FIRBANK_LANES, nch = C - c0 < BS_FIRBANK_LANES ? C - c0 : BS_FIRBANK_LANES;
+        float *scratch = ws->fft + (size_t)omp_get_thread_num() * fft_floats(t);
+        float *y = scratch + bs_firbank_scratch_floats(t->nt);
+        bs_firbank_tile(&t->fir, X + (size_t)c0 * ldx, ldx, nch, t0 + u0 - nb, n_t, y, scratch);
+        emit_tile(y, T, P, nch, nu, ws->proj, pstride, c0, u0);
     }
 }
 
@@ -565,7 +505,7 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
     const size_t pstride = (size_t)t->n_chan * P * PANEL;
     for (int64_t t0 = 0; t0 < n_t; t0 += BS_MATCH_TILE) {
         int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
-        project_tile(t, X, ldx, n_t, t0, L, ws->proj);
+        project_tile(t, X, ldx, n_t, t0, L, ws);
         /* blocks write disjoint rows of B: one thread per block, each with its
          * own gather and product buffers */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)

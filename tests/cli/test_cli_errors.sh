@@ -60,10 +60,11 @@ expect_fixed 6 "cannot write the memory trace" -- \
 
 # --- memory budget and threads against the machine's RAM ---------------------------------------------
 expect_fixed 0 "is more than this machine's RAM" -- "$BS" plan "$R" --probe "$P" --fs 30000 --mem 1000T
-expect_fixed 3 "does not fit this machine: 4096 threads" -- "$BS" plan "$R" --probe "$P" --fs 30000 --threads 4096
+# (a budget the plan fits at 4096 threads, so that the machine's check is the one that refuses)
+expect_fixed 3 "does not fit this machine: 4096 threads" -- "$BS" plan "$R" --probe "$P" --fs 30000 --threads 4096 --mem 64G
 check "plan's summary line agrees with its refusal" grep -qF "fits the budget, but NOT THIS MACHINE" "$T/out.txt"
 check "plan's summary line never says only 'fits' when it refuses" test "$(grep -c ': fits$' "$T/out.txt")" = 0
-"$BS" plan "$R" --probe "$P" --fs 30000 --threads 4096 --json 2>/dev/null | $PY -c "
+"$BS" plan "$R" --probe "$P" --fs 30000 --threads 4096 --mem 64G --json 2>/dev/null | $PY -c "
 import json, sys; d = json.load(sys.stdin); sys.exit(0 if d['fits'] and not d['fits_machine'] else 1)" \
   && ok || bad "plan --json: fits_machine is not false at 4096 threads"
 expect_fixed 1 "thread count in 1..4096" -- "$BS" sort "$R" --probe "$P" --fs 30000 -o "$T/x" --threads 5000
