@@ -434,21 +434,28 @@ BS_VECTORIZED static void block_scores(const float *restrict A, int nbk, int kd,
 }
 
 #ifdef BS_HAVE_TRANSPOSE8
-/* emit_tile's columns [0, returned) of all 16 lanes, eight columns of eight
- * channels at a time (u0 a multiple of 8: eight columns lie in one panel). */
+/* emit_tile's columns [0, returned) of all 16 lanes, a panel's 16 columns of
+ * eight channels at a time (u0 a multiple of PANEL): two 8 x 8 transposes,
+ * then each channel's row of the panel written whole. */
 __attribute__((target("avx2"))) static int emit_tile_avx2(const float *y, int T, int P, int nu, float *proj,
                                                           size_t pstride, int c0, int u0)
 {
     int i = 0;
-    for (; i + 8 <= nu; i += 8)
+    for (; i + PANEL <= nu; i += PANEL)
         for (int p = 0; p < P; p++)
             for (int h = 0; h < 2; h++) {
-                __m256 r[8];
-                for (int j = 0; j < 8; j++)
+                __m256 r[8], r2[8];
+                for (int j = 0; j < 8; j++) {
                     r[j] = _mm256_loadu_ps(y + ((size_t)p * T + i + j) * BS_FIRBANK_LANES + 8 * h);
+                    r2[j] = _mm256_loadu_ps(y + ((size_t)p * T + i + 8 + j) * BS_FIRBANK_LANES + 8 * h);
+                }
                 bs_transpose8(r);
-                for (int l = 0; l < 8; l++)
-                    _mm256_storeu_ps(proj + PIDX((size_t)(c0 + 8 * h + l) * P + p, u0 + i, pstride), r[l]);
+                bs_transpose8(r2);
+                for (int l = 0; l < 8; l++) {
+                    float *d = proj + PIDX((size_t)(c0 + 8 * h + l) * P + p, u0 + i, pstride);
+                    _mm256_storeu_ps(d, r[l]);
+                    _mm256_storeu_ps(d + 8, r2[l]);
+                }
             }
     return i;
 }
