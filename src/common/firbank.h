@@ -15,8 +15,8 @@
  * and 8-15 as its imaginary part: the filters are real, so the inverse
  * transform of H_p Z is y_p of the first eight plus i times y_p of the
  * other eight. Per channel and output this is one forward transform and P
- * inverse ones of a tile shared by 16 channels, about 3 times less
- * arithmetic than the direct sums at nt = 61. The two channels of a lane
+ * inverse ones of a tile shared by 16 channels, under a fourth of the
+ * arithmetic of the direct sums at nt = 61 and 6 filters. The two channels of a lane
  * share one complex signal, so each output carries the rounding of its
  * partner's (about 1e-7 of the partner's values): far below the noise
  * unless the partner holds an artifact a million times larger.
