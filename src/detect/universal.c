@@ -40,7 +40,7 @@ static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 #ifdef BS_X86_KERNELS
 #define BS_HAVE_AVX512_KERNELS 1
 #endif
-static int filter_level_cap = 1; /* 0: no AVX-512 kernels (bs_detect_force_portable, for tests) */
+static int filter_level_cap = 1; /* 0: neither AVX-512 kernels nor emit_shapes8_avx2 (bs_detect_force_portable) */
 
 void bs_detect_force_portable(int on) { filter_level_cap = !on; }
 
@@ -710,7 +710,7 @@ static void filter_tile(const detect_job *j, int64_t first, const thread_scratch
         const int nch = C - c0 < BS_FIRBANK_LANES ? C - c0 : BS_FIRBANK_LANES;
         bs_firbank_tile(fb, j->x + (size_t)c0 * (size_t)j->n_t, (size_t)j->n_t, nch, first, j->n_t, y, ts->bank);
 #ifdef BS_HAVE_TRANSPOSE8
-        if (nch == BS_FIRBANK_LANES && KP == 8 && __builtin_cpu_supports("avx2")) {
+        if (nch == BS_FIRBANK_LANES && KP == 8 && filter_level_cap && __builtin_cpu_supports("avx2")) {
             emit_shapes8_avx2(y, fb->T, K, c0, ts->fs, ts->mx);
             continue;
         }

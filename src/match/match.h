@@ -156,7 +156,6 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws);
 bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int k0,
                           int k1, float *B, size_t ldb, bs_match_scores_ws *ws);
 
-
 /* ----------------------------------------------------------- pair table */
 
 /* Storage strategies of the pair table (same values, bit for bit). */

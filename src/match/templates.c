@@ -29,8 +29,9 @@
  *      the requested range are copied to B.
  * The block products are the same whatever range is requested, so any split of
  * the templates into chunks reproduces the all-at-once scores bit for bit.
- * Cost per sample: about C*(P+1)*4*log2(256)*2 FLOP (projection, by FFT;
- * C*P*nt*2 directly) + about K*w*P*2 FLOP (products, w <= 1.5 n_sup).
+ * Cost per sample: about C*160 FLOP (projection by FFT at P = 6, nt = 61:
+ * P + 1 transforms of 256 points per tile of 196 outputs and channel pair;
+ * C*P*nt*2 = C*732 directly) + about K*w*P*2 FLOP (products, w <= 1.5 n_sup).
  */
 #include <math.h>
 #include <omp.h>

@@ -219,7 +219,8 @@ int main(void)
         CHECK(fast.n > 10);
         CHECK(ex.n == fast.n && memcmp(ex.spikes, fast.spikes, (size_t)fast.n * sizeof *fast.spikes) == 0 &&
               memcmp(ex.features, fast.features, (size_t)fast.n * fast.feat_len * sizeof(float)) == 0);
-        /* the portable filter kernels give the same bits as the AVX-512 one (where the CPU has it) */
+        /* the portable kernels (scores, bounds, the filter outputs' transposes) give the same bits as the
+           AVX-512 and AVX2 ones (where the CPU has them) */
         bs_detect_output port;
         bs_detect_output_init(&port, grid.n_chans, p.n_pcs);
         bs_detect_force_portable(1);
