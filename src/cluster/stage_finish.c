@@ -835,38 +835,52 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
     return st;
 }
 
-/* Noise units (docs/ALGORITHM.md §9.9): unit u (not already a collision unit) whose median spike amplitude is
- * under max_median: more than half of its train's amplitudes, read back by index in blocks, are below it.
- * noise[u] = 1 for those, else 0. */
-static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, const int32_t *root,
-                                  const int32_t *collision_of, double max_median, uint8_t *noise, int *n_noise)
+/* Noise units (docs/ALGORITHM.md §9.9): unit u (not already a collision unit, and with no template of the low
+ * tier, low_tier[matching[k]] for its templates k < K1, final_id[k] == u) whose median spike amplitude is under
+ * fp->noise_max_median and, when fp->noise_edge_ratio > 0, whose amplitudes in [th, th·17/16) outnumber those
+ * in [th·17/16, th·18/16) by more than that ratio (th = fp->noise_threshold): its amplitudes pile up against
+ * the threshold. They are read back by index, in blocks. noise[u] = 1 for those, else 0. */
+static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, int K1, const int32_t *root,
+                                  const int32_t *final_id, const int32_t *matching, const uint8_t *low_tier,
+                                  const int32_t *collision_of, const bs_finish_params *fp, uint8_t *noise,
+                                  int *n_noise)
 {
     *n_noise = 0;
     memset(noise, 0, (size_t)K2);
-    if (!(max_median > 0))
+    if (!(fp->noise_max_median > 0))
         return BS_OK;
+    for (int k = 0; low_tier && k < K1; k++) /* 2: exempt, a unit holding a low-tier template's spikes */
+        if (low_tier[matching[k]])
+            noise[final_id[k]] = 2;
     float *a = bs_mem_alloc("finish/noise", NOISE_BLOCK * sizeof *a);
     if (!a)
         return BS_ERR_MEMORY;
+    double th = fp->noise_threshold, e1 = th * 17.0 / 16.0, e2 = th * 18.0 / 16.0;
     bs_status st = BS_OK;
     for (int u = 0; u < K2 && st == BS_OK; u++) {
-        if (root[u] < 0 || collision_of[u] >= 0)
+        if (noise[u] || root[u] < 0 || collision_of[u] >= 0)
             continue;
         const int64_t *t, *idx;
-        int64_t n, low = 0;
+        int64_t n, low = 0, n1 = 0, n2 = 0;
         if ((st = store_get(d, root[u], 0, &t, &idx, &n)) != BS_OK)
             break;
         for (int64_t s = 0; s < n && st == BS_OK; s += NOISE_BLOCK) {
             int64_t c = n - s < NOISE_BLOCK ? n - s : NOISE_BLOCK;
             st = bs_npy_rows_gather(r_a, idx + s, c, a);
-            for (int64_t i = 0; i < c && st == BS_OK; i++)
-                low += a[i] < max_median;
+            for (int64_t i = 0; i < c && st == BS_OK; i++) {
+                low += a[i] < fp->noise_max_median;
+                n1 += a[i] >= th && a[i] < e1;
+                n2 += a[i] >= e1 && a[i] < e2;
+            }
         }
-        if (st == BS_OK && n > 0 && 2 * low > n) {
+        if (st == BS_OK && n > 0 && 2 * low > n &&
+            (!(fp->noise_edge_ratio > 0) || (double)n1 > fp->noise_edge_ratio * (double)n2)) {
             noise[u] = 1;
             (*n_noise)++;
         }
     }
+    for (int u = 0; u < K2; u++)
+        noise[u] = noise[u] == 1;
     bs_mem_free(a);
     return st;
 }
@@ -932,7 +946,8 @@ void bs_finish_default_params(bs_finish_params *p)
     bs_split_default_params(&p->split);
     bs_collision_default_params(&p->collision);
     p->n_template_features = 32;
-    p->noise_median_of_threshold = 0; /* off: see docs/ALGORITHM.md §9.9 */
+    p->noise_median_of_threshold = 1.2;
+    p->noise_edge_ratio = 1.0;
 }
 
 bs_status bs_finish_shadow_params(const bs_finish_params *p, double fs_hz, bs_shadow_params *sp)
@@ -1100,7 +1115,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
                              in->fp->merge.max_lag > 0 ? in->fp->merge.max_lag : nt / 2, collision_of,
                              &n_collisions);
     if (st == BS_OK)
-        st = find_noise_units(&ds, &r_a, K2, root, collision_of, in->fp->noise_max_median, noise, &n_noise);
+        st = find_noise_units(&ds, &r_a, K2, K1, root, final_id, matching, in->low_tier, collision_of, in->fp, noise,
+                              &n_noise);
     bs_sparse_templates_free(&T);
     store_close(&ds);
 
@@ -1351,6 +1367,7 @@ static bs_status run(bs_run_ctx *c)
     bs_finish_params fp = c->p->finish;
     fp.split.min_low_amp = fp.split.low_amp_of_threshold * c->p->match_threshold;
     fp.noise_max_median = fp.noise_median_of_threshold * c->p->match_threshold;
+    fp.noise_threshold = c->p->match_threshold;
     bs_finish_input fin = {.rec = c->rec,
                            .stage_dir = c->stage_dir,
                            .out_dir = c->p->out_dir,
@@ -1359,6 +1376,7 @@ static bs_status run(bs_run_ctx *c)
                            .pc_chan = c->pc_chan,
                            .n_pc_chan = c->n_pc_chan,
                            .fp = &fp,
+                           .low_tier = c->lt.low_tier,
                            .quiet = c->p->quiet,
                            .splits_done = splits_done,
                            .splits_arg = c};

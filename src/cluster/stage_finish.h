@@ -42,8 +42,9 @@
  *      which fire almost only together with a neighbour and beside a much
  *      larger, similar one (bs_mark_coincident, bs_collision_excess;
  *      docs/ALGORITHM.md §9.5, §9.7); then noise units, whose median
- *      amplitude is barely over the matching threshold (§9.9): their
- *      trains' amplitudes read back by index.
+ *      amplitude is barely over the matching threshold and whose
+ *      amplitudes pile up against it (§9.9): their trains' amplitudes read
+ *      back by index.
  *   3. One streaming pass in time order: every spike's final time is its
  *      time plus its template's shift, so a small reorder buffer (spikes
  *      within the largest |shift| of the read frontier) restores the order by
@@ -95,10 +96,14 @@ typedef struct {
     bs_collision_params collision; /* units made of other units' overlapping spikes (cluster.h) */
     int n_template_features;    /* templates per spike in template_features.npy, Phy's template-feature
                                    view (32, as Kilosort 2 and 3; capped at the template count; 0: none) */
-    double noise_median_of_threshold; /* a unit half of whose spikes have amplitudes under this multiple of
-                                   the matching threshold is made of noise crossings and removed (0: off,
-                                   the default; e.g. 1.2; docs/ALGORITHM.md §9.9) */
-    double noise_max_median;    /* that bound in whitened units; set by the stage */
+    double noise_median_of_threshold; /* a unit of the high tier half of whose spikes have amplitudes under
+                                   this multiple of the matching threshold (1.2; 0: off)... */
+    double noise_edge_ratio;    /* ...and whose amplitudes in the sixteenth of the threshold just above it
+                                   outnumber those of the next sixteenth by more than this ratio (1; 0: the
+                                   median alone) is made of noise crossings and removed (docs/ALGORITHM.md
+                                   §9.9) */
+    double noise_max_median;    /* the median's bound, whitened units; set by the stage */
+    double noise_threshold;     /* the matching threshold, whitened units; set by the stage */
 } bs_finish_params;
 
 void bs_finish_default_params(bs_finish_params *p);
@@ -117,6 +122,8 @@ typedef struct {
     const int32_t *pc_chan;       /* K × n_pc_chan channels of each template's pc features */
     int n_pc_chan;
     const bs_finish_params *fp;   /* merges, shadows, duplicates, labels */
+    const uint8_t *low_tier;      /* K: 1 for a template of the low tier, whose own matching threshold is
+                                     lower: its units are not tested as noise units (NULL: none) */
     int quiet;
     /* called once the splits ran, with the template count after them, before the templates' waveforms
        (which it sizes) are allocated: the caller re-plans (NULL: none) */

@@ -277,8 +277,12 @@ const bs_param_field bs_sort_param_fields[] = {
     INTZ("finish", "n_template_features", finish.n_template_features, 1, 4096, NULL,
          "templates each spike is projected on in template_features.npy (Phy's template-feature view); 0: none"),
     F64("finish", "noise_median_of_threshold", finish.noise_median_of_threshold, 0, 1000, NULL,
-        "a unit half of whose spikes have amplitudes under this multiple of the matching threshold is made of "
-        "noise crossings and removed (0: off; e.g. 1.2)"),
+        "a unit of the high tier half of whose spikes have amplitudes under this multiple of the matching "
+        "threshold is made of noise crossings and removed, when its amplitudes also pile up against the threshold "
+        "(noise_edge_ratio; 0: off)"),
+    F64("finish", "noise_edge_ratio", finish.noise_edge_ratio, 0, 1000, NULL,
+        "...that is, its amplitudes in the sixteenth of the threshold just above it outnumber those in the next "
+        "sixteenth by more than this ratio (0: the median alone)"),
 };
 const int bs_n_sort_param_fields = (int)(sizeof bs_sort_param_fields / sizeof bs_sort_param_fields[0]);
 

@@ -165,7 +165,8 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     for (int64_t i = 0; i < n; i++) {
         t[i] = sp[i].t;
         k0[i] = sp[i].k;
-        amp[i] = (float)((sp[i].k >= 4 ? 4 : 10) + 5 * synth_uniform(&r));
+        double u = synth_uniform(&r); /* 4-6: piled against 4 (the noise units' threshold below) */
+        amp[i] = (float)(sp[i].k >= 4 ? 4 + 5 * u * u : 10 + 5 * u);
         for (int q = 0; q < P * NPC; q++)
             feat[i * P * NPC + q] = (float)synth_normal(&r);
     }
@@ -402,25 +403,36 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     CHECK(n_units2 == T.K - 1);
     bs_mem_free(wt), bs_mem_free(wk);
 
-    /* noise units (docs/ALGORITHM.md §9.9): templates 4-6 have amplitudes in [4, 9), the others in [10, 15);
-     * with the bound at 9.5 the units of 4-6 are made of noise crossings and every spike of theirs goes,
-     * every other spike stays */
+    /* noise units (docs/ALGORITHM.md §9.9): templates 4-6 have amplitudes 4 + 5 u² (u uniform: piled against
+     * 4, median 5.25), the others in [10, 15); with the median's bound at 9.5 and the threshold at 4 the units
+     * of 4-6 are made of noise crossings and every spike of theirs goes, every other spike stays. With the
+     * threshold at 3 their amplitudes do not pile against it (none in [3, 3.375)) and every unit stays; with
+     * template 6 of the low tier, its unit stays. */
     fp.shadow.max_rest = rest0;
     fp.noise_max_median = 9.5;
-    snprintf(out2, sizeof out2, "%s_noise", out);
-    st = bs_finish_run(&in, &n_units2, &n_out2);
-    CHECK_MSG(st == BS_OK, "finish (noise units): %s", bs_last_error());
-    wt = load(out2, "spike_times.npy", BS_NPY_I64, 1, &n4);
-    wk = load(out2, "spike_templates.npy", BS_NPY_I32, 1, &n5);
-    q2 = 0;
-    same2 = wt && wk && n4 == n5;
-    for (int64_t i = 0; same2 && i < q; i++)
-        if (ks[i] < 4)
-            same2 = q2 < n4 && wt[q2] == ts[i] && wk[q2] == ks[i], q2++;
-    CHECK_MSG(same2 && q2 == n4, "removing the noise units: %lld spikes, expected %lld", (long long)n4, (long long)q2);
-    CHECK_MSG(n_units2 == T.K - 2, "%d units left of %d", n_units2, T.K);
+    uint8_t low_tier[K];
+    memset(low_tier, 0, sizeof low_tier);
+    for (int pass = 0; pass < 3; pass++) {
+        fp.noise_threshold = pass == 1 ? 3 : 4;
+        low_tier[6] = pass == 2;
+        in.low_tier = low_tier;
+        snprintf(out2, sizeof out2, "%s_noise%d", out, pass);
+        st = bs_finish_run(&in, &n_units2, &n_out2);
+        CHECK_MSG(st == BS_OK, "finish (noise units): %s", bs_last_error());
+        wt = load(out2, "spike_times.npy", BS_NPY_I64, 1, &n4);
+        wk = load(out2, "spike_templates.npy", BS_NPY_I32, 1, &n5);
+        q2 = 0;
+        same2 = wt && wk && n4 == n5;
+        for (int64_t i = 0; same2 && i < q; i++)
+            if (pass == 1 || ks[i] < 4 || (pass == 2 && ks[i] == 6))
+                same2 = q2 < n4 && wt[q2] == ts[i] && wk[q2] == ks[i], q2++;
+        CHECK_MSG(same2 && q2 == n4, "noise units, pass %d: %lld spikes, expected %lld", pass, (long long)n4,
+                  (long long)q2);
+        CHECK_MSG(n_units2 == T.K - (pass == 0 ? 2 : pass == 2), "pass %d: %d units left of %d", pass, n_units2, T.K);
+        bs_mem_free(wt), bs_mem_free(wk);
+    }
+    in.low_tier = NULL;
     fp.noise_max_median = 0;
-    bs_mem_free(wt), bs_mem_free(wk);
     printf("rate %g Hz: %lld matched spikes -> %lld kept (%lld shadows), %d units\n", rate_hz, (long long)n,
            (long long)q, (long long)n_shadow, n_units);
 
