@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/fileio.h"
+#include "common/lsan_options.h" /* sanitized builds: LeakSanitizer scans no TLS (one test, one program) */
 #include "io/npy.h"
 #include "mem/mem.h"
 #include "pipeline/sort.h"
