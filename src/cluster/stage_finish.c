@@ -837,7 +837,7 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
 
 /* Noise units (docs/ALGORITHM.md §9.9): unit u (not already a collision unit, and with no template of the low
  * tier, low_tier[matching[k]] for its templates k < K1, final_id[k] == u) whose median spike amplitude is under
- * fp->noise_max_median and, when fp->noise_edge_ratio > 0, whose amplitudes in [th, th·17/16) outnumber those
+ * fp->noise_median_of_threshold · th and, when fp->noise_edge_ratio > 0, whose amplitudes in [th, th·17/16) outnumber those
  * in [th·17/16, th·18/16) by more than that ratio (th = fp->noise_threshold): its amplitudes pile up against
  * the threshold. They are read back by index, in blocks. noise[u] = 1 for those, else 0. */
 static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, int K1, const int32_t *root,
@@ -847,7 +847,8 @@ static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2,
 {
     *n_noise = 0;
     memset(noise, 0, (size_t)K2);
-    if (!(fp->noise_max_median > 0))
+    double th = fp->noise_threshold, max_median = fp->noise_median_of_threshold * th;
+    if (!(max_median > 0))
         return BS_OK;
     for (int k = 0; low_tier && k < K1; k++) /* 2: exempt, a unit holding a low-tier template's spikes */
         if (low_tier[matching[k]])
@@ -855,7 +856,7 @@ static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2,
     float *a = bs_mem_alloc("finish/noise", NOISE_BLOCK * sizeof *a);
     if (!a)
         return BS_ERR_MEMORY;
-    double th = fp->noise_threshold, e1 = th * 17.0 / 16.0, e2 = th * 18.0 / 16.0;
+    double e1 = th * 17.0 / 16.0, e2 = th * 18.0 / 16.0;
     bs_status st = BS_OK;
     for (int u = 0; u < K2 && st == BS_OK; u++) {
         if (noise[u] || root[u] < 0 || collision_of[u] >= 0)
@@ -868,7 +869,7 @@ static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2,
             int64_t c = n - s < NOISE_BLOCK ? n - s : NOISE_BLOCK;
             st = bs_npy_rows_gather(r_a, idx + s, c, a);
             for (int64_t i = 0; i < c && st == BS_OK; i++) {
-                low += a[i] < fp->noise_max_median;
+                low += a[i] < max_median;
                 n1 += a[i] >= th && a[i] < e1;
                 n2 += a[i] >= e1 && a[i] < e2;
             }
@@ -1366,7 +1367,6 @@ static bs_status run(bs_run_ctx *c)
 {
     bs_finish_params fp = c->p->finish;
     fp.split.min_low_amp = fp.split.low_amp_of_threshold * c->p->match_threshold;
-    fp.noise_max_median = fp.noise_median_of_threshold * c->p->match_threshold;
     fp.noise_threshold = c->p->match_threshold;
     bs_finish_input fin = {.rec = c->rec,
                            .stage_dir = c->stage_dir,

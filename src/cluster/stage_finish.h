@@ -102,8 +102,8 @@ typedef struct {
                                    outnumber those of the next sixteenth by more than this ratio (1; 0: the
                                    median alone) is made of noise crossings and removed (docs/ALGORITHM.md
                                    §9.9) */
-    double noise_max_median;    /* the median's bound, whitened units; set by the stage */
-    double noise_threshold;     /* the matching threshold, whitened units; set by the stage */
+    double noise_threshold;     /* the matching threshold, whitened units; set by the stage (0: no noise
+                                   units) */
 } bs_finish_params;
 
 void bs_finish_default_params(bs_finish_params *p);

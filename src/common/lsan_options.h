@@ -8,11 +8,12 @@
  * caught signal 11", a garbage dynamic-TLS range) at exit after many
  * multi-threaded calls: seen in unit tests with OpenBLAS, in a sanitized
  * `boundsort sort` at a minimum memory budget (test_plan) and in the drift
- * simulations' sorts up to the drift stage (test_drift_sim_rigid). Scanning TLS is
- * turned off instead, which keeps leak detection on; the only roots then
- * lost are glibc's dlerror buffers and HDF5's per-thread error stacks (kept
- * in TLS), which are suppressed (HDF5's by its library: the unwinder stops in
- * it anyway, so no frame of ours would tell its leaks apart).
+ * simulations' sorts up to the drift stage (test_drift_sim_rigid).
+ * Scanning TLS is turned off instead, which keeps leak detection on; the
+ * only roots then lost are glibc's dlerror buffers and HDF5's per-thread
+ * error stacks (kept in TLS), which are suppressed (HDF5's by its library:
+ * the unwinder stops in it anyway, so no frame of ours would tell its leaks
+ * apart).
  * Tracked memory is also checked with bs_mem_live_blocks().
  */
 #ifndef BS_LSAN_OPTIONS_H

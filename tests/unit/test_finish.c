@@ -409,11 +409,11 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
      * threshold at 3 their amplitudes do not pile against it (none in [3, 3.375)) and every unit stays; with
      * template 6 of the low tier, its unit stays. */
     fp.shadow.max_rest = rest0;
-    fp.noise_max_median = 9.5;
     uint8_t low_tier[K];
     memset(low_tier, 0, sizeof low_tier);
     for (int pass = 0; pass < 3; pass++) {
         fp.noise_threshold = pass == 1 ? 3 : 4;
+        fp.noise_median_of_threshold = 9.5 / fp.noise_threshold; /* the median's bound at 9.5 */
         low_tier[6] = pass == 2;
         in.low_tier = low_tier;
         snprintf(out2, sizeof out2, "%s_noise%d", out, pass);
@@ -432,7 +432,7 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
         bs_mem_free(wt), bs_mem_free(wk);
     }
     in.low_tier = NULL;
-    fp.noise_max_median = 0;
+    fp.noise_threshold = 0;
     printf("rate %g Hz: %lld matched spikes -> %lld kept (%lld shadows), %d units\n", rate_hz, (long long)n,
            (long long)q, (long long)n_shadow, n_units);
 
