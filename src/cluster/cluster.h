@@ -337,6 +337,10 @@ typedef struct {
     double low_amp_of_threshold; /* the low part's median amplitude, at least this times the matching
                                     threshold (1.375) */
     double min_low_amp;          /* that bound in whitened units; set by the stage */
+    int noise_cut;               /* 1: a cut whose low part's median is under min_low_amp is made (a noise
+                                    cut) and that part removed as noise crossings (1) */
+    int high_own;                /* 1: the caller gives a smaller high part a waveform of its own (its mean
+                                    features), and the time rule is waived for such a cut; set by the stage */
     double max_time_ks;          /* the two parts' spike times: Kolmogorov–Smirnov distance at most (0.3) */
     double feature_min_dprime;   /* separation of the two parts along the spikes' first principal axis of
                                     features that splits a template no amplitude split took (5; 0: off) */
@@ -348,9 +352,11 @@ void bs_split_default_params(bs_split_params *p);
 size_t bs_split_bytes_per_spike(void);
 
 /* 1 when the n spikes (amplitudes amp, times t ascending) of one template
- * split in two: the spikes with amplitude >= *thr form the high part. *dprime
- * is the best cut's separation (0 when none was scored). work holds n ×
- * bs_split_bytes_per_spike() bytes. */
+ * split in two: the spikes with amplitude >= *thr form the high part; 2 when
+ * the cut passes every rule but the low part's median is under min_low_amp
+ * and p->noise_cut is set (a noise cut: the low part is the threshold's noise
+ * crossings); else 0. *dprime is the best cut's separation (0 when none was
+ * scored). work holds n × bs_split_bytes_per_spike() bytes. */
 int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
                  double *dprime);
 
@@ -374,8 +380,9 @@ bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, cons
 
 /* The splits of one finish stage as rules. Rule r (0..n) cut template
  * from's train and made template K + r of its spikes whose value is under
- * thr[r]: their amplitude, or with kind[r] their features' projection on
- * fv[r] (bs_feature_projection). A template's rules chain in the order they
+ * thr[r]: their amplitude (kind 0), or their features' projection on fv[r]
+ * (kind 1, bs_feature_projection); or, kind 2, of those whose amplitude is at
+ * or over thr[r] (an amplitude cut whose high part is the smaller). A template's rules chain in the order they
  * were made (first[k], next[r]), so a template's later rule cuts what its
  * earlier ones left, and a made template's rules cut what it received. */
 typedef struct {
@@ -383,9 +390,9 @@ typedef struct {
     int32_t *first; /* [2K] a template's first rule, -1: none */
     int32_t *next;  /* [K] the same template's next rule, -1: none */
     float *thr;     /* [K] the cut: amplitude (whitened units) or projection */
-    uint8_t *kind;  /* [K] 0: by amplitude, 1: by features */
+    uint8_t *kind;  /* [K] 0: by amplitude, the low part made; 1: by features; 2: by amplitude, the high part */
     float *fv;      /* [K x D] a feature rule's axis */
-    float *fmean;   /* [K x D] a feature rule's split-off part's mean features (set by the caller) */
+    float *fmean;   /* [K x D] a kind 1 or 2 rule's split-off part's mean features (set by the caller) */
 } bs_split_rules;
 
 /* No rules yet: first[0..2K) = -1, n = 0. */

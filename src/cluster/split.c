@@ -21,11 +21,19 @@
  *     gives a maximum inside the range;
  *   - the low part's median amplitude is at least min_low_amp (the matching
  *     threshold's noise crossings pile up just above it: a low part of them
- *     is noise, not a cell);
+ *     is noise, not a cell). A cut failing only this rule is a noise cut
+ *     (bs_amp_split returns 2 when noise_cut is set): the finish stage makes
+ *     it and removes the low part;
  *   - the two parts fire over the same period: the largest difference of the
  *     distribution functions of their spike times (the Kolmogorov–Smirnov
  *     distance) is at most max_time_ks. Drift makes one cell's amplitude
- *     change with time; its two "modes" then lie in different periods.
+ *     change with time; its two "modes" then lie in different periods. With
+ *     high_own (the caller gives a smaller high part a waveform of its own)
+ *     this rule is waived for a cut whose high part is the smaller: a few
+ *     spikes of a large cell on the template of another that drift brings
+ *     and takes away fire all the time while the other's do not, and if the
+ *     part is the same cell in another drift state the merges join it back
+ *     (similar waveforms firing in different periods, docs/ALGORITHM.md §9.3).
  * A split of one cell's spikes (the high tail of spikes that overlap
  * another's) is undone by the CCG-guided merge that follows (§9.3): the two
  * parts have the same waveform and a refractory cross-correlogram.
@@ -38,6 +46,10 @@
  * when their amplitudes alone do not separate them. No low-part bound
  * applies to the projection (its caller bounds the part's mean spike); the
  * axis is turned so that the smaller part lies under the cut.
+ *
+ * An amplitude cut whose high part is the smaller sends that part to the new
+ * template (a rule of kind 2) instead of the low part: its waveform is then
+ * its own mean features, not the template's.
  *
  * The finish stage may cut a train, then each of its parts again. It keeps
  * the cuts as rules (bs_split_rules): each makes one template and chains on
@@ -65,6 +77,8 @@ void bs_split_default_params(bs_split_params *p)
     p->min_low_amp = 0;
     p->max_time_ks = 0.3;
     p->feature_min_dprime = 5.0;
+    p->noise_cut = 1;
+    p->high_own = 0;
 }
 
 typedef struct {
@@ -146,10 +160,15 @@ static int cut_split(const bs_split_params *p, double min_dprime, const float *x
         return 0;
     if (best == minn || best == n - minn) /* pinned to the smallest part allowed: a tail, not a mode */
         return 0;
-    if ((double)s[(best - 1) / 2].a < min_low) /* the low part's median (the lower middle one) */
+    int noise = (double)s[(best - 1) / 2].a < min_low; /* the low part's median (the lower middle one) */
+    if (noise && !p->noise_cut)
         return 0;
     *thr = s[best].a;
-    return time_ks(x, t, n, *thr, best) <= p->max_time_ks;
+    if (!noise && p->high_own && n - best < best) /* a smaller high part, given its own waveform: no time rule */
+        return 1;
+    if (time_ks(x, t, n, *thr, best) > p->max_time_ks)
+        return 0;
+    return noise ? 2 : 1;
 }
 
 int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
@@ -210,7 +229,9 @@ bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, cons
     for (int64_t i = 0; i < n; i++)
         x[i] = bs_feature_projection(f + (size_t)i * D, v, D);
     float th;
-    if (!cut_split(p, p->feature_min_dprime, x, t, n, 0, -INFINITY, cw, &th, dprime))
+    bs_split_params pf = *p;
+    pf.high_own = 0;
+    if (!cut_split(&pf, p->feature_min_dprime, x, t, n, 0, -INFINITY, cw, &th, dprime))
         return BS_OK;
     int64_t nl = 0;
     for (int64_t i = 0; i < n; i++)
@@ -242,7 +263,7 @@ int32_t bs_split_rules_add(bs_split_rules *R, int32_t k, int kind, float thr, co
     R->thr[r] = thr;
     R->kind[r] = (uint8_t)kind;
     R->next[r] = -1;
-    if (kind)
+    if (kind == 1)
         memcpy(R->fv + (size_t)r * D, v, (size_t)D * sizeof *v);
     int32_t *link = &R->first[k];
     while (*link >= 0)
@@ -254,8 +275,8 @@ int32_t bs_split_rules_add(bs_split_rules *R, int32_t k, int kind, float thr, co
 int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, float amp, const float *f, int D)
 {
     for (int32_t r = R->first[k]; r >= 0;) {
-        float x = R->kind[r] ? bs_feature_projection(f, R->fv + (size_t)r * D, D) : amp;
-        if (x < R->thr[r])
+        float x = R->kind[r] == 1 ? bs_feature_projection(f, R->fv + (size_t)r * D, D) : amp;
+        if (R->kind[r] == 2 ? x >= R->thr[r] : x < R->thr[r])
             k = R->K + r, r = R->first[k];
         else
             r = R->next[r];

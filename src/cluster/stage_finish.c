@@ -209,13 +209,18 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
  * features (fmean[r], the template's waveform later), is under the low-part
  * bound min_low_amp: matched noise crossings average to about the template's
  * shape at their amplitude, while another unit's spikes keep their own.
- * *K1 = K + R->n (*n_feat cuts by features); d->moff, d->len, *amp, matching
- * and depth grow to K1 (capacity 2K, reserved by the caller; splitting stops
- * at K cuts). A train longer than max_train (the merges' bound, which the
- * plan holds) is not cut. */
+ * An amplitude cut whose high part is the smaller makes that part template j
+ * instead (a kind 2 rule, fmean[r] its mean features). A noise cut (bs_amp_split
+ * returned 2; not on a low-tier template, low_tier[matching[k]]) is made when
+ * no feature split takes the train, at any depth: its low part j is flagged
+ * (noise_part[j] = 1) and cut no further. *K1 = K + R->n (*n_feat cuts by
+ * features); d->moff, d->len, *amp, matching, depth and noise_part grow to K1
+ * (capacity 2K, reserved by the caller; splitting stops at K cuts). A train
+ * longer than max_train (the merges' bound, which the plan holds) is not cut. */
 static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs_npy_rows *r_f, int D,
-                                 const bs_split_params *sp, int64_t max_train, double *amp, bs_split_rules *R,
-                                 int32_t *matching, uint8_t *depth, int *K1, int *n_feat)
+                                 const bs_split_params *sp, const uint8_t *low_tier, int64_t max_train, double *amp,
+                                 bs_split_rules *R, int32_t *matching, uint8_t *depth, uint8_t *noise_part, int *K1,
+                                 int *n_feat)
 {
     int64_t cap = 0;
     float *a = NULL, *f = NULL, *px = NULL, *v = bs_mem_alloc("finish/split", (size_t)(D > 0 ? D : 1) * sizeof *v);
@@ -223,11 +228,13 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
     int64_t *lt = NULL, *li = NULL;
     bs_status st = v ? BS_OK : BS_ERR_MEMORY;
     int feat = sp->feature_min_dprime > 0, K = R->K;
+    bs_split_params spa = *sp; /* a smaller high part gets its own waveform when features are read */
+    spa.high_own = feat;
     *K1 = K;
     *n_feat = 0;
     bs_split_rules_clear(R);
     for (int k = 0; k < K; k++)
-        matching[k] = k, depth[k] = 0;
+        matching[k] = k, depth[k] = 0, noise_part[k] = 0;
     for (int k = 0; k < *K1 && st == BS_OK; k++) {
         while (depth[k] < SPLIT_DEPTH && R->n < K && st == BS_OK) {
             const int64_t *t, *ix;
@@ -258,42 +265,77 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
             float th, *x = a; /* x: the values the cut applies to */
             double dp;
             int kind = 0;
-            if (depth[k] > 0 || k >= K || !bs_amp_split(sp, a, t, n, work, &th, &dp)) {
+            /* an amplitude cut: any on a matching template's untouched train; later, only a noise cut */
+            float th_amp = 0;
+            int cut = 0;
+            if (depth[k] == 0 && k < K)
+                cut = bs_amp_split(&spa, a, t, n, work, &th_amp, &dp);
+            else if (sp->noise_cut && !noise_part[k])
+                cut = bs_amp_split(&spa, a, t, n, work, &th_amp, &dp) == 2 ? 2 : 0;
+            if (cut == 2 && low_tier && low_tier[matching[k]]) /* a low-tier unit's spikes lie under the bound */
+                cut = 0;
+            th = th_amp;
+            if (cut != 1) { /* a feature split before a noise cut: another unit's spikes go apart, not away */
                 int split = 0;
                 int64_t nl = 0;
                 if (feat && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK)
                     st = bs_feature_split(sp, f, D, t, n, work, v, &th, &nl, &dp, &split);
-                if (st != BS_OK || !split)
+                if (st != BS_OK)
                     break;
-                int64_t m = 0;
-                for (int64_t i = 0; i < n; i++) {
-                    px[i] = bs_feature_projection(f + (size_t)i * D, v, D);
-                    m += px[i] < th;
+                if (split) {
+                    int64_t m = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        px[i] = bs_feature_projection(f + (size_t)i * D, v, D);
+                        m += px[i] < th;
+                    }
+                    float *mu = R->fmean + (size_t)R->n * D; /* the split-off part's mean features: its waveform */
+                    double mu2 = 0;
+                    for (int q = 0; q < D; q++) {
+                        double acc = 0;
+                        for (int64_t i = 0; i < n; i++)
+                            acc += px[i] < th ? f[(size_t)i * D + q] : 0;
+                        mu[q] = (float)(acc / (double)m);
+                        mu2 += (double)mu[q] * mu[q];
+                    }
+                    split = sqrt(mu2) >= sp->min_low_amp; /* else its mean spike is a noise crossing's size */
                 }
-                float *mu = R->fmean + (size_t)R->n * D; /* the split-off part's mean features: its waveform */
-                double mu2 = 0;
-                for (int q = 0; q < D; q++) {
-                    double acc = 0;
-                    for (int64_t i = 0; i < n; i++)
-                        acc += px[i] < th ? f[(size_t)i * D + q] : 0;
-                    mu[q] = (float)(acc / (double)m);
-                    mu2 += (double)mu[q] * mu[q];
-                }
-                if (sqrt(mu2) < sp->min_low_amp) /* its mean spike is a noise crossing's size */
+                if (split) {
+                    x = px;
+                    kind = 1;
+                    cut = 1;
+                    (*n_feat)++;
+                } else if (cut == 2) {
+                    th = th_amp;
+                } else {
                     break;
-                x = px;
-                kind = 1;
-                (*n_feat)++;
+                }
+            }
+            if (cut == 1 && kind == 0 && feat) { /* the high part, when the smaller, goes off with its mean features */
+                int64_t nlow = 0;
+                for (int64_t i = 0; i < n; i++)
+                    nlow += a[i] < th;
+                if (n - nlow < nlow && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK) {
+                    kind = 2;
+                    float *mu = R->fmean + (size_t)R->n * D;
+                    for (int q = 0; q < D; q++) {
+                        double acc = 0;
+                        for (int64_t i = 0; i < n; i++)
+                            acc += a[i] >= th ? f[(size_t)i * D + q] : 0;
+                        mu[q] = (float)(acc / (double)(n - nlow));
+                    }
+                }
+                if (st != BS_OK)
+                    break;
             }
             int32_t j = bs_split_rules_add(R, k, kind, th, v, D);
             int64_t nl = 0, nh = 0;
             double sl = 0, sh = 0;
-            for (int64_t i = 0; i < n; i++) /* low part first, at the front of lt/li */
-                if (x[i] < th)
+            for (int64_t i = 0; i < n; i++) /* the part split off first, at the front of lt/li */
+                if ((x[i] < th) != (kind == 2))
                     lt[nl] = t[i], li[nl++] = ix[i], sl += a[i];
             st = store_write(d, j, lt, li, nl);
-            for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the high part (t, ix stay valid: slot 0) */
-                if (x[i] >= th)
+            for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the part kept (t, ix stay valid: slot 0) */
+                if ((x[i] >= th) != (kind == 2))
                     lt[nh] = t[i], li[nh++] = ix[i], sh += a[i];
             if (st == BS_OK)
                 st = store_write(d, k, lt, li, nh);
@@ -302,6 +344,9 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
             amp[k] = sh / (double)nh;
             matching[j] = matching[k];
             depth[j] = ++depth[k];
+            noise_part[j] = cut == 2;
+            if (cut == 2)
+                depth[j] = SPLIT_DEPTH;
         }
     }
     bs_mem_free(a), bs_mem_free(work), bs_mem_free(lt), bs_mem_free(li), bs_mem_free(f), bs_mem_free(px);
@@ -499,7 +544,7 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
 {
     int any_feat = 0;
     for (int r = 0; r < R->n; r++)
-        any_feat |= R->kind[r];
+        any_feat |= R->kind[r] == 1;
     int64_t n = r_t->h.shape[0], smax = 0, ahead = 0;
     for (int k = 0; k < K1; k++)
         smax = llabs(shift[k]) > smax ? llabs(shift[k]) : smax;
@@ -835,23 +880,33 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
     return st;
 }
 
-/* Noise units (docs/ALGORITHM.md §9.9): unit u (not already a collision unit, and with no template of the low
- * tier, low_tier[matching[k]] for its templates k < K1, final_id[k] == u) whose median spike amplitude is under
- * fp->noise_median_of_threshold · th and, when fp->noise_edge_ratio > 0, whose amplitudes in [th, th·17/16) outnumber those
- * in [th·17/16, th·18/16) by more than that ratio (th = fp->noise_threshold): its amplitudes pile up against
- * the threshold. They are read back by index, in blocks. noise[u] = 1 for those, else 0. */
+/* Noise units (docs/ALGORITHM.md §9.9): first the units made only of noise cuts' low parts (noise_part[k]
+ * for all their templates k < K1, final_id[k] == u); then unit u (not already a collision unit, and with no
+ * template of the low tier, low_tier[matching[k]] for its templates k < K1, final_id[k] == u) whose median
+ * spike amplitude is under fp->noise_median_of_threshold · th and, when fp->noise_edge_ratio > 0, whose
+ * amplitudes in [th, th·17/16) outnumber those in [th·17/16, th·18/16) by more than that ratio
+ * (th = fp->noise_threshold): its amplitudes pile up against the threshold. They are read back by index, in blocks. noise[u] = 1 for those, else 0. */
 static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, int K1, const int32_t *root,
                                   const int32_t *final_id, const int32_t *matching, const uint8_t *low_tier,
-                                  const int32_t *collision_of, const bs_finish_params *fp, uint8_t *noise,
-                                  int *n_noise)
+                                  const int32_t *collision_of, const uint8_t *noise_part, const bs_finish_params *fp,
+                                  uint8_t *noise, int *n_noise)
 {
     *n_noise = 0;
     memset(noise, 0, (size_t)K2);
+    for (int k = 0; k < K1; k++) /* a noise part no merge joined to another template */
+        if (noise_part[k])
+            noise[final_id[k]] = 3;
+    for (int k = 0; k < K1; k++)
+        if (!noise_part[k] && noise[final_id[k]] == 3)
+            noise[final_id[k]] = 0;
+    for (int u = 0; u < K2; u++)
+        if (noise[u] == 3)
+            noise[u] = 1, (*n_noise)++;
     double th = fp->noise_threshold, max_median = fp->noise_median_of_threshold * th;
     if (!(max_median > 0))
         return BS_OK;
     for (int k = 0; low_tier && k < K1; k++) /* 2: exempt, a unit holding a low-tier template's spikes */
-        if (low_tier[matching[k]])
+        if (low_tier[matching[k]] && noise[final_id[k]] != 1)
             noise[final_id[k]] = 2;
     float *a = bs_mem_alloc("finish/noise", NOISE_BLOCK * sizeof *a);
     if (!a)
@@ -896,8 +951,8 @@ size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, i
     size_t b = 0;
     b += 2 * k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
-    b += 2 * k * (sizeof(float) + 3 * sizeof(int32_t) + 2); /* split rules (cut, first, next, kind), matching
-                                                                templates, depths */
+    b += 2 * k * (sizeof(float) + 3 * sizeof(int32_t) + 3); /* split rules (cut, first, next, kind), matching
+                                                                templates, depths, noise parts */
     b += 2 * k * (size_t)n_pc * n_pc_chan * sizeof(float);     /* feature splits' axes and parts' means */
     b += 2 * (size_t)n_pc * n_pc_chan * ((size_t)n_pc * n_pc_chan + 1) * sizeof(double); /* their moments */
     b += (2 * k + 1) * (5 * sizeof(int32_t) + 1) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, whole, root,
@@ -1009,7 +1064,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     R.fmean = bs_mem_alloc("finish/split", nr * D * sizeof *R.fmean);
     int32_t *matching = bs_mem_alloc("finish/split", kb * sizeof *matching);
     uint8_t *depth = bs_mem_alloc("finish/split", kb);
-    if (st == BS_OK && !(amp_mean && R.first && R.next && R.thr && R.kind && R.fv && R.fmean && matching && depth))
+    uint8_t *noise_part = bs_mem_alloc("finish/split", kb);
+    if (st == BS_OK &&
+        !(amp_mean && R.first && R.next && R.thr && R.kind && R.fv && R.fmean && matching && depth && noise_part))
         st = BS_ERR_MEMORY;
     if (st == BS_OK)
         st = store_build(&ds, fdir, K, &r_t, &r_k, &r_a, amp_mean);
@@ -1017,10 +1074,13 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     mp.fs_hz = rec->fs_hz;
     mp.duration_s = (double)rec->n_samples / rec->fs_hz;
     mp.amp = amp_mean;
-    int K1 = K, n_fsplit = 0; /* templates after the amplitude and feature splits; feature splits */
+    int K1 = K, n_fsplit = 0, n_ncut = 0; /* templates after the amplitude and feature splits; feature splits;
+                                              noise cuts */
     if (st == BS_OK)
-        st = split_templates(&ds, &r_a, &r_f, D, &in->fp->split, bs_merge_max_train(&mp), amp_mean, &R, matching,
-                             depth, &K1, &n_fsplit);
+        st = split_templates(&ds, &r_a, &r_f, D, &in->fp->split, in->low_tier, bs_merge_max_train(&mp), amp_mean, &R,
+                             matching, depth, noise_part, &K1, &n_fsplit);
+    for (int k = K; k < K1 && st == BS_OK; k++)
+        n_ncut += noise_part[k];
     if (st == BS_OK && in->splits_done)
         st = in->splits_done(in->splits_arg, K1);
 
@@ -1116,8 +1176,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
                              in->fp->merge.max_lag > 0 ? in->fp->merge.max_lag : nt / 2, collision_of,
                              &n_collisions);
     if (st == BS_OK)
-        st = find_noise_units(&ds, &r_a, K2, K1, root, final_id, matching, in->low_tier, collision_of, in->fp, noise,
-                              &n_noise);
+        st = find_noise_units(&ds, &r_a, K2, K1, root, final_id, matching, in->low_tier, collision_of, noise_part,
+                              in->fp, noise, &n_noise);
     bs_sparse_templates_free(&T);
     store_close(&ds);
 
@@ -1233,10 +1293,11 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     *n_units = n_rows;
     *n_spikes = e.n_out;
     if (st == BS_OK && !in->quiet)
-        bs_log_info("%d templates, %d split by amplitude and %d by features, %d merges, %d units, %lld spikes "
-                    "(%lld duplicates removed; %lld shadow spikes of %d templates and %d units removed, %d and %d of "
-                    "them whole; %d collision units of %lld spikes and %d noise units of %lld removed)",
-                    K, K1 - K - n_fsplit, n_fsplit, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup,
+        bs_log_info("%d templates, %d split by amplitude (%d of them noise cuts) and %d by features, %d merges, "
+                    "%d units, %lld spikes (%lld duplicates removed; %lld shadow spikes of %d templates and %d units "
+                    "removed, %d and %d of them whole; %d collision units of %lld spikes and %d noise units of %lld "
+                    "removed)",
+                    K, K1 - K - n_fsplit, n_ncut, n_fsplit, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup,
                     (long long)e.n_shadow, n_tshadowed, n_shadowed, n_twhole, n_whole, n_collisions,
                     (long long)e.n_collision, n_noise, (long long)e.n_noise);
     for (int u = 0; u <= K2 && e.acg; u++)
@@ -1248,7 +1309,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_mem_free(shadow_whole);
     bs_mem_free(collision_of), bs_mem_free(noise), bs_mem_free(root), bs_mem_free(peak), bs_mem_free(tshadow_of),
         bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
-        bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(matching), bs_mem_free(depth);
+        bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(matching), bs_mem_free(depth), bs_mem_free(noise_part);
     bs_mem_free(R.first), bs_mem_free(R.next), bs_mem_free(R.thr), bs_mem_free(R.kind), bs_mem_free(R.fv),
         bs_mem_free(R.fmean);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);

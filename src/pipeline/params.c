@@ -217,6 +217,9 @@ const bs_param_field bs_sort_param_fields[] = {
         "share of the template's spikes in each part, at least"),
     F64("split", "low_amp_of_threshold", finish.split.low_amp_of_threshold, 0, 1000, NULL,
         "the low part's median amplitude, at least this times the matching threshold"),
+    FLAG("split", "noise_cut", finish.split.noise_cut,
+         "1: a cut whose low part's median amplitude is under low_amp_of_threshold times the threshold is made and "
+         "that part removed as the threshold's noise crossings (unless a merge joins it to another template)"),
     F64("split", "max_time_ks", finish.split.max_time_ks, 0, 1, NULL,
         "the parts' spike times differ by at most this Kolmogorov-Smirnov distance"),
     F64("split", "feature_min_dprime", finish.split.feature_min_dprime, 0, 1000, NULL,

@@ -433,6 +433,51 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
     }
     in.low_tier = NULL;
     fp.noise_threshold = 0;
+
+    /* a noise cut (docs/ALGORITHM.md §9.8): about 30 % of template 3's spikes get amplitudes in [4, 4.5), the
+     * threshold's noise crossings, under the low-part bound (11) and far under the others' [10, 15): the cut
+     * is made and those spikes go, every other spike stays where the reference put it. The low ones are
+     * chosen by blocks of time, and a spike within 10 samples of the template's previous one takes its
+     * class, so that no duplicate pair straddles the classes (the others' duplicate removal is unchanged). */
+    if (rate_hz <= 100) {
+        uint8_t *low = calloc((size_t)n, 1);
+        int64_t prev = -1, n_low = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (k0[i] != 3)
+                continue;
+            low[i] = prev >= 0 && t[i] - t[prev] <= 10 ? low[prev] : (t[i] / 1000) % 10 < 3;
+            if (low[i])
+                amp[i] = (float)(4 + 0.5 * synth_uniform(&r)), n_low++;
+            prev = i;
+        }
+        snprintf(path, sizeof path, "%s/amplitudes.npy", mdir);
+        CHECK(bs_npy_save(path, BS_NPY_F32, 1, s1, amp) == BS_OK);
+        snprintf(out2, sizeof out2, "%s_noisecut", out);
+        st = bs_finish_run(&in, &n_units2, &n_out2);
+        CHECK_MSG(st == BS_OK, "finish (noise cut): %s", bs_last_error());
+        wt = load(out2, "spike_times.npy", BS_NPY_I64, 1, &n4);
+        wk = load(out2, "spike_templates.npy", BS_NPY_I32, 1, &n5);
+        q2 = 0;
+        same2 = wt && wk && n4 == n5;
+        int64_t j = 0, n_gone = 0;
+        for (int64_t i = 0; same2 && i < q; i++) {
+            int gone_ = 0;
+            if (ks[i] == 3) { /* the matched spike of template 3 at this time (unshifted: 3 merges with none) */
+                while (j < n && (t[j] < ts[i] || (t[j] == ts[i] && k0[j] != 3)))
+                    j++;
+                gone_ = j < n && t[j] == ts[i] && low[j];
+                n_gone += gone_;
+            }
+            if (!gone_)
+                same2 = q2 < n4 && wt[q2] == ts[i] && wk[q2] == ks[i], q2++;
+        }
+        CHECK_MSG(same2 && q2 == n4, "noise cut: %lld spikes, expected %lld", (long long)n4, (long long)q2);
+        CHECK_MSG(n_gone > 100 && n_gone <= n_low, "noise cut: %lld of the %lld low spikes were kept ones",
+                  (long long)n_gone, (long long)n_low);
+        CHECK_MSG(n_units2 == T.K, "noise cut: %d units, expected %d", n_units2, T.K);
+        bs_mem_free(wt), bs_mem_free(wk);
+        free(low);
+    }
     printf("rate %g Hz: %lld matched spikes -> %lld kept (%lld shadows), %d units\n", rate_hz, (long long)n,
            (long long)q, (long long)n_shadow, n_units);
 

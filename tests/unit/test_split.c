@@ -130,11 +130,25 @@ static void test_guards(void)
     int n = make(&r, drift, 2);
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
     CHECK(dp > 10); /* separated, but in different periods */
+    p.high_own = 1; /* ... the smaller high part gets a waveform of its own: the time rule is waived */
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 1);
+    mode drift2[2] = {{15, 300, 0, 0.5}, {60, 600, 0.5, 1}}; /* ... but not for a larger one */
+    n = make(&r, drift2, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    p.high_own = 0;
     mode noise[2] = {{9, 600, 0, 1}, {40, 600, 0, 1}}; /* a low mode at the threshold's noise crossings */
     n = make(&r, noise, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 2); /* a noise cut: its low part is removed */
+    CHECK_MSG(thr > 11 && thr < 30, "noise cut at %g, between the modes 9 and 40", thr);
+    p.noise_cut = 0; /* ... or not made */
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
-    p.min_low_amp = 8; /* ... which a lower bound lets through */
+    p.noise_cut = 1;
+    p.min_low_amp = 8; /* ... a lower bound makes it a split */
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 1);
+    mode noise_drift[2] = {{9, 600, 0, 0.5}, {40, 600, 0.5, 1}}; /* a cell that drifts to the threshold: no cut */
+    p.min_low_amp = 11;
+    n = make(&r, noise_drift, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
     mode few[2] = {{15, 2000, 0, 1}, {60, 60, 0, 1}}; /* 60 spikes: under 5 % of 2,060 */
     n = make(&r, few, 2);
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
@@ -294,6 +308,18 @@ static void test_rules(void)
     CHECK_MSG(wrong == 0, "%d spikes walked to another template than their cuts'", wrong);
     CHECK_MSG(count[0] > 100 && count[3] > 10 && count[4] > 100 && count[5] > 10, "parts %d %d %d %d", count[0],
               count[3], count[4], count[5]);
+
+    /* kind 2: the spikes at or over the cut go (an amplitude cut whose high part is the smaller): template 2 cut
+     * at 30 (-> 3), then what is left under 10 (-> 4) */
+    bs_split_rules_clear(&R);
+    CHECK(bs_split_rules_add(&R, 2, 2, 30.0f, NULL, D) == 3);
+    CHECK(bs_split_rules_add(&R, 2, 0, 10.0f, NULL, D) == 4);
+    const float a2[] = {5, 10, 29.99f, 30, 50};
+    const int32_t want2[] = {4, 2, 2, 3, 3};
+    for (int i = 0; i < 5; i++)
+        CHECK_MSG(bs_split_rules_walk(&R, 2, a2[i], NULL, D) == want2[i], "kind 2, amplitude %g: template %d, "
+                  "expected %d", a2[i], bs_split_rules_walk(&R, 2, a2[i], NULL, D), want2[i]);
+    CHECK(bs_split_rules_walk(&R, 0, 50.0f, NULL, D) == 0);
 }
 
 int main(void)
