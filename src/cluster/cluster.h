@@ -238,6 +238,13 @@ typedef struct {
     double fs_hz;
 } bs_merge_params;
 
+/* The overlap in time of two spike trains (times ascending): the histogram
+ * intersection sum_b min(n_a,b / n_a, n_b,b / n_b) over 20 equal bins of the
+ * span from the earlier first spike to the later last one; 1 when either is
+ * empty. Drift's pieces of one unit score near 0, trains firing all along
+ * near 1. */
+double bs_time_overlap(const int64_t *a, int64_t na, const int64_t *b, int64_t nb);
+
 void bs_merge_default_params(bs_merge_params *p, double fs_hz);
 
 /* CCG-guided merge (docs/ALGORITHM.md §9.3). t[n] sample times (sorted ascending), clu[n]
@@ -342,6 +349,7 @@ typedef struct {
     int high_own;                /* 1: the caller gives a smaller high part a waveform of its own (its mean
                                     features), and the time rule is waived for such a cut; set by the stage */
     double max_time_ks;          /* the two parts' spike times: Kolmogorov–Smirnov distance at most (0.3) */
+    double noise_min_overlap;    /* a noise cut's parts' spike times: bs_time_overlap at least (0.5) */
     double feature_min_dprime;   /* separation of the two parts along the spikes' first principal axis of
                                     features that splits a template no amplitude split took (5; 0: off) */
 } bs_split_params;

@@ -24,7 +24,7 @@
  * (|2(a_k − a_j)/(a_k + a_j)| < 0.2, Kilosort's template-norm rule; a
  * cluster of noise crossings beside a unit has a similar shape but about
  * half its amplitude). A pair with s ≥ r_thresh_underpowered whose trains
- * fire in different periods (time_overlap: the histogram intersection of
+ * fire in different periods (bs_time_overlap: the histogram intersection of
  * their spike times over 20 bins of their common span is at most
  * max_time_overlap) merges whatever its correlogram and amplitudes: noise
  * crossings come throughout the recording as the unit does, while drift's
@@ -317,7 +317,7 @@ static int time_bin(int64_t t, int64_t lo, double span)
     return x < 0 ? 0 : x >= TIME_BINS ? TIME_BINS - 1 : (int)x; /* inside for ordered trains; kept inside anyway */
 }
 
-static double time_overlap(const int64_t *a, int64_t na, const int64_t *b, int64_t nb)
+double bs_time_overlap(const int64_t *a, int64_t na, const int64_t *b, int64_t nb)
 {
     if (na < 1 || nb < 1)
         return 1.0;
@@ -436,7 +436,7 @@ bs_status bs_merge_ccg_store(const bs_merge_params *p, bs_train_store *ts, bs_sp
                     !(amp && cd[c].s >= p->r_thresh_underpowered &&
                       (((bs_ccg_underpowered(&m) || m.Q12 >= 0.05) && m.R12 < p->ccg_threshold_underpowered &&
                         fabs(2.0 * (amp[k] - amp[j])) < 0.2 * fabs(amp[k] + amp[j])) ||
-                       (p->max_time_overlap > 0 && time_overlap(tk, nk, tj, nj) <= p->max_time_overlap))))
+                       (p->max_time_overlap > 0 && bs_time_overlap(tk, nk, tj, nj) <= p->max_time_overlap))))
                     continue;
                 if (amp && nk + nj > 0)
                     amp[k] = ((double)nk * amp[k] + (double)nj * amp[j]) / (double)(nk + nj);

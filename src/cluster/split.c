@@ -23,7 +23,12 @@
  *     threshold's noise crossings pile up just above it: a low part of them
  *     is noise, not a cell). A cut failing only this rule is a noise cut
  *     (bs_amp_split returns 2 when noise_cut is set): the finish stage makes
- *     it and removes the low part;
+ *     it and removes the low part. Its time rule is not the one below but
+ *     that the low part fire where the high part does, bs_time_overlap at
+ *     least noise_min_overlap: crossings of the background come all along,
+ *     also in the periods where drift brings the unit to this template,
+ *     while a unit that drift takes down to the threshold has its low
+ *     spikes in other periods than its high ones;
  *   - the two parts fire over the same period: the largest difference of the
  *     distribution functions of their spike times (the Kolmogorov–Smirnov
  *     distance) is at most max_time_ks. Drift makes one cell's amplitude
@@ -76,6 +81,7 @@ void bs_split_default_params(bs_split_params *p)
     p->low_amp_of_threshold = 1.375;
     p->min_low_amp = 0;
     p->max_time_ks = 0.3;
+    p->noise_min_overlap = 0.5;
     p->feature_min_dprime = 5.0;
     p->noise_cut = 1;
     p->high_own = 0;
@@ -166,6 +172,15 @@ static int cut_split(const bs_split_params *p, double min_dprime, const float *x
     *thr = s[best].a;
     if (!noise && p->high_own && n - best < best) /* a smaller high part, given its own waveform: no time rule */
         return 1;
+    if (noise) { /* the crossings come wherever the unit does: the parts' times overlap (the prefix sums' room) */
+        int64_t *tl = (int64_t *)c1, *th = tl + best, nl = 0, nh = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (x[i] < *thr)
+                tl[nl++] = t[i];
+            else
+                th[nh++] = t[i];
+        return bs_time_overlap(tl, nl, th, nh) >= p->noise_min_overlap ? 2 : 0;
+    }
     if (time_ks(x, t, n, *thr, best) > p->max_time_ks)
         return 0;
     return noise ? 2 : 1;

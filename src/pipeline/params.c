@@ -220,6 +220,8 @@ const bs_param_field bs_sort_param_fields[] = {
     FLAG("split", "noise_cut", finish.split.noise_cut,
          "1: a cut whose low part's median amplitude is under low_amp_of_threshold times the threshold is made and "
          "that part removed as the threshold's noise crossings (unless a merge joins it to another template)"),
+    F64("split", "noise_min_overlap", finish.split.noise_min_overlap, 0, 1, NULL,
+        "a noise cut's parts' spike times overlap at least this much (histogram intersection over 20 bins)"),
     F64("split", "max_time_ks", finish.split.max_time_ks, 0, 1, NULL,
         "the parts' spike times differ by at most this Kolmogorov-Smirnov distance"),
     F64("split", "feature_min_dprime", finish.split.feature_min_dprime, 0, 1000, NULL,

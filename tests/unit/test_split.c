@@ -149,6 +149,15 @@ static void test_guards(void)
     p.min_low_amp = 11;
     n = make(&r, noise_drift, 2);
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    /* crossings all along (from a quarter of the recording), the cell only where drift brings it (the second
+     * half): the times' KS distance 1/3 is over max_time_ks, but the crossings fire where the cell does (the
+     * histogram intersection is about 2/3): a noise cut */
+    mode noise_late[2] = {{9, 300, 0.25, 1}, {40, 600, 0.5, 1}};
+    n = make(&r, noise_late, 2);
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 2);
+    p.noise_min_overlap = 0.8;
+    CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
+    p.noise_min_overlap = 0.5;
     mode few[2] = {{15, 2000, 0, 1}, {60, 60, 0, 1}}; /* 60 spikes: under 5 % of 2,060 */
     n = make(&r, few, 2);
     CHECK(bs_amp_split(&p, amp, t, n, work, &thr, &dp) == 0);
@@ -322,8 +331,21 @@ static void test_rules(void)
     CHECK(bs_split_rules_walk(&R, 0, 50.0f, NULL, D) == 0);
 }
 
+/* bs_time_overlap: the histogram intersection over 20 bins of the two trains' joint span. */
+static void test_time_overlap(void)
+{
+    static int64_t a[200], b[200];
+    for (int i = 0; i < 200; i++)
+        a[i] = 1000 * i, b[i] = 1000 * i + 500; /* interleaved, all along */
+    CHECK_NEAR(bs_time_overlap(a, 200, b, 200), 1.0, 0.02);
+    CHECK_NEAR(bs_time_overlap(a, 100, a + 100, 100), 0.0, 1e-12); /* first half, second half */
+    CHECK_NEAR(bs_time_overlap(a, 200, a + 100, 100), 0.5, 1e-12); /* all along, second half */
+    CHECK(bs_time_overlap(a, 0, b, 200) == 1.0);
+}
+
 int main(void)
 {
+    test_time_overlap();
     test_two_cells();
     test_one_cell();
     test_guards();
