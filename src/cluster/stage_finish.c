@@ -885,7 +885,8 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
  * template of the low tier, low_tier[matching[k]] for its templates k < K1, final_id[k] == u) whose median
  * spike amplitude is under fp->noise_median_of_threshold · th and, when fp->noise_edge_ratio > 0, whose
  * amplitudes in [th, th·17/16) outnumber those in [th·17/16, th·18/16) by more than that ratio
- * (th = fp->noise_threshold): its amplitudes pile up against the threshold. They are read back by index, in blocks. noise[u] = 1 for those, else 0. */
+ * (th = fp->noise_threshold): its amplitudes pile up against the threshold. They are read back by index, in
+ * blocks. noise[u] = 1 for those, else 0. */
 static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, int K1, const int32_t *root,
                                   const int32_t *final_id, const int32_t *matching, const uint8_t *low_tier,
                                   const int32_t *collision_of, const uint8_t *noise_part, const bs_finish_params *fp,
@@ -893,8 +894,8 @@ static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2,
 {
     *n_noise = 0;
     memset(noise, 0, (size_t)K2);
-    for (int k = 0; k < K1; k++) /* a noise part no merge joined to another template */
-        if (noise_part[k])
+    for (int k = 0; k < K1; k++) /* a noise part no merge joined to another template (nor a collision unit) */
+        if (noise_part[k] && collision_of[final_id[k]] < 0)
             noise[final_id[k]] = 3;
     for (int k = 0; k < K1; k++)
         if (!noise_part[k] && noise[final_id[k]] == 3)
