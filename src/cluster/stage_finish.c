@@ -196,6 +196,67 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
  * more by features), so each spike is rewritten at most twice. */
 #define SPLIT_DEPTH 2
 
+/* An amplitude cut at thr of the n spikes (amplitudes a, features f, n × D)
+ * refined by their features: the axis v (D, unit norm) from the low part's
+ * mean features to the high part's, each spike's projection px[i] on it
+ * (bs_feature_projection), cut at the midpoint of the two means'
+ * projections. Two cells' spikes on one template differ in shape as well as
+ * size, and the amplitudes of the two overlap where the features do not.
+ * As a feature split's, the axis is turned so that the smaller side lies
+ * under the cut (*cut); fmean (D) gets that side's mean features. Returns 0
+ * (nothing set but scratch) when a side would hold fewer than min_spikes.
+ * m: 2D doubles of scratch. */
+static int refine_cut(const float *a, float thr, const float *f, int D, int64_t n, int64_t min_spikes, double *m,
+                      float *v, float *px, float *cut, float *fmean)
+{
+    double *mlo = m, *mhi = m + D, nv = 0, plo = 0, phi = 0;
+    int64_t nlo = 0;
+    for (int q = 0; q < 2 * D; q++)
+        m[q] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double *mu = a[i] < thr ? mlo : mhi;
+        nlo += a[i] < thr;
+        for (int q = 0; q < D; q++)
+            mu[q] += f[(size_t)i * D + q];
+    }
+    if (nlo < 1 || nlo >= n)
+        return 0;
+    for (int q = 0; q < D; q++) {
+        mlo[q] /= (double)nlo, mhi[q] /= (double)(n - nlo);
+        nv += (mhi[q] - mlo[q]) * (mhi[q] - mlo[q]);
+    }
+    if (!(nv > 0))
+        return 0;
+    for (int q = 0; q < D; q++) {
+        v[q] = (float)((mhi[q] - mlo[q]) / sqrt(nv));
+        plo += mlo[q] * v[q], phi += mhi[q] * v[q];
+    }
+    float c = (float)(0.5 * (plo + phi));
+    int64_t nl = 0;
+    for (int64_t i = 0; i < n; i++) {
+        px[i] = bs_feature_projection(f + (size_t)i * D, v, D);
+        nl += px[i] < c;
+    }
+    if (nl > n - nl) { /* the smaller side under the cut: the axis turned round (negation is exact) */
+        for (int q = 0; q < D; q++)
+            v[q] = -v[q];
+        for (int64_t i = 0; i < n; i++)
+            px[i] = -px[i];
+        c = nextafterf(-c, INFINITY); /* px >= c  <=>  -px < next float above -c */
+        nl = n - nl;
+    }
+    if (nl < min_spikes || n - nl < min_spikes)
+        return 0;
+    for (int q = 0; q < D; q++) {
+        double acc = 0;
+        for (int64_t i = 0; i < n; i++)
+            acc += px[i] < c ? f[(size_t)i * D + q] : 0;
+        fmean[q] = (float)(acc / (double)nl);
+    }
+    *cut = c;
+    return 1;
+}
+
 /* Each template's train, in order of template (those made by splits after
  * the K matching ones, so they are tested too), is cut while its spikes have
  * been cut fewer than SPLIT_DEPTH times (depth[k]): a matching template's
@@ -310,6 +371,11 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
                     break;
                 }
             }
+            if (cut == 1 && kind == 0 && feat && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK &&
+                refine_cut(a, th, f, D, n, sp->min_spikes, (double *)work, v, px, &th, R->fmean + (size_t)R->n * D))
+                x = px, kind = 1; /* the amplitude cut refined along the axis between its parts' mean features */
+            if (st != BS_OK)
+                break;
             if (cut == 1 && kind == 0 && feat) { /* the high part, when the smaller, goes off with its mean features */
                 int64_t nlow = 0;
                 for (int64_t i = 0; i < n; i++)

@@ -23,7 +23,10 @@
  * and a second run streams through many read
  * blocks (more spikes than one block) to exercise the reorder buffer. The
  * per-spike files, cluster tables and templates are compared with the
- * reference built in RAM. Also: the streamed autocorrelogram equals
+ * reference built in RAM; then, on the same trains, noise units, a noise cut
+ * and an amplitude split refined by features (their planted spikes removed
+ * or moved, every other spike where the reference put it). Also: the
+ * streamed autocorrelogram equals
  * bs_ccg_counts on random trains. And bs_finish_shadow_params: the lags in
  * samples, and a lag the shadow test cannot examine refused (not silently
  * examined as no shadow).
@@ -476,6 +479,61 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
                   (long long)n_gone, (long long)n_low);
         CHECK_MSG(n_units2 == T.K, "noise cut: %d units, expected %d", n_units2, T.K);
         bs_mem_free(wt), bs_mem_free(wk);
+
+        /* an amplitude split refined by features (docs/ALGORITHM.md §9.8): template 3's spikes of a second
+         * cell (the same blocks rule, about 30 %) have amplitudes in [20, 24) and their first feature 10 higher,
+         * but every 8th of them has an amplitude in [12, 13), among the first cell's: the amplitude cut leaves
+         * those with the first cell, the cut along the axis between the parts' mean features takes them: every
+         * spike of template 3 lands in its cell's unit */
+        uint8_t *second = low; /* reused */
+        prev = -1;
+        int64_t n_second = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (k0[i] != 3)
+                continue;
+            second[i] = prev >= 0 && t[i] - t[prev] <= 10 ? second[prev] : (t[i] / 1000) % 10 >= 7;
+            prev = i;
+            amp[i] = (float)(10 + 5 * synth_uniform(&r));
+            if (second[i]) {
+                amp[i] = (float)(n_second % 8 == 7 ? 12 + synth_uniform(&r) : 20 + 4 * synth_uniform(&r));
+                feat[i * P * NPC] += 10.0f;
+                n_second++;
+            }
+        }
+        snprintf(path, sizeof path, "%s/amplitudes.npy", mdir);
+        CHECK(bs_npy_save(path, BS_NPY_F32, 1, s1, amp) == BS_OK);
+        snprintf(path, sizeof path, "%s/pc_features.npy", mdir);
+        CHECK(bs_npy_save(path, BS_NPY_F32, 3, s3, feat) == BS_OK);
+        snprintf(out2, sizeof out2, "%s_refined", out);
+        st = bs_finish_run(&in, &n_units2, &n_out2);
+        CHECK_MSG(st == BS_OK, "finish (refined split): %s", bs_last_error());
+        wt = load(out2, "spike_times.npy", BS_NPY_I64, 1, &n4);
+        wk = load(out2, "spike_templates.npy", BS_NPY_I32, 1, &n5);
+        int64_t n6 = 0;
+        int32_t *wc = load(out2, "spike_clusters.npy", BS_NPY_I32, 1, &n6);
+        int32_t cl[2] = {-1, -1};
+        int64_t wrong = 0, seen[2] = {0, 0};
+        j = 0;
+        for (int64_t i = 0; wt && wk && wc && n4 == n5 && n4 == n6 && i < n4; i++) {
+            if (wk[i] != 3)
+                continue;
+            while (j < n && (t[j] < wt[i] || (t[j] == wt[i] && k0[j] != 3)))
+                j++;
+            if (!(j < n && t[j] == wt[i]))
+                continue; /* not a spike of template 3 at its own time */
+            int g = second[j];
+            if (cl[g] < 0)
+                cl[g] = wc[i];
+            wrong += wc[i] != cl[g];
+            seen[g]++;
+        }
+        CHECK_MSG(wrong == 0 && cl[0] >= 0 && cl[1] >= 0 && cl[0] != cl[1],
+                  "refined split: %lld spikes of template 3 in another cell's unit (units %d and %d)",
+                  (long long)wrong, cl[0], cl[1]);
+        CHECK_MSG(seen[1] > n_second * 9 / 10 && n_second > 100, "refined split: %lld of the second cell's %lld spikes",
+                  (long long)seen[1], (long long)n_second);
+        CHECK_MSG(n_units2 == T.K + 1, "refined split: %d units, expected %d", n_units2, T.K + 1);
+        bs_mem_free(wt), bs_mem_free(wk), bs_mem_free(wc);
         free(low);
     }
     printf("rate %g Hz: %lld matched spikes -> %lld kept (%lld shadows), %d units\n", rate_hz, (long long)n,
