@@ -196,6 +196,25 @@ static bs_status store_build(disk_store *d, const char *dir, int K, const bs_npy
  * more by features), so each spike is rewritten at most twice. */
 #define SPLIT_DEPTH 2
 
+/* The mean features (D) of the n spikes' (features f, n × D) part whose value
+ * x[i] is under thr (high = 0) or at or over it (high = 1); returns its
+ * squared norm. The part is not empty. */
+static double part_mean(const float *f, int D, const float *x, int64_t n, float thr, int high, float *mean)
+{
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m += (x[i] >= thr) == high;
+    double norm2 = 0;
+    for (int q = 0; q < D; q++) {
+        double acc = 0;
+        for (int64_t i = 0; i < n; i++)
+            acc += (x[i] >= thr) == high ? f[(size_t)i * D + q] : 0;
+        mean[q] = (float)(acc / (double)m);
+        norm2 += (double)mean[q] * mean[q];
+    }
+    return norm2;
+}
+
 /* An amplitude cut at thr of the n spikes (amplitudes a, features f, n × D)
  * refined by their features: the axis v (D, unit norm) from the low part's
  * mean features to the high part's, each spike's projection px[i] on it
@@ -247,12 +266,7 @@ static int refine_cut(const float *a, float thr, const float *f, int D, int64_t 
     }
     if (nl < min_spikes || n - nl < min_spikes)
         return 0;
-    for (int q = 0; q < D; q++) {
-        double acc = 0;
-        for (int64_t i = 0; i < n; i++)
-            acc += px[i] < c ? f[(size_t)i * D + q] : 0;
-        fmean[q] = (float)(acc / (double)nl);
-    }
+    part_mean(f, D, px, n, c, 0, fmean);
     *cut = c;
     return 1;
 }
@@ -344,21 +358,10 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
                 if (st != BS_OK)
                     break;
                 if (split) {
-                    int64_t m = 0;
-                    for (int64_t i = 0; i < n; i++) {
+                    for (int64_t i = 0; i < n; i++)
                         px[i] = bs_feature_projection(f + (size_t)i * D, v, D);
-                        m += px[i] < th;
-                    }
-                    float *mu = R->fmean + (size_t)R->n * D; /* the split-off part's mean features: its waveform */
-                    double mu2 = 0;
-                    for (int q = 0; q < D; q++) {
-                        double acc = 0;
-                        for (int64_t i = 0; i < n; i++)
-                            acc += px[i] < th ? f[(size_t)i * D + q] : 0;
-                        mu[q] = (float)(acc / (double)m);
-                        mu2 += (double)mu[q] * mu[q];
-                    }
-                    split = sqrt(mu2) >= sp->min_low_amp; /* else its mean spike is a noise crossing's size */
+                    /* the split-off part's mean features (its waveform); a noise crossing's size: no split */
+                    split = sqrt(part_mean(f, D, px, n, th, 0, R->fmean + (size_t)R->n * D)) >= sp->min_low_amp;
                 }
                 if (split) {
                     x = px;
@@ -382,13 +385,7 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
                     nlow += a[i] < th;
                 if (n - nlow < nlow && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK) {
                     kind = 2;
-                    float *mu = R->fmean + (size_t)R->n * D;
-                    for (int q = 0; q < D; q++) {
-                        double acc = 0;
-                        for (int64_t i = 0; i < n; i++)
-                            acc += a[i] >= th ? f[(size_t)i * D + q] : 0;
-                        mu[q] = (float)(acc / (double)(n - nlow));
-                    }
+                    part_mean(f, D, a, n, th, 1, R->fmean + (size_t)R->n * D);
                 }
                 if (st != BS_OK)
                     break;

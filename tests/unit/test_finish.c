@@ -89,6 +89,16 @@ static void *load(const char *dir, const char *name, bs_npy_dtype dt, int ndim, 
 
 static int n_unit_shadow_cases; /* cases whose reference found a unit shadow after the merges */
 
+/* The matched spike of template 3 at time tt (3 merges with none, so its output times are its matched
+ * ones), searched from *j on in the time-ordered matched spikes t, k0 (n); -1 when none. Successive calls
+ * ask for ascending times. */
+static int64_t spike_of_3(const int64_t *t, const int32_t *k0, int64_t n, int64_t *j, int64_t tt)
+{
+    while (*j < n && (t[*j] < tt || (t[*j] == tt && k0[*j] != 3)))
+        (*j)++;
+    return *j < n && t[*j] == tt ? *j : -1;
+}
+
 /* bs_finish_input.splits_done: the template count after the splits, as the stage re-plans with it */
 static bs_status note_k1(void *arg, int K1)
 {
@@ -465,10 +475,9 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
         int64_t j = 0, n_gone = 0;
         for (int64_t i = 0; same2 && i < q; i++) {
             int gone_ = 0;
-            if (ks[i] == 3) { /* the matched spike of template 3 at this time (unshifted: 3 merges with none) */
-                while (j < n && (t[j] < ts[i] || (t[j] == ts[i] && k0[j] != 3)))
-                    j++;
-                gone_ = j < n && t[j] == ts[i] && low[j];
+            if (ks[i] == 3) {
+                int64_t m = spike_of_3(t, k0, n, &j, ts[i]);
+                gone_ = m >= 0 && low[m];
                 n_gone += gone_;
             }
             if (!gone_)
@@ -517,11 +526,10 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
         for (int64_t i = 0; wt && wk && wc && n4 == n5 && n4 == n6 && i < n4; i++) {
             if (wk[i] != 3)
                 continue;
-            while (j < n && (t[j] < wt[i] || (t[j] == wt[i] && k0[j] != 3)))
-                j++;
-            if (!(j < n && t[j] == wt[i]))
-                continue; /* not a spike of template 3 at its own time */
-            int g = second[j];
+            int64_t m = spike_of_3(t, k0, n, &j, wt[i]);
+            if (m < 0)
+                continue;
+            int g = second[m];
             if (cl[g] < 0)
                 cl[g] = wc[i];
             wrong += wc[i] != cl[g];
