@@ -390,9 +390,10 @@ bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, cons
  * from's train and made template K + r of its spikes whose value is under
  * thr[r]: their amplitude (kind 0), or their features' projection on fv[r]
  * (kind 1, bs_feature_projection); or, kind 2, of those whose amplitude is at
- * or over thr[r] (an amplitude cut whose high part is the smaller). A template's rules chain in the order they
- * were made (first[k], next[r]), so a template's later rule cuts what its
- * earlier ones left, and a made template's rules cut what it received. */
+ * or over thr[r] (an amplitude cut whose high part is the smaller). A
+ * template's rules chain in the order they were made (first[k], next[r]), so
+ * a template's later rule cuts what its earlier ones left, and a made
+ * template's rules cut what it received. */
 typedef struct {
     int K, n;       /* matching templates; rules made (at most K) */
     int32_t *first; /* [2K] a template's first rule, -1: none */

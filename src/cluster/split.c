@@ -170,7 +170,7 @@ static int cut_split(const bs_split_params *p, double min_dprime, const float *x
     if (noise && !p->noise_cut)
         return 0;
     *thr = s[best].a;
-    if (!noise && p->high_own && n - best < best) /* a smaller high part, given its own waveform: no time rule */
+    if (!noise && p->high_own && log_scale && n - best < best) /* a smaller high part, own waveform: no time test */
         return 1;
     if (noise) { /* the crossings come wherever the unit does: the parts' times overlap (the prefix sums' room) */
         int64_t *tl = (int64_t *)c1, *th = tl + best, nl = 0, nh = 0;
@@ -181,9 +181,7 @@ static int cut_split(const bs_split_params *p, double min_dprime, const float *x
                 th[nh++] = t[i];
         return bs_time_overlap(tl, nl, th, nh) >= p->noise_min_overlap ? 2 : 0;
     }
-    if (time_ks(x, t, n, *thr, best) > p->max_time_ks)
-        return 0;
-    return noise ? 2 : 1;
+    return time_ks(x, t, n, *thr, best) <= p->max_time_ks;
 }
 
 int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
@@ -244,9 +242,7 @@ bs_status bs_feature_split(const bs_split_params *p, const float *f, int D, cons
     for (int64_t i = 0; i < n; i++)
         x[i] = bs_feature_projection(f + (size_t)i * D, v, D);
     float th;
-    bs_split_params pf = *p;
-    pf.high_own = 0;
-    if (!cut_split(&pf, p->feature_min_dprime, x, t, n, 0, -INFINITY, cw, &th, dprime))
+    if (!cut_split(p, p->feature_min_dprime, x, t, n, 0, -INFINITY, cw, &th, dprime))
         return BS_OK;
     int64_t nl = 0;
     for (int64_t i = 0; i < n; i++)

@@ -374,21 +374,21 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
                     break;
                 }
             }
-            if (cut == 1 && kind == 0 && feat && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK &&
-                refine_cut(a, th, f, D, n, sp->min_spikes, (double *)work, v, px, &th, R->fmean + (size_t)R->n * D))
-                x = px, kind = 1; /* the amplitude cut refined along the axis between its parts' mean features */
-            if (st != BS_OK)
-                break;
-            if (cut == 1 && kind == 0 && feat) { /* the high part, when the smaller, goes off with its mean features */
-                int64_t nlow = 0;
-                for (int64_t i = 0; i < n; i++)
-                    nlow += a[i] < th;
-                if (n - nlow < nlow && (st = bs_npy_rows_gather(r_f, ix, n, f)) == BS_OK) {
-                    kind = 2;
-                    part_mean(f, D, a, n, th, 1, R->fmean + (size_t)R->n * D);
-                }
-                if (st != BS_OK)
+            if (cut == 1 && kind == 0 && feat) { /* an amplitude cut, with the spikes' features */
+                if ((st = bs_npy_rows_gather(r_f, ix, n, f)) != BS_OK)
                     break;
+                float *fm = R->fmean + (size_t)R->n * D;
+                if (refine_cut(a, th, f, D, n, sp->min_spikes, (double *)work, v, px, &th, fm)) {
+                    x = px, kind = 1; /* refined along the axis between its parts' mean features */
+                } else {
+                    int64_t nlow = 0;
+                    for (int64_t i = 0; i < n; i++)
+                        nlow += a[i] < th;
+                    if (n - nlow < nlow) { /* the high part, the smaller, goes off with its mean features */
+                        kind = 2;
+                        part_mean(f, D, a, n, th, 1, fm);
+                    }
+                }
             }
             int32_t j = bs_split_rules_add(R, k, kind, th, v, D);
             int64_t nl = 0, nh = 0;
