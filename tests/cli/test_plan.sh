@@ -199,9 +199,10 @@ $PY -c "import sys; a, b = (int(open(f).read()) for f in sys.argv[1:]); print('p
   "$T/match_1.txt" "$T/match_4.txt" && ok || bad "the peeling workspace grows with the batch length"
 rm -f "$T/np1h.bin"
 # disk (plan.h): each stage's bytes in OUT follow the counts; -o compares the total with the free space of the
-# file system that will hold OUT (its nearest existing folder when OUT does not exist yet). Two minutes of
-# 384 channels (a sparse file): the preprocessed recording alone is 384 x 3.6e6 float16 values
-truncate -s $((384 * 2 * 30000 * 120)) "$T/np1m.bin"
+# file system that will hold OUT (its nearest existing folder when OUT does not exist yet). Thirty seconds of
+# 384 channels (a sparse file): the preprocessed recording alone is 384 x 9e5 float16 values, unless the file
+# system has less room than the run needs (a crowded CI disk), when the plan streams it instead (written: 0)
+truncate -s $((384 * 2 * 30000 * 30)) "$T/np1m.bin"
 for K in 100 200; do
   "$BS" plan "$T/np1m.bin" --probe "$T/np1/probe.json" --fs 30000 --templates $K -o "$T/not/yet/out" --json \
     >"$T/planD$K.json" 2>"$T/planD.err" && ok || bad "plan -o at K = $K: $(cat "$T/planD.err")"
@@ -221,7 +222,11 @@ for n in ("detect", "match"):  # per spike: twice the spikes, twice the bytes (p
 # the Phy folder holds the dense templates (K x 61 x 384 float32) and the K x K similarity
 assert st(b, "finish") - st(a, "finish") > 100 * 61 * 384 * 4 + (200 * 200 - 100 * 100) * 4
 assert st(a, "whitening") < (1 << 20) and st(a, "basis") < (1 << 20)
-assert 0 <= st(a, "preprocess") - 384 * 3600000 * 2 < (1 << 20), st(a, "preprocess")  # plus railed.npy
+pre = 384 * 900000 * 2
+if a["preprocessed_streamed"]:  # not written: only then may the free space lie under what writing it needs
+    assert st(a, "preprocess") < (1 << 20) and a["disk_free_bytes"] < a["disk_bytes"] + pre, (st(a, "preprocess"), a)
+else:
+    assert 0 <= st(a, "preprocess") - pre < (1 << 20), st(a, "preprocess")  # plus railed.npy
 PYEOF
 rm -f "$T/np1m.bin"
 
