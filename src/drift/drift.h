@@ -142,6 +142,9 @@ typedef struct {
     float *x_um, *y_um; /* [n_chan] contact positions, µm */
     int *shank;         /* [n_chan] */
     float *scale;       /* [n_chan] 1 / noise σ of the current batch, 1/µV (0: flat channel) */
+    const float *scale_in; /* NULL, or the next window's scales as bs_noise_inv_scales gives them with step
+                              BS_NOISE_STEP over its own columns (the caller's, computed for its artifact
+                              check): taken instead of computing them again, by one bs_drift_detect_to call */
 } bs_drift_detector;
 
 typedef struct {

@@ -7,7 +7,7 @@
  * or two, which makes any depth estimate lock onto contact positions).
  *
  * Noise scale. Each channel's noise σ_c is the median absolute value of
- * every NOISE_STEP-th own sample / 0.6745 (exact selection on a copy). All
+ * every BS_NOISE_STEP-th own sample / 0.6745 (exact selection on a copy). All
  * amplitudes below are in units of σ_c: v(c, t) = -x[c, t] / σ_c. A channel
  * with σ_c = 0 (flat) never contributes.
  *
@@ -56,7 +56,6 @@
 
 #define PK_TILE 4096   /* samples per tile */
 #define PEAK_WAVE 4     /* tiles per thread held at once */
-#define NOISE_STEP 8   /* every n-th own sample feeds the noise scale */
 #define AMP_HALF_MS 0.07 /* per-channel amplitude: max over ± this around the peak, ms */
 #define FIT_FLOOR 0.1f /* channels below this fraction of the peak are left out of the fit */
 
@@ -213,7 +212,7 @@ static int spike_cmp(const void *a, const void *b)
 /* scale[c] = 1 / σ_c (0 for a flat channel): preprocess.h's noise scale. */
 static bs_status noise_scales(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid)
 {
-    return bs_noise_inv_scales(x, d->n_chan, n_t, halo, n_valid, NOISE_STEP, "drift/noise", d->scale);
+    return bs_noise_inv_scales(x, d->n_chan, n_t, halo, n_valid, BS_NOISE_STEP, "drift/noise", d->scale);
 }
 
 /* Is (c, t) the peak of its neighbourhood? v = -x[c, t]·scale[c]. */
@@ -389,7 +388,12 @@ bs_status bs_drift_detect_to(bs_drift_detector *d, const float *x, int64_t n_t, 
         return bs_error(BS_ERR_INTERNAL, "drift: window of %lld samples with halo %lld and %lld own samples: "
                                          "expected a halo of at least %d samples",
                         (long long)n_t, (long long)halo, (long long)n_valid, d->w);
-    BS_TRY(noise_scales(d, x, n_t, halo, n_valid));
+    if (d->scale_in) {
+        memcpy(d->scale, d->scale_in, (size_t)d->n_chan * sizeof *d->scale);
+        d->scale_in = NULL;
+    } else {
+        BS_TRY(noise_scales(d, x, n_t, halo, n_valid));
+    }
     const int64_t n_tiles = (n_valid + PK_TILE - 1) / PK_TILE;
     if (n_tiles == 0)
         return BS_OK;

@@ -199,6 +199,7 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
             int64_t n_valid;
             st = a->read(a->read_ctx, b, &x, &n_valid);
             ps.bin = b;
+            det.scale_in = st == BS_OK && a->scales ? a->scales(a->read_ctx) : NULL;
             if (st == BS_OK)
                 st = bs_drift_detect_to(&det, x, a->width, a->halo, n_valid, b * a->batch_samples, add_peaks, &ps);
             bs_progress_update(&pb, b + 1);
@@ -312,6 +313,11 @@ static bs_status read_unwhitened(void *ctx, int64_t b, float **x, int64_t *n_val
     return bs_run_read_unwhitened(ctx, b, x, n_valid);
 }
 
+static const float *read_scales(void *ctx)
+{
+    return bs_run_read_noise_scales(ctx);
+}
+
 static bs_stage_drift_args args_of(bs_run_ctx *c)
 {
     return (bs_stage_drift_args){.rec = c->rec,
@@ -322,6 +328,7 @@ static bs_stage_drift_args args_of(bs_run_ctx *c)
                                  .n_batches = c->n_batches,
                                  .read = read_unwhitened,
                                  .read_ctx = c,
+                                 .scales = read_scales,
                                  .out_dir = c->p->out_dir,
                                  .motion_dir = c->p->motion_dir,
                                  .quiet = c->p->quiet};

@@ -104,10 +104,13 @@ static bs_status blank_artifacts(const bs_run_ctx *c, bs_read_lane *l, float *x,
     int C = c->rec->probe.n_chan;
     if (!whitened) {
         int64_t n_valid = c->rec->n_samples - b * c->nb < c->nb ? c->rec->n_samples - b * c->nb : c->nb;
-        BS_TRY(bs_noise_inv_scales(x, C, c->width, c->halo, n_valid, 8, "sort/artifacts", l->art_scale));
+        BS_TRY(bs_noise_inv_scales(x, C, c->width, c->halo, n_valid, BS_NOISE_STEP, "sort/artifacts",
+                                       l->art_scale));
     }
-    return bs_artifact_blank(&c->p->artifact, c->rec->fs_hz, x, C, c->width, whitened ? NULL : l->art_scale,
-                             l->art_count, l->art, c->art_max, &l->art_n);
+    BS_TRY(bs_artifact_blank(&c->p->artifact, c->rec->fs_hz, x, C, c->width, whitened ? NULL : l->art_scale,
+                             l->art_count, l->art, c->art_max, &l->art_n));
+    l->scales_own = !whitened && l->art_n == 0;
+    return BS_OK;
 }
 
 /* The window of batch b, just read through lane l, preprocessed in place:
@@ -139,6 +142,7 @@ static bs_status preprocess(const bs_run_ctx *c, bs_read_lane *l, int kind, int6
 
 static bs_status lane_read(const bs_run_ctx *c, bs_read_lane *l, int kind, int64_t b, float **x, int64_t *n_valid)
 {
+    l->scales_own = 0;
     BS_TRY(bs_batch_read(&l->reader, b, x, n_valid));
     if (kind == READ_PREPROCESSED || kind == READ_RAW)
         l->railed = bs_batch_railed_fraction(*x, c->rec->probe.n_chan, c->width, c->halo, c->halo + *n_valid);
@@ -266,6 +270,11 @@ bs_status bs_run_read_unwhitened(bs_run_ctx *c, int64_t b, float **x, int64_t *n
 bs_status bs_run_read_preprocessed(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)
 {
     return read_next(c, READ_PREPROCESSED, b, x, n_valid);
+}
+
+const float *bs_run_read_noise_scales(const bs_run_ctx *c)
+{
+    return c->rd.scales_own ? c->rd.art_scale : NULL;
 }
 
 bs_status bs_run_read_raw(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid)

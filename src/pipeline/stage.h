@@ -60,6 +60,8 @@ typedef struct {
     float *art_scale;          /* per channel: 1 / noise scale of an unwhitened batch */
     bs_artifact_period *art;   /* the periods of the last batch read (whitened or not), window columns */
     int art_n;                 /* periods found */
+    int scales_own;            /* 1: art_scale holds the noise scales of the window last read, unwhitened, in
+                                  which the artifact check blanked nothing (bs_run_read_noise_scales) */
     bs_drift_corrector corr;   /* per-batch drift-corrected whitening (once the drift stage ran) */
     int have_corr;
     int pre;                   /* 1: the reader reads the preprocessed recording (c->pre_rec), so a window only
@@ -225,6 +227,10 @@ bs_status bs_run_read_preprocessed(bs_run_ctx *c, int64_t b, float **x, int64_t 
 /* Batch b as read from the recording itself, nothing done to it; the lane's `railed` is its railed fraction
  * (the preprocess stage's pass when the plan streams the preprocessed recording). */
 bs_status bs_run_read_raw(bs_run_ctx *c, int64_t b, float **x, int64_t *n_valid);
+/* The inverse noise scales (bs_noise_inv_scales, step BS_NOISE_STEP over the own columns) of the window the
+ * run's last read returned, when it was read unwhitened and its artifact check, which computed them, blanked
+ * nothing: the window's own scales. NULL otherwise (whitened, artifact removal off, or a period blanked). */
+const float *bs_run_read_noise_scales(const bs_run_ctx *c);
 bs_status bs_run_read_raw_on(const bs_run_ctx *c, bs_read_lane *l, int64_t b, float **x, int64_t *n_valid);
 
 /* The preprocessed recording streamed (pre_stream.c): rows computed again from the raw recording on each

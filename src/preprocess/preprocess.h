@@ -425,6 +425,9 @@ bs_status bs_artifact_blank_counted(const bs_artifact_params *ap, double fs_hz, 
                                     const int32_t *count, bs_artifact_period *periods, int max_periods,
                                     int *n_periods);
 
+/* Every BS_NOISE_STEP-th own sample of a window feeds the noise scales of the sort's passes (the artifact
+ * check of an unwhitened window, the drift peaks): the same values, so a pass can reuse the other's. */
+#define BS_NOISE_STEP 8
 /* Robust noise scale of each channel of a window that is not whitened:
  * inv_scale[c] = 0.6745 / median |x[c, first + i step]| over the n columns
  * from `first` (0 for a flat channel), by exact selection on a copy (tracked

@@ -403,6 +403,30 @@ static void test_peaks(void)
     CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, &s2) == BS_OK);
     CHECK(s1.n == s2.n && memcmp(s1.s, s2.s, (size_t)s1.n * sizeof *s1.s) == 0);
     CHECK_MSG(s1.n == 2, "%lld peaks, expected 2", (long long)s1.n);
+    /* the scales a pass gives (scale_in: its artifact check's, bs_noise_inv_scales with BS_NOISE_STEP over the
+       own columns) are taken for one call: the same peaks as computing them; other scales, other peaks */
+    {
+        float *given = malloc((size_t)C * sizeof *given), *kept = malloc((size_t)C * sizeof *kept);
+        CHECK(bs_noise_inv_scales(x, C, nt, halo, nv, BS_NOISE_STEP, "test/scales", given) == BS_OK);
+        memcpy(kept, det.scale, (size_t)C * sizeof *kept);
+        CHECK(memcmp(given, kept, (size_t)C * sizeof *kept) == 0); /* the detector computed the same scales */
+        bs_drift_spikes s3 = {0};
+        for (int c = 0; c < C; c++)
+            given[c] *= 0.5f; /* everything counts half as many σ: the 6 σ bound loses the troughs */
+        det.scale_in = given;
+        CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, &s3) == BS_OK);
+        CHECK(det.scale_in == NULL && det.scale[0] == given[0]);
+        CHECK_MSG(s3.n < s1.n, "%lld peaks with half the scales, %lld with the window's", (long long)s3.n,
+                  (long long)s1.n);
+        for (int c = 0; c < C; c++)
+            given[c] = kept[c];
+        det.scale_in = given;
+        CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, &s3) == BS_OK);
+        CHECK(s3.n == s1.n && memcmp(s3.s, s1.s, (size_t)s1.n * sizeof *s1.s) == 0);
+        bs_drift_spikes_free(&s3);
+        free(given);
+        free(kept);
+    }
     for (int64_t i = 0; i < s1.n && i < 2; i++) {
         printf("peak %lld: sample %lld, depth %.1f µm (true %.1f), amplitude %.1f σ\n", (long long)i,
                (long long)s1.s[i].t, s1.s[i].y_um, ys[i], s1.s[i].amp);
