@@ -142,9 +142,6 @@ typedef struct {
     float *x_um, *y_um; /* [n_chan] contact positions, µm */
     int *shank;         /* [n_chan] */
     float *scale;       /* [n_chan] 1 / noise σ of the current batch, 1/µV (0: flat channel) */
-    const float *scale_in; /* NULL, or the next window's scales as bs_noise_inv_scales gives them with step
-                              BS_NOISE_STEP over its own columns (the caller's, computed for its artifact
-                              check): taken instead of computing them again, by one bs_drift_detect_to call */
 } bs_drift_detector;
 
 typedef struct {
@@ -163,16 +160,18 @@ void bs_drift_detector_free(bs_drift_detector *d);
 
 /* Peaks of one window (n_chan × n_t, channel-major, high-passed, µV) in its
  * own columns [halo, halo + n_valid); t0 = absolute sample of column halo.
- * Requires halo >= d->w. Sets d->scale for this window. Replaces the
- * contents of out. */
+ * Requires halo >= d->w. Sets d->scale for this window: to `scale` when it
+ * is given (the window's scales as bs_noise_inv_scales gives them with step
+ * BS_NOISE_STEP over its own columns, computed by the caller for its artifact
+ * check), computed otherwise. Replaces the contents of out. */
 bs_status bs_drift_detect_batch(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                                int64_t t0, bs_drift_spikes *out);
+                                int64_t t0, const float *scale, bs_drift_spikes *out);
 void bs_drift_spikes_free(bs_drift_spikes *s);
 /* The same peaks handed to sink(ctx, peaks, n) part by part in (t, chan)
  * order (a part is valid during the call only), in bounded memory. */
 typedef bs_status (*bs_drift_sink)(void *ctx, const bs_drift_spike *s, int64_t n);
 bs_status bs_drift_detect_to(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                             int64_t t0, bs_drift_sink sink, void *sink_ctx);
+                             int64_t t0, const float *scale, bs_drift_sink sink, void *sink_ctx);
 
 /* ------------------------------------------------------------ estimate --- */
 

@@ -382,18 +382,16 @@ static void tile_peaks(const bs_drift_detector *d, const float *x, int64_t n_t, 
 }
 
 bs_status bs_drift_detect_to(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                             int64_t t0, bs_drift_sink sink, void *sink_ctx)
+                             int64_t t0, const float *scale, bs_drift_sink sink, void *sink_ctx)
 {
     if (n_valid < 0 || halo < d->w || halo + n_valid + d->w > n_t)
         return bs_error(BS_ERR_INTERNAL, "drift: window of %lld samples with halo %lld and %lld own samples: "
                                          "expected a halo of at least %d samples",
                         (long long)n_t, (long long)halo, (long long)n_valid, d->w);
-    if (d->scale_in) {
-        memcpy(d->scale, d->scale_in, (size_t)d->n_chan * sizeof *d->scale);
-        d->scale_in = NULL;
-    } else {
+    if (scale)
+        memcpy(d->scale, scale, (size_t)d->n_chan * sizeof *d->scale);
+    else
         BS_TRY(noise_scales(d, x, n_t, halo, n_valid));
-    }
     const int64_t n_tiles = (n_valid + PK_TILE - 1) / PK_TILE;
     if (n_tiles == 0)
         return BS_OK;
@@ -441,8 +439,8 @@ static bs_status append_peaks(void *ctx, const bs_drift_spike *s, int64_t n)
 }
 
 bs_status bs_drift_detect_batch(bs_drift_detector *d, const float *x, int64_t n_t, int64_t halo, int64_t n_valid,
-                                int64_t t0, bs_drift_spikes *out)
+                                int64_t t0, const float *scale, bs_drift_spikes *out)
 {
     out->n = 0;
-    return bs_drift_detect_to(d, x, n_t, halo, n_valid, t0, append_peaks, out);
+    return bs_drift_detect_to(d, x, n_t, halo, n_valid, t0, scale, append_peaks, out);
 }

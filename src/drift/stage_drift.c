@@ -199,9 +199,9 @@ bs_status bs_stage_drift(const bs_stage_drift_args *a, bs_drift *d)
             int64_t n_valid;
             st = a->read(a->read_ctx, b, &x, &n_valid);
             ps.bin = b;
-            det.scale_in = st == BS_OK && a->scales ? a->scales(a->read_ctx) : NULL;
             if (st == BS_OK)
-                st = bs_drift_detect_to(&det, x, a->width, a->halo, n_valid, b * a->batch_samples, add_peaks, &ps);
+                st = bs_drift_detect_to(&det, x, a->width, a->halo, n_valid, b * a->batch_samples,
+                                        a->scales ? a->scales(a->read_ctx) : NULL, add_peaks, &ps);
             bs_progress_update(&pb, b + 1);
         }
         bs_progress_finish(&pb);

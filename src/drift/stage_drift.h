@@ -44,7 +44,7 @@ typedef struct {
     int64_t n_batches;
     bs_stage_read_fn read;
     void *read_ctx;
-    /* NULL, or the noise scales of the window `read` returned last (bs_drift_detector.scale_in), NULL when
+    /* NULL, or the noise scales of the window `read` returned last (bs_drift_detect_to's `scale`), NULL when
        it has none to give */
     const float *(*scales)(void *read_ctx);
     const char *out_dir;    /* OUT; NULL: write nothing */

@@ -105,7 +105,7 @@ static bs_status blank_artifacts(const bs_run_ctx *c, bs_read_lane *l, float *x,
     if (!whitened) {
         int64_t n_valid = c->rec->n_samples - b * c->nb < c->nb ? c->rec->n_samples - b * c->nb : c->nb;
         BS_TRY(bs_noise_inv_scales(x, C, c->width, c->halo, n_valid, BS_NOISE_STEP, "sort/artifacts",
-                                       l->art_scale));
+                                   l->art_scale));
     }
     BS_TRY(bs_artifact_blank(&c->p->artifact, c->rec->fs_hz, x, C, c->width, whitened ? NULL : l->art_scale,
                              l->art_count, l->art, c->art_max, &l->art_n));

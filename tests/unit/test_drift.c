@@ -398,13 +398,13 @@ static void test_peaks(void)
     CHECK(bs_drift_detector_init(&det, &p, &dp, 30000.0) == BS_OK);
     bs_drift_spikes s1 = {0}, s2 = {0};
     omp_set_num_threads(1);
-    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, &s1) == BS_OK);
+    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, NULL, &s1) == BS_OK);
     omp_set_num_threads(2);
-    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, &s2) == BS_OK);
+    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, NULL, &s2) == BS_OK);
     CHECK(s1.n == s2.n && memcmp(s1.s, s2.s, (size_t)s1.n * sizeof *s1.s) == 0);
     CHECK_MSG(s1.n == 2, "%lld peaks, expected 2", (long long)s1.n);
-    /* the scales a pass gives (scale_in: its artifact check's, bs_noise_inv_scales with BS_NOISE_STEP over the
-       own columns) are taken for one call: the same peaks as computing them; other scales, other peaks */
+    /* the scales a pass gives (its artifact check's, bs_noise_inv_scales with BS_NOISE_STEP over the own
+       columns) are taken as they are: the same peaks as computing them; other scales, other peaks */
     {
         float *given = malloc((size_t)C * sizeof *given), *kept = malloc((size_t)C * sizeof *kept);
         CHECK(bs_noise_inv_scales(x, C, nt, halo, nv, BS_NOISE_STEP, "test/scales", given) == BS_OK);
@@ -412,16 +412,12 @@ static void test_peaks(void)
         CHECK(memcmp(given, kept, (size_t)C * sizeof *kept) == 0); /* the detector computed the same scales */
         bs_drift_spikes s3 = {0};
         for (int c = 0; c < C; c++)
-            given[c] *= 0.5f; /* everything counts half as many σ: the 6 σ bound loses the troughs */
-        det.scale_in = given;
-        CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, &s3) == BS_OK);
-        CHECK(det.scale_in == NULL && det.scale[0] == given[0]);
+            given[c] *= 0.5f; /* everything counts half as many σ: fewer troughs pass the 6 σ bound */
+        CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, given, &s3) == BS_OK);
+        CHECK(det.scale[0] == given[0]);
         CHECK_MSG(s3.n < s1.n, "%lld peaks with half the scales, %lld with the window's", (long long)s3.n,
                   (long long)s1.n);
-        for (int c = 0; c < C; c++)
-            given[c] = kept[c];
-        det.scale_in = given;
-        CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, &s3) == BS_OK);
+        CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 1000000, kept, &s3) == BS_OK);
         CHECK(s3.n == s1.n && memcmp(s3.s, s1.s, (size_t)s1.n * sizeof *s1.s) == 0);
         bs_drift_spikes_free(&s3);
         free(given);
@@ -438,9 +434,9 @@ static void test_peaks(void)
     /* noise alone gives nothing; a too-small halo is refused */
     for (int64_t i = 0; i < (int64_t)C * nt; i++)
         x[i] = (float)(10.0 * bs_rng_normal(&r));
-    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 0, &s1) == BS_OK);
+    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 0, NULL, &s1) == BS_OK);
     CHECK_MSG(s1.n == 0, "%lld noise peaks", (long long)s1.n);
-    CHECK(bs_drift_detect_batch(&det, x, nt, 2, nt - 4, 0, &s1) != BS_OK);
+    CHECK(bs_drift_detect_batch(&det, x, nt, 2, nt - 4, 0, NULL, &s1) != BS_OK);
     bs_drift_detector_free(&det);
     /* the most peaks any data holds: no spatial suppression and a trough every w + 1 samples on every
        channel (off the columns the noise scale samples); the lists stay within bs_drift_peaks_bytes */
@@ -453,7 +449,7 @@ static void test_peaks(void)
     bs_drift_spikes_free(&s2);
     s1 = (bs_drift_spikes){0};
     bs_mem_reset_peaks();
-    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 0, &s1) == BS_OK);
+    CHECK(bs_drift_detect_batch(&det, x, nt, halo, nv, 0, NULL, &s1) == BS_OK);
     size_t bound = bs_drift_peaks_bytes(C, &dp, 30000.0, nv, 2);
     printf("a peak every %d samples on %d channels: %lld peaks, %zu B held <= %zu B\n", det.w + 1, C,
            (long long)s1.n, bs_mem_tag_peak("drift/peaks", BS_DEV_HOST), bound);
