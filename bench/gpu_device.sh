@@ -11,7 +11,7 @@
 #
 # Steps, each bounded by a timeout so that the run ends (gpuold, cpuold, and with long gpuold300, cpu300, cpuold300:
 # the same sorts with .dev/bin/boundsort_old, the previous code, when bench/gpu_pack.sh was given OLD=REV, and the
-# 5-minute recording on the CPU): the GPU unit tests (test_gpu, test_peel, test_detect, the CLI test
+# 5-minute recording on the CPU; gpu300again: the GPU sort of it once more, after the old code's): the GPU unit tests (test_gpu, test_peel, test_detect, the CLI test
 # tests/cli/test_gpu.sh); a drifting 384-channel Neuropixels 1.0 recording (boundsort simulate, rigid drift,
 # 100 units); boundsort on the CPU (all cores) and with --device cuda on it, with accuracy against ground
 # truth (boundsort compare) and the spikes in which the two differ; a 300-s recording sorted with --device cuda; K = 17,345 templates matched with
@@ -67,7 +67,8 @@ try:
     r = json.load(open(rs)); c = json.loads(open(cp).readline())
 except Exception as e:
     print(f"{label}: rc {rc}, no summary ({e})"); sys.exit(0)
-st = ", ".join(f"{s['name']} {s['wall_s']:.1f} (read {s.get('read_preprocess_s', 0):.1f})" for s in r["stages"])
+st = ", ".join(f"{s['name']} {s['wall_s']:.1f} (read {s.get('read_preprocess_s', 0):.1f}, CPU {100 * s.get('cpu_utilisation', 0):.0f} %)"
+               for s in r["stages"])
 gp = max(s.get("gpu_peak_bytes", 0) for s in r["stages"])
 print(f"{label}: rc {rc}; wall {r['total_wall_s']:.1f} s = {float(sec) / r['total_wall_s']:.1f}x real time; peak RSS "
       f"{r['peak_rss_bytes'] / 2**20:.0f} MiB; GPU tracked peak {gp / 2**20:.1f} MiB; stages: {st}; "
@@ -82,27 +83,29 @@ if [ -x "$D/bin/boundsort_old" ]; then
   has gpuold && SORT_BIN=$D/bin/boundsort_old sort_one gpu_old --device cuda --gpu-mem 8G
   has cpuold && SORT_BIN=$D/bin/boundsort_old sort_one cpu_old
 fi
-if has cpu && has gpu; then
-  $PY - "$W/cpu" "$W/gpu" <<'PYEOF' | tee -a "$S"
+diff_spikes() { # two sorts of one recording (labels): the matched spikes in which they differ
+  [ -f "$W/$1/templates.npy" ] && [ -f "$W/$2/templates.npy" ] || return 0
+  $PY - "$W/$1" "$W/$2" "$1" "$2" <<'PYEOF' | tee -a "$S"
 import sys
 import numpy as np
-a, b = sys.argv[1:3]
+a, b, la, lb = sys.argv[1:5]
 def load(o, f):
     return np.load(f"{o}/.stages/match/{f}").ravel()
 ta, tb = load(a, "spike_times.npy"), load(b, "spike_times.npy")
 ka, kb = load(a, "spike_templates.npy"), load(b, "spike_templates.npy")
 aa, ab = load(a, "amplitudes.npy"), load(b, "amplitudes.npy")
-print(f"matched spikes CPU {ta.size}, GPU {tb.size}; same templates: {bool(np.array_equal(np.load(f'{a}/templates.npy'), np.load(f'{b}/templates.npy')))}")
+print(f"{la} vs {lb}: matched spikes {ta.size}, {tb.size}; same templates: {bool(np.array_equal(np.load(f'{a}/templates.npy'), np.load(f'{b}/templates.npy')))}")
 sa = set(zip(ta.tolist(), ka.tolist())); sb = set(zip(tb.tolist(), kb.tolist()))
 both = sa & sb
-print(f"(time, template) pairs in both {len(both)}; CPU only {len(sa - both)}, GPU only {len(sb - both)}")
+print(f"(time, template) pairs in both {len(both)}; {la} only {len(sa - both)}, {lb} only {len(sb - both)}")
 if len(both):
     ia = {p: i for i, p in enumerate(zip(ta.tolist(), ka.tolist()))}
     ib = {p: i for i, p in enumerate(zip(tb.tolist(), kb.tolist()))}
     d = np.array([abs(float(aa[ia[p]]) - float(ab[ib[p]])) / max(abs(float(aa[ia[p]])), 1e-9) for p in both])
     print(f"amplitudes of common spikes: relative difference median {np.median(d):.1e}, max {d.max():.1e}")
 PYEOF
-fi
+}
+has cpu && has gpu && diff_spikes cpu gpu
 
 if has long; then # throughput on a 5-minute recording: GPU, and the CPU with the step cpu300
   timeout 120 "$B" simulate -o "$W/np1long" --probe np1 --duration 300 --units 100 --drift rigid --seed 4 \
@@ -111,7 +114,8 @@ if has long; then # throughput on a 5-minute recording: GPU, and the CPU with th
   ARGS=("$REC/recording.bin" --probe "$REC/probe.json" --fs 30000 --no-qc -q --threads "$NP")
   sort_one gpu300 --device cuda --gpu-mem 8G
   [ -x "$D/bin/boundsort_old" ] && has gpuold300 && SORT_BIN=$D/bin/boundsort_old sort_one gpu300_old --device cuda --gpu-mem 8G
-  has cpu300 && sort_one cpu300
+  has gpu300again && sort_one gpu300_again --device cuda --gpu-mem 8G # after the old code's: the order's effect
+  has cpu300 && sort_one cpu300 && diff_spikes cpu300 gpu300
   [ -x "$D/bin/boundsort_old" ] && has cpuold300 && SORT_BIN=$D/bin/boundsort_old sort_one cpu300_old
 fi
 

@@ -89,6 +89,37 @@ static int peaks_in_box(const float *x, int n_chan, int64_t n_t, int c, int64_t 
     return n;
 }
 
+/* 1 when (c, t) starts a snippet: above th, the largest of its ±4 channels × ±5 samples, and the only such
+ * peak within ±6 channels × ±30 samples. */
+static int is_snippet_peak(const float *x, int n_chan, int64_t n_t, int c, int64_t t, float th)
+{
+    return fabsf(x[(size_t)c * (size_t)n_t + (size_t)t]) > th && is_local_peak(x, n_chan, n_t, c, t, 4, 5) &&
+           peaks_in_box(x, n_chan, n_t, c, t, 6, 30, th) == 1;
+}
+
+/* Append the unit-norm snippet of channel c starting nt_before before t (a flat one is skipped). */
+static void add_snippet(bs_snippet_set *s, const float *x, int64_t n_t, int c, int64_t t)
+{
+    int nt = s->nt;
+    float *dst = s->snippets + (size_t)s->n * (size_t)nt;
+    const float *src = x + (size_t)c * (size_t)n_t + (size_t)(t - s->nt_before);
+    double norm = 0;
+    for (int u = 0; u < nt; u++)
+        norm += (double)src[u] * src[u];
+    if (norm <= 0)
+        return;
+    float inv = (float)(1.0 / sqrt(norm));
+    for (int u = 0; u < nt; u++)
+        dst[u] = src[u] * inv;
+    s->n++;
+}
+
+#define SNIPPET_BLOCK 512 /* columns one thread scans for peaks at a time */
+
+/* The peaks are found over the threads, each block of SNIPPET_BLOCK columns
+ * listing its own in (t, c) order, then added block by block in order until
+ * the set is full: the snippets of one thread's scan in (t, c) order, which
+ * the one-thread scan below also gives (it serves when a list cannot grow). */
 void bs_snippets_collect(bs_snippet_set *s, const bs_detect_params *p, const float *x, int n_chan, int64_t n_t,
                          int64_t halo, int64_t n_valid)
 {
@@ -96,28 +127,49 @@ void bs_snippets_collect(bs_snippet_set *s, const bs_detect_params *p, const flo
     int64_t lo = halo > nb ? halo : nb, hi = halo + n_valid;
     if (hi > n_t - (nt - nb))
         hi = n_t - (nt - nb);
-    for (int64_t t = lo; t < hi && s->n < s->cap; t++)
-        for (int c = 0; c < n_chan && s->n < s->cap; c++) {
-            float v = fabsf(x[(size_t)c * (size_t)n_t + (size_t)t]);
-            if (v <= p->th_single_ch || !is_local_peak(x, n_chan, n_t, c, t, 4, 5))
-                continue;
-            if (peaks_in_box(x, n_chan, n_t, c, t, 6, 30, p->th_single_ch) != 1)
-                continue;
-            float *dst = s->snippets + (size_t)s->n * (size_t)nt;
-            const float *src = x + (size_t)c * (size_t)n_t + (size_t)(t - nb);
-            double norm = 0;
-            for (int u = 0; u < nt; u++)
-                norm += (double)src[u] * src[u];
-            if (norm <= 0)
-                continue;
-            float inv = (float)(1.0 / sqrt(norm));
-            for (int u = 0; u < nt; u++)
-                dst[u] = src[u] * inv;
-            s->n++;
+    if (hi <= lo || s->n >= s->cap)
+        return;
+    const int64_t n_blk = (hi - lo + SNIPPET_BLOCK - 1) / SNIPPET_BLOCK;
+    int64_t **found = bs_mem_calloc("detect/snippets", (size_t)n_blk, sizeof *found); /* (t - lo) n_chan + c */
+    int64_t *n_found = bs_mem_calloc("detect/snippets", (size_t)n_blk, sizeof *n_found);
+    int failed = !found || !n_found;
+    if (!failed) {
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
+        for (int64_t b = 0; b < n_blk; b++) {
+            int64_t cap = 0, t1 = lo + (b + 1) * SNIPPET_BLOCK < hi ? lo + (b + 1) * SNIPPET_BLOCK : hi;
+            for (int64_t t = lo + b * SNIPPET_BLOCK; t < t1 && !failed; t++)
+                for (int c = 0; c < n_chan && !failed; c++) {
+                    if (!is_snippet_peak(x, n_chan, n_t, c, t, p->th_single_ch))
+                        continue;
+                    if (n_found[b] == cap) {
+                        int64_t *g = bs_mem_realloc(found[b], "detect/snippets", (size_t)(cap + 64) * sizeof *g);
+                        if (!g) {
+                            failed = 1;
+                            break;
+                        }
+                        found[b] = g, cap += 64;
+                    }
+                    found[b][n_found[b]++] = (t - lo) * n_chan + c;
+                }
         }
+    }
+    for (int64_t b = 0; !failed && b < n_blk; b++)
+        for (int64_t e = 0; e < n_found[b] && s->n < s->cap; e++)
+            add_snippet(s, x, n_t, (int)(found[b][e] % n_chan), lo + found[b][e] / n_chan);
+    for (int64_t b = 0; found && b < n_blk; b++)
+        bs_mem_free(found[b]);
+    bs_mem_free(found);
+    bs_mem_free(n_found);
+    for (int64_t t = lo; failed && t < hi && s->n < s->cap; t++)
+        for (int c = 0; c < n_chan && s->n < s->cap; c++)
+            if (is_snippet_peak(x, n_chan, n_t, c, t, p->th_single_ch))
+                add_snippet(s, x, n_t, c, t);
 }
 
-/* k-means on unit-norm rows with k-means++ initialisation. */
+/* k-means on unit-norm rows with k-means++ initialisation. Each point's
+ * distances and label are computed on its own (over the threads), every sum
+ * over points in point order on one thread, so the centers do not depend on
+ * the thread count. */
 static bs_status kmeans(const float *data, int n, int d, int k, uint64_t seed, float *centers)
 {
     bs_rng rng;
@@ -138,6 +190,7 @@ static bs_status kmeans(const float *data, int n, int d, int k, uint64_t seed, f
     for (int c = 1; c <= k; c++) {
         double total = 0;
         const float *prev = centers + (size_t)(c - 1) * d;
+#pragma omp parallel for schedule(static)
         for (int i = 0; i < n; i++) {
             double e = 0;
             for (int u = 0; u < d; u++) {
@@ -146,8 +199,9 @@ static bs_status kmeans(const float *data, int n, int d, int k, uint64_t seed, f
             }
             if (e < dist[i])
                 dist[i] = e;
-            total += dist[i];
         }
+        for (int i = 0; i < n; i++)
+            total += dist[i];
         if (c == k)
             break;
         double r = bs_rng_uniform(&rng) * total, run = 0;
@@ -163,6 +217,7 @@ static bs_status kmeans(const float *data, int n, int d, int k, uint64_t seed, f
     }
     for (int iter = 0; iter < 100; iter++) {
         int changed = 0;
+#pragma omp parallel for schedule(static) reduction(+ : changed)
         for (int i = 0; i < n; i++) {
             int best = 0;
             double best_e = INFINITY;

@@ -105,6 +105,10 @@ typedef struct {
 
 void bs_detect_default_params(bs_detect_params *p);
 
+/* Owned columns of one work item of a batch (a chunk), from the batch's first owned column: the low tier's
+ * unit, whose candidate columns reach nt_before further on each side. */
+#define BS_DETECT_CHUNK 1024
+
 /* 1 when some chunks are detected at th_low, under th_universal (the low tier); the detector, the plan and
  * the clustering all ask this. */
 int bs_detect_low_tier(const bs_detect_params *p);

@@ -341,11 +341,8 @@ static bs_status detect_batches(bs_run_ctx *c, int L, bs_npy_set *files, artifac
         bs_detect_output_init(&l->out, c->grid.n_chans, c->basis.n_pcs);
         l->out.limit = cap;
         st = bs_run_lane_for(c, n_open, &l->own, &l->rd, "sort/detect-lanes");
-        if (st == BS_OK && c->p->device >= 0) { /* for the lowest threshold of any batch */
-            bs_detect_params dg = *d;
-            dg.th_universal = bs_detect_low_tier(d) ? d->th_low : d->th_universal;
-            st = bs_gpu_detector_create(c->p->device, &dg, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
-        }
+        if (st == BS_OK && c->p->device >= 0)
+            st = bs_gpu_detector_create(c->p->device, d, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
     }
     lanes_job job = {c, L == 1, lanes, files, aw, pb, 0};
     if (st == BS_OK)

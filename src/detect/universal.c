@@ -20,7 +20,6 @@
 #include "../mem/mem.h"
 #include "detect.h"
 
-#define CHUNK_SAMPLES 1024 /* owned samples per work item */
 #define OUTPUT_MIN_CAP 64  /* first capacity of a spike list, rows */
 #define VL 8               /* lanes of the per-candidate vectors, floats */
 #define MAX_SCORE_VECTORS 64 /* sizes x shape vectors one score holds */
@@ -159,7 +158,7 @@ size_t bs_detect_batch_bytes(const bs_detect_params *p, int n_pos, int n_chans, 
 {
     int64_t lc, ls;
     chunk_limits(p, n_pos, &lc, &ls);
-    size_t L = CHUNK_SAMPLES + 2 * (size_t)p->nt_before;
+    size_t L = BS_DETECT_CHUNK + 2 * (size_t)p->nt_before;
     size_t nms_fixed = ((size_t)n_pos + 1) * sizeof(int64_t) + (size_t)n_pos * sizeof(float);
     /* per thread: its candidate list, then either the sort's copy and column
      * index or the suppression's keep flags and order */
@@ -725,7 +724,7 @@ static void filter_tile(const detect_job *j, int64_t first, const thread_scratch
 static float chunk_threshold(const detect_job *j, int64_t ta)
 {
     const bs_detect_params *p = j->p;
-    if (bs_detect_low_tier(p) && ((ta - j->own0) / CHUNK_SAMPLES) % p->low_stride == 0)
+    if (bs_detect_low_tier(p) && ((ta - j->own0) / BS_DETECT_CHUNK) % p->low_stride == 0)
         return p->th_low;
     return p->th_universal;
 }
@@ -779,7 +778,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const
        filtered for every channel, then scored in blocks of SCORE_BLOCK columns over all positions */
     const int KP = padded_shapes(K);
     enum { BL = SCORE_BLOCK, W = FILTER_TILE };
-    const int64_t origin = j->own0 + (ta - j->own0) / CHUNK_SAMPLES * CHUNK_SAMPLES - nb;
+    const int64_t origin = j->own0 + (ta - j->own0) / BS_DETECT_CHUNK * BS_DETECT_CHUNK - nb;
     for (int64_t g0 = origin + (ca - origin) / W * W; g0 < cb && st == BS_OK && !found.full; g0 += W) {
         filter_tile(j, g0 - nb, ts);
         const int64_t lo = ca > g0 ? ca : g0, hi = cb < g0 + W ? cb : g0 + W;
@@ -1006,8 +1005,8 @@ static bs_status detect_range(const detect_job *j, int64_t ta, int64_t tb, const
 /* Owned columns [*ta, *tb) of work item c of a window with `halo` and n_valid own samples. */
 static void chunk_columns(int64_t halo, int64_t n_valid, int c, int64_t *ta, int64_t *tb)
 {
-    *ta = halo + (int64_t)c * CHUNK_SAMPLES;
-    *tb = *ta + CHUNK_SAMPLES < halo + n_valid ? *ta + CHUNK_SAMPLES : halo + n_valid;
+    *ta = halo + (int64_t)c * BS_DETECT_CHUNK;
+    *tb = *ta + BS_DETECT_CHUNK < halo + n_valid ? *ta + BS_DETECT_CHUNK : halo + n_valid;
 }
 
 bs_status bs_detect_output_append(void *ctx, const bs_detect_output *part)
@@ -1051,7 +1050,7 @@ bs_status bs_detect_batch_on(const bs_detect_params *p, const bs_temporal_basis 
             bs_log_warn("detect: a batch at sample %lld has more than %lld candidates (an artifact?): "
                         "it is evaluated on the CPU", (long long)t0, (long long)BS_GPU_DETECT_CAP);
     }
-    int n_chunks = (int)((n_valid + CHUNK_SAMPLES - 1) / CHUNK_SAMPLES);
+    int n_chunks = (int)((n_valid + BS_DETECT_CHUNK - 1) / BS_DETECT_CHUNK);
     int n_threads = omp_get_max_threads();
     if (n_threads > n_chunks)
         n_threads = n_chunks;

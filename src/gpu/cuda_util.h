@@ -11,6 +11,7 @@
 
 extern "C" { /* the C headers (gpu.h declares its own functions extern "C") */
 #include "../common/status.h"
+#include "../detect/detect.h"
 #include "../mem/mem.h"
 }
 #include "gpu.h"

@@ -11,7 +11,7 @@
  *     every sample of a peeling window (bs_gpu_scorer);
  *   - detection's candidates (detect.h, part 3): the universal-template score
  *     A[f, t] of every grid position at every column of a batch, and the
- *     (t, f) where it exceeds th_universal (bs_gpu_detector).
+ *     (t, f) where it exceeds its chunk's threshold (bs_gpu_detector).
  *
  * Two implementations of this header, one linked:
  *   - gpu_scores.cu and gpu_detect.cu (the build found nvcc, or
@@ -117,7 +117,9 @@ bs_status bs_gpu_detector_create(int dev, const bs_detect_params *p, const bs_te
                                  const bs_detect_grid *g, int n_chan, int64_t n_t, bs_gpu_detector **out);
 
 /* Every (column t in [c0, c1), position f) of window x (n_chan rows of n_t
- * samples, row stride n_t) whose score exceeds th_universal, as the CPU's
+ * samples, row stride n_t) whose score exceeds the threshold of a chunk whose candidate columns hold t
+ * (th_low near the low tier's chunks, chunks of BS_DETECT_CHUNK columns from c0 + nt_before; else
+ * th_universal: each chunk's own candidates and few more), as the CPU's
  * exhaustive evaluation gives it, in no particular order (the caller sorts
  * them: bs_detect_sort_candidates), in *cands (host memory under
  * "detect/candidates", the caller frees it with bs_mem_free) and *n.

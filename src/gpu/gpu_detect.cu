@@ -11,10 +11,13 @@
  *   score: one thread per (position, column): over the position's channels
  *     j in order, acc[s][k] += w[s, j] * fs[ichan[j], i, k] (the CPU's
  *     score_at, exhaustive), then the best |acc| over (s, k) in that order,
- *     ties to the first; a score above th_universal appends (t, f, q, sign,
- *     score) to the tile's list through an atomic counter, so the list of a
- *     tile comes back in no particular order (tiles in time order): the
- *     caller sorts it (universal.c, bs_detect_sort_candidates).
+ *     ties to the first; a score above the column's threshold appends (t, f,
+ *     q, sign, score) to the tile's list through an atomic counter, so the
+ *     list of a tile comes back in no particular order (tiles in time order):
+ *     the caller sorts it (universal.c, bs_detect_sort_candidates). A
+ *     column's threshold is the lowest of the chunks whose candidate columns
+ *     hold it (column_threshold): th_low near a low-tier chunk, else
+ *     th_universal, so the list holds what each chunk keeps and no more.
  * The filter's taps are fused multiply-adds (__fmaf_rn), summed directly,
  * where the CPU uses its FFT filter bank (src/common/firbank.h): the filter
  * outputs, and so the scores, differ from the CPU's by float rounding.
@@ -33,7 +36,8 @@
 
 struct bs_gpu_detector {
     int dev, C, K, nt, nb, F, nC, S;
-    float th;
+    float th_hi, th_lo; /* th_universal; th_low with the low tier, else th_universal (whitened units) */
+    int low_stride;     /* chunks per low-tier chunk; 0: no low tier */
     int64_t n_t_max;
     size_t bytes;
     float *x;      /* C x n_t_max */
@@ -74,9 +78,28 @@ __global__ void filter_kernel(const float *__restrict__ x, int64_t n_t, int64_t 
     }
 }
 
+/* floor(a / BS_DETECT_CHUNK) for any sign of a */
+__device__ static int64_t chunk_of(int64_t a)
+{
+    return a >= 0 ? a / BS_DETECT_CHUNK : -((-a + BS_DETECT_CHUNK - 1) / BS_DETECT_CHUNK);
+}
+
+/* The threshold column t must pass: th_lo when a low-tier chunk's candidate columns
+ * [own0 + c BS_DETECT_CHUNK - nb, own0 + (c + 1) BS_DETECT_CHUNK + nb) hold it (c from
+ * floor((t - nb - own0) / chunk) to floor((t + nb - own0) / chunk): at most two, as 2 nb < chunk), else
+ * th_hi. A chunk past the batch's end only lowers a threshold, which the caller's per-chunk filter undoes. */
+__device__ static float column_threshold(int64_t t, int64_t own0, int nb, int stride, float th_lo, float th_hi)
+{
+    if (stride <= 0)
+        return th_hi;
+    const int64_t ca = chunk_of(t - nb - own0), cb = chunk_of(t + nb - own0);
+    return (ca >= 0 && ca % stride == 0) || (cb >= 0 && cb % stride == 0) ? th_lo : th_hi;
+}
+
 __global__ void score_kernel(const float *__restrict__ fs, int64_t col0, int n_cols, const int *__restrict__ ichan,
-                             const float *__restrict__ wgt, int K, int S, int nC, float th,
-                             bs_detect_candidate *__restrict__ cand, unsigned long long *count, long long cap)
+                             const float *__restrict__ wgt, int K, int S, int nC, int64_t own0, int nb, int stride,
+                             float th_lo, float th_hi, bs_detect_candidate *__restrict__ cand,
+                             unsigned long long *count, long long cap)
 {
     __shared__ int ich[MAX_CHANS];
     __shared__ float w[MAX_SIZES * MAX_CHANS];
@@ -119,7 +142,7 @@ __global__ void score_kernel(const float *__restrict__ fs, int64_t col0, int n_c
                 q = s * K + k;
                 sign = acc[s][k] < 0.0f ? -1 : 1;
             }
-    if (best > th) {
+    if (best > column_threshold(col0 + i, own0, nb, stride, th_lo, th_hi)) {
         unsigned long long e = atomicAdd(count, 1ULL);
         if ((long long)e < cap) {
             bs_detect_candidate cd;
@@ -195,7 +218,9 @@ extern "C" bs_status bs_gpu_detector_create(int dev, const bs_detect_params *p, 
     d->F = g->n_pos;
     d->nC = g->n_chans;
     d->S = g->n_sizes;
-    d->th = p->th_universal;
+    d->th_hi = p->th_universal;
+    d->th_lo = bs_detect_low_tier(p) ? p->th_low : p->th_universal;
+    d->low_stride = bs_detect_low_tier(p) ? p->low_stride : 0;
     d->n_t_max = n_t;
     bs_status st = detector_setup(d, b, g);
     if (st != BS_OK) {
@@ -236,7 +261,8 @@ extern "C" bs_status bs_gpu_detect_candidates(bs_gpu_detector *d, const float *x
         CUL(cudaGetLastError());
         CUL(cudaMemsetAsync(d->count, 0, sizeof(unsigned long long), d->stream));
         score_kernel<<<dim3(blocks, (unsigned)d->F), THREADS, 0, d->stream>>>(
-            d->fs, t0, n_cols, d->ichan, d->w, d->K, d->S, d->nC, d->th, d->cand, d->count, (long long)BS_GPU_DETECT_CAP);
+            d->fs, t0, n_cols, d->ichan, d->w, d->K, d->S, d->nC, c0 + d->nb, d->nb, d->low_stride, d->th_lo, d->th_hi,
+            d->cand, d->count, (long long)BS_GPU_DETECT_CAP);
         CUL(cudaGetLastError());
         unsigned long long cnt = 0;
         CUL(cudaMemcpyAsync(&cnt, d->count, sizeof cnt, cudaMemcpyDeviceToHost, d->stream));

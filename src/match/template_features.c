@@ -13,7 +13,8 @@
  * template id), so the result does not depend on anything but the templates.
  * Features: per spike and neighbour, a binary search of each pc channel in
  * the neighbour's (ascending) support and a P-term dot product with the
- * spike's pc features. Nothing here grows with the recording.
+ * spike's pc features, the spikes over the threads. Nothing here grows
+ * with the recording.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,7 @@ void bs_template_features(const bs_match_templates *t, const int32_t *pc_chan, i
                           int64_t n, const int32_t *tmpl, const float *pcf, float *out)
 {
     int S = t->n_sup, P = t->n_pc;
+#pragma omp parallel for schedule(static) if (n > 256) /* each spike's row on its own: any thread count */
     for (int64_t s = 0; s < n; s++) {
         int k = tmpl[s];
         const int32_t *ch = pc_chan + (size_t)k * npc;
