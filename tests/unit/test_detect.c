@@ -109,6 +109,22 @@ static bs_status detect_on(const bs_detect_params *p, const bs_temporal_basis *b
     return st;
 }
 
+/* Detections of a GPU run the same as the CPU's in time, position and score (within 1e-4 relative): the GPU
+ * filters directly, the CPU by its filter bank, so the scores differ by float rounding and a near-tie may
+ * go the other way. */
+static int64_t same_detections(const bs_detect_output *cpu, const bs_detect_output *gpu)
+{
+    int64_t same = 0;
+    for (int64_t a = 0, q = 0; a < cpu->n; a++) {
+        const bs_detected_spike *x = &cpu->spikes[a];
+        while (q < gpu->n && (gpu->spikes[q].t < x->t || (gpu->spikes[q].t == x->t && gpu->spikes[q].pos < x->pos)))
+            q++;
+        same += q < gpu->n && gpu->spikes[q].t == x->t && gpu->spikes[q].pos == x->pos &&
+                fabsf(gpu->spikes[q].score - x->score) <= 1e-4f * x->score;
+    }
+    return same;
+}
+
 static bs_status detect_all(const bs_detect_params *p, const bs_temporal_basis *b, const bs_detect_grid *g,
                             const bs_probe *probe, bs_detect_output *out)
 {
@@ -317,20 +333,31 @@ int main(void)
         bs_detect_output gout;
         bs_detect_output_init(&gout, grid.n_chans, p.n_pcs);
         CHECK(gd && detect_on(&p, &basis, &grid, &probe, gd, &gout) == BS_OK);
-        /* the GPU filters directly, the CPU by its filter bank: the scores differ by float rounding,
-           so a near-tie may go the other way; the spikes are otherwise the same (time and position) */
-        int64_t same = 0;
-        for (int64_t a = 0, q = 0; a < out.n; a++) {
-            while (q < gout.n && (gout.spikes[q].t < out.spikes[a].t ||
-                                  (gout.spikes[q].t == out.spikes[a].t && gout.spikes[q].pos < out.spikes[a].pos)))
-                q++;
-            same += q < gout.n && gout.spikes[q].t == out.spikes[a].t && gout.spikes[q].pos == out.spikes[a].pos &&
-                    fabsf(gout.spikes[q].score - out.spikes[a].score) <= 1e-4f * out.spikes[a].score;
-        }
+        int64_t same = same_detections(&out, &gout);
         printf("GPU detection: %lld spikes (CPU %lld), %lld the same in time, position and score\n",
                (long long)gout.n, (long long)out.n, (long long)same);
         CHECK(same >= out.n - out.n / 100 && llabs(gout.n - out.n) <= out.n / 100 + 1);
         bs_gpu_detector_free(gd);
+        /* a low tier (th_low 3.5 in the first chunk of every 2): the GPU keeps each column's candidates at
+           the lowest threshold of the chunks that read it, so the low chunks' detections are there too */
+        bs_detect_params pg = p;
+        pg.th_low = 3.5f;
+        pg.low_stride = 2;
+        bs_detect_output cl, gl;
+        bs_detect_output_init(&cl, grid.n_chans, p.n_pcs);
+        bs_detect_output_init(&gl, grid.n_chans, p.n_pcs);
+        CHECK(detect_on(&pg, &basis, &grid, &probe, NULL, &cl) == BS_OK);
+        CHECK(bs_gpu_detector_create(0, &pg, &basis, &grid, C, NB + 2 * HALO, &gd) == BS_OK);
+        CHECK(gd && detect_on(&pg, &basis, &grid, &probe, gd, &gl) == BS_OK);
+        int64_t n_low = 0, same_low = same_detections(&cl, &gl);
+        for (int64_t s = 0; s < cl.n; s++)
+            n_low += cl.spikes[s].score <= p.th_universal;
+        printf("GPU detection with a low tier: %lld spikes (CPU %lld, %lld under th_universal), %lld the same\n",
+               (long long)gl.n, (long long)cl.n, (long long)n_low, (long long)same_low);
+        CHECK(n_low > 0 && same_low >= cl.n - cl.n / 100 && llabs(gl.n - cl.n) <= cl.n / 100 + 1);
+        bs_gpu_detector_free(gd);
+        bs_detect_output_free(&cl);
+        bs_detect_output_free(&gl);
         CHECK(bs_mem_tag_current("detect/gpu", BS_DEV_GPU) == 0);
         bs_detect_output_free(&gout);
     } else {
