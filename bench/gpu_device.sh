@@ -11,8 +11,8 @@
 #
 # Steps, each bounded by a timeout so that the run ends (gpuold, cpuold, and with long gpuold300, cpu300, cpuold300:
 # the same sorts with .dev/bin/boundsort_old, the previous code, when bench/gpu_pack.sh was given OLD=REV, and the
-# 5-minute recording on the CPU; gpu300again: the GPU sort of it once more, after the old code's): the GPU unit tests (test_gpu, test_peel, test_detect, the CLI test
-# tests/cli/test_gpu.sh); a drifting 384-channel Neuropixels 1.0 recording (boundsort simulate, rigid drift,
+# 5-minute recording on the CPU; gpu300again: the GPU sort of it once more, after the old code's): the GPU unit
+# tests (test_gpu, test_peel, test_detect, the CLI test tests/cli/test_gpu.sh); a drifting 384-channel Neuropixels 1.0 recording (boundsort simulate, rigid drift,
 # 100 units); boundsort on the CPU (all cores) and with --device cuda on it, with accuracy against ground
 # truth (boundsort compare) and the spikes in which the two differ; a 300-s recording sorted with --device cuda; K = 17,345 templates matched with
 # --gpu-mem 8G (bench_match_stress); Kilosort 4 with device cuda on the same recording. Everything goes to
@@ -67,8 +67,8 @@ try:
     r = json.load(open(rs)); c = json.loads(open(cp).readline())
 except Exception as e:
     print(f"{label}: rc {rc}, no summary ({e})"); sys.exit(0)
-st = ", ".join(f"{s['name']} {s['wall_s']:.1f} (read {s.get('read_preprocess_s', 0):.1f}, CPU {100 * s.get('cpu_utilisation', 0):.0f} %)"
-               for s in r["stages"])
+st = ", ".join(f"{s['name']} {s['wall_s']:.1f} (read {s.get('read_preprocess_s', 0):.1f}, "
+               f"CPU {100 * s.get('cpu_utilisation', 0):.0f} %)" for s in r["stages"])
 gp = max(s.get("gpu_peak_bytes", 0) for s in r["stages"])
 print(f"{label}: rc {rc}; wall {r['total_wall_s']:.1f} s = {float(sec) / r['total_wall_s']:.1f}x real time; peak RSS "
       f"{r['peak_rss_bytes'] / 2**20:.0f} MiB; GPU tracked peak {gp / 2**20:.1f} MiB; stages: {st}; "
@@ -114,7 +114,8 @@ if has long; then # throughput on a 5-minute recording: GPU, and the CPU with th
   ARGS=("$REC/recording.bin" --probe "$REC/probe.json" --fs 30000 --no-qc -q --threads "$NP")
   sort_one gpu300 --device cuda --gpu-mem 8G
   [ -x "$D/bin/boundsort_old" ] && has gpuold300 && SORT_BIN=$D/bin/boundsort_old sort_one gpu300_old --device cuda --gpu-mem 8G
-  has gpu300again && sort_one gpu300_again --device cuda --gpu-mem 8G # after the old code's: the order's effect
+  # once more after the old code's sort: what the order of the sorts does to the times
+  has gpu300again && sort_one gpu300_again --device cuda --gpu-mem 8G
   has cpu300 && sort_one cpu300 && diff_spikes cpu300 gpu300
   [ -x "$D/bin/boundsort_old" ] && has cpuold300 && SORT_BIN=$D/bin/boundsort_old sort_one cpu300_old
 fi

@@ -142,7 +142,8 @@ __global__ void score_kernel(const float *__restrict__ fs, int64_t col0, int n_c
                 q = s * K + k;
                 sign = acc[s][k] < 0.0f ? -1 : 1;
             }
-    if (best > column_threshold(col0 + i, own0, nb, stride, th_lo, th_hi)) {
+    /* every column's threshold is at least th_lo: most columns stop at this test, before the chunk arithmetic */
+    if (best > th_lo && best > column_threshold(col0 + i, own0, nb, stride, th_lo, th_hi)) {
         unsigned long long e = atomicAdd(count, 1ULL);
         if ((long long)e < cap) {
             bs_detect_candidate cd;
