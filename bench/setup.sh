@@ -45,9 +45,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$py" -m pip install -q -c "$cons" "spikeinterface==$SI_VERSION"
 "$py" -m pip install -q --no-deps "kilosort==$KS_VERSION"
 "$py" -m pip install -q -c "$cons" pytest  # for python/tests
-# The SpikeInterface wrapper of this repository (pure Python).
-"$py" -m pip install -q --no-deps --no-build-isolation -e "$root/python" 2>/dev/null \
-  || "$py" -m pip install -q --no-deps -e "$root/python"
+# The SpikeInterface wrapper of this repository (pure Python), from the source tree: the root pyproject.toml
+# builds the C program too (pip install .), which the bench takes from build/ instead.
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$root/python" >"$site/boundsort_src.pth"
 
 "$py" - <<'PY'
 import importlib.metadata as md
