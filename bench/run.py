@@ -50,6 +50,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.append(str(HERE.parent / "python"))  # boundsort_si (score_si), whichever venv runs this
 import cases as casesmod  # noqa: E402
 
 WORK = HERE / "work"
@@ -235,6 +236,11 @@ def score_si(case: Path, fs: float, phy: Path):
     from spikeinterface.extractors import read_kilosort
 
     gt = gt_sorting(case, fs)
+    # boundsort's folder also holds tables that are not per cluster (bad_channels.tsv, artifacts.tsv), which the
+    # reader would join on cluster_id: the sorter wrapper's cluster_info.tsv first, as run_sorter does
+    from boundsort_si.sorter import BoundsortSorter
+
+    BoundsortSorter._write_cluster_info(Path(phy))
     tested = read_kilosort(phy, keep_good_only=False)
     comp = compare_sorter_to_ground_truth(gt, tested, exhaustive_gt=True)
     perf = comp.get_performance(method="by_unit")
