@@ -350,6 +350,11 @@ typedef struct {
                                     features), and the time rule is waived for such a cut; set by the stage */
     double max_time_ks;          /* the two parts' spike times: Kolmogorov–Smirnov distance at most (0.3) */
     double noise_min_overlap;    /* a noise cut's parts' spike times: bs_time_overlap at least (0.5) */
+    double burst_min_ms;         /* a noise cut keeps a low-part spike that comes at least this long ... (2) */
+    double burst_max_ms;         /* ... and at most this long after the latest high-part spike of its train:
+                                    a burst's later, smaller spikes (15; 0: none kept), ms */
+    double burst_min_ratio;      /* ... when the low part has at least this many times the spikes in those
+                                    windows that chance would put there, and at least 3 (4) */
     double feature_min_dprime;   /* separation of the two parts along the spikes' first principal axis of
                                     features that splits a template no amplitude split took (5; 0: off) */
 } bs_split_params;
@@ -402,6 +407,12 @@ typedef struct {
     uint8_t *kind;  /* [K] 0: by amplitude, the low part made; 1: by features; 2: by amplitude, the high part */
     float *fv;      /* [K x D] a feature rule's axis */
     float *fmean;   /* [K x D] a kind 1 or 2 rule's split-off part's mean features (set by the caller) */
+    uint8_t *noise; /* [K] 1: a noise cut (kind 0), whose low spikes in a burst stay (bs_noise_cut_stays);
+                       NULL: none */
+    int64_t burst_lo, burst_hi; /* that burst window after the train's latest high spike, samples (hi 0: off) */
+    double burst_min_ratio;     /* a noise cut keeps its bursts' spikes when bs_noise_cut_bursts says so */
+    int64_t n_samples;          /* the recording's length, samples (the windows' share of it) */
+    int64_t *last_hi; /* [K] the walk's state: each noise rule's latest high spike, INT64_MIN before any */
 } bs_split_rules;
 
 /* No rules yet: first[0..2K) = -1, n = 0. */
@@ -412,10 +423,27 @@ void bs_split_rules_clear(bs_split_rules *R);
  * template it makes, K + r. */
 int32_t bs_split_rules_add(bs_split_rules *R, int32_t k, int kind, float thr, const float *v, int D);
 
-/* The template (0..K + n) of a spike of matching template k, amplitude amp
- * and pc features f (D; read only by a feature rule): k's rules in order until
- * the spike falls under one, then that rule's template's rules, and so on. */
-int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, float amp, const float *f, int D);
+/* A spike at sample t reaching a noise cut: 1 when it stays on the train: it is of the high part (then
+ * *last_hi = t), or of the low part at lo..hi samples (inclusive) after *last_hi, the latest high spike
+ * before it (INT64_MIN: none; hi 0: no low spike stays). A burst's later spikes are smaller (the cell's
+ * sodium channels have not recovered) and come a few ms after its first; the threshold's crossings of the
+ * background come at any time. The split and the walk both decide with it, over the same train in time
+ * order. */
+int bs_noise_cut_stays(int64_t *last_hi, int64_t t, int high, int64_t lo, int64_t hi);
+
+/* 1 when a noise cut of the n spikes (times t ascending, amplitudes a) at thr keeps its low spikes in bursts:
+ * the low spikes that bs_noise_cut_stays keeps are at least 3 and at least min_ratio times what chance
+ * would put in the windows (the low spikes times the share of the n_samples the windows after the high
+ * spikes cover). A unit that bursts has many more there; a template whose unit fires fast has its windows
+ * cover much of the recording, and the background's crossings in them are no burst. */
+int bs_noise_cut_bursts(const int64_t *t, const float *a, int64_t n, float thr, int64_t lo, int64_t hi,
+                        int64_t n_samples, double min_ratio);
+
+/* The template (0..K + n) of a spike of matching template k at sample t, amplitude amp and pc features f
+ * (D; read only by a feature rule): k's rules in order until the spike falls under one, then that rule's
+ * template's rules, and so on. Spikes are walked in time order when a rule is a noise cut with a burst
+ * window (R->noise, R->last_hi). */
+int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, int64_t t, float amp, const float *f, int D);
 
 /* ------------------------------------------------------------ collisions */
 

@@ -82,6 +82,9 @@ void bs_split_default_params(bs_split_params *p)
     p->min_low_amp = 0;
     p->max_time_ks = 0.3;
     p->noise_min_overlap = 0.5;
+    p->burst_min_ms = 2.0;
+    p->burst_max_ms = 15.0;
+    p->burst_min_ratio = 4.0;
     p->feature_min_dprime = 5.0;
     p->noise_cut = 1;
     p->high_own = 0;
@@ -274,6 +277,10 @@ int32_t bs_split_rules_add(bs_split_rules *R, int32_t k, int kind, float thr, co
     R->thr[r] = thr;
     R->kind[r] = (uint8_t)kind;
     R->next[r] = -1;
+    if (R->noise)
+        R->noise[r] = 0;
+    if (R->last_hi)
+        R->last_hi[r] = INT64_MIN;
     if (kind == 1)
         memcpy(R->fv + (size_t)r * D, v, (size_t)D * sizeof *v);
     int32_t *link = &R->first[k];
@@ -283,11 +290,44 @@ int32_t bs_split_rules_add(bs_split_rules *R, int32_t k, int kind, float thr, co
     return R->K + r;
 }
 
-int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, float amp, const float *f, int D)
+int bs_noise_cut_stays(int64_t *last_hi, int64_t t, int high, int64_t lo, int64_t hi)
+{
+    if (high) {
+        *last_hi = t;
+        return 1;
+    }
+    return hi > 0 && *last_hi != INT64_MIN && t - *last_hi >= lo && t - *last_hi <= hi;
+}
+
+int bs_noise_cut_bursts(const int64_t *t, const float *a, int64_t n, float thr, int64_t lo, int64_t hi,
+                        int64_t n_samples, double min_ratio)
+{
+    if (hi <= 0 || hi < lo || n_samples <= 0)
+        return 0;
+    int64_t last = INT64_MIN, n_low = 0, n_in = 0, covered = 0, end = INT64_MIN; /* end: the windows' union so far */
+    for (int64_t i = 0; i < n; i++) {
+        int high = a[i] >= thr;
+        int stays = bs_noise_cut_stays(&last, t[i], high, lo, hi); /* called for every spike: the state */
+        n_in += !high && stays;
+        n_low += !high;
+        if (high) {
+            int64_t w0 = t[i] + lo > end ? t[i] + lo : end, w1 = t[i] + hi + 1;
+            covered += w1 > w0 ? w1 - w0 : 0;
+            end = w1 > end ? w1 : end;
+        }
+    }
+    double expected = (double)n_low * (double)(covered < n_samples ? covered : n_samples) / (double)n_samples;
+    return n_in >= 3 && (double)n_in >= min_ratio * expected;
+}
+
+int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, int64_t t, float amp, const float *f, int D)
 {
     for (int32_t r = R->first[k]; r >= 0;) {
         float x = R->kind[r] == 1 ? bs_feature_projection(f, R->fv + (size_t)r * D, D) : amp;
-        if (R->kind[r] == 2 ? x >= R->thr[r] : x < R->thr[r])
+        int under = R->kind[r] == 2 ? x >= R->thr[r] : x < R->thr[r];
+        if (R->noise && R->noise[r] && R->last_hi)
+            under = !bs_noise_cut_stays(&R->last_hi[r], t, !under, R->burst_lo, R->burst_hi);
+        if (under)
             k = R->K + r, r = R->first[k];
         else
             r = R->next[r];

@@ -271,6 +271,15 @@ static int refine_cut(const float *a, float thr, const float *f, int D, int64_t 
     return 1;
 }
 
+/* 1 when the spike of value x at sample t goes to the part a cut at th of kind makes; a noise cut that keeps
+ * its bursts (burst) keeps a low spike in the window after the latest high one, *last (the train walked in
+ * time order from INT64_MIN), as bs_split_rules_walk does. */
+static int goes_off(const bs_split_rules *R, float x, float th, int kind, int burst, int64_t t, int64_t *last)
+{
+    int off = (x < th) != (kind == 2);
+    return burst ? !bs_noise_cut_stays(last, t, !off, R->burst_lo, R->burst_hi) : off;
+}
+
 /* Each template's train, in order of template (those made by splits after
  * the K matching ones, so they are tested too), is cut while its spikes have
  * been cut fewer than SPLIT_DEPTH times (depth[k]): a matching template's
@@ -391,14 +400,20 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
                 }
             }
             int32_t j = bs_split_rules_add(R, k, kind, th, v, D);
-            int64_t nl = 0, nh = 0;
+            /* a noise cut whose low part holds a bursting unit's later spikes keeps those (bs_noise_cut_stays) */
+            int burst = cut == 2 && R->noise &&
+                        bs_noise_cut_bursts(t, a, n, th, R->burst_lo, R->burst_hi, R->n_samples, R->burst_min_ratio);
+            if (burst)
+                R->noise[j - K] = 1;
+            int64_t nl = 0, nh = 0, last = INT64_MIN;
             double sl = 0, sh = 0;
             for (int64_t i = 0; i < n; i++) /* the part split off first, at the front of lt/li */
-                if ((x[i] < th) != (kind == 2))
+                if (goes_off(R, x[i], th, kind, burst, t[i], &last))
                     lt[nl] = t[i], li[nl++] = ix[i], sl += a[i];
             st = store_write(d, j, lt, li, nl);
+            last = INT64_MIN;
             for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the part kept (t, ix stay valid: slot 0) */
-                if ((x[i] >= th) != (kind == 2))
+                if (!goes_off(R, x[i], th, kind, burst, t[i], &last))
                     lt[nh] = t[i], li[nh++] = ix[i], sh += a[i];
             if (st == BS_OK)
                 st = store_write(d, k, lt, li, nh);
@@ -653,7 +668,7 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
                               (long long)(s0 + i));
             prev_t = bt[i];
             int32_t k0 = bk[i];
-            int32_t k = bs_split_rules_walk(R, k0, ba[i], any_feat ? bf + (size_t)i * D : NULL, D);
+            int32_t k = bs_split_rules_walk(R, k0, bt[i], ba[i], any_feat ? bf + (size_t)i * D : NULL, D);
             buf[len++] = (rec_t){bt[i] + shift[k], s0 + i, k};
         }
         if (st != BS_OK)
@@ -1015,8 +1030,9 @@ size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, i
     size_t b = 0;
     b += 2 * k * (3 * sizeof(int64_t) + 2 * sizeof(int32_t) + 2 * sizeof(double) + 64); /* offsets, shifts, ids,
                                                                                    amplitudes, merge state */
-    b += 2 * k * (sizeof(float) + 3 * sizeof(int32_t) + 3); /* split rules (cut, first, next, kind), matching
-                                                                templates, depths, noise parts */
+    b += 2 * k * (sizeof(float) + 3 * sizeof(int32_t) + sizeof(int64_t) + 4); /* split rules (cut, first, next,
+                                                   kind, noise, latest high spike), matching templates, depths,
+                                                   noise parts */
     b += 2 * k * (size_t)n_pc * n_pc_chan * sizeof(float);     /* feature splits' axes and parts' means */
     b += 2 * (size_t)n_pc * n_pc_chan * ((size_t)n_pc * n_pc_chan + 1) * sizeof(double); /* their moments */
     b += (2 * k + 1) * (5 * sizeof(int32_t) + 1) + (C + 1) * sizeof(int32_t); /* shadows: partner, lag, whole, root,
@@ -1126,11 +1142,18 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     R.kind = bs_mem_alloc("finish/split", nr);
     R.fv = bs_mem_alloc("finish/split", nr * D * sizeof *R.fv);
     R.fmean = bs_mem_alloc("finish/split", nr * D * sizeof *R.fmean);
+    R.noise = bs_mem_alloc("finish/split", nr);
+    R.last_hi = bs_mem_alloc("finish/split", nr * sizeof *R.last_hi);
+    R.burst_lo = (int64_t)llround(in->fp->split.burst_min_ms * rec->fs_hz / 1000.0);
+    R.burst_hi = (int64_t)llround(in->fp->split.burst_max_ms * rec->fs_hz / 1000.0);
+    R.burst_min_ratio = in->fp->split.burst_min_ratio;
+    R.n_samples = rec->n_samples;
     int32_t *matching = bs_mem_alloc("finish/split", kb * sizeof *matching);
     uint8_t *depth = bs_mem_alloc("finish/split", kb);
     uint8_t *noise_part = bs_mem_alloc("finish/split", kb);
     if (st == BS_OK &&
-        !(amp_mean && R.first && R.next && R.thr && R.kind && R.fv && R.fmean && matching && depth && noise_part))
+        !(amp_mean && R.first && R.next && R.thr && R.kind && R.fv && R.fmean && R.noise && R.last_hi && matching &&
+          depth && noise_part))
         st = BS_ERR_MEMORY;
     if (st == BS_OK)
         st = store_build(&ds, fdir, K, &r_t, &r_k, &r_a, amp_mean);
@@ -1375,7 +1398,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
         bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(matching), bs_mem_free(depth), bs_mem_free(noise_part);
     bs_mem_free(R.first), bs_mem_free(R.next), bs_mem_free(R.thr), bs_mem_free(R.kind), bs_mem_free(R.fv),
-        bs_mem_free(R.fmean);
+        bs_mem_free(R.fmean), bs_mem_free(R.noise), bs_mem_free(R.last_hi);
     bs_npy_rows_close(&r_t), bs_npy_rows_close(&r_k), bs_npy_rows_close(&r_a), bs_npy_rows_close(&r_f);
     return st;
 }

@@ -222,6 +222,13 @@ const bs_param_field bs_sort_param_fields[] = {
          "that part removed as the threshold's noise crossings (unless a merge joins it to another template)"),
     F64("split", "noise_min_overlap", finish.split.noise_min_overlap, 0, 1, NULL,
         "a noise cut's parts' spike times overlap at least this much (histogram intersection over 20 bins)"),
+    F64("split", "burst_min_ms", finish.split.burst_min_ms, 0, 1000, NULL,
+        "a noise cut keeps a low-part spike that comes at least this long after the latest high-part spike of "
+        "its train, ms"),
+    F64("split", "burst_max_ms", finish.split.burst_max_ms, 0, 1000, NULL,
+        "...and at most this long: a burst's later, smaller spikes (0: none kept), ms"),
+    F64("split", "burst_min_ratio", finish.split.burst_min_ratio, 0, 1e9, NULL,
+        "...when the low part holds at least this many times the spikes chance would put in those windows"),
     F64("split", "max_time_ks", finish.split.max_time_ks, 0, 1, NULL,
         "the parts' spike times differ by at most this Kolmogorov-Smirnov distance"),
     F64("split", "feature_min_dprime", finish.split.feature_min_dprime, 0, 1000, NULL,

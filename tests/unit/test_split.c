@@ -280,7 +280,7 @@ static void test_rules(void)
     uint8_t kind[K];
     bs_split_rules R = {.K = K, .first = first, .next = next, .thr = thr, .kind = kind, .fv = fv, .fmean = fmean};
     bs_split_rules_clear(&R);
-    CHECK(R.n == 0 && bs_split_rules_walk(&R, 1, 3.0f, NULL, D) == 1);
+    CHECK(R.n == 0 && bs_split_rules_walk(&R, 1, 0, 3.0f, NULL, D) == 1);
     /* amplitudes only: template 0 cut at 10 (-> 3), then what is left at 20 (-> 4); template 3 cut at 5 (-> 5) */
     CHECK(bs_split_rules_add(&R, 0, 0, 10.0f, NULL, D) == 3);
     CHECK(bs_split_rules_add(&R, 0, 0, 20.0f, NULL, D) == 4);
@@ -289,9 +289,9 @@ static void test_rules(void)
     const float a[] = {3, 7, 9.99f, 10, 15, 19.99f, 20, 25};
     const int32_t want[] = {5, 3, 3, 4, 4, 4, 0, 0};
     for (int i = 0; i < 8; i++)
-        CHECK_MSG(bs_split_rules_walk(&R, 0, a[i], NULL, D) == want[i], "amplitude %g: template %d, expected %d",
-                  a[i], bs_split_rules_walk(&R, 0, a[i], NULL, D), want[i]);
-    CHECK(bs_split_rules_walk(&R, 2, 3.0f, NULL, D) == 2); /* another template's spikes: no rule */
+        CHECK_MSG(bs_split_rules_walk(&R, 0, 0, a[i], NULL, D) == want[i], "amplitude %g: template %d, expected %d",
+                  a[i], bs_split_rules_walk(&R, 0, 0, a[i], NULL, D), want[i]);
+    CHECK(bs_split_rules_walk(&R, 2, 0, 3.0f, NULL, D) == 2); /* another template's spikes: no rule */
 
     /* features: two cells on template 0, cut by their first axis (b -> 3); then a's spikes at amplitude under
      * 20 (-> 4), and b's under 18 (-> 5): every spike lands where the cuts put it */
@@ -309,7 +309,7 @@ static void test_rules(void)
     CHECK(bs_split_rules_add(&R, 3, 0, 18.0f, NULL, D) == 5);
     int wrong = 0, count[2 * K] = {0};
     for (int i = 0; i < n; i++) {
-        int32_t k = bs_split_rules_walk(&R, 0, amp[i], feat + (size_t)i * D, D);
+        int32_t k = bs_split_rules_walk(&R, 0, 0, amp[i], feat + (size_t)i * D, D);
         int32_t e = is_b[i] ? (amp[i] < 18.0f ? 5 : 3) : (amp[i] < 20.0f ? 4 : 0);
         wrong += k != e;
         count[k]++;
@@ -326,9 +326,79 @@ static void test_rules(void)
     const float a2[] = {5, 10, 29.99f, 30, 50};
     const int32_t want2[] = {4, 2, 2, 3, 3};
     for (int i = 0; i < 5; i++)
-        CHECK_MSG(bs_split_rules_walk(&R, 2, a2[i], NULL, D) == want2[i], "kind 2, amplitude %g: template %d, "
-                  "expected %d", a2[i], bs_split_rules_walk(&R, 2, a2[i], NULL, D), want2[i]);
-    CHECK(bs_split_rules_walk(&R, 0, 50.0f, NULL, D) == 0);
+        CHECK_MSG(bs_split_rules_walk(&R, 2, 0, a2[i], NULL, D) == want2[i], "kind 2, amplitude %g: template %d, "
+                  "expected %d", a2[i], bs_split_rules_walk(&R, 2, 0, a2[i], NULL, D), want2[i]);
+    CHECK(bs_split_rules_walk(&R, 0, 0, 50.0f, NULL, D) == 0);
+}
+
+/* A noise cut's burst window: a low spike stays when it comes 60..450 samples (2..15 ms at 30 kHz) after the
+ * latest high spike of the train before it; the walk (spikes in time order) and bs_noise_cut_stays over the
+ * train agree, and a rule that is not a noise cut, or a window of 0, keeps no low spike. */
+static void test_burst(void)
+{
+    int64_t last = INT64_MIN;
+    CHECK(!bs_noise_cut_stays(&last, 100, 0, 60, 450));                            /* low, no high spike yet */
+    CHECK(bs_noise_cut_stays(&last, 1000, 1, 60, 450) && last == 1000);           /* high */
+    CHECK(!bs_noise_cut_stays(&last, 1059, 0, 60, 450));                           /* 59 samples after: too soon */
+    CHECK(bs_noise_cut_stays(&last, 1060, 0, 60, 450) && last == 1000);           /* 60: kept, state unchanged */
+    CHECK(bs_noise_cut_stays(&last, 1450, 0, 60, 450));                            /* 450 */
+    CHECK(!bs_noise_cut_stays(&last, 1451, 0, 60, 450));                           /* 451: too late */
+    CHECK(!bs_noise_cut_stays(&last, 1100, 0, 60, 0));                             /* window 0: none kept */
+
+    enum { K = 2, N = 9 };
+    int32_t first[2 * K], next[K];
+    float thr[K], fv[K * D], fmean[K * D];
+    uint8_t kind[K], noise[K];
+    int64_t last_hi[K];
+    bs_split_rules R = {.K = K, .first = first, .next = next, .thr = thr, .kind = kind, .fv = fv, .fmean = fmean,
+                        .noise = noise, .last_hi = last_hi, .burst_lo = 60, .burst_hi = 450};
+    bs_split_rules_clear(&R);
+    CHECK(bs_split_rules_add(&R, 0, 0, 10.0f, NULL, D) == 2 && noise[0] == 0 && last_hi[0] == INT64_MIN);
+    noise[0] = 1; /* template 0's noise cut at 10 (-> 2) */
+    /* a burst (15, 9, 8.5 at 0, 200, 400 samples: the window counts from the high spike), a crossing at 5000,
+     * a high spike and a low one 40 samples after it (too soon), a high one, a crossing 10700 after it */
+    const int64_t t[N] = {0, 200, 400, 5000, 9000, 9040, 9300, 20000, 20400};
+    const float a[N] = {15, 9, 8.5f, 8.2f, 14, 9.5f, 30, 8.1f, 12};
+    const int32_t want[N] = {0, 0, 0, 2, 0, 2, 0, 2, 0};
+    for (int i = 0; i < N; i++) {
+        int32_t k = bs_split_rules_walk(&R, 0, t[i], a[i], NULL, D);
+        CHECK_MSG(k == want[i], "spike %d at %lld: template %d, expected %d", i, (long long)t[i], k, want[i]);
+    }
+    last = INT64_MIN; /* the split's decision over the same train */
+    for (int i = 0; i < N; i++)
+        CHECK(bs_noise_cut_stays(&last, t[i], a[i] >= 10.0f, 60, 450) == (want[i] == 0));
+    noise[0] = 0; /* the same cut, not a noise cut: every spike under 10 goes */
+    for (int i = 0; i < N; i++)
+        CHECK(bs_split_rules_walk(&R, 0, t[i], a[i], NULL, D) == (a[i] < 10.0f ? 2 : 0));
+}
+
+/* bs_noise_cut_bursts: a train whose low spikes follow its high ones within the window far more often than
+ * chance keeps them; one whose high spikes come so fast that the windows cover most of the recording, or
+ * with fewer than 3 such spikes, does not. */
+static void test_bursts_or_chance(void)
+{
+    enum { NB = 400 };
+    static int64_t tt[NB];
+    static float aa[NB];
+    const int64_t lo = 60, hi = 450, T = 60 * 30000;
+    int n = 0;
+    for (int i = 0; i < 50; i++) { /* a high spike a second, each with a smaller one 300 samples after it */
+        tt[n] = 30000 * (int64_t)i + 1000, aa[n++] = 20;
+        tt[n] = 30000 * (int64_t)i + 1300, aa[n++] = 9;
+        if (i % 2) /* and a crossing of the background half a second later */
+            tt[n] = 30000 * (int64_t)i + 16000, aa[n++] = 8.5f;
+    }
+    CHECK(bs_noise_cut_bursts(tt, aa, n, 10.0f, lo, hi, T, 4.0) == 1);
+    CHECK(bs_noise_cut_bursts(tt, aa, n, 10.0f, lo, 0, T, 4.0) == 0);       /* no window */
+    CHECK(bs_noise_cut_bursts(tt, aa, 6, 10.0f, lo, hi, T, 4.0) == 0);      /* 2 in windows: fewer than 3 */
+    CHECK(bs_noise_cut_bursts(tt, aa, n, 10.0f, lo, hi, 30000, 4.0) == 0);  /* windows cover a third of it */
+    n = 0;
+    for (int i = 0; i < 300; i++) { /* a fast unit (a high spike every 600 samples) and crossings every 4th */
+        tt[n] = 600 * (int64_t)i, aa[n++] = 20;
+        if (i % 4 == 0)
+            tt[n] = 600 * (int64_t)i + 37 + (int64_t)(i * 7919 % 560), aa[n++] = 8.5f;
+    }
+    CHECK(bs_noise_cut_bursts(tt, aa, n, 10.0f, lo, hi, 600 * 300, 4.0) == 0);
 }
 
 /* bs_time_overlap: the histogram intersection over 20 bins of the two trains' joint span. */
@@ -352,5 +422,7 @@ int main(void)
     test_ties();
     test_features();
     test_rules();
+    test_burst();
+    test_bursts_or_chance();
     TEST_MAIN_END();
 }
