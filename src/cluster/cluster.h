@@ -410,8 +410,7 @@ typedef struct {
     uint8_t *noise; /* [K] 1: a noise cut (kind 0), whose low spikes in a burst stay (bs_noise_cut_stays);
                        NULL: none */
     int64_t burst_lo, burst_hi; /* that burst window after the train's latest high spike, samples (hi 0: off) */
-    double burst_min_ratio;     /* a noise cut keeps its bursts' spikes when bs_noise_cut_bursts says so */
-    int64_t n_samples;          /* the recording's length, samples (the windows' share of it) */
+    int64_t n_samples;          /* the recording's length, samples (bs_noise_cut_bursts: the windows' share) */
     int64_t *last_hi; /* [K] the walk's state: each noise rule's latest high spike, INT64_MIN before any */
 } bs_split_rules;
 
@@ -438,6 +437,12 @@ int bs_noise_cut_stays(int64_t *last_hi, int64_t t, int high, int64_t lo, int64_
  * cover much of the recording, and the background's crossings in them are no burst. */
 int bs_noise_cut_bursts(const int64_t *t, const float *a, int64_t n, float thr, int64_t lo, int64_t hi,
                         int64_t n_samples, double min_ratio);
+
+/* 1 when rule r takes a spike of value x (its amplitude, or its features' projection on fv[r] for a feature
+ * rule) at sample t: x under thr[r] (kind 2: at or over it), except that a noise cut with a burst window
+ * (noise[r]; *last: the train's latest high spike, walked in time order from INT64_MIN) leaves the low spikes
+ * that bs_noise_cut_stays keeps. The split that makes the rule and the walk decide with it. */
+int bs_split_rule_takes(const bs_split_rules *R, int32_t r, float x, int64_t t, int64_t *last);
 
 /* The template (0..K + n) of a spike of matching template k at sample t, amplitude amp and pc features f
  * (D; read only by a feature rule): k's rules in order until the spike falls under one, then that rule's

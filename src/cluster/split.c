@@ -320,14 +320,19 @@ int bs_noise_cut_bursts(const int64_t *t, const float *a, int64_t n, float thr, 
     return n_in >= 3 && (double)n_in >= min_ratio * expected;
 }
 
+int bs_split_rule_takes(const bs_split_rules *R, int32_t r, float x, int64_t t, int64_t *last)
+{
+    int under = R->kind[r] == 2 ? x >= R->thr[r] : x < R->thr[r];
+    if (R->noise && R->noise[r] && last)
+        under = !bs_noise_cut_stays(last, t, !under, R->burst_lo, R->burst_hi);
+    return under;
+}
+
 int32_t bs_split_rules_walk(const bs_split_rules *R, int32_t k, int64_t t, float amp, const float *f, int D)
 {
     for (int32_t r = R->first[k]; r >= 0;) {
         float x = R->kind[r] == 1 ? bs_feature_projection(f, R->fv + (size_t)r * D, D) : amp;
-        int under = R->kind[r] == 2 ? x >= R->thr[r] : x < R->thr[r];
-        if (R->noise && R->noise[r] && R->last_hi)
-            under = !bs_noise_cut_stays(&R->last_hi[r], t, !under, R->burst_lo, R->burst_hi);
-        if (under)
+        if (bs_split_rule_takes(R, r, x, t, R->last_hi ? &R->last_hi[r] : NULL))
             k = R->K + r, r = R->first[k];
         else
             r = R->next[r];

@@ -271,15 +271,6 @@ static int refine_cut(const float *a, float thr, const float *f, int D, int64_t 
     return 1;
 }
 
-/* 1 when the spike of value x at sample t goes to the part a cut at th of kind makes; a noise cut that keeps
- * its bursts (burst) keeps a low spike in the window after the latest high one, *last (the train walked in
- * time order from INT64_MIN), as bs_split_rules_walk does. */
-static int goes_off(const bs_split_rules *R, float x, float th, int kind, int burst, int64_t t, int64_t *last)
-{
-    int off = (x < th) != (kind == 2);
-    return burst ? !bs_noise_cut_stays(last, t, !off, R->burst_lo, R->burst_hi) : off;
-}
-
 /* Each template's train, in order of template (those made by splits after
  * the K matching ones, so they are tested too), is cut while its spikes have
  * been cut fewer than SPLIT_DEPTH times (depth[k]): a matching template's
@@ -400,20 +391,20 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
                 }
             }
             int32_t j = bs_split_rules_add(R, k, kind, th, v, D);
-            /* a noise cut whose low part holds a bursting unit's later spikes keeps those (bs_noise_cut_stays) */
-            int burst = cut == 2 && R->noise &&
-                        bs_noise_cut_bursts(t, a, n, th, R->burst_lo, R->burst_hi, R->n_samples, R->burst_min_ratio);
-            if (burst)
-                R->noise[j - K] = 1;
+            /* a noise cut whose low part holds a bursting unit's later spikes keeps those (bs_split_rule_takes,
+               as the walk decides) */
+            if (cut == 2 && R->noise)
+                R->noise[j - K] = (uint8_t)bs_noise_cut_bursts(t, a, n, th, R->burst_lo, R->burst_hi, R->n_samples,
+                                                               sp->burst_min_ratio);
             int64_t nl = 0, nh = 0, last = INT64_MIN;
             double sl = 0, sh = 0;
             for (int64_t i = 0; i < n; i++) /* the part split off first, at the front of lt/li */
-                if (goes_off(R, x[i], th, kind, burst, t[i], &last))
+                if (bs_split_rule_takes(R, j - K, x[i], t[i], &last))
                     lt[nl] = t[i], li[nl++] = ix[i], sl += a[i];
             st = store_write(d, j, lt, li, nl);
             last = INT64_MIN;
             for (int64_t i = 0; i < n && st == BS_OK; i++) /* then the part kept (t, ix stay valid: slot 0) */
-                if (!goes_off(R, x[i], th, kind, burst, t[i], &last))
+                if (!bs_split_rule_takes(R, j - K, x[i], t[i], &last))
                     lt[nh] = t[i], li[nh++] = ix[i], sh += a[i];
             if (st == BS_OK)
                 st = store_write(d, k, lt, li, nh);
@@ -1146,7 +1137,6 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     R.last_hi = bs_mem_alloc("finish/split", nr * sizeof *R.last_hi);
     R.burst_lo = (int64_t)llround(in->fp->split.burst_min_ms * rec->fs_hz / 1000.0);
     R.burst_hi = (int64_t)llround(in->fp->split.burst_max_ms * rec->fs_hz / 1000.0);
-    R.burst_min_ratio = in->fp->split.burst_min_ratio;
     R.n_samples = rec->n_samples;
     int32_t *matching = bs_mem_alloc("finish/split", kb * sizeof *matching);
     uint8_t *depth = bs_mem_alloc("finish/split", kb);
