@@ -194,9 +194,9 @@ typedef struct {
     float score;
 } bs_detect_candidate;
 
-/* Sort n candidates of columns [c0, c1) into (t, f) order (a counting sort
- * on the column, then position order inside each column: the CPU finds a
- * column's candidates channel set by set, the GPU in any order). Deterministic: the result does not
+/* Sort n candidates of columns [c0, c1) into (t, f) order (counting sorts by
+ * position, then by column: the CPU finds a column's candidates channel set
+ * by set, the GPU in any order). Deterministic: the result does not
  * depend on the input order. BS_ERR_MEMORY if its scratch cannot be had. */
 bs_status bs_detect_sort_candidates(bs_detect_candidate *c, int64_t n, int64_t c0, int64_t c1);
 

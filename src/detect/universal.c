@@ -160,16 +160,17 @@ size_t bs_detect_batch_bytes(const bs_detect_params *p, int n_pos, int n_chans, 
     chunk_limits(p, n_pos, &lc, &ls);
     size_t L = BS_DETECT_CHUNK + 2 * (size_t)p->nt_before;
     size_t nms_fixed = ((size_t)n_pos + 1) * sizeof(int64_t) + (size_t)n_pos * sizeof(float);
-    /* per thread: its candidate list, then either the sort's copy and column
-     * index or the suppression's keep flags and order */
-    size_t sort = (size_t)lc * sizeof(candidate) + (L + 1) * sizeof(int64_t);
+    /* per thread: its candidate list, then either the sort's copy and counts
+     * (columns or positions, the more) or the suppression's keep flags and order */
+    size_t keys = L > (size_t)n_pos ? L : (size_t)n_pos;
+    size_t sort = (size_t)lc * sizeof(candidate) + (keys + 1) * sizeof(int64_t);
     size_t nms = (size_t)lc * (1 + sizeof(int64_t)) + nms_fixed;
     size_t per_thread = (size_t)lc * sizeof(candidate) + (sort > nms ? sort : nms) + (size_t)n_pos * sizeof(int);
     size_t row = sizeof(bs_detected_spike) + (size_t)n_chans * p->n_pcs * sizeof(float);
     size_t bytes = (size_t)n_threads * per_thread + (size_t)wave_chunks(n_threads) * (size_t)ls * row;
     if (on_gpu) /* the batch's candidates from the GPU and their sort; each chunk's suppression of its share */
         bytes += (size_t)BS_GPU_DETECT_CAP * (2 * sizeof(candidate) + 1 + sizeof(int64_t)) +
-                 ((size_t)n_t + 1) * sizeof(int64_t) + (size_t)n_threads * nms_fixed;
+                 ((size_t)(n_t > n_pos ? n_t : n_pos) + 1) * sizeof(int64_t) + (size_t)n_threads * nms_fixed;
     return bytes;
 }
 
@@ -915,48 +916,46 @@ suppress:;
     return st;
 }
 
-static int cmp_pos(const void *a, const void *b)
+/* A candidate's key in a counting pass: its column less c0 (by_column), or its position. */
+static inline size_t cand_key(const candidate *e, int by_column, int64_t c0)
 {
-    const candidate *x = a, *y = b;
-    return (x->f > y->f) - (x->f < y->f);
+    return by_column ? (size_t)(e->t - c0) : (size_t)e->f;
+}
+
+/* src to dst in ascending key, stable: a counting sort over nk keys, with
+ * start[nk + 1] zeroed by the caller. */
+static void counting_pass(const candidate *src, candidate *dst, int64_t n, int by_column, int64_t c0,
+                          int64_t *start, size_t nk)
+{
+    for (int64_t e = 0; e < n; e++)
+        start[cand_key(src + e, by_column, c0) + 1]++;
+    for (size_t i = 0; i < nk; i++)
+        start[i + 1] += start[i];
+    for (int64_t e = 0; e < n; e++)
+        dst[start[cand_key(src + e, by_column, c0)]++] = src[e];
 }
 
 bs_status bs_detect_sort_candidates(candidate *c, int64_t n, int64_t c0, int64_t c1)
 {
     if (n <= 1)
         return BS_OK;
-    size_t L = (size_t)(c1 - c0);
+    /* two stable counting passes, the less significant key first: by position
+     * into a copy, then by column back. (t, f) is unique, so this is the one
+     * (t, f) order whatever the input's */
+    size_t L = (size_t)(c1 - c0), nf = 0;
+    for (int64_t e = 0; e < n; e++)
+        nf = (size_t)c[e].f + 1 > nf ? (size_t)c[e].f + 1 : nf;
+    size_t nk = L > nf ? L : nf;
     candidate *tmp = bs_mem_alloc("detect/candidates", (size_t)n * sizeof *tmp);
-    int64_t *start = bs_mem_calloc("detect/candidates", L + 1, sizeof(int64_t));
+    int64_t *start = bs_mem_calloc("detect/candidates", nk + 1, sizeof(int64_t));
     if (!tmp || !start) {
         bs_mem_free(tmp);
         bs_mem_free(start);
         return BS_ERR_MEMORY;
     }
-    for (int64_t e = 0; e < n; e++)
-        start[c[e].t - c0 + 1]++;
-    for (size_t i = 0; i < L; i++)
-        start[i + 1] += start[i];
-    for (int64_t e = 0; e < n; e++)
-        tmp[start[c[e].t - c0]++] = c[e];
-    /* start[i] is now the end of column i: sort each column's positions (one
-     * candidate per position, so any sort gives the same order; the few of a
-     * column by insertion, many by qsort) */
-    for (size_t i = 0, lo = 0; i < L; lo = (size_t)start[i++]) {
-        size_t m = (size_t)start[i] - lo;
-        if (m > 32) {
-            qsort(tmp + lo, m, sizeof *tmp, cmp_pos);
-            continue;
-        }
-        for (size_t j = lo + 1; j < lo + m; j++) {
-            candidate v = tmp[j];
-            size_t q = j;
-            for (; q > lo && tmp[q - 1].f > v.f; q--)
-                tmp[q] = tmp[q - 1];
-            tmp[q] = v;
-        }
-    }
-    memcpy(c, tmp, (size_t)n * sizeof *c);
+    counting_pass(c, tmp, n, 0, 0, start, nf);
+    memset(start, 0, (nk + 1) * sizeof *start);
+    counting_pass(tmp, c, n, 1, c0, start, L);
     bs_mem_free(tmp);
     bs_mem_free(start);
     return BS_OK;
