@@ -22,7 +22,7 @@ void bs_detect_default_params(bs_detect_params *p)
     p->th_single_ch = 6.0f;
     p->th_universal = 9.0f;
     p->th_low = 7.0f;
-    p->low_stride = 2;
+    p->low_stride = 3;
     p->n_chans = 10;
     p->n_sizes = 5;
     p->min_template_size_um = 10.0f;
