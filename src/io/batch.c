@@ -68,7 +68,7 @@ size_t bs_batch_reader_bytes_ex(int n_chan, int n_cols, bs_sample_type t, int64_
     uint64_t row = (uint64_t)n_cols * bs_sample_bytes(t);
     if (width > SIZE_MAX / sizeof(float) / (uint64_t)n_chan || rows > SIZE_MAX / 2 / row)
         return SIZE_MAX;
-    uint64_t raw = rows * row, out = width * (uint64_t)n_chan * sizeof(float);
+    uint64_t raw = rows * row + BS_BATCH_DIO_SLACK, out = width * (uint64_t)n_chan * sizeof(float);
     if (raw > SIZE_MAX - out)
         return SIZE_MAX;
     return (size_t)(raw + out);
@@ -102,14 +102,22 @@ bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int6
     for (int c = 0; c < rec->probe.n_chan && r->f16_direct; c++)
         r->f16_direct = rec->probe.column[c] == c && rec->uv_per_bit[c] == 1.0;
     if (!rec->read_rows) { /* formats with their own row reader (NWB) need no descriptor */
-        r->fd = open(rec->data_path, O_RDONLY | O_CLOEXEC);
+#ifdef O_DIRECT
+        if (rec->direct_io) { /* a file system without O_DIRECT (tmpfs) refuses the flag: read it cached */
+            r->fd = open(rec->data_path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+            r->direct = r->fd >= 0;
+        }
+#endif
+        if (r->fd < 0)
+            r->fd = open(rec->data_path, O_RDONLY | O_CLOEXEC);
         if (r->fd < 0)
             return bs_error(BS_ERR_INPUT, "%s: cannot open for reading: %s", rec->data_path, strerror(errno));
 #ifdef POSIX_FADV_SEQUENTIAL
-        (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        if (!r->direct)
+            (void)posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
     }
-    r->raw = bs_mem_alloc("io/batch-raw", (size_t)r->block_rows * r->row_bytes);
+    r->raw = bs_mem_alloc("io/batch-raw", (size_t)r->block_rows * r->row_bytes + BS_BATCH_DIO_SLACK);
     r->out = bs_mem_alloc("io/batch-out", (size_t)r->width * (size_t)rec->probe.n_chan * sizeof(float));
     if (!r->raw || !r->out) {
         bs_batch_reader_close(r);
@@ -128,29 +136,59 @@ void bs_batch_reader_close(bs_batch_reader *r)
     r->fd = -1;
 }
 
+/* The rows of the block are read into r->raw from its first aligned byte on (r->src: the first row's
+ * byte). O_DIRECT reads whole aligned blocks [a, e) of the file around the rows' bytes [off, off + want)
+ * into an aligned buffer; the end of the file ends the last one early. A read the file system refuses
+ * (EINVAL: an alignment it does not take) turns the descriptor's O_DIRECT off and the rest is read
+ * through the page cache. */
 static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
 {
     const bs_recording *rec = r->rec;
     row0 += rec->row0; /* a window's start */
+    unsigned char *buf = (unsigned char *)(((uintptr_t)r->raw + BS_BATCH_DIO_ALIGN - 1) &
+                                           ~(uintptr_t)(BS_BATCH_DIO_ALIGN - 1));
+    r->src = buf;
     if (rec->read_rows)
-        return rec->read_rows(rec, row0, nrows, r->raw);
-    size_t want = (size_t)nrows * r->row_bytes, got = 0;
-    uint64_t off = rec->data_offset + (uint64_t)row0 * r->row_bytes;
-    while (got < want) {
-        ssize_t k = pread(r->fd, (char *)r->raw + got, want - got, (off_t)(off + got));
+        return rec->read_rows(rec, row0, nrows, buf);
+    const uint64_t want = (uint64_t)nrows * r->row_bytes, off = rec->data_offset + (uint64_t)row0 * r->row_bytes;
+    uint64_t a = off, end = off + want, got = 0;
+    if (r->direct) {
+        a = off & ~(uint64_t)(BS_BATCH_DIO_ALIGN - 1);
+        end = (off + want + BS_BATCH_DIO_ALIGN - 1) & ~(uint64_t)(BS_BATCH_DIO_ALIGN - 1);
+        r->src = buf + (off - a);
+    }
+    while (a + got < off + want) {
+        ssize_t k = pread(r->fd, buf + got, (size_t)(end - a - got), (off_t)(a + got));
+        if (k < 0 && errno == EINVAL && r->direct) {
+            r->direct = 0;
+            int fl = fcntl(r->fd, F_GETFL);
+#ifdef O_DIRECT
+            if (fl == -1 || fcntl(r->fd, F_SETFL, fl & ~O_DIRECT) == -1)
+#else
+            if (fl == -1)
+#endif
+                return bs_error(BS_ERR_INPUT, "%s: cannot read it without O_DIRECT: %s", rec->data_path,
+                                strerror(errno));
+            memmove(buf, buf + (off - a), (size_t)(a + got > off ? a + got - off : 0));
+            got = a + got > off ? a + got - off : 0;
+            a = off;
+            end = off + want;
+            r->src = buf;
+            continue;
+        }
         if (k < 0) {
             if (errno == EINTR)
                 continue;
             return bs_error(BS_ERR_INPUT, "%s: read failed at byte %llu: %s", rec->data_path,
-                            (unsigned long long)(off + got), strerror(errno));
+                            (unsigned long long)(a + got), strerror(errno));
         }
         if (k == 0)
             return bs_error(BS_ERR_INPUT,
                             "%s: file ends at byte %llu, expected %lld samples (%llu bytes): did it shrink after "
                             "opening?",
-                            rec->data_path, (unsigned long long)(off + got), (long long)rec->n_samples,
+                            rec->data_path, (unsigned long long)(a + got), (long long)rec->n_samples,
                             (unsigned long long)(rec->data_offset + (uint64_t)rec->n_samples * r->row_bytes));
-        got += (size_t)k;
+        got += (uint64_t)k;
     }
     return BS_OK;
 }
@@ -227,7 +265,7 @@ BS_VECTORIZED static int any_half_nonfinite(const unsigned char *raw, size_t rb,
 static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64_t j0, int *bad_c, int64_t *bad_k)
 {
     const bs_recording *rec = r->rec;
-    const unsigned char *raw = r->raw;
+    const unsigned char *raw = r->src;
     const size_t rb = r->row_bytes;
     const double off = rec->offset;
     *bad_c = -1;
@@ -289,7 +327,7 @@ static bs_status convert_block(bs_batch_reader *r, int64_t nrows, int64_t j0, in
     int c;
     convert_tile(r, k0, k1, j0, &c, &k); /* again, for where */
     const int f16 = rec->dtype == BS_SAMPLE_F16;
-    float v = load_float((const unsigned char *)r->raw + (size_t)k * r->row_bytes +
+    float v = load_float(r->src + (size_t)k * r->row_bytes +
                              (size_t)rec->probe.column[c] * (f16 ? 2 : 4),
                          f16);
     return bs_error(BS_ERR_INPUT, "%s: sample %lld, channel %d (file column %d): expected a finite %s value%s, got %g",

@@ -19,7 +19,11 @@
  * halo)) are read with pread() (or the recording's read_rows hook, e.g. NWB
  * hyperslabs) in blocks of whole rows through one raw buffer
  * of at most block_bytes (default BS_BATCH_BLOCK_BYTES, at least one row),
- * and only the probe's columns are converted. The reader owns both buffers,
+ * and only the probe's columns are converted. A recording with direct_io set
+ * (the sort's raw recording, read once per pass) is read with O_DIRECT where
+ * the file system allows it: the disk's blocks go straight into the raw
+ * buffer, with no page cache filled and copied from (on a virtual machine
+ * that cache's new pages cost more to touch than the data costs to read). The reader owns both buffers,
  * allocated once at open from the accountant: the raw block (tag
  * "io/batch-raw") and the window (tag "io/batch-out"); their sum is exactly
  * bs_batch_reader_bytes_ex(). The window returned by bs_batch_read() belongs
@@ -46,6 +50,11 @@
 
 /* Default raw block size, bytes (8 MiB: large sequential reads). */
 #define BS_BATCH_BLOCK_BYTES ((size_t)8 << 20)
+/* O_DIRECT's alignment of file offsets, lengths and the buffer (bytes; the largest logical block of
+ * common disks), and the raw buffer's room for it: the buffer's own alignment and the aligned blocks
+ * read before and after a block's rows. */
+#define BS_BATCH_DIO_ALIGN 4096
+#define BS_BATCH_DIO_SLACK (3 * (size_t)BS_BATCH_DIO_ALIGN)
 
 typedef struct {
     const bs_recording *rec;
@@ -58,7 +67,9 @@ typedef struct {
     int fd;
     int f16_direct;      /* float16, unscaled, file column c = channel c (the preprocessed recording):
                             converted by bs_half_rows_to_floats (common/half_tiles.h) */
-    void *raw;           /* [block_rows * row_bytes] bytes, tag io/batch-raw */
+    int direct;          /* 1: fd is open with O_DIRECT (rec->direct_io and the file system takes it) */
+    void *raw;           /* [block_rows * row_bytes + BS_BATCH_DIO_SLACK] bytes, tag io/batch-raw */
+    const unsigned char *src; /* the block's first row within raw (after an aligned read's head) */
     float *out;          /* [n_chan * width] µV, tag io/batch-out */
 } bs_batch_reader;
 

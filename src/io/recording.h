@@ -43,6 +43,8 @@ typedef struct bs_recording {
     int64_t row0;         /* samples of the file before the first one used: a window's start (0: none);
                              sample t of the recording is row row0 + t of the file (io/batch.c adds it) */
     int windowed;         /* 1 after bs_recording_window */
+    int direct_io;        /* 1: batch readers read the file with O_DIRECT where the file system allows (batch.h;
+                             a file each pass reads once from the disk); 0: through the page cache */
     double fs_hz;         /* sampling rate, Hz */
     float *uv_per_bit;    /* [probe.n_chan] µV per raw unit */
     float offset;         /* raw units subtracted before scaling (0 for signed ints) */

@@ -301,6 +301,10 @@ bs_status bs_sort_run(bs_recording *rec, const bs_sort_params *p)
     bs_checkpoint ck = {.manifest = NULL};
     ctx.summary = &run;
     ctx.ck = &ck;
+    /* each of the sort's passes reads the raw file once, straight from the disk where it can (batch.h);
+     * the quality metrics after the sort read it through the page cache again */
+    const int direct_io = rec->direct_io;
+    rec->direct_io = 1;
     bs_status st = ctx_open(&ctx);
     ctx.t0_s = bs_now_s();
     if (st == BS_OK)
@@ -317,5 +321,6 @@ bs_status bs_sort_run(bs_recording *rec, const bs_sort_params *p)
     /* kept for --resume after a failure, and by --drift-only --keep-preprocessed (no Phy folder) */
     bs_preprocessed_release(&ctx, st == BS_OK && (!p->keep_preprocessed || !ctx.stop));
     ctx_release(&ctx);
+    rec->direct_io = direct_io;
     return st;
 }

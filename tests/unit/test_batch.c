@@ -6,6 +6,7 @@
  * uint16 / int32 / float32 / float16 scaling; the float16 fast path (F16C) against
  * bs_half_to_float; NaN in float32 and float16 input; the allocation
  * equals bs_batch_reader_bytes; one reader per thread reads in parallel;
+ * every window the same read with O_DIRECT (direct_io) as through the page cache;
  * the railed fraction of noise, flat and clipped channels.
  */
 #include "test.h"
@@ -21,6 +22,7 @@
 #include "mem/mem.h"
 
 static const char *g_dir;
+static int g_direct_used; /* a reader opened with O_DIRECT (not on a file system without it, e.g. tmpfs) */
 
 /* A Kilosort probe with channels on the given columns (a vertical line). */
 static void write_probe(const char *path, int n_chan, const int *cols, int n_cols)
@@ -77,13 +79,14 @@ static bs_status open_i16(bs_recording *rec, int64_t T, double uvpb)
 /* Read every batch; check every window value against the clamped sample and
  * the concatenation of the central parts against the whole signal. Returns
  * the number of mismatches. */
-static long check_all(int64_t T, int64_t nb, int64_t halo, size_t block_bytes)
+static long check_all_io(int64_t T, int64_t nb, int64_t halo, size_t block_bytes, int direct)
 {
     bs_recording rec;
     if (open_i16(&rec, T, 0.25) != BS_OK) {
         fprintf(stderr, "open: %s\n", bs_last_error());
         return 1;
     }
+    rec.direct_io = direct;
     bs_batch_reader r;
     long bad = 0;
     if (bs_batch_reader_open(&r, &rec, nb, halo, block_bytes) != BS_OK) {
@@ -120,9 +123,18 @@ static long check_all(int64_t T, int64_t nb, int64_t halo, size_t block_bytes)
     }
     if (next != T)
         bad++;
+    if (!direct && r.direct)
+        bad++;
+    g_direct_used |= r.direct;
     bs_batch_reader_close(&r);
     bs_recording_close(&rec);
     return bad;
+}
+
+/* The same through the page cache and with O_DIRECT (aligned blocks around rows of 10 bytes). */
+static long check_all(int64_t T, int64_t nb, int64_t halo, size_t block_bytes)
+{
+    return check_all_io(T, nb, halo, block_bytes, 0) + check_all_io(T, nb, halo, block_bytes, 1);
 }
 
 /* Tiny detector: negative peaks below -thr, reported only in the central part
@@ -390,10 +402,11 @@ static void test_bytes(void)
     /* NP1-like shape, by hand: row 385*2 = 770 bytes, 8 MiB / 770 = 10894 rows */
     CHECK(bs_batch_block_rows(385, BS_SAMPLE_I16, 60000, 61, 0) == 10894);
     CHECK(bs_batch_reader_bytes(384, 385, BS_SAMPLE_I16, 60000, 61) ==
-          (size_t)10894 * 770 + (size_t)384 * 60122 * 4);
-    /* small windows: the raw block is the whole window */
-    CHECK(bs_batch_reader_bytes(3, 5, BS_SAMPLE_F32, 100, 10) == (size_t)120 * 20 + (size_t)3 * 120 * 4);
-    CHECK(bs_batch_reader_bytes_ex(3, 5, BS_SAMPLE_I16, 100, 10, 25) == (size_t)2 * 10 + (size_t)3 * 120 * 4);
+          (size_t)10894 * 770 + 3 * 4096 + (size_t)384 * 60122 * 4);
+    /* small windows: the raw block is the whole window (and O_DIRECT's three aligned blocks) */
+    CHECK(bs_batch_reader_bytes(3, 5, BS_SAMPLE_F32, 100, 10) == (size_t)120 * 20 + 3 * 4096 + (size_t)3 * 120 * 4);
+    CHECK(bs_batch_reader_bytes_ex(3, 5, BS_SAMPLE_I16, 100, 10, 25) ==
+          (size_t)2 * 10 + 3 * 4096 + (size_t)3 * 120 * 4);
     CHECK(bs_batch_reader_bytes(0, 5, BS_SAMPLE_I16, 100, 10) == SIZE_MAX);
     CHECK(bs_batch_reader_bytes(3, 5, BS_SAMPLE_I16, 0, 10) == SIZE_MAX);
     CHECK(bs_batch_reader_bytes(3, 5, BS_SAMPLE_I16, 100, -1) == SIZE_MAX);
@@ -426,9 +439,15 @@ static void test_bytes(void)
     int64_t nv;
     CHECK(bs_batch_read(&r, 7, &w, &nv) == BS_ERR_INTERNAL);
     CHECK(bs_batch_read(&r, -1, &w, &nv) == BS_ERR_INTERNAL);
-    /* the file shrinks after opening: a clear read error, no crash */
+    bs_batch_reader rd;
+    rec.direct_io = 1;
+    CHECK(bs_batch_reader_open(&rd, &rec, 100, 5, 0) == BS_OK);
+    /* the file shrinks after opening: a clear read error, no crash (with O_DIRECT too) */
     CHECK(truncate(rec.data_path, 5 * 2 * 300) == 0);
     CHECK(bs_batch_read(&r, 6, &w, &nv) == BS_ERR_INPUT && strstr(bs_last_error(), "did it shrink"));
+    CHECK(bs_batch_read(&rd, 6, &w, &nv) == BS_ERR_INPUT && strstr(bs_last_error(), "did it shrink"));
+    CHECK(bs_batch_read(&rd, 1, &w, &nv) == BS_OK && nv == 100);
+    bs_batch_reader_close(&rd);
     bs_batch_reader_close(&r);
     bs_recording_close(&rec);
 }
@@ -542,6 +561,9 @@ int main(void)
     CHECK_MSG(check_all(1000, 128, 16, 30) == 0, "3-row raw blocks");
     CHECK_MSG(check_all(999, 97, 1000, 1) == 0, "1-row raw blocks, halo > T");
     CHECK_MSG(check_all(1, 16, 3, 0) == 0, "one sample");
+    CHECK_MSG(check_all(20000, 3000, 61, 0) == 0, "several aligned blocks per read");
+    if (!g_direct_used)
+        fprintf(stderr, "note: %s takes no O_DIRECT; only the page cache path was read\n", g_dir);
 
     /* replication values spelled out: T = 10, NB = 4, halo = 3 */
     {
