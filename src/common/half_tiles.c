@@ -1,5 +1,5 @@
 /*
- * half_tiles.c - the transposing float16 conversions (see half_tiles.h).
+ * half_tiles.c - the transposing float16 (and int16) conversions (see half_tiles.h).
  *
  * The 8 x 8 tile: eight 8-wide rows are converted (vcvtph2ps, or vcvtps2ph
  * with round-to-nearest-even), transposed (transpose8.h) and stored as eight
@@ -18,6 +18,16 @@ static float half_at(const unsigned char *p)
     uint16_t h;
     memcpy(&h, p, sizeof h);
     return bs_half_to_float(h);
+}
+
+/* Rows [k0, k1) of one int16 column, scaled. */
+static void i16_rows_one(const unsigned char *raw, size_t rb, int col, float gain, int64_t k0, int64_t k1, float *dst)
+{
+    for (int64_t k = k0; k < k1; k++) {
+        int16_t v;
+        memcpy(&v, raw + (size_t)k * rb + 2 * (size_t)col, sizeof v);
+        dst[k] = (float)v * gain;
+    }
 }
 
 #ifdef BS_HAVE_TRANSPOSE8
@@ -49,6 +59,41 @@ __attribute__((target("avx2,f16c"))) static void rows_to_floats_hw(const unsigne
     for (; c < n_chan; c++)
         for (int64_t k = k0; k < k1; k++)
             out[(size_t)c * ldo + k] = half_at(raw + (size_t)k * rb + 2 * (size_t)c);
+}
+
+/* Eight channels whose file columns follow each other at a time: eight rows of 8 int16 widened to int32,
+ * converted (exact), transposed and scaled by each channel's gain (one float product, correctly rounded:
+ * the exact product of a 16-bit integer and a float fits a double, so rounding it once to float gives
+ * these bits too). Any other channel goes one value at a time. */
+__attribute__((target("avx2"))) static void i16_rows_to_floats_hw(const unsigned char *raw, size_t rb,
+                                                                   const int *col, const float *gain, int n_chan,
+                                                                   int64_t k0, int64_t k1, float *out, size_t ldo)
+{
+    const int64_t k8 = k0 + (k1 - k0) / 8 * 8;
+    int c = 0;
+    while (c < n_chan) {
+        int run = c + 8 <= n_chan;
+        for (int q = 1; run && q < 8; q++)
+            run = col[c + q] == col[c] + q;
+        if (!run) {
+            i16_rows_one(raw, rb, col[c], gain[c], k0, k1, out + (size_t)c * ldo);
+            c++;
+            continue;
+        }
+        const unsigned char *src = raw + 2 * (size_t)col[c];
+        for (int64_t k = k0; k < k8; k += 8) {
+            __m256 a[8];
+            for (int q = 0; q < 8; q++)
+                a[q] = _mm256_cvtepi32_ps(
+                    _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + (size_t)(k + q) * rb))));
+            bs_transpose8(a);
+            for (int q = 0; q < 8; q++)
+                _mm256_storeu_ps(out + (size_t)(c + q) * ldo + k, _mm256_mul_ps(a[q], _mm256_set1_ps(gain[c + q])));
+        }
+        for (int q = 0; q < 8; q++)
+            i16_rows_one(raw, rb, col[c + q], gain[c + q], k8, k1, out + (size_t)(c + q) * ldo);
+        c += 8;
+    }
 }
 
 __attribute__((target("avx2,f16c"))) static void floats_to_rows_hw(const float *x, size_t ldx, int n_chan, int64_t k0,
@@ -132,4 +177,17 @@ void bs_floats_to_half_rows_par(const float *x, size_t ldx, int n_chan, int64_t 
 #pragma omp parallel for schedule(static)
     for (int64_t r0 = 0; r0 < n; r0 += PAR_TILE_ROWS)
         bs_floats_to_half_rows(x, ldx, n_chan, r0, r0 + PAR_TILE_ROWS < n ? r0 + PAR_TILE_ROWS : n, out);
+}
+
+void bs_i16_rows_to_floats(const unsigned char *raw, size_t row_bytes, const int *col, const float *gain, int n_chan,
+                           int64_t k0, int64_t k1, float *out, size_t ldo)
+{
+#ifdef HAVE_HW_TILES
+    if (bs_half_tiles_hw()) {
+        i16_rows_to_floats_hw(raw, row_bytes, col, gain, n_chan, k0, k1, out, ldo);
+        return;
+    }
+#endif
+    for (int c = 0; c < n_chan; c++)
+        i16_rows_one(raw, row_bytes, col[c], gain[c], k0, k1, out + (size_t)c * ldo);
 }

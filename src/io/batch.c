@@ -276,6 +276,11 @@ static void convert_tile(const bs_batch_reader *r, int64_t k0, int64_t k1, int64
             find_nonfinite(r, k0, k1, j0, bad_c, bad_k);
         return;
     }
+    if (rec->dtype == BS_SAMPLE_I16 && off == 0) { /* exact as GATHER's: half_tiles.h */
+        bs_i16_rows_to_floats(raw, rb, rec->probe.column, rec->uv_per_bit, rec->probe.n_chan, k0, k1, r->out + j0,
+                              (size_t)r->width);
+        return;
+    }
     for (int c = 0; c < rec->probe.n_chan; c++) {
         const double g = rec->uv_per_bit[c];
         float *dst = r->out + (size_t)c * (size_t)r->width + j0;

@@ -7,7 +7,7 @@
  * round-to-nearest-even conversion (an independent reference). The
  * transposing conversions (half_tiles.h: F16C tiles where the CPU has them)
  * give the same bits as the scalar ones, NaN, infinities and clamping
- * included.
+ * included; and int16 rows scaled to floats the bits of the double product.
  */
 #include "test.h"
 
@@ -122,6 +122,38 @@ int main(void)
                 bad += isnan(want) ? !isnan(got) : memcmp(&want, &got, sizeof want) != 0;
             }
         CHECK_MSG(bad == 0, "%d values of bs_half_rows_to_floats differ from bs_half_to_float", bad);
+    }
+
+    /* int16 rows to scaled floats (half_tiles.h) against (float)((double)v * gain): 21 channels, two runs of 8
+       consecutive columns (the 8 x 8 path) among scattered ones, rows 3..202 of 203, the int16 extremes, gains
+       of every size and sign */
+    {
+        enum { C = 21, NCOL = 40, T = 203, LD = 211 };
+        static int16_t raw[T * NCOL];
+        static float out[C * LD];
+        const int col[C] = {3, 4, 5, 6, 7, 8, 9, 10, 0, 39, 20, 21, 22, 23, 24, 25, 26, 27, 12, 14, 13};
+        float gain[C];
+        uint64_t s = 0x853c49e6748fea9bull;
+        for (int i = 0; i < T * NCOL; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            raw[i] = (int16_t)(s >> 48);
+        }
+        raw[3 * NCOL + 3] = INT16_MIN, raw[4 * NCOL + 4] = INT16_MAX, raw[5 * NCOL + 20] = 0;
+        for (int c = 0; c < C; c++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            uint32_t bits = ((uint32_t)(s >> 32) & 0x807fffffu) | ((uint32_t)(110 + (s & 31)) << 23);
+            memcpy(&gain[c], &bits, sizeof bits); /* magnitudes 2^-17 .. 2^14, either sign */
+        }
+        gain[0] = 2.34375f, gain[1] = 0.195f, gain[11] = -0.0f;
+        bs_i16_rows_to_floats((const unsigned char *)raw, 2 * NCOL, col, gain, C, 3, T, out, LD);
+        int bad = 0;
+        for (int k = 3; k < T; k++)
+            for (int c = 0; c < C; c++) {
+                float want = (float)((double)raw[k * NCOL + col[c]] * (double)gain[c]), got = out[c * LD + k];
+                bad += memcmp(&want, &got, sizeof want) != 0;
+            }
+        CHECK_MSG(bad == 0, "%d values of bs_i16_rows_to_floats differ from the double product (hardware path %d)",
+                  bad, bs_half_tiles_hw());
     }
     TEST_MAIN_END();
 }
