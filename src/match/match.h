@@ -141,9 +141,9 @@ size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads);
 
 typedef struct {
     int n_threads;  /* threads over the score blocks */
-    float *proj;    /* C x P x (BS_MATCH_TILE) projection of one tile */
-    float *gather;  /* per thread: n_sup*P x BS_MATCH_TILE rows of one support */
-    float *blk;     /* per thread: BS_MATCH_BLOCK x BS_MATCH_TILE block product output */
+    float *proj;    /* C x P x (sub-tile) projection of one sub-tile of a tile (templates.c) */
+    float *gather;  /* per thread: n_sup*P x (sub-tile) rows of one support */
+    float *blk;     /* per thread: BS_MATCH_BLOCK x (sub-tile) block product output */
     float *fft;     /* per thread: the filter bank's scratch and output tile (templates.c) */
 } bs_match_scores_ws;
 

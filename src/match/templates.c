@@ -13,20 +13,25 @@
  * stored padded to the window (exact zeros off each support, so the scores
  * are those of the sparse templates).
  *
- * Scores are computed tile by tile over time (BS_MATCH_TILE samples):
+ * Scores are computed tile by tile over time (BS_MATCH_TILE samples), each
+ * tile in sub-tiles of the filter bank's output length (whole panels; 192
+ * samples for 61-sample waveforms) on a fixed grid from the tile's start:
  *   1. projection of every channel on the basis,
  *      proj[(c*P + p)][u] = sum_s basis[p, s] * X[c, t0 + u + s - nt_before],
- *      by the basis's filter bank (src/common/firbank.h: FFTs of 16
- *      channels over sub-tiles on a fixed grid of the tile), stored in
- *      panels of PANEL samples (PIDX below) (zero outside the window),
- *      parallel over (channel group, sub-tile) (each value comes from one
- *      transform, so bits do not depend on the thread count);
+ *      by the basis's filter bank (src/common/firbank.h: one transform of
+ *      16 channels per sub-tile), stored in panels of PANEL samples (PIDX
+ *      below) (zero outside the window), parallel over channel groups (each
+ *      value comes from one transform, so bits do not depend on the thread
+ *      count);
  *   2. per block one matrix product, blk (nb x L) = Wpad (nb x w*P) * proj
  *      rows of the window (w*P x L, contiguous: rows c*P + p), by
  *      block_scores (blocks hold 1-2 templates on average, too few for a
  *      BLAS GEMM to repay packing its operands); a template too wide for a
  *      window has its support's rows gathered first. Rows of templates inside
  *      the requested range are copied to B.
+ * A sub-tile's projection (1.8 MB for 384 channels) is still in the cache
+ * when the products read it; a whole tile's (9.4 MB) was not, and writing it
+ * cost nearly as much as computing it.
  * The block products are the same whatever range is requested, so any split of
  * the templates into chunks reproduces the all-at-once scores bit for bit.
  * Cost per sample: about C*160 FLOP (projection by FFT at P = 6, nt = 61:
@@ -324,15 +329,29 @@ size_t bs_match_scores_bytes(int K, int64_t n_t)
     return sizeof(float) * (size_t)K * (size_t)n_t;
 }
 
+/* The projection of a tile is stored in panels of PANEL columns: panel
+ * u / PANEL holds every row (c*P + p) of its columns side by side,
+ * proj[(u / PANEL) * rows * PANEL + (c*P + p) * PANEL + u % PANEL], so the
+ * rows of a block's channel window are one contiguous run of each panel
+ * (read from L1 by every template of the block, block_scores) and a
+ * channel's outputs for PANEL samples are written together. PIDX is the
+ * offset of (row, u) from the tile's start with `pstride` = rows * PANEL. */
+#define PANEL 16
+#define PIDX(row, u, pstride) ((size_t)((u) / PANEL) * (pstride) + (size_t)(row) * PANEL + (size_t)((u) % PANEL))
+
 /* One thread's filter-bank scratch and output tile, floats (whole vectors of 16). */
 static size_t fft_floats(const bs_match_templates *t)
 {
     return bs_firbank_scratch_floats(t->nt) + (size_t)t->n_pc * t->fir.T * BS_FIRBANK_LANES;
 }
 
+/* Columns of a score sub-tile: whole panels, at most the filter bank's T
+ * (the projection, gather and product buffers hold one sub-tile). */
+static size_t sub_cols(const bs_match_templates *t) { return (size_t)t->fir.T / PANEL * PANEL; }
+
 size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 {
-    size_t L = BS_MATCH_TILE;
+    size_t L = sub_cols(t);
     return sizeof(float) * L *
                ((size_t)t->n_chan * t->n_pc + (size_t)n_threads * ((size_t)t->n_sup * t->n_pc + BS_MATCH_BLOCK)) +
            sizeof(float) * fft_floats(t) * (size_t)n_threads;
@@ -340,7 +359,7 @@ size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws)
 {
-    size_t L = BS_MATCH_TILE;
+    size_t L = sub_cols(t);
     ws->n_threads = n_threads;
     ws->proj = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_chan * t->n_pc);
     ws->gather = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_sup * t->n_pc * n_threads);
@@ -365,16 +384,6 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
 typedef float v4f __attribute__((vector_size(16)));
 typedef float v8f __attribute__((vector_size(32)));
 
-/* The projection of a tile is stored in panels of PANEL columns: panel
- * u / PANEL holds every row (c*P + p) of its columns side by side,
- * proj[(u / PANEL) * rows * PANEL + (c*P + p) * PANEL + u % PANEL], so the
- * rows of a block's channel window are one contiguous run of each panel
- * (read from L1 by every template of the block, block_scores) and a
- * channel's outputs for PANEL samples are written together. PIDX is the
- * offset of (row, u) from the tile's start with `pstride` = rows * PANEL. */
-#define PANEL 16
-#define PIDX(row, u, pstride) ((size_t)((u) / PANEL) * (pstride) + (size_t)(row) * PANEL + (size_t)((u) % PANEL))
-
 /* Rows [0, MM) of one block's scores over L columns: C[m][u] = Σ_r A[m][r] *
  * Bm[r][u], r ascending from 0, a multiply then an add for every term. Bm is
  * in panels (PIDX; its rows kd consecutive rows of each panel, panel stride
@@ -387,7 +396,7 @@ typedef float v16f __attribute__((vector_size(64)));
 _Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "one vector of 16 columns per panel, whole panels per tile");
 static inline __attribute__((always_inline)) void block_rows(const float *restrict A, int MM, int kd,
                                                             const float *restrict Bm, size_t pstride, int L,
-                                                            float *restrict C)
+                                                            float *const *C)
 {
     int u = 0;
     for (; u + PANEL <= L; u += PANEL) {
@@ -402,28 +411,30 @@ static inline __attribute__((always_inline)) void block_rows(const float *restri
                 acc[m] += A[(size_t)m * kd + r] * b;
         }
         for (int m = 0; m < MM; m++)
-            memcpy(C + (size_t)m * BS_MATCH_TILE + u, &acc[m], sizeof(v16f));
+            memcpy(C[m] + u, &acc[m], sizeof(v16f));
     }
     for (; u < L; u++)
         for (int m = 0; m < MM; m++) {
             float acc = 0.0f;
             for (int r = 0; r < kd; r++)
                 acc += A[(size_t)m * kd + r] * Bm[PIDX(r, u, pstride)];
-            C[(size_t)m * BS_MATCH_TILE + u] = acc;
+            C[m][u] = acc;
         }
 }
 
-/* C (nbk x L, row stride BS_MATCH_TILE) = A (nbk x kd) * Bm (kd rows in
+/* C (nbk rows of L, row m at C[m]) = A (nbk x kd) * Bm (kd rows in
  * panels): block_rows for SCORE_ROWS templates at a time, panel by panel. */
 BS_VECTORIZED static void block_scores(const float *restrict A, int nbk, int kd, const float *restrict Bm,
-                                       size_t pstride, int L, float *restrict C)
+                                       size_t pstride, int L, float *const *C)
 {
     for (int u = 0; u < L; u += PANEL) { /* every template over one panel while it is in L1 */
         const int n = L - u < PANEL ? L - u : PANEL;
         const float *pan = Bm + (size_t)(u / PANEL) * pstride;
         for (int m0 = 0; m0 < nbk; m0 += SCORE_ROWS) {
             const float *a = A + (size_t)m0 * kd;
-            float *c = C + (size_t)m0 * BS_MATCH_TILE + u;
+            float *c[SCORE_ROWS];
+            for (int m = 0; m < SCORE_ROWS && m0 + m < nbk; m++)
+                c[m] = C[m0 + m] + u;
             switch (nbk - m0) {
             case 1: block_rows(a, 1, kd, pan, pstride, n, c); break;
             case 2: block_rows(a, 2, kd, pan, pstride, n, c); break;
@@ -479,25 +490,25 @@ static void emit_tile(const float *y, int T, int P, int nch, int nu, float *proj
                 proj[PIDX((size_t)(c0 + l) * P + p, u0 + i, pstride)] = y[((size_t)p * T + i) * BS_FIRBANK_LANES + l];
 }
 
-/* proj rows (c*P + p) of the tile starting at window sample t0, L samples:
- * the basis's filter bank over groups of 16 channels, in sub-tiles of `step`
- * columns (whole panels, at most the bank's T) from t0, so a column is
- * always computed in the same transform, whatever the thread count. Samples
- * outside the window count as 0. */
-static void project_tile(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t t0, int L,
-                         const bs_match_scores_ws *ws)
+/* proj rows (c*P + p) of the sub-tile of columns [u0, u0 + nu) of the tile
+ * starting at window sample t0, into proj's panels from its start: the
+ * basis's filter bank over groups of 16 channels (nu at most the bank's T,
+ * u0 on the tile's grid of sub-tiles, so a column is always computed in the
+ * same transform, whatever the thread count). Samples outside the window
+ * count as 0. */
+static void project_sub(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t t0, int u0,
+                        int nu, const bs_match_scores_ws *ws)
 {
     const int P = t->n_pc, nb = t->nt_before, C = t->n_chan, T = t->fir.T;
-    const int step = T / PANEL * PANEL, n_sub = (L + step - 1) / step, n_grp = (C + BS_FIRBANK_LANES - 1) / BS_FIRBANK_LANES;
+    const int n_grp = (C + BS_FIRBANK_LANES - 1) / BS_FIRBANK_LANES;
     const size_t pstride = (size_t)C * P * PANEL;
 #pragma omp parallel for schedule(static) num_threads(ws->n_threads)
-    for (int job = 0; job < n_grp * n_sub; job++) {
-        const int g = job / n_sub, u0 = job % n_sub * step, nu = L - u0 < step ? L - u0 : step;
+    for (int g = 0; g < n_grp; g++) {
         const int c0 = g * BS_FIRBANK_LANES, nch = C - c0 < BS_FIRBANK_LANES ? C - c0 : BS_FIRBANK_LANES;
         float *scratch = ws->fft + (size_t)omp_get_thread_num() * fft_floats(t);
         float *y = scratch + bs_firbank_scratch_floats(t->nt);
         bs_firbank_tile(&t->fir, X + (size_t)c0 * ldx, ldx, nch, t0 + u0 - nb, n_t, y, scratch);
-        emit_tile(y, T, P, nch, nu, ws->proj, pstride, c0, u0);
+        emit_tile(y, T, P, nch, nu, ws->proj, pstride, c0, 0);
     }
 }
 
@@ -511,46 +522,50 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
         return BS_OK;
     const int P = t->n_pc, ns = t->n_sup;
     const size_t pstride = (size_t)t->n_chan * P * PANEL;
+    const int step = (int)sub_cols(t);
     for (int64_t t0 = 0; t0 < n_t; t0 += BS_MATCH_TILE) {
-        int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
-        project_tile(t, X, ldx, n_t, t0, L, ws);
-        /* blocks write disjoint rows of B: one thread per block, each with its
-         * own gather and product buffers */
+        const int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
+        for (int u0 = 0; u0 < L; u0 += step) { /* a sub-tile's projection, then every block's product on it */
+            const int nu = L - u0 < step ? L - u0 : step;
+            project_sub(t, X, ldx, n_t, t0, u0, nu, ws);
+            /* blocks write disjoint rows of B: one thread per block, each with its
+             * own gather and product buffers */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
-        for (int b = 0; b < t->n_blocks; b++) {
-            int m0 = t->block_start[b], m1 = t->block_start[b + 1];
-            int need = 0;
-            for (int m = m0; m < m1; m++)
-                if (t->block_members[m] >= k0 && t->block_members[m] < k1)
-                    need = 1;
-            if (!need)
-                continue;
-            int tid = omp_get_thread_num();
-            float *gather = ws->gather + (size_t)tid * ns * P * BS_MATCH_TILE;
-            float *blk = ws->blk + (size_t)tid * BS_MATCH_BLOCK * BS_MATCH_TILE;
-            const int nbk = m1 - m0, c0 = t->block_c0[b];
-            const float *A = t->bw + t->block_woff[b], *Bm;
-            int kd;
-            size_t bstride = pstride;
-            if (c0 >= 0) { /* windowed: contiguous projection rows */
-                kd = t->block_w[b] * P;
-                Bm = ws->proj + (size_t)c0 * P * PANEL;
-            } else { /* gather the support's rows, in panels of their own */
-                const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
-                bstride = (size_t)ns * P * PANEL;
-                for (int u = 0; u < L; u += PANEL)
-                    for (int i = 0; i < ns; i++)
-                        memcpy(gather + PIDX(i * P, u, bstride), ws->proj + PIDX(sup[i] * P, u, pstride),
-                               sizeof(float) * P * PANEL);
-                kd = ns * P;
-                Bm = gather;
-            }
-            block_scores(A, nbk, kd, Bm, bstride, L, blk);
-            for (int m = 0; m < nbk; m++) {
-                int k = t->block_members[m0 + m];
-                if (k < k0 || k >= k1)
+            for (int b = 0; b < t->n_blocks; b++) {
+                int m0 = t->block_start[b], m1 = t->block_start[b + 1];
+                int need = 0;
+                for (int m = m0; m < m1; m++)
+                    if (t->block_members[m] >= k0 && t->block_members[m] < k1)
+                        need = 1;
+                if (!need)
                     continue;
-                memcpy(B + (size_t)(k - k0) * ldb + t0, blk + (size_t)m * BS_MATCH_TILE, sizeof(float) * (size_t)L);
+                int tid = omp_get_thread_num();
+                float *gather = ws->gather + (size_t)tid * ns * P * step;
+                float *blk = ws->blk + (size_t)tid * BS_MATCH_BLOCK * step;
+                const int nbk = m1 - m0, c0 = t->block_c0[b];
+                const float *A = t->bw + t->block_woff[b], *Bm;
+                int kd;
+                size_t bstride = pstride;
+                if (c0 >= 0) { /* windowed: contiguous projection rows */
+                    kd = t->block_w[b] * P;
+                    Bm = ws->proj + (size_t)c0 * P * PANEL;
+                } else { /* gather the support's rows, in panels of their own */
+                    const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
+                    bstride = (size_t)ns * P * PANEL;
+                    for (int u = 0; u < nu; u += PANEL)
+                        for (int i = 0; i < ns; i++)
+                            memcpy(gather + PIDX(i * P, u, bstride), ws->proj + PIDX(sup[i] * P, u, pstride),
+                                   sizeof(float) * P * PANEL);
+                    kd = ns * P;
+                    Bm = gather;
+                }
+                /* rows of templates in the requested range straight into B, the others into blk */
+                float *rows[BS_MATCH_BLOCK];
+                for (int m = 0; m < nbk; m++) {
+                    int k = t->block_members[m0 + m];
+                    rows[m] = k >= k0 && k < k1 ? B + (size_t)(k - k0) * ldb + t0 + u0 : blk + (size_t)m * step;
+                }
+                block_scores(A, nbk, kd, Bm, bstride, nu, rows);
             }
         }
     }
