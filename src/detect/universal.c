@@ -32,10 +32,11 @@ typedef int32_t vint __attribute__((vector_size(VL * sizeof(int32_t))));
 
 static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 
-/* The 16-lane AVX-512 kernels (the tight bound's tight_keep16, the paired
- * scores' score_position2) are compiled where GCC's vector extensions and
- * target attributes are, and used when the CPU has AVX-512F and the tests
- * have not asked for the portable ones (bs_detect_force_portable). */
+/* The AVX-512 kernels (the tight bound's tight_keep16, the paired scores'
+ * score_position2, the loose bound's loose_bound_block512) are compiled
+ * where GCC's vector extensions and target attributes are, and used when
+ * the CPU has AVX-512F (and VL for the loose bound's) and the tests have
+ * not asked for the portable ones (bs_detect_force_portable). */
 #ifdef BS_X86_KERNELS
 #define BS_HAVE_AVX512_KERNELS 1
 #endif
@@ -51,9 +52,11 @@ static int use_avx512(void) { return filter_level_cap && __builtin_cpu_supports(
 _Static_assert(SCORE_BLOCK == VL * VL, "a score block is one vector of sub-blocks");
 
 /* One thread's filtering scratch for a filter tile of FILTER_TILE columns,
- * floats: the filter outputs (fs), their max over shapes² (mx), a score
- * block's sub-block maxima of mx (mb), one loose bound (lb), the filter
- * bank's scratch and output tile (firbank.h). Whole vectors of 8 each. */
+ * floats: the filter outputs (fs), their max over shapes² (mx), the tile's
+ * maxima of mx over its sub-blocks of VL columns (mt), a score block's
+ * sub-block maxima when its sub-blocks are not the tile's (mb), one loose
+ * bound (lb), the filter bank's scratch and output tile (firbank.h). Whole
+ * vectors of 8 each. */
 static size_t bank_tile_floats(int nt, int n_shapes)
 {
     return bs_firbank_scratch_floats(nt) + (size_t)n_shapes * (size_t)(bs_firbank_n(nt) - nt + 1) * BS_FIRBANK_LANES;
@@ -62,7 +65,7 @@ static size_t bank_tile_floats(int nt, int n_shapes)
 static size_t scratch_floats(int n_chan, int n_shapes, int nt)
 {
     return (size_t)n_chan * FILTER_TILE * (size_t)padded_shapes(n_shapes) + (size_t)n_chan * FILTER_TILE +
-           (size_t)n_chan * VL + SCORE_BLOCK + bank_tile_floats(nt, n_shapes);
+           (size_t)n_chan * (FILTER_TILE / VL) + (size_t)n_chan * VL + SCORE_BLOCK + bank_tile_floats(nt, n_shapes);
 }
 
 typedef bs_detect_candidate candidate; /* t: window column; q: size * n_shapes + shape */
@@ -488,6 +491,36 @@ BS_VECTORIZED static int loose_bound_block(const float *restrict m, size_t strid
     return n;
 }
 
+#ifdef BS_HAVE_AVX512_KERNELS
+/* loose_bound_block on AVX-512 (with VL): the same sums in the same order,
+ * the sub-blocks that pass taken from a mask, and each one's passing
+ * columns compress-stored into idx. The same columns. */
+__attribute__((target("avx512f,avx512vl"))) static int loose_bound_block512(const float *restrict m, size_t stride,
+                                                                           const float *restrict mb, size_t mstride,
+                                                                           const int *ich, int nC, float th2, int i0,
+                                                                           int *restrict idx)
+{
+    const __m256 t2 = _mm256_set1_ps(th2);
+    __m256 sb = _mm256_loadu_ps(mb + (size_t)ich[0] * mstride);
+    for (int j = 1; j < nC; j++)
+        sb = _mm256_add_ps(sb, _mm256_loadu_ps(mb + (size_t)ich[j] * mstride));
+    unsigned pass = _mm256_cmp_ps_mask(sb, t2, _CMP_GT_OQ);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int n = 0;
+    while (pass) {
+        const int s = __builtin_ctz(pass);
+        pass &= pass - 1;
+        __m256 acc = _mm256_loadu_ps(m + (size_t)ich[0] * stride + (size_t)s * VL);
+        for (int j = 1; j < nC; j++)
+            acc = _mm256_add_ps(acc, _mm256_loadu_ps(m + (size_t)ich[j] * stride + (size_t)s * VL));
+        const __mmask8 k = _mm256_cmp_ps_mask(acc, t2, _CMP_GT_OQ);
+        _mm256_mask_compressstoreu_epi32(idx + n, k, _mm256_add_epi32(_mm256_set1_epi32(i0 + s * VL), iota));
+        n += __builtin_popcount(k);
+    }
+    return n;
+}
+#endif
+
 /* Σ_u w[u]·x[u], u ascending from 0, one fused multiply-add per tap: the
  * direct filter output of one column (a detected spike's position and
  * features; the scores use the filter bank's, which differ by rounding). */
@@ -647,14 +680,16 @@ typedef struct {
 
 /* One thread's share of the filtering scratch (NULL where the GPU filters). */
 typedef struct {
-    float *fs, *mx, *mb, *lb, *bank;
+    float *fs, *mx, *mt, *mb, *lb, *bank;
     int *pos_f;
 } thread_scratch;
 
-/* fs[c][i][k] (k < KP, pads 0) and mx[c][i] = max over shapes of fs² (0 to
- * start, a NaN never taken) for i < FILTER_TILE, channels c0 + l (l < nch),
- * from the filter bank's output tile y (firbank.h): element by element. */
-static void emit_shapes(const float *y, int T, int K, int KP, int nch, int c0, float *fs, float *mx)
+/* fs[c][i][k] (k < KP, pads 0), mx[c][i] = max over shapes of fs² (0 to
+ * start, a NaN never taken) for i < FILTER_TILE and mt[c][i / VL] = max of
+ * mx[c] over the sub-block of VL columns holding i, channels c0 + l (l <
+ * nch), from the filter bank's output tile y (firbank.h): element by
+ * element. */
+static void emit_shapes(const float *y, int T, int K, int KP, int nch, int c0, float *fs, float *mx, float *mt)
 {
     for (int l = 0; l < nch; l++)
         for (int i = 0; i < FILTER_TILE; i++) {
@@ -665,19 +700,23 @@ static void emit_shapes(const float *y, int T, int K, int KP, int nch, int c0, f
                 mm = a * a > mm ? a * a : mm;
             }
             mx[(size_t)(c0 + l) * FILTER_TILE + i] = mm;
+            float *b = mt + (size_t)(c0 + l) * (FILTER_TILE / VL) + i / VL;
+            *b = i % VL == 0 || mm > *b ? mm : *b;
         }
 }
 
 #ifdef BS_HAVE_TRANSPOSE8
 /* emit_shapes for 16 channels and KP = 8, eight columns at a time: each
  * column's shapes (channels in lanes) transposed into the channels' rows,
- * and eight columns' maxima into each channel's mx. The same values. */
+ * eight columns' maxima into each channel's mx and their maximum into mt.
+ * The same values. */
+_Static_assert(VL == 8, "a sub-block is the eight columns emit_shapes8_avx2 emits together");
 __attribute__((target("avx2"))) static void emit_shapes8_avx2(const float *y, int T, int K, int c0, float *fs,
-                                                              float *mx)
+                                                              float *mx, float *mt)
 {
     for (int i = 0; i < FILTER_TILE; i += 8)
         for (int h = 0; h < 2; h++) {
-            __m256 mv[8];
+            __m256 mv[8], sub = _mm256_setzero_ps();
             for (int q = 0; q < 8; q++) {
                 __m256 r[8], mm = _mm256_setzero_ps();
                 for (int k = 0; k < 8; k++) {
@@ -686,10 +725,15 @@ __attribute__((target("avx2"))) static void emit_shapes8_avx2(const float *y, in
                     mm = _mm256_max_ps(_mm256_mul_ps(r[k], r[k]), mm); /* the square if larger, else mm */
                 }
                 mv[q] = mm;
+                sub = _mm256_max_ps(mm, sub); /* squares and 0: no NaN */
                 bs_transpose8(r);
                 for (int l = 0; l < 8; l++)
                     _mm256_storeu_ps(fs + ((size_t)(c0 + 8 * h + l) * FILTER_TILE + i + q) * 8, r[l]);
             }
+            float sl[8];
+            _mm256_storeu_ps(sl, sub);
+            for (int l = 0; l < 8; l++)
+                mt[(size_t)(c0 + 8 * h + l) * (FILTER_TILE / VL) + i / 8] = sl[l];
             bs_transpose8(mv);
             for (int l = 0; l < 8; l++)
                 _mm256_storeu_ps(mx + (size_t)(c0 + 8 * h + l) * FILTER_TILE + i, mv[l]);
@@ -711,11 +755,11 @@ static void filter_tile(const detect_job *j, int64_t first, const thread_scratch
         bs_firbank_tile(fb, j->x + (size_t)c0 * (size_t)j->n_t, (size_t)j->n_t, nch, first, j->n_t, y, ts->bank);
 #ifdef BS_HAVE_TRANSPOSE8
         if (nch == BS_FIRBANK_LANES && KP == 8 && filter_level_cap && __builtin_cpu_supports("avx2")) {
-            emit_shapes8_avx2(y, fb->T, K, c0, ts->fs, ts->mx);
+            emit_shapes8_avx2(y, fb->T, K, c0, ts->fs, ts->mx, ts->mt);
             continue;
         }
 #endif
-        emit_shapes(y, fb->T, K, KP, nch, c0, ts->fs, ts->mx);
+        emit_shapes(y, fb->T, K, KP, nch, c0, ts->fs, ts->mx, ts->mt);
     }
 }
 
@@ -755,6 +799,7 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const
     const int exhaustive = p->exhaustive;
 #ifdef BS_HAVE_AVX512_KERNELS
     const int pair_scores = use_avx512() && pairs_ok(g, K);
+    const int loose512 = use_avx512() && __builtin_cpu_supports("avx512vl");
 #endif
     cand_list found = {.limit = j->cand_limit}, cands = {0};
     bs_status st = BS_OK;
@@ -786,14 +831,21 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const
         for (int64_t b0 = lo; b0 < hi && st == BS_OK && !found.full; b0 += BL) {
             const size_t n = hi - b0 < BL ? (size_t)(hi - b0) : BL, off = (size_t)(b0 - g0);
             const float *fsb = fs + off * KP, *mxb = mx + off;
-            /* each channel's maxima of mx over sub-blocks of VL columns (mb[c][s], 0 past n) */
-            for (int c = 0; c < C && !exhaustive; c++)
-                for (int sb = 0; sb < VL; sb++) {
-                    float v = 0;
-                    for (size_t i = (size_t)sb * VL; i < (size_t)sb * VL + VL && i < n; i++)
-                        v = mxb[(size_t)c * W + i] > v ? mxb[(size_t)c * W + i] : v;
-                    mb[(size_t)c * VL + sb] = v;
-                }
+            /* each channel's maxima of mx over the block's sub-blocks of VL columns: the tile's (mt) when
+               the block is whole and on their grid, else computed here (mb[c][s], 0 past n) */
+            const float *mbk = ts->mt + off / VL;
+            size_t mstride = W / VL;
+            if (!exhaustive && (n != BL || off % VL)) {
+                for (int c = 0; c < C; c++)
+                    for (int sb = 0; sb < VL; sb++) {
+                        float v = 0;
+                        for (size_t i = (size_t)sb * VL; i < (size_t)sb * VL + VL && i < n; i++)
+                            v = mxb[(size_t)c * W + i] > v ? mxb[(size_t)c * W + i] : v;
+                        mb[(size_t)c * VL + sb] = v;
+                    }
+                mbk = mb;
+                mstride = VL;
+            }
             for (int set = 0; set < g->n_sets && st == BS_OK && !found.full; set++) {
                 /* two exact bounds, cheap first: Σ_j max_k B² >= max_k Σ_j B² >= A². Both depend on
                    the channels only, so the positions of one channel set share them (summed in the
@@ -807,8 +859,14 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const
                 if (exhaustive)
                     for (size_t i = 0; i < n; i++)
                         idx[m++] = (int)i;
-                else if (n == BL)
-                    m = loose_bound_block(mxb, W, mb, VL, ich, nC, th2, 0, idx);
+                else if (n == BL) {
+#ifdef BS_HAVE_AVX512_KERNELS
+                    if (loose512)
+                        m = loose_bound_block512(mxb, W, mbk, mstride, ich, nC, th2, 0, idx);
+                    else
+#endif
+                        m = loose_bound_block(mxb, W, mbk, mstride, ich, nC, th2, 0, idx);
+                }
                 else {
                     loose_bound(mxb, W, ich, nC, n, lb);
                     for (size_t i = 0; i < n; i++) {
@@ -968,7 +1026,8 @@ static thread_scratch scratch_of(const detect_job *j, float *scratch, int *pos_s
     if (scratch) {
         t.fs = scratch + (size_t)tid * scratch_floats(j->probe->n_chan, j->p->n_shapes, j->p->nt);
         t.mx = t.fs + C * FILTER_TILE * (size_t)padded_shapes(j->p->n_shapes);
-        t.mb = t.mx + C * FILTER_TILE;
+        t.mt = t.mx + C * FILTER_TILE;
+        t.mb = t.mt + C * (FILTER_TILE / VL);
         t.lb = t.mb + C * VL;
         t.bank = t.lb + SCORE_BLOCK;
     }
