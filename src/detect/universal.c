@@ -584,6 +584,12 @@ static bs_status select_maxima(const cand_list *cl, const bs_detect_grid *g, int
                 lo++;
             if (!keep[order[a]])
                 continue;
+            /* the next and previous candidates first: on a peak's flanks one of them beats it */
+            if ((a + 1 < first[f + 1] && c[order[a + 1]].t <= ca->t + nb && beats(&c[order[a + 1]], ca)) ||
+                (a > lo && beats(&c[order[a - 1]], ca))) {
+                keep[order[a]] = 0;
+                continue;
+            }
             for (int64_t o = lo; o < first[f + 1] && c[order[o]].t <= ca->t + nb; o++)
                 if (o != a && beats(&c[order[o]], ca)) {
                     keep[order[a]] = 0;
