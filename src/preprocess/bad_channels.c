@@ -4,9 +4,9 @@
  * explains the method).
  *
  * A chunk's work is per channel (mean removal, similarity, Welch band power:
- * parallel over channels, sums in double in sample order) and per sample
- * (the shank's median: parallel over samples, an exact selection on a copy
- * of the shank's values). The Welch product is two single-threaded sgemms per
+ * parallel over channels, sums in double as bs_row_sum's 8 interleaved
+ * partial sums) and per sample (the shank's median: parallel over samples,
+ * an exact selection on a copy of the shank's values). The Welch product is two single-threaded sgemms per
  * channel (blas_threads.h keeps the BLAS on the calling thread): with half
  * overlap and an even segment length a segment is two consecutive hops, so
  * its transform is the first half of the basis applied to the hops from the
@@ -220,10 +220,7 @@ bs_status bs_bad_channels_chunk(const bs_bad_detector *d, float *x, int64_t stri
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int i = 0; i < d->start[d->n_groups]; i++) {
         float *row = x + (size_t)d->order[i] * (size_t)stride + off;
-        double s = 0;
-        for (int64_t t = 0; t < n; t++)
-            s += row[t];
-        float m = (float)(s / (double)n);
+        float m = (float)(bs_row_sum(row, n) / (double)n);
         for (int64_t t = 0; t < n; t++)
             row[t] -= m;
     }
@@ -249,14 +246,10 @@ bs_status bs_bad_channels_chunk(const bs_bad_detector *d, float *x, int64_t stri
                     ref[t0 + j] = bs_median_f32(v + (size_t)j * m, m, work);
             }
         }
-        double rs = 0, rr = 0;
+        float rm = (float)(bs_row_sum(ref, n) / (double)n);
         for (int64_t t = 0; t < n; t++)
-            rs += ref[t];
-        float rm = (float)(rs / (double)n);
-        for (int64_t t = 0; t < n; t++) {
             ref[t] -= rm;
-            rr += (double)ref[t] * ref[t];
-        }
+        const double rr = bs_row_dot(ref, ref, n);
         /* similarity and the high band's power, per channel */
 #pragma omp parallel num_threads(nth)
         {
@@ -265,9 +258,7 @@ bs_status bs_bad_channels_chunk(const bs_bad_detector *d, float *x, int64_t stri
 #pragma omp for schedule(static)
             for (int i = 0; i < m; i++) {
                 const float *row = x + (size_t)ch[i] * (size_t)stride + off;
-                double s = 0;
-                for (int64_t t = 0; t < n; t++)
-                    s += (double)row[t] * ref[t];
+                const double s = bs_row_dot(row, ref, n);
                 xcorr[i] = rr > 0 ? s / rr : 0.0;
                 double p = 0;
                 if (n_seg > 0) {

@@ -148,13 +148,8 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
 #pragma omp parallel for schedule(static) if (st == BS_OK)
         for (int c = 0; c < C; c++) { /* each channel's RMS in the chunk (mean removed) */
             const float *row = x + (size_t)c * (size_t)w + halo;
-            double s1 = 0, s2 = 0;
-            for (int64_t t = 0; t < n_valid; t++)
-                s1 += row[t];
-            double mu = s1 / (double)n_valid;
-            for (int64_t t = 0; t < n_valid; t++)
-                s2 += (row[t] - mu) * (row[t] - mu);
-            rms_k[c] = (float)sqrt(s2 / (double)n_valid);
+            const double mu = bs_row_sum(row, n_valid) / (double)n_valid;
+            rms_k[c] = (float)sqrt(bs_row_dev2(row, n_valid, mu) / (double)n_valid);
         }
         if (st == BS_OK)
             st = bs_bad_channels_chunk(&det, x, rd.width, halo, n_valid, NULL, 0, lab + (size_t)used * C,

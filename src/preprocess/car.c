@@ -2,7 +2,7 @@
  * car.c - per-channel mean removal and the common median reference.
  *
  * Mean removal: each channel's mean over the window is summed in double (8
- * interleaved partial sums in sample order, added pairwise: row_sum) and
+ * interleaved partial sums in sample order, added pairwise: bs_row_sum) and
  * subtracted as a float (parallel over channels).
  *
  * Median reference: the window is cut into tiles of CAR_TILE samples; a
@@ -180,20 +180,29 @@ float bs_median_f32(const float *v, int n, int32_t *work)
     return median_keys(work, n, work + n);
 }
 
-/* Σ_t row[t] in double, as 8 interleaved partial sums (lane l: the samples
- * t ≡ l mod 8, in time order) added pairwise at the end, so that it
- * vectorises; the same bits on every CPU. */
-BS_VECTORIZED static double row_sum(const float *restrict row, int64_t n)
-{
-    double s[8] = {0};
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8)
-        for (int l = 0; l < 8; l++)
-            s[l] += (double)row[t + l];
-    for (int l = 0; t < n; t++, l++)
-        s[l] += (double)row[t];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
+/* The row sums below: 8 interleaved partial sums in double (lane l: the
+ * samples t ≡ l mod 8, in time order) added pairwise at the end, so that
+ * they vectorise (a single running sum waits on each add); the same bits on
+ * every CPU. */
+#define ROW_SUM8(TERM)                                                                                               \
+    double s[8] = {0};                                                                                               \
+    int64_t t = 0;                                                                                                   \
+    for (; t + 8 <= n; t += 8)                                                                                       \
+        for (int l = 0; l < 8; l++)                                                                                  \
+            s[l] += TERM(t + l);                                                                                     \
+    for (int l = 0; t < n; t++, l++)                                                                                 \
+        s[l] += TERM(t);                                                                                             \
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+
+#define SUM_TERM(i) ((double)row[i])
+#define DOT_TERM(i) ((double)a[i] * (double)b[i])
+#define DEV2_TERM(i) (((double)row[i] - mu) * ((double)row[i] - mu))
+
+BS_VECTORIZED double bs_row_sum(const float *restrict row, int64_t n) { ROW_SUM8(SUM_TERM); }
+
+BS_VECTORIZED double bs_row_dot(const float *restrict a, const float *restrict b, int64_t n) { ROW_SUM8(DOT_TERM); }
+
+BS_VECTORIZED double bs_row_dev2(const float *restrict row, int64_t n, double mu) { ROW_SUM8(DEV2_TERM); }
 
 /* buf[i * n_chan + c] = fkey(x[c * n_t + t0 + i]) for i < len, c < n_chan:
  * the tile transposed into keys. */
@@ -265,7 +274,7 @@ bs_status bs_car(float *x, int n_chan, int64_t n_t, int remove_mean, int car, vo
 #pragma omp parallel for num_threads(nth) schedule(static)
         for (int c = 0; c < n_chan; c++) {
             float *row = x + (size_t)c * (size_t)n_t;
-            float mean = (float)(row_sum(row, n_t) / (double)n_t);
+            float mean = (float)(bs_row_sum(row, n_t) / (double)n_t);
             for (int64_t t = 0; t < n_t; t++)
                 row[t] -= mean;
         }

@@ -120,6 +120,12 @@ bs_status bs_car(float *x, int n_chan, int64_t n_t, int remove_mean, int car, vo
 /* numpy's median of v[0..n) (n >= 1; v unchanged), exactly as the median reference takes it; work: 2 n
  * int32 of caller memory. */
 float bs_median_f32(const float *v, int n, int32_t *work);
+/* Σ_t row[t], Σ_t a[t] b[t] and Σ_t (row[t] - mu)² over t < n, in double, as
+ * 8 interleaved partial sums added pairwise (car.c): fast, and the same bits
+ * on every CPU. */
+double bs_row_sum(const float *row, int64_t n);
+double bs_row_dot(const float *a, const float *b, int64_t n);
+double bs_row_dev2(const float *row, int64_t n, double mu);
 
 /* --------------------------------------------------------- phase shift --- */
 /* PHASE SHIFT (phase_shift.c; docs/ALGORITHM.md §3.8). A Neuropixels probe

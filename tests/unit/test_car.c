@@ -166,9 +166,34 @@ static void test_scratch_and_threads(void)
     bs_mem_free(b);
 }
 
+/* bs_row_sum, bs_row_dot and bs_row_dev2 against sums in long double, for lengths around the 8 lanes */
+static void test_row_sums(void)
+{
+    float a[203], b[203];
+    for (int i = 0; i < 203; i++) {
+        a[i] = (float)(100 * urand() - 30);
+        b[i] = (float)(urand() - 0.5);
+    }
+    for (int n = 0; n <= 203; n += (n < 20 ? 1 : 61)) {
+        long double s = 0, d = 0, mu = 0, v = 0;
+        for (int i = 0; i < n; i++) {
+            s += a[i];
+            d += (long double)a[i] * b[i];
+        }
+        mu = n ? s / n : 0;
+        for (int i = 0; i < n; i++)
+            v += ((long double)a[i] - (double)mu) * ((long double)a[i] - (double)mu);
+        CHECK_MSG(fabsl(bs_row_sum(a, n) - s) <= 1e-12L * (1 + fabsl(s)), "sum of %d", n);
+        CHECK_MSG(fabsl(bs_row_dot(a, b, n) - d) <= 1e-12L * (1 + fabsl(d)), "dot of %d", n);
+        CHECK_MSG(fabsl(bs_row_dev2(a, n, (double)mu) - v) <= 1e-12L * (1 + v), "deviations of %d", n);
+    }
+    CHECK(bs_row_sum(a, 3) == ((double)a[0] + (double)a[1]) + (double)a[2]); /* lanes added pairwise */
+}
+
 int main(void)
 {
     test_hand();
+    test_row_sums();
     test_random();
     test_scratch_and_threads();
     CHECK(bs_mem_live_blocks() == 0);
