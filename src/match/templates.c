@@ -391,7 +391,8 @@ typedef float v8f __attribute__((vector_size(32)));
  * while the block's templates go over them SCORE_ROWS at a time. Each column
  * is its own fixed-order sum, so vector width and CPU do not change the bits.
  * Inlined with constant MM. */
-#define SCORE_ROWS 4 /* templates per pass over a panel */
+#define SCORE_ROWS 4   /* templates per pass over a panel */
+#define SCORE_PANELS 4 /* panels at once: with blocks of 1-2 templates, enough sums in flight */
 typedef float v16f __attribute__((vector_size(64)));
 _Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "one vector of 16 columns per panel, whole panels per tile");
 static inline __attribute__((always_inline)) void block_rows(const float *restrict A, int MM, int kd,
@@ -399,6 +400,23 @@ static inline __attribute__((always_inline)) void block_rows(const float *restri
                                                             float *const *C)
 {
     int u = 0;
+    for (; u + SCORE_PANELS * PANEL <= L; u += SCORE_PANELS * PANEL) { /* MM x SCORE_PANELS chains */
+        const float *pan = Bm + (size_t)(u / PANEL) * pstride;
+        v16f acc[SCORE_ROWS][SCORE_PANELS];
+        for (int m = 0; m < MM; m++)
+            for (int q = 0; q < SCORE_PANELS; q++)
+                acc[m][q] = (v16f){0};
+        for (int r = 0; r < kd; r++)
+            for (int q = 0; q < SCORE_PANELS; q++) {
+                v16f b;
+                memcpy(&b, pan + (size_t)q * pstride + (size_t)r * PANEL, sizeof b);
+                for (int m = 0; m < MM; m++)
+                    acc[m][q] += A[(size_t)m * kd + r] * b;
+            }
+        for (int m = 0; m < MM; m++)
+            for (int q = 0; q < SCORE_PANELS; q++)
+                memcpy(C[m] + u + q * PANEL, &acc[m][q], sizeof(v16f));
+    }
     for (; u + PANEL <= L; u += PANEL) {
         const float *pan = Bm + (size_t)(u / PANEL) * pstride;
         v16f acc[SCORE_ROWS];
@@ -423,12 +441,13 @@ static inline __attribute__((always_inline)) void block_rows(const float *restri
 }
 
 /* C (nbk rows of L, row m at C[m]) = A (nbk x kd) * Bm (kd rows in
- * panels): block_rows for SCORE_ROWS templates at a time, panel by panel. */
+ * panels): block_rows for SCORE_ROWS templates at a time, SCORE_PANELS
+ * panels at a time. */
 BS_VECTORIZED static void block_scores(const float *restrict A, int nbk, int kd, const float *restrict Bm,
                                        size_t pstride, int L, float *const *C)
 {
-    for (int u = 0; u < L; u += PANEL) { /* every template over one panel while it is in L1 */
-        const int n = L - u < PANEL ? L - u : PANEL;
+    for (int u = 0; u < L; u += SCORE_PANELS * PANEL) { /* every template over the panels while they are in L1 */
+        const int n = L - u < SCORE_PANELS * PANEL ? L - u : SCORE_PANELS * PANEL;
         const float *pan = Bm + (size_t)(u / PANEL) * pstride;
         for (int m0 = 0; m0 < nbk; m0 += SCORE_ROWS) {
             const float *a = A + (size_t)m0 * kd;
