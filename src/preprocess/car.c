@@ -12,7 +12,8 @@
  * AVX2), mapping each float to an order-preserving int32 key.
  * The median is then an exact selection on the keys by bisection on their
  * bits: the top CAR_TOP_BITS bits come from vectorized counting passes over
- * all keys (branch-free, 8 keys per AVX2 compare), the rest from the few keys
+ * all keys (branch-free; four samples' passes in one loop, so that their
+ * reductions overlap), the rest from the few keys
  * that share those bits (3x faster than a quickselect on 384 channels, and
  * exact: the result is one of the input values, bit for bit). For an even
  * count the median is numpy's: the upper middle value hi is selected, the
@@ -117,12 +118,14 @@ static int collect(const int32_t *restrict key, int n, int32_t start, int32_t *r
 /* k-th smallest key (0-based), built bit by bit from the top in the unsigned
  * (offset) order, keeping the largest `ans` with count(key < ans) <= k. The
  * first CAR_TOP_BITS bits are found with vectorized counting passes over all
- * n keys; then only the keys sharing those bits with the answer (few, for
- * real data) are collected into `cand` (8 keys per compare where the CPU has
- * AVX2) and the remaining bits are found on them. No data-dependent
- * branches in the full passes. */
+ * n keys (top_bits; top_bits4 does four samples' keys at once, their passes
+ * interleaved, each sample's bits the same as alone); then only the keys
+ * sharing those bits with the answer (few, for real data) are collected into
+ * `cand` (8 keys per compare where the CPU has AVX2) and the remaining bits
+ * are found on them (finish_kth). No data-dependent branches in the full
+ * passes. */
 BS_VECTORIZED
-static int32_t select_kth(const int32_t *restrict key, int n, int k, int32_t *restrict cand)
+static uint32_t top_bits(const int32_t *restrict key, int n, int k)
 {
     uint32_t ans = 0;
     for (int bit = 31; bit >= 32 - CAR_TOP_BITS; bit--) {
@@ -135,6 +138,40 @@ static int32_t select_kth(const int32_t *restrict key, int n, int k, int32_t *re
         if (cnt <= k)
             ans = try_;
     }
+    return ans;
+}
+
+/* top_bits of the four key rows key + q * n (q < 4): one counting loop for
+ * the four, so that their reductions overlap. */
+BS_VECTORIZED
+static void top_bits4(const int32_t *restrict key, int n, int k, uint32_t ans[4])
+{
+    const int32_t *k0 = key, *k1 = key + n, *k2 = key + 2 * (size_t)n, *k3 = key + 3 * (size_t)n;
+    uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (int bit = 31; bit >= 32 - CAR_TOP_BITS; bit--) {
+        const uint32_t b = 1u << bit;
+        const int32_t c0 = (int32_t)((a0 | b) ^ 0x80000000u), c1 = (int32_t)((a1 | b) ^ 0x80000000u);
+        const int32_t c2 = (int32_t)((a2 | b) ^ 0x80000000u), c3 = (int32_t)((a3 | b) ^ 0x80000000u);
+        int n0 = 0, n1 = 0, n2 = 0, n3 = 0;
+#pragma omp simd reduction(+ : n0, n1, n2, n3)
+        for (int i = 0; i < n; i++) {
+            n0 += k0[i] < c0;
+            n1 += k1[i] < c1;
+            n2 += k2[i] < c2;
+            n3 += k3[i] < c3;
+        }
+        a0 |= n0 <= k ? b : 0;
+        a1 |= n1 <= k ? b : 0;
+        a2 |= n2 <= k ? b : 0;
+        a3 |= n3 <= k ? b : 0;
+    }
+    ans[0] = a0, ans[1] = a1, ans[2] = a2, ans[3] = a3;
+}
+
+/* select_kth's bits after the first CAR_TOP_BITS (ans: those). */
+BS_VECTORIZED
+static int32_t finish_kth(const int32_t *restrict key, int n, int k, uint32_t ans, int32_t *restrict cand)
+{
     int below;
     const int m = collect(key, n, (int32_t)(ans ^ 0x80000000u), cand, &below);
     k -= below;
@@ -150,11 +187,11 @@ static int32_t select_kth(const int32_t *restrict key, int n, int k, int32_t *re
     return (int32_t)(ans ^ 0x80000000u);
 }
 
-/* numpy's median of n keys, as a float. */
+/* numpy's median of n keys, as a float, from the upper middle key hi (the
+ * n/2-th smallest). */
 BS_VECTORIZED
-static float median_keys(const int32_t *restrict key, int n, int32_t *restrict cand)
+static float median_from(const int32_t *restrict key, int n, int32_t hi)
 {
-    int32_t hi = select_kth(key, n, n / 2, cand);
     if (n & 1)
         return funkey(hi);
     /* lower middle: the largest key below hi, or hi itself if fewer than
@@ -171,6 +208,23 @@ static float median_keys(const int32_t *restrict key, int n, int32_t *restrict c
     if (below < n / 2)
         lo = hi;
     return (funkey(lo) + funkey(hi)) / 2.0f;
+}
+
+/* numpy's median of n keys, as a float. */
+static float median_keys(const int32_t *restrict key, int n, int32_t *restrict cand)
+{
+    return median_from(key, n, finish_kth(key, n, n / 2, top_bits(key, n, n / 2), cand));
+}
+
+/* median_keys of the four key rows key + q * n (q < 4) into med[q]. */
+static void median_keys4(const int32_t *restrict key, int n, int32_t *restrict cand, float *med)
+{
+    uint32_t top[4];
+    top_bits4(key, n, n / 2, top);
+    for (int q = 0; q < 4; q++) {
+        const int32_t *kq = key + (size_t)q * n;
+        med[q] = median_from(kq, n, finish_kth(kq, n, n / 2, top[q], cand));
+    }
 }
 
 float bs_median_f32(const float *v, int n, int32_t *work)
@@ -292,7 +346,10 @@ bs_status bs_car(float *x, int n_chan, int64_t n_t, int remove_mean, int car, vo
                 int64_t t0 = b * tile;
                 int len = (int)(t0 + tile <= n_t ? tile : n_t - t0);
                 keys_tile(x, n_t, t0, len, n_chan, buf);
-                for (int i = 0; i < len; i++)
+                int i = 0;
+                for (; i + 4 <= len; i += 4)
+                    median_keys4(buf + (size_t)i * (size_t)n_chan, n_chan, cand, med + i);
+                for (; i < len; i++)
                     med[i] = median_keys(buf + (size_t)i * (size_t)n_chan, n_chan, cand);
                 for (int c = 0; c < n_chan; c++) {
                     float *dst = x + (size_t)c * (size_t)n_t + t0;
