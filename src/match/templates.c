@@ -28,7 +28,8 @@
  *      block_scores (blocks hold 1-2 templates on average, too few for a
  *      BLAS GEMM to repay packing its operands); a template too wide for a
  *      window has its support's rows gathered first. Rows of templates inside
- *      the requested range are copied to B.
+ *      the requested range are written into B in place, the others into a
+ *      scratch row.
  * A sub-tile's projection (1.8 MB for 384 channels) is still in the cache
  * when the products read it; a whole tile's (9.4 MB) was not, and writing it
  * cost nearly as much as computing it.
@@ -329,13 +330,13 @@ size_t bs_match_scores_bytes(int K, int64_t n_t)
     return sizeof(float) * (size_t)K * (size_t)n_t;
 }
 
-/* The projection of a tile is stored in panels of PANEL columns: panel
+/* The projection of a sub-tile is stored in panels of PANEL columns: panel
  * u / PANEL holds every row (c*P + p) of its columns side by side,
  * proj[(u / PANEL) * rows * PANEL + (c*P + p) * PANEL + u % PANEL], so the
  * rows of a block's channel window are one contiguous run of each panel
  * (read from L1 by every template of the block, block_scores) and a
  * channel's outputs for PANEL samples are written together. PIDX is the
- * offset of (row, u) from the tile's start with `pstride` = rows * PANEL. */
+ * offset of (row, u) from the sub-tile's start with `pstride` = rows * PANEL. */
 #define PANEL 16
 #define PIDX(row, u, pstride) ((size_t)((u) / PANEL) * (pstride) + (size_t)(row) * PANEL + (size_t)((u) % PANEL))
 

@@ -6,12 +6,13 @@
  * A chunk's work is per channel (mean removal, similarity, Welch band power:
  * parallel over channels, sums in double as bs_row_sum's 8 interleaved
  * partial sums) and per sample (the shank's median: parallel over samples,
- * an exact selection on a copy of the shank's values). The Welch product is two single-threaded sgemms per
- * channel (blas_threads.h keeps the BLAS on the calling thread): with half
- * overlap and an even segment length a segment is two consecutive hops, so
- * its transform is the first half of the basis applied to the hops from the
- * first plus the second half applied to the hops from the second, each a
- * matrix read in place with the hop as leading dimension.
+ * an exact selection on a copy of the shank's values). The Welch product is
+ * two single-threaded sgemms per channel (blas_threads.h keeps the BLAS on
+ * the calling thread): with half overlap and an even segment length a
+ * segment is two consecutive hops, so its transform is the first half of
+ * the basis applied to the hops from the first plus the second half applied
+ * to the hops from the second, each a matrix read in place with the hop as
+ * leading dimension.
  */
 #include "bad_channels.h"
 

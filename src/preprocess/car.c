@@ -258,6 +258,11 @@ BS_VECTORIZED double bs_row_dot(const float *restrict a, const float *restrict b
 
 BS_VECTORIZED double bs_row_dev2(const float *restrict row, int64_t n, double mu) { ROW_SUM8(DEV2_TERM); }
 
+#undef ROW_SUM8
+#undef SUM_TERM
+#undef DOT_TERM
+#undef DEV2_TERM
+
 /* buf[i * n_chan + c] = fkey(x[c * n_t + t0 + i]) for i < len, c < n_chan:
  * the tile transposed into keys. */
 static void keys_tile_scalar(const float *x, int64_t n_t, int64_t t0, int len, int n_chan, int32_t *buf)
