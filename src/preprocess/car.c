@@ -252,11 +252,19 @@ float bs_median_f32(const float *v, int n, int32_t *work)
 #define DOT_TERM(i) ((double)a[i] * (double)b[i])
 #define DEV2_TERM(i) (((double)row[i] - mu) * ((double)row[i] - mu))
 
-BS_VECTORIZED double bs_row_sum(const float *restrict row, int64_t n) { ROW_SUM8(SUM_TERM); }
+/* multi-versioned functions stay static (clang names an exported one's
+ * versions apart from callers that lack the attribute) */
+BS_VECTORIZED static double row_sum(const float *restrict row, int64_t n) { ROW_SUM8(SUM_TERM); }
 
-BS_VECTORIZED double bs_row_dot(const float *restrict a, const float *restrict b, int64_t n) { ROW_SUM8(DOT_TERM); }
+BS_VECTORIZED static double row_dot(const float *restrict a, const float *restrict b, int64_t n) { ROW_SUM8(DOT_TERM); }
 
-BS_VECTORIZED double bs_row_dev2(const float *restrict row, int64_t n, double mu) { ROW_SUM8(DEV2_TERM); }
+BS_VECTORIZED static double row_dev2(const float *restrict row, int64_t n, double mu) { ROW_SUM8(DEV2_TERM); }
+
+double bs_row_sum(const float *row, int64_t n) { return row_sum(row, n); }
+
+double bs_row_dot(const float *a, const float *b, int64_t n) { return row_dot(a, b, n); }
+
+double bs_row_dev2(const float *row, int64_t n, double mu) { return row_dev2(row, n, mu); }
 
 #undef ROW_SUM8
 #undef SUM_TERM
