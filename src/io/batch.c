@@ -16,6 +16,14 @@
  * Window columns before lo and from hi on are then filled by copying the
  * first / last converted column (edge replication). Since lo <= b*NB < hi for
  * every valid batch, at least one column is always read.
+ *
+ * Reading ahead (Linux): bs_batch_prefetch submits one O_DIRECT read of the
+ * aligned span around batch b's rows (the span read_rows would read) into the
+ * raw buffer through a one-entry AIO context, and remembers b; the next
+ * bs_batch_read reaps it (io_getevents waits for what is left) and converts
+ * from the buffer when it was batch b and the whole span arrived, else
+ * discards it and reads as usual. Nothing else touches the raw buffer while
+ * a read ahead is in flight: every read and the close reap it first.
  */
 #include "batch.h"
 
@@ -25,6 +33,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/aio_abi.h>
+#include <sys/syscall.h>
+#endif
 
 #include "../common/half.h"
 #include "../common/half_tiles.h"
@@ -74,6 +86,14 @@ size_t bs_batch_reader_bytes_ex(int n_chan, int n_cols, bs_sample_type t, int64_
     return (size_t)(raw + out);
 }
 
+size_t bs_batch_ahead_block(const bs_recording *rec, int64_t nb, int64_t halo)
+{
+    if (rec->read_rows || !shape_ok(rec->n_cols, rec->dtype, nb, halo))
+        return 0;
+    uint64_t w = ((uint64_t)nb + 2 * (uint64_t)halo) * (uint64_t)rec->n_cols * bs_sample_bytes(rec->dtype);
+    return w < BS_BATCH_BLOCK_BYTES ? BS_BATCH_BLOCK_BYTES : w > SIZE_MAX / 4 ? SIZE_MAX / 4 : (size_t)w;
+}
+
 size_t bs_batch_reader_bytes(int n_chan, int n_cols, bs_sample_type t, int64_t nb, int64_t halo)
 {
     return bs_batch_reader_bytes_ex(n_chan, n_cols, t, nb, halo, 0);
@@ -84,6 +104,7 @@ bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int6
 {
     memset(r, 0, sizeof *r);
     r->fd = -1;
+    r->ahead = -1;
     size_t total = bs_batch_reader_bytes_ex(rec->probe.n_chan, rec->n_cols, rec->dtype, nb, halo, block_bytes);
     if (total == SIZE_MAX)
         return bs_error(BS_ERR_INPUT,
@@ -128,12 +149,17 @@ bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int6
 
 void bs_batch_reader_close(bs_batch_reader *r)
 {
+#ifdef __linux__
+    if (r->aio) /* waits for a read ahead still in flight before its buffer goes */
+        (void)syscall(SYS_io_destroy, (aio_context_t)r->aio);
+#endif
     if (r->fd >= 0)
         close(r->fd);
     bs_mem_free(r->raw);
     bs_mem_free(r->out);
     memset(r, 0, sizeof *r);
     r->fd = -1;
+    r->ahead = -1;
 }
 
 /* The rows of the block are read into r->raw from its first aligned byte on (r->src: the first row's
@@ -141,22 +167,36 @@ void bs_batch_reader_close(bs_batch_reader *r)
  * into an aligned buffer; the end of the file ends the last one early. A read the file system refuses
  * (EINVAL: an alignment it does not take) turns the descriptor's O_DIRECT off and the rest is read
  * through the page cache. */
+static unsigned char *raw_start(const bs_batch_reader *r)
+{
+    return (unsigned char *)(((uintptr_t)r->raw + BS_BATCH_DIO_ALIGN - 1) & ~(uintptr_t)(BS_BATCH_DIO_ALIGN - 1));
+}
+
+/* The file bytes of rows [row0, row0 + nrows) of the window's source, [off, off + want), and the span read for
+ * them, [a, end): whole aligned blocks when the descriptor is O_DIRECT. */
+static void row_span(const bs_batch_reader *r, int64_t row0, int64_t nrows, uint64_t *off, uint64_t *want,
+                     uint64_t *a, uint64_t *end)
+{
+    *want = (uint64_t)nrows * r->row_bytes;
+    *off = r->rec->data_offset + (uint64_t)(row0 + r->rec->row0) * r->row_bytes;
+    *a = *off;
+    *end = *off + *want;
+    if (r->direct) {
+        *a = *off & ~(uint64_t)(BS_BATCH_DIO_ALIGN - 1);
+        *end = (*off + *want + BS_BATCH_DIO_ALIGN - 1) & ~(uint64_t)(BS_BATCH_DIO_ALIGN - 1);
+    }
+}
+
 static bs_status read_rows(bs_batch_reader *r, int64_t row0, int64_t nrows)
 {
     const bs_recording *rec = r->rec;
-    row0 += rec->row0; /* a window's start */
-    unsigned char *buf = (unsigned char *)(((uintptr_t)r->raw + BS_BATCH_DIO_ALIGN - 1) &
-                                           ~(uintptr_t)(BS_BATCH_DIO_ALIGN - 1));
+    unsigned char *buf = raw_start(r);
     r->src = buf;
     if (rec->read_rows)
-        return rec->read_rows(rec, row0, nrows, buf);
-    const uint64_t want = (uint64_t)nrows * r->row_bytes, off = rec->data_offset + (uint64_t)row0 * r->row_bytes;
-    uint64_t a = off, end = off + want, got = 0;
-    if (r->direct) {
-        a = off & ~(uint64_t)(BS_BATCH_DIO_ALIGN - 1);
-        end = (off + want + BS_BATCH_DIO_ALIGN - 1) & ~(uint64_t)(BS_BATCH_DIO_ALIGN - 1);
-        r->src = buf + (off - a);
-    }
+        return rec->read_rows(rec, row0 + rec->row0, nrows, buf);
+    uint64_t off, want, a, end, got = 0;
+    row_span(r, row0, nrows, &off, &want, &a, &end);
+    r->src = buf + (off - a);
     while (a + got < off + want) {
         ssize_t k = pread(r->fd, buf + got, (size_t)(end - a - got), (off_t)(a + got));
         if (k < 0 && errno == EINVAL && r->direct) {
@@ -340,6 +380,87 @@ static bs_status convert_block(bs_batch_reader *r, int64_t nrows, int64_t j0, in
                     isfinite(v) ? " whose scaled value fits a float32" : "", (double)v);
 }
 
+/* The file rows [lo, hi) of batch b's window (b a batch). */
+static void window_rows(const bs_batch_reader *r, int64_t b, int64_t *lo, int64_t *hi)
+{
+    const int64_t T = r->rec->n_samples, w0 = b * r->nb - r->halo;
+    *lo = w0 > 0 ? w0 : 0;
+    *hi = w0 + r->width < T ? w0 + r->width : T;
+}
+
+/* The read ahead in flight, if any, waited for; 1 when it was batch b's rows [lo, hi) and all of them arrived
+ * (r->src set on them), else 0 (the buffer free for the ordinary reads). */
+static int take_ahead(bs_batch_reader *r, int64_t b, int64_t lo, int64_t hi)
+{
+    if (r->ahead < 0)
+        return 0;
+    const int64_t was = r->ahead;
+    r->ahead = -1;
+#ifdef __linux__
+    struct io_event ev;
+    long k;
+    do
+        k = syscall(SYS_io_getevents, (aio_context_t)r->aio, 1L, 1L, &ev, NULL);
+    while (k < 0 && errno == EINTR);
+    if (k != 1) { /* not reaped: the context's end waits for it */
+        (void)syscall(SYS_io_destroy, (aio_context_t)r->aio);
+        r->aio = 0;
+        r->aio_off = 1;
+        return 0;
+    }
+    if (ev.res < 0) /* refused (an alignment the file system does not take): the ordinary reads from now on */
+        r->aio_off = 1;
+    if (ev.res < 0 || was != b)
+        return 0;
+    uint64_t off, want, a, end;
+    row_span(r, lo, hi - lo, &off, &want, &a, &end);
+    if ((uint64_t)ev.res < off + want - a) /* short (the file shrank?): read again, which says why */
+        return 0;
+    r->src = raw_start(r) + (off - a);
+    r->ahead_hits++;
+    return 1;
+#else
+    (void)b, (void)lo, (void)hi, (void)was;
+    return 0;
+#endif
+}
+
+void bs_batch_prefetch(bs_batch_reader *r, int64_t b)
+{
+    if (!r->rec || !r->direct || r->aio_off || r->rec->read_rows || b < 0 || b >= r->n_batches || r->ahead == b)
+        return;
+    int64_t lo, hi;
+    window_rows(r, b, &lo, &hi);
+    if (hi - lo > r->block_rows)
+        return;
+    take_ahead(r, -1, 0, 0); /* another batch's: dropped */
+#ifdef __linux__
+    if (!r->aio) {
+        aio_context_t ctx = 0;
+        if (syscall(SYS_io_setup, 1L, &ctx) != 0) {
+            r->aio_off = 1;
+            return;
+        }
+        r->aio = ctx;
+    }
+    uint64_t off, want, a, end;
+    row_span(r, lo, hi - lo, &off, &want, &a, &end);
+    struct iocb cb;
+    memset(&cb, 0, sizeof cb);
+    cb.aio_fildes = (uint32_t)r->fd;
+    cb.aio_lio_opcode = IOCB_CMD_PREAD;
+    cb.aio_buf = (uint64_t)(uintptr_t)raw_start(r);
+    cb.aio_nbytes = end - a;
+    cb.aio_offset = (int64_t)a;
+    struct iocb *list[1] = {&cb};
+    if (syscall(SYS_io_submit, (aio_context_t)r->aio, 1L, list) != 1) {
+        r->aio_off = 1;
+        return;
+    }
+    r->ahead = b;
+#endif
+}
+
 bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *n_valid)
 {
     const bs_recording *rec = r->rec;
@@ -349,10 +470,13 @@ bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *
     const int64_t T = rec->n_samples, W = r->width;
     const int64_t start = b * r->nb, end = start + r->nb < T ? start + r->nb : T;
     const int64_t w0 = start - r->halo;
-    const int64_t lo = w0 > 0 ? w0 : 0, hi = w0 + W < T ? w0 + W : T;
+    int64_t lo, hi;
+    window_rows(r, b, &lo, &hi);
+    const int ahead = take_ahead(r, b, lo, hi); /* then the rows are in the one block */
     for (int64_t s = lo; s < hi; s += r->block_rows) {
         int64_t n = hi - s < r->block_rows ? hi - s : r->block_rows;
-        BS_TRY(read_rows(r, s, n));
+        if (!ahead)
+            BS_TRY(read_rows(r, s, n));
         BS_TRY(convert_block(r, n, s - w0, s));
     }
     const int64_t jlo = lo - w0, jhi = hi - w0; /* window columns that were read */

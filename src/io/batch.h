@@ -30,6 +30,18 @@
  * to the reader and stays valid (and writable: filter it in place) until the
  * next read or close.
  *
+ * Reading ahead. A reader whose raw buffer holds a whole window's rows (opened
+ * with bs_batch_ahead_block's block size) on a file read with O_DIRECT can
+ * be told the batch it will read next (bs_batch_prefetch): its rows are then
+ * read into the raw buffer asynchronously (Linux native AIO, which is
+ * asynchronous for O_DIRECT files) while the caller works on the window it
+ * has, and the read of that batch only waits for what is left of the
+ * transfer. The window's values are the same bytes either way; a read ahead
+ * that failed, or a read of another batch, falls back to the ordinary reads
+ * (which give the same errors). Where AIO is missing or refused, or the file
+ * is read through the page cache (whose own read-ahead serves it), the hint
+ * does nothing.
+ *
  * Threads: the conversion of a block spreads its tiles of rows over the
  * OpenMP threads (each tile's arithmetic is the same on any thread). A
  * reader is not shared between threads. To read batches in
@@ -70,6 +82,10 @@ typedef struct {
     int direct;          /* 1: fd is open with O_DIRECT (rec->direct_io and the file system takes it) */
     void *raw;           /* [block_rows * row_bytes + BS_BATCH_DIO_SLACK] bytes, tag io/batch-raw */
     const unsigned char *src; /* the block's first row within raw (after an aligned read's head) */
+    unsigned long aio;   /* the read-ahead's AIO context (0: none yet) */
+    int aio_off;         /* 1: no reading ahead (AIO refused, or a read-ahead failed) */
+    int64_t ahead;       /* the batch whose rows are being read ahead into raw (-1: none) */
+    int64_t ahead_hits;  /* batches read from a read ahead (for the tests) */
     float *out;          /* [n_chan * width] µV, tag io/batch-out */
 } bs_batch_reader;
 
@@ -79,6 +95,11 @@ int64_t bs_batch_count(int64_t n_samples, int64_t nb);
 /* Rows of the raw block for these shapes: min(NB + 2*halo, max(1,
  * block_bytes / row_bytes)); block_bytes 0 = BS_BATCH_BLOCK_BYTES. */
 int64_t bs_batch_block_rows(int n_cols, bs_sample_type t, int64_t nb, int64_t halo, size_t block_bytes);
+
+/* Block size of a reader that can read ahead (bs_batch_prefetch): a whole
+ * window's rows (at least the default) for a file read by pread; 0 (the
+ * default) for a recording with its own row reader (NWB). */
+size_t bs_batch_ahead_block(const bs_recording *rec, int64_t nb, int64_t halo);
 
 /* Bytes a reader allocates (raw block + window); SIZE_MAX if the shape is
  * invalid (n_chan, n_cols or nb < 1, halo < 0) or overflows. */
@@ -95,6 +116,10 @@ bs_status bs_batch_reader_open(bs_batch_reader *r, const bs_recording *rec, int6
  * at it, *n_valid is the number of central samples that belong to the batch
  * (NB, or fewer for the last batch). */
 bs_status bs_batch_read(bs_batch_reader *r, int64_t b, float **window, int64_t *n_valid);
+
+/* Start reading batch b's rows ahead (see "Reading ahead"; a hint: nothing
+ * happens when the reader cannot, or b is not a batch). */
+void bs_batch_prefetch(bs_batch_reader *r, int64_t b);
 
 void bs_batch_reader_close(bs_batch_reader *r);
 

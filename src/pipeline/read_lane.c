@@ -21,7 +21,12 @@
  * read-ahead). Any other read (another batch, another kind) first waits for
  * the helper, then reads on the current lane. Only one of the two threads
  * ever reads the recording at a time: the stage's thread reads only after
- * the helper's batch is done. Preprocessing does not depend on the thread
+ * the helper's batch is done. A lane on a raw file read with O_DIRECT also
+ * has the disk read its next batch (b + 2 with the helper, whose lane takes
+ * the batches between; b + 1 without) into its raw buffer asynchronously
+ * while batch b is preprocessed and worked on (src/io/batch.h, "Reading
+ * ahead"; the lanes' readers hold a whole window's rows for it); the page
+ * cache reads ahead for the float16 file itself. Preprocessing does not depend on the thread
  * count, so the windows, and every output, are the same bytes with or
  * without read-ahead; what changes is the time the stage waits for its
  * batches (the run summary's read_preprocess_s counts that wait).
@@ -63,7 +68,8 @@ bs_status bs_read_lane_open(bs_read_lane *l, const bs_run_ctx *c, int n_threads,
     l->reader.fd = -1;
     bs_preprocess with_wh = c->pp;
     with_wh.wh = &c->wh; /* size for the whitening step too (set for real by the whitening stage) */
-    BS_TRY(bs_batch_reader_open(&l->reader, c->pre_ready ? &c->pre_rec : rec, c->nb, c->halo, 0));
+    BS_TRY(bs_batch_reader_open(&l->reader, c->pre_ready ? &c->pre_rec : rec, c->nb, c->halo,
+                                c->pre_ready ? 0 : bs_batch_ahead_block(rec, c->nb, c->halo)));
     l->pre = c->pre_ready;
     l->scratch_bytes = bs_preprocess_scratch_bytes(&with_wh, rec->probe.n_chan, c->width, n_threads);
     l->scratch = bs_mem_alloc(scratch_tag, l->scratch_bytes ? l->scratch_bytes : 1);
@@ -243,6 +249,8 @@ static bs_status read_next(bs_run_ctx *c, int kind, int64_t b, float **x, int64_
     bs_status st = BS_OK;
     if (!c->ra || !take_ahead(c, kind, b, x, n_valid, &st))
         st = lane_read(c, &c->rd, kind, b, x, n_valid);
+    if (st == BS_OK) /* this lane's next batch read from the disk meanwhile (raw files read with O_DIRECT) */
+        bs_batch_prefetch(&c->rd.reader, b + (c->ra ? 2 : 1));
     if (st == BS_OK && c->ra && b + 1 < c->n_batches) { /* the next batch on the helper while b is worked on */
         struct bs_read_ahead *ra = c->ra;
         pthread_mutex_lock(&ra->mu);

@@ -64,7 +64,8 @@ size_t bs_bad_scan_bytes(const bs_recording *rec, const bs_bad_channel_params *p
     shape.nperseg -= shape.nperseg & 1;
     shape.nperseg = shape.nperseg < 8 ? 8 : shape.nperseg;
     shape.n_bins = shape.nperseg / 2 + 1; /* at most */
-    return bs_batch_reader_bytes(C, rec->n_cols, rec->dtype, nb, halo) + rec->source_bytes +
+    return bs_batch_reader_bytes_ex(C, rec->n_cols, rec->dtype, nb, halo, bs_batch_ahead_block(rec, nb, halo)) +
+           rec->source_bytes +
            bs_preprocess_scratch_bytes(&pp, C, width, n_threads) + bs_bad_detector_bytes(C, rec->fs_hz, prm) +
            bs_bad_chunk_scratch_bytes(&shape, nb, n_threads) + (size_t)m * (size_t)C * (1 + 3 * sizeof(float)) +
            (size_t)m * 3 * sizeof(float) +
@@ -119,7 +120,7 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
     if (st == BS_OK)
         st = bs_bad_detector_init(&rec->probe, rec->fs_hz, prm, &det);
     if (st == BS_OK)
-        st = bs_batch_reader_open(&rd, rec, nb, halo, 0);
+        st = bs_batch_reader_open(&rd, rec, nb, halo, bs_batch_ahead_block(rec, nb, halo));
     if (st == BS_OK)
         pick_chunks(rec, prm, idx);
     int64_t used = 0; /* chunks labelled: flat or saturated ones say nothing about the channels */
@@ -127,6 +128,8 @@ bs_status bs_bad_channels_scan(const bs_recording *rec, const bs_bad_channel_par
         float *x;
         int64_t n_valid;
         st = bs_batch_read(&rd, idx[k], &x, &n_valid);
+        if (k + 1 < m) /* the next chunk from the disk while this one is worked on (batch.h) */
+            bs_batch_prefetch(&rd, idx[k + 1]);
         if (st != BS_OK || bs_batch_railed_fraction(x, C, rd.width, halo, halo + n_valid) > max_railed_fraction)
             continue;
         st = bs_preprocess_batch(&pp, x, C, rd.width, NULL, 0, NULL);

@@ -7,6 +7,9 @@
  * bs_half_to_float; NaN in float32 and float16 input; the allocation
  * equals bs_batch_reader_bytes; one reader per thread reads in parallel;
  * every window the same read with O_DIRECT (direct_io) as through the page cache;
+ * reading ahead (bs_batch_prefetch): the same windows in order, every other
+ * batch, after a wrong hint and a hint never read, and every hinted batch
+ * read from the read ahead where the file system takes O_DIRECT;
  * the railed fraction of noise, flat and clipped channels.
  */
 #include "test.h"
@@ -452,6 +455,64 @@ static void test_bytes(void)
     bs_recording_close(&rec);
 }
 
+/* Batch b of reader r, read after hinting `hint` (-1: none), compared with the plain reader's window. */
+static long ahead_read(bs_batch_reader *r, bs_batch_reader *plain, int64_t b, int64_t hint)
+{
+    float *w, *p;
+    int64_t nv, np;
+    if (bs_batch_read(r, b, &w, &nv) != BS_OK || bs_batch_read(plain, b, &p, &np) != BS_OK || nv != np)
+        return 1;
+    if (hint >= 0)
+        bs_batch_prefetch(r, hint);
+    return memcmp(w, p, (size_t)3 * (size_t)r->width * sizeof *w) != 0;
+}
+
+static void test_read_ahead(void)
+{
+    const int64_t T = 20000, NB = 3000, halo = 61;
+    bs_recording rec;
+    CHECK(open_i16(&rec, T, 0.25) == BS_OK);
+    bs_batch_reader plain, r;
+    CHECK(bs_batch_reader_open(&plain, &rec, NB, halo, 0) == BS_OK);
+    rec.direct_io = 1;
+    const size_t block = bs_batch_ahead_block(&rec, NB, halo);
+    CHECK(block >= BS_BATCH_BLOCK_BYTES);
+    CHECK(bs_batch_reader_open(&r, &rec, NB, halo, block) == BS_OK && r.block_rows == r.width);
+    const int64_t n = r.n_batches; /* 7, the last one short */
+    long bad = 0;
+    /* in order, each hinting the next */
+    for (int64_t b = 0; b < n; b++)
+        bad += ahead_read(&r, &plain, b, b + 1 < n ? b + 1 : -1);
+    int64_t want = n - 1;
+    /* every other batch (two lanes taking turns) */
+    for (int64_t b = 0; b < n; b += 2)
+        bad += ahead_read(&r, &plain, b, b + 2);
+    want += (n - 1) / 2;
+    /* a wrong hint (batch 5, then 2 read), a hint replaced (4, then 6), a hint past the end (ignored) */
+    bad += ahead_read(&r, &plain, 0, 5);
+    bad += ahead_read(&r, &plain, 2, 4);
+    bs_batch_prefetch(&r, 6);
+    bad += ahead_read(&r, &plain, 6, n);
+    want += 1;
+    bad += ahead_read(&r, &plain, 3, -1);
+    CHECK_MSG(bad == 0, "read ahead: %ld windows differ from the page cache's", bad);
+    if (r.direct)
+        CHECK_MSG(r.ahead_hits == want, "read ahead: %lld batches from it, expected %lld", (long long)r.ahead_hits,
+                  (long long)want);
+    else
+        CHECK(r.ahead_hits == 0);
+    /* a hint never read: the close waits for it */
+    bs_batch_prefetch(&r, 1);
+    bs_batch_reader_close(&r);
+    /* a reader whose block holds less than a window does not read ahead */
+    CHECK(bs_batch_reader_open(&r, &rec, NB, halo, 4000) == BS_OK && r.block_rows < r.width);
+    bs_batch_prefetch(&r, 1);
+    CHECK(r.ahead == -1 && ahead_read(&r, &plain, 1, -1) == 0 && r.ahead_hits == 0);
+    bs_batch_reader_close(&r);
+    bs_batch_reader_close(&plain);
+    bs_recording_close(&rec);
+}
+
 static void test_threads(void)
 {
     const int64_t T = 5000, NB = 300, halo = 40;
@@ -562,6 +623,7 @@ int main(void)
     CHECK_MSG(check_all(999, 97, 1000, 1) == 0, "1-row raw blocks, halo > T");
     CHECK_MSG(check_all(1, 16, 3, 0) == 0, "one sample");
     CHECK_MSG(check_all(20000, 3000, 61, 0) == 0, "several aligned blocks per read");
+    test_read_ahead();
     if (!g_direct_used)
         fprintf(stderr, "note: %s takes no O_DIRECT; only the page cache path was read\n", g_dir);
 
