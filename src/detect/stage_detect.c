@@ -219,7 +219,7 @@ static void detect_plan(bs_sort_plan *pl, bs_plan_stage *s)
     if (lanes > 1) /* the lanes are the budget's choice: one batch at a time needs none */
         s->min_peak = s->sure_min = s->peak - (size_t)lanes * lane;
     else
-        bs_plan_read_ahead(pl, s);
+        bs_plan_read_ahead(pl, s, 0);
     /* detect_ckpt_files: time, position, x/y, score and features of every detected spike; the artifact
        periods (one row per 2 ms at most: small next to the spikes) */
     bs_plan_disk(s, DET_N + 1, (double)pl->n_detected * (sizeof(int64_t) + sizeof(int32_t) + 3 * sizeof(float) +

@@ -302,7 +302,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
              pl->shapes.drift_hist ? "threshold peaks, every batch" : "no shank qualifies");
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     bs_plan_stage_total(s);
-    bs_plan_read_ahead(pl, s);
+    bs_plan_read_ahead(pl, s, 0);
     /* out_files and ckpt_files: the motion twice (OUT and checkpoint), bin times, the driftmap */
     bs_plan_disk(s, 8, 2.0 * pl->shapes.drift_motion + (double)pl->n_batches * sizeof(double) +
                            (double)BS_DRIFTMAP_MAX_ROWS * 3 * sizeof(float));

@@ -350,7 +350,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->sure_min = pl->k_assumed ? pl->resident : s->min_peak;
     s->reduce = "match.window_samples (the K x window score buffer)";
     if (lanes == 1)
-        bs_plan_read_ahead(pl, s);
+        bs_plan_read_ahead(pl, s, 0);
     /* match_files: time, template, amplitude and pc features of every matched spike */
     bs_plan_disk(s, MAT_N, (double)pl->n_spikes * (sizeof(int64_t) + sizeof(int32_t) + sizeof(float) +
                                                     (double)pl->n_pc * npc * sizeof(float)));

@@ -43,12 +43,12 @@ void bs_plan_add(bs_plan_stage *s, const char *what, size_t bytes)
         s->buf[s->n_buf++] = (bs_plan_buffer){what, bytes};
 }
 
-void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s)
+void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s, size_t extra)
 {
-    if (pl->n_threads < 2 || (pl->budget && s->peak + pl->read_ahead > pl->budget))
+    if (pl->n_threads < 2 || (pl->budget && s->peak + pl->read_ahead + extra > pl->budget))
         return;
-    bs_plan_add(s, "read-ahead: the next batch, read and preprocessed on a second thread", pl->read_ahead);
-    s->peak += pl->read_ahead;
+    bs_plan_add(s, "read-ahead: the next batch, read and preprocessed on a second thread", pl->read_ahead + extra);
+    s->peak += pl->read_ahead + extra;
     s->read_ahead = 1;
 }
 
@@ -253,9 +253,11 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
     int C = probe->n_chan;
     bs_plan_shapes *r = &pl->shapes;
     r->whiten_k = p->whiten_neighbors < C ? p->whiten_neighbors : C;
-    r->reader = bs_batch_reader_bytes_ex(C, rec->n_cols, rec->dtype, pl->batch_samples, halo,
-                                         bs_batch_ahead_block(rec, pl->batch_samples, halo)) +
-                rec->source_bytes; /* the raw lanes' (a whole window's rows, read_lane.c) */
+    r->reader = bs_batch_reader_bytes(C, rec->n_cols, rec->dtype, pl->batch_samples, halo) + rec->source_bytes;
+    size_t ahead = bs_batch_ahead_block(rec, pl->batch_samples, halo);
+    pl->raw_ahead_bytes = ahead ? bs_batch_reader_bytes_ex(C, rec->n_cols, rec->dtype, pl->batch_samples, halo, ahead) -
+                                      (r->reader - rec->source_bytes)
+                                : 0;
     bs_highpass hp;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &hp));
     bs_whitener wh_shape = {0};

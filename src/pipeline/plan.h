@@ -160,6 +160,8 @@ typedef struct {
                                 when smaller (bs_sort_plan_fit_disk; -1: not known or not asked) */
     int disk_budgeted;       /* 1: disk_free is p.disk_budget (--disk), not the free space */
     size_t pre_file_bytes;   /* bytes of the preprocessed recording's float16 file (C x n_samples x 2) */
+    size_t raw_ahead_bytes;  /* what a lane's reader on the raw file adds to hold a whole window's rows, so that
+                                the next one is read ahead (batch.h; the preprocess stage's lanes) */
     size_t pre_stream_bytes; /* bytes streaming it adds to `resident` (cache and raw lane: pre_stream.c) */
     int pre_stream;          /* 1: the preprocessed recording is streamed, not written: every pass preprocesses
                                 its batches again (stage.h, bs_pre_stream; the same bytes), chosen by
@@ -199,8 +201,9 @@ size_t bs_plan_sum(const bs_plan_stage *s);
 /* A batch stage's last plan step, after its peak is set: with at least 2
  * threads, and when the peak plus a second lane fits the budget (or there is
  * none), the stage reads ahead: the lane is added to its buffers and its
- * peak (not to min_peak: without it the stage still runs). */
-void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s);
+ * peak (not to min_peak: without it the stage still runs). extra: bytes the
+ * stage's second lane holds beyond the run's reading buffers (pl->read_ahead). */
+void bs_plan_read_ahead(const bs_sort_plan *pl, bs_plan_stage *s, size_t extra);
 /* How many batches a stage works on at once (bs_plan_stage.lanes): the
  * largest L, at most the threads and the batches, whose host bytes
  * base + max(0, L * per_lane - credit) fit the budget and whose L x gpu_lane

@@ -25,8 +25,9 @@
  * has the disk read its next batch (b + 2 with the helper, whose lane takes
  * the batches between; b + 1 without) into its raw buffer asynchronously
  * while batch b is preprocessed and worked on (src/io/batch.h, "Reading
- * ahead"; the lanes' readers hold a whole window's rows for it); the page
- * cache reads ahead for the float16 file itself. Preprocessing does not depend on the thread
+ * ahead"; in the preprocess stage the lanes' readers hold a whole window's
+ * rows for it: c->raw_ahead); the page cache reads ahead for the float16
+ * file itself. Preprocessing does not depend on the thread
  * count, so the windows, and every output, are the same bytes with or
  * without read-ahead; what changes is the time the stage waits for its
  * batches (the run summary's read_preprocess_s counts that wait).
@@ -69,7 +70,7 @@ bs_status bs_read_lane_open(bs_read_lane *l, const bs_run_ctx *c, int n_threads,
     bs_preprocess with_wh = c->pp;
     with_wh.wh = &c->wh; /* size for the whitening step too (set for real by the whitening stage) */
     BS_TRY(bs_batch_reader_open(&l->reader, c->pre_ready ? &c->pre_rec : rec, c->nb, c->halo,
-                                c->pre_ready ? 0 : bs_batch_ahead_block(rec, c->nb, c->halo)));
+                                c->raw_ahead && !c->pre_ready ? bs_batch_ahead_block(rec, c->nb, c->halo) : 0));
     l->pre = c->pre_ready;
     l->scratch_bytes = bs_preprocess_scratch_bytes(&with_wh, rec->probe.n_chan, c->width, n_threads);
     l->scratch = bs_mem_alloc(scratch_tag, l->scratch_bytes ? l->scratch_bytes : 1);

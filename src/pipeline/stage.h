@@ -90,6 +90,8 @@ typedef struct bs_run_ctx {
     bs_recording pre_rec;      /* OUT/.stages/preprocess/recording.f16 as a float16 recording of the sorted
                                   channels (what the lanes read once the preprocess stage is done) */
     int pre_ready;             /* 1: lanes read pre_rec */
+    int raw_ahead;             /* 1 (the preprocess stage): lanes on the raw recording hold a whole window's rows,
+                                  and read the next one ahead (read_lane.c; planned: raw_ahead_bytes) */
     int pre_missing;           /* 1: the stage was resumed but its file is gone (bs_preprocessed_ensure) */
     bs_pre_stream *pre_stream; /* the plan streams pre_rec (plan.h, pre_stream): its rows' source, else NULL */
     double *railed;            /* [n_batches] railed fraction of each batch's raw window (batch.h) */

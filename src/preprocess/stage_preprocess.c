@@ -76,6 +76,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
        one thread) */
     size_t lane = pl->read_ahead + rows_bytes(pl->batch_samples, pl->n_chan);
     int lanes = s->lanes = pl->n_threads > 2 ? bs_plan_lanes(pl, bs_plan_sum(s), lane, 0, 0) : 1;
+    if (lanes == 1) /* prepare: the run's lane reads ahead */
+        bs_plan_add(s, "the raw window read ahead", pl->raw_ahead_bytes);
     if (pl->pre_stream) {
         snprintf(s->strategy, sizeof s->strategy, "streamed: not written, each pass preprocesses again (disk)");
     } else if (lanes > 1) {
@@ -86,10 +88,10 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     }
     s->reduce = "--batch-seconds";
     bs_plan_stage_total(s);
-    if (lanes > 1) /* the lanes are the budget's choice: one batch at a time needs none */
-        s->min_peak = s->sure_min = s->peak - (size_t)lanes * lane;
+    if (lanes > 1) /* the lanes are the budget's choice: one batch at a time needs none, but reads ahead */
+        s->min_peak = s->sure_min = s->peak - (size_t)lanes * lane + pl->raw_ahead_bytes;
     else
-        bs_plan_read_ahead(pl, s);
+        bs_plan_read_ahead(pl, s, pl->raw_ahead_bytes); /* its lane reads ahead too */
     if (stream) { /* opened after the pass, its read-ahead lane closed: listed as what it adds to that */
         size_t ra = s->read_ahead ? pl->read_ahead : 0, add = stream > ra ? stream - ra : 0;
         bs_plan_add(s, "then the preprocessed recording streamed: cache, raw lane (beyond any read-ahead lane)", add);
@@ -276,10 +278,22 @@ static bs_status use_pre_rec(bs_run_ctx *c, int streamed)
     return BS_OK;
 }
 
+/* The run's lane on the raw recording reopened with a whole window's rows: one batch at a time, each lane
+ * reads its next batch ahead (read_lane.c). */
+static bs_status reopen_raw(bs_run_ctx *c, int ahead)
+{
+    c->raw_ahead = ahead;
+    bs_batch_reader_close(&c->rd.reader);
+    return bs_batch_reader_open(&c->rd.reader, c->rec, c->nb, c->halo,
+                                ahead ? bs_batch_ahead_block(c->rec, c->nb, c->halo) : 0);
+}
+
 static bs_status prepare(bs_run_ctx *c)
 {
     c->railed = bs_mem_alloc("sort/railed", (size_t)(c->n_batches + 1) * sizeof *c->railed);
-    return c->railed ? BS_OK : BS_ERR_MEMORY;
+    if (!c->railed)
+        return BS_ERR_MEMORY;
+    return c->plan->stage[c->stage].lanes == 1 && !c->pre_ready ? reopen_raw(c, 1) : BS_OK;
 }
 
 static bs_status run(bs_run_ctx *c)
@@ -308,6 +322,8 @@ static bs_status load(bs_run_ctx *c)
 
 static bs_status finish(bs_run_ctx *c)
 {
+    if (c->raw_ahead) /* the reader the later stages planned (replaced by the preprocessed recording's below) */
+        BS_TRY(reopen_raw(c, 0));
     if (c->plan->pre_stream)
         return use_pre_rec(c, 1);
     return c->pre_missing ? BS_OK : use_pre_rec(c, 0);
