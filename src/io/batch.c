@@ -437,8 +437,8 @@ void bs_batch_prefetch(bs_batch_reader *r, int64_t b)
 #ifdef __linux__
     if (!r->aio) {
         aio_context_t ctx = 0;
-        if (syscall(SYS_io_setup, 1L, &ctx) != 0) {
-            r->aio_off = 1;
+        if (syscall(SYS_io_setup, 1L, &ctx) != 0) { /* no AIO here (a kernel without it, a sandbox's filter) */
+            r->aio_off = 2;
             return;
         }
         r->aio = ctx;

@@ -83,7 +83,7 @@ typedef struct {
     void *raw;           /* [block_rows * row_bytes + BS_BATCH_DIO_SLACK] bytes, tag io/batch-raw */
     const unsigned char *src; /* the block's first row within raw (after an aligned read's head) */
     unsigned long aio;   /* the read-ahead's AIO context (0: none yet) */
-    int aio_off;         /* 1: no reading ahead (AIO refused, or a read-ahead failed) */
+    int aio_off;         /* no reading ahead: 1 (a read ahead failed or was refused), 2 (no AIO context) */
     int64_t ahead;       /* the batch whose rows are being read ahead into raw (-1: none) */
     int64_t ahead_hits;  /* batches read from a read ahead (for the tests) */
     float *out;          /* [n_chan * width] µV, tag io/batch-out */

@@ -496,11 +496,13 @@ static void test_read_ahead(void)
     want += 1;
     bad += ahead_read(&r, &plain, 3, -1);
     CHECK_MSG(bad == 0, "read ahead: %ld windows differ from the page cache's", bad);
-    if (r.direct)
-        CHECK_MSG(r.ahead_hits == want, "read ahead: %lld batches from it, expected %lld", (long long)r.ahead_hits,
-                  (long long)want);
+    if (r.direct && r.aio_off != 2)
+        CHECK_MSG(r.ahead_hits == want && r.aio_off == 0, "read ahead: %lld batches from it, expected %lld",
+                  (long long)r.ahead_hits, (long long)want);
     else
         CHECK(r.ahead_hits == 0);
+    if (r.aio_off == 2)
+        fprintf(stderr, "note: this kernel or sandbox gives no AIO context; the read ahead was not exercised\n");
     /* a hint never read: the close waits for it */
     bs_batch_prefetch(&r, 1);
     bs_batch_reader_close(&r);
