@@ -396,42 +396,37 @@ typedef float v8f __attribute__((vector_size(32)));
 #define SCORE_PANELS 4 /* panels at once: with blocks of 1-2 templates, enough sums in flight */
 typedef float v16f __attribute__((vector_size(64)));
 _Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "one vector of 16 columns per panel, whole panels per tile");
+/* Columns [u, u + NQ PANEL) of block_rows: NQ panels' MM x NQ chains of sums at once. */
+static inline __attribute__((always_inline)) void panels_rows(const float *restrict A, int MM, int NQ, int kd,
+                                                             const float *restrict Bm, size_t pstride, int u,
+                                                             float *const *C)
+{
+    const float *pan = Bm + (size_t)(u / PANEL) * pstride;
+    v16f acc[SCORE_ROWS][SCORE_PANELS];
+    for (int m = 0; m < MM; m++)
+        for (int q = 0; q < NQ; q++)
+            acc[m][q] = (v16f){0};
+    for (int r = 0; r < kd; r++)
+        for (int q = 0; q < NQ; q++) {
+            v16f b;
+            memcpy(&b, pan + (size_t)q * pstride + (size_t)r * PANEL, sizeof b);
+            for (int m = 0; m < MM; m++)
+                acc[m][q] += A[(size_t)m * kd + r] * b;
+        }
+    for (int m = 0; m < MM; m++)
+        for (int q = 0; q < NQ; q++)
+            memcpy(C[m] + u + q * PANEL, &acc[m][q], sizeof(v16f));
+}
+
 static inline __attribute__((always_inline)) void block_rows(const float *restrict A, int MM, int kd,
                                                             const float *restrict Bm, size_t pstride, int L,
                                                             float *const *C)
 {
     int u = 0;
-    for (; u + SCORE_PANELS * PANEL <= L; u += SCORE_PANELS * PANEL) { /* MM x SCORE_PANELS chains */
-        const float *pan = Bm + (size_t)(u / PANEL) * pstride;
-        v16f acc[SCORE_ROWS][SCORE_PANELS];
-        for (int m = 0; m < MM; m++)
-            for (int q = 0; q < SCORE_PANELS; q++)
-                acc[m][q] = (v16f){0};
-        for (int r = 0; r < kd; r++)
-            for (int q = 0; q < SCORE_PANELS; q++) {
-                v16f b;
-                memcpy(&b, pan + (size_t)q * pstride + (size_t)r * PANEL, sizeof b);
-                for (int m = 0; m < MM; m++)
-                    acc[m][q] += A[(size_t)m * kd + r] * b;
-            }
-        for (int m = 0; m < MM; m++)
-            for (int q = 0; q < SCORE_PANELS; q++)
-                memcpy(C[m] + u + q * PANEL, &acc[m][q], sizeof(v16f));
-    }
-    for (; u + PANEL <= L; u += PANEL) {
-        const float *pan = Bm + (size_t)(u / PANEL) * pstride;
-        v16f acc[SCORE_ROWS];
-        for (int m = 0; m < MM; m++)
-            acc[m] = (v16f){0};
-        for (int r = 0; r < kd; r++) {
-            v16f b;
-            memcpy(&b, pan + (size_t)r * PANEL, sizeof b);
-            for (int m = 0; m < MM; m++)
-                acc[m] += A[(size_t)m * kd + r] * b;
-        }
-        for (int m = 0; m < MM; m++)
-            memcpy(C[m] + u, &acc[m], sizeof(v16f));
-    }
+    for (; u + SCORE_PANELS * PANEL <= L; u += SCORE_PANELS * PANEL)
+        panels_rows(A, MM, SCORE_PANELS, kd, Bm, pstride, u, C);
+    for (; u + PANEL <= L; u += PANEL)
+        panels_rows(A, MM, 1, kd, Bm, pstride, u, C);
     for (; u < L; u++)
         for (int m = 0; m < MM; m++) {
             float acc = 0.0f;

@@ -341,7 +341,7 @@ bs_status bs_car(float *x, int n_chan, int64_t n_t, int remove_mean, int car, vo
 #pragma omp parallel for num_threads(nth) schedule(static)
         for (int c = 0; c < n_chan; c++) {
             float *row = x + (size_t)c * (size_t)n_t;
-            float mean = (float)(bs_row_sum(row, n_t) / (double)n_t);
+            float mean = (float)(row_sum(row, n_t) / (double)n_t);
             for (int64_t t = 0; t < n_t; t++)
                 row[t] -= mean;
         }

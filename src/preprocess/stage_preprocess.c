@@ -76,7 +76,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
        one thread) */
     size_t lane = pl->read_ahead + rows_bytes(pl->batch_samples, pl->n_chan);
     int lanes = s->lanes = pl->n_threads > 2 ? bs_plan_lanes(pl, bs_plan_sum(s), lane, 0, 0) : 1;
-    if (lanes == 1) /* prepare: the run's lane reads ahead */
+    if (lanes == 1) /* run: the run's lane reads ahead */
         bs_plan_add(s, "the raw window read ahead", pl->raw_ahead_bytes);
     if (pl->pre_stream) {
         snprintf(s->strategy, sizeof s->strategy, "streamed: not written, each pass preprocesses again (disk)");
@@ -278,26 +278,26 @@ static bs_status use_pre_rec(bs_run_ctx *c, int streamed)
     return BS_OK;
 }
 
-/* The run's lane on the raw recording reopened with a whole window's rows: one batch at a time, each lane
- * reads its next batch ahead (read_lane.c). */
-static bs_status reopen_raw(bs_run_ctx *c, int ahead)
+/* The run's lane's reader on the raw recording opened again, its raw buffer of `block` bytes (0: the default;
+ * bs_batch_ahead_block: a whole window's rows, so that it reads its next batch ahead, read_lane.c). */
+static bs_status reopen_raw(bs_run_ctx *c, size_t block)
 {
-    c->raw_ahead = ahead;
     bs_batch_reader_close(&c->rd.reader);
-    return bs_batch_reader_open(&c->rd.reader, c->rec, c->nb, c->halo,
-                                ahead ? bs_batch_ahead_block(c->rec, c->nb, c->halo) : 0);
+    return bs_batch_reader_open(&c->rd.reader, c->rec, c->nb, c->halo, block);
 }
 
+/* One batch at a time, the lanes read ahead: the read-ahead lane (opened before run) sees the flag. */
 static bs_status prepare(bs_run_ctx *c)
 {
     c->railed = bs_mem_alloc("sort/railed", (size_t)(c->n_batches + 1) * sizeof *c->railed);
-    if (!c->railed)
-        return BS_ERR_MEMORY;
-    return c->plan->stage[c->stage].lanes == 1 && !c->pre_ready ? reopen_raw(c, 1) : BS_OK;
+    c->raw_ahead = c->plan->stage[c->stage].lanes == 1 && !c->pre_ready;
+    return c->railed ? BS_OK : BS_ERR_MEMORY;
 }
 
 static bs_status run(bs_run_ctx *c)
 {
+    if (c->raw_ahead)
+        BS_TRY(reopen_raw(c, bs_batch_ahead_block(c->rec, c->nb, c->halo)));
     BS_TRY(fill(c, c->plan->stage[c->stage].lanes, !c->plan->pre_stream));
     char path[4200];
     int64_t shape[1] = {c->n_batches};
@@ -322,11 +322,13 @@ static bs_status load(bs_run_ctx *c)
 
 static bs_status finish(bs_run_ctx *c)
 {
-    if (c->raw_ahead) /* the reader the later stages planned (replaced by the preprocessed recording's below) */
-        BS_TRY(reopen_raw(c, 0));
+    const int ahead = c->raw_ahead;
+    c->raw_ahead = 0; /* the later stages' lanes (the streamed recording's raw lane too) have the default reader */
     if (c->plan->pre_stream)
         return use_pre_rec(c, 1);
-    return c->pre_missing ? BS_OK : use_pre_rec(c, 0);
+    if (!c->pre_missing)
+        return use_pre_rec(c, 0);
+    return ahead ? reopen_raw(c, 0) : BS_OK; /* still on the raw recording: the reader the later stages planned */
 }
 
 bs_status bs_preprocessed_ensure(bs_run_ctx *c)
