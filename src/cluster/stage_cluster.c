@@ -248,6 +248,12 @@ typedef struct {
     double max_cos;       /* low_tier_max_cos */
 } center_src;
 
+/* Centers per wave when W are clustered at once: CENTER_QUEUE a thread, so that a thread done with its
+ * center takes the wave's next one instead of waiting for the slowest (their clusters are held until the
+ * wave's templates are appended in center order); one with one thread. */
+#define CENTER_QUEUE 8
+static int queue_len(int W) { return W > 1 ? CENTER_QUEUE * W : 1; }
+
 /* One center's clustering and its status (message copied: bs_error's is per thread). */
 typedef struct {
     bs_center_templates ct, lo; /* the high tier's clusters (all, with one tier) and the low tier's */
@@ -468,17 +474,18 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     lt->P = basis->n_pcs;
     const center_src src = {&cp, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
                             bs_detect_low_tier(&ctx->p->detect) ? ctx->p->detect.th_universal : 0, ctx->p->low_tier_max_cos};
-    int W = plan->cluster_width > 0 ? plan->cluster_width : 1;
-    center_result *res = bs_mem_calloc("sort/center-results", (size_t)W, sizeof *res);
+    int W = plan->cluster_width > 0 ? plan->cluster_width : 1, Q = queue_len(W);
+    center_result *res = bs_mem_calloc("sort/center-results", (size_t)Q, sizeof *res);
     if (st == BS_OK && !res)
         st = BS_ERR_MEMORY;
     bs_progress pb;
     bs_progress_start(&pb, "cluster", "centers", ctx->p->quiet ? 0 : centers.n_centers);
-    /* waves of W centers clustered at once (each alone: inner loops run on the center's thread when W > 1),
-       their templates then appended in center order, so the result does not depend on W */
-    for (int k0 = 0; k0 < centers.n_centers && st == BS_OK; k0 += W) {
-        int nw = centers.n_centers - k0 < W ? centers.n_centers - k0 : W;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nw) if (nw > 1)
+    /* waves of Q centers, W clustered at once (each alone: inner loops run on the center's thread when W > 1;
+       a thread takes the wave's next center when its own is done, so that one slow center does not hold the
+       others), their templates then appended in center order, so the result does not depend on W */
+    for (int k0 = 0; k0 < centers.n_centers && st == BS_OK; k0 += Q) {
+        int nw = centers.n_centers - k0 < Q ? centers.n_centers - k0 : Q;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nw < W ? nw : W) if (nw > 1 && W > 1)
         for (int w = 0; w < nw; w++) {
             res[w].st = cluster_one(&src, k0 + w, &res[w].ct, &res[w].lo);
             if (res[w].st != BS_OK)
@@ -524,8 +531,8 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
 
 /* W centers at a time (cluster_width: as many as threads allow and the
  * budget holds, at least one), each with its spikes' rows and the graph
- * clustering of the largest center (capped), plus the index of every
- * detected spike. */
+ * clustering of the largest center (capped), the clusters of a wave of
+ * queue_len(W) centers, plus the index of every detected spike. */
 static void plan(bs_sort_plan *pl, bs_plan_stage *s)
 {
     int64_t m = pl->center_spikes, cap = pl->p.max_center_spikes;
@@ -548,9 +555,9 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
                             bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY) +
                             bs_sum_templates_ws_bytes(pl->K, pl->nt, pl->n_threads) +
                             (size_t)pl->K * (sizeof(bs_sum_fit) + 1);
-    size_t fixed = pl->cluster_fixed + staging + templates + sums + BS_PLAN_SMALL_BYTES, per = rows + graph + result;
+    size_t fixed = pl->cluster_fixed + staging + templates + sums + BS_PLAN_SMALL_BYTES, per = rows + graph;
     int W = pl->n_threads < pl->n_centers ? pl->n_threads : pl->n_centers;
-    while (W > 1 && pl->budget && fixed + (size_t)W * per > pl->budget)
+    while (W > 1 && pl->budget && fixed + (size_t)W * per + (size_t)queue_len(W) * result > pl->budget)
         W--;
     W = W < 1 ? 1 : W;
     pl->cluster_width = W;
@@ -558,14 +565,14 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "center index staging (index on disk)", staging);
     bs_plan_add(s, "centers at once (the strategy's count): spikes and features", (size_t)W * rows);
     bs_plan_add(s, "centers at once: graph clustering", (size_t)W * graph);
-    bs_plan_add(s, "centers at once: their clusters", (size_t)W * result);
+    bs_plan_add(s, "a wave of centers' clusters", (size_t)queue_len(W) * result);
     bs_plan_add(s, "templates so far", templates);
     bs_plan_add(s, "sum-template check (matcher's templates, neighbour lists, fits)", sums);
     bs_plan_add(s, "small buffers", BS_PLAN_SMALL_BYTES);
     snprintf(s->strategy, sizeof s->strategy, "%d center%s at a time, <= %lld spikes", W, W > 1 ? "s" : "",
              (long long)cap);
     s->peak = bs_plan_sum(s);
-    s->min_peak = fixed + per;
+    s->min_peak = fixed + per + result;
     s->sure_min = pl->spikes_assumed ? pl->cluster_fixed + staging : s->min_peak;
     s->reduce = "--max-center-spikes";
     /* center_index.bin (every detected spike), then files[]: supports, low-rank templates, spike counts, tiers */
