@@ -253,11 +253,11 @@ static bs_status plan_shapes(bs_sort_plan *pl, const bs_recording *rec, const bs
     int C = probe->n_chan;
     bs_plan_shapes *r = &pl->shapes;
     r->whiten_k = p->whiten_neighbors < C ? p->whiten_neighbors : C;
-    r->reader = bs_batch_reader_bytes(C, rec->n_cols, rec->dtype, pl->batch_samples, halo) + rec->source_bytes;
-    size_t ahead = bs_batch_ahead_block(rec, pl->batch_samples, halo);
-    pl->raw_ahead_bytes = ahead ? bs_batch_reader_bytes_ex(C, rec->n_cols, rec->dtype, pl->batch_samples, halo, ahead) -
-                                      (r->reader - rec->source_bytes)
-                                : 0;
+    const size_t plain = bs_batch_reader_bytes(C, rec->n_cols, rec->dtype, pl->batch_samples, halo);
+    const size_t ahead = bs_batch_ahead_block(rec, pl->batch_samples, halo);
+    r->reader = plain + rec->source_bytes;
+    pl->raw_ahead_bytes =
+        ahead ? bs_batch_reader_bytes_ex(C, rec->n_cols, rec->dtype, pl->batch_samples, halo, ahead) - plain : 0;
     bs_highpass hp;
     BS_TRY(bs_highpass_design(p->highpass_order, p->highpass_hz, rec->fs_hz, &hp));
     bs_whitener wh_shape = {0};
