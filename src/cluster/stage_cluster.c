@@ -551,7 +551,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
        pair table's neighbour lists, a row of every neighbour per thread (at most K) and the fits */
     size_t sums = pl->p.sum.max_resid <= 0 && pl->p.sum.max_copy_resid <= 0
                       ? 0
-                      : bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup) +
+                      : bs_match_templates_bytes(pl->nt, pl->n_pc, pl->K, pl->n_sup) +
                             bs_pair_table_bytes(pl->K, pl->pair_nnz, pl->nt, BS_PAIR_ON_THE_FLY) +
                             bs_sum_templates_ws_bytes(pl->K, pl->nt, pl->n_threads) +
                             (size_t)pl->K * (sizeof(bs_sum_fit) + 1);

@@ -1416,7 +1416,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
         largest = pl->n_spikes;
     bs_plan_add(s, "batch reader + preprocessing", pl->resident);
     bs_plan_add(s, "templates (channel-sparse, low-rank)",
-                bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup));
+                bs_match_templates_bytes(pl->nt, pl->n_pc, pl->K, pl->n_sup));
     bs_plan_add(s, "merges, unit state, reorder and export blocks",
                 bs_finish_bytes(pl->K, pl->finish_k1 > 0 ? pl->finish_k1 : 2 * pl->K, pl->nt, pl->n_sup, pl->n_chan,
                                 pl->n_pc, npc,

@@ -149,6 +149,41 @@ static inline __attribute__((always_inline)) void dit_stage(v8f *restrict re, v8
         }
 }
 
+/* The inverse transform's first stage, into (re, im): on the product of the
+ * tile's spectrum (zr, zi) with a filter's (hr, hi) when prod, else on (re,
+ * im) as they are (bs_firbank_inverse). Returns the next stage's length.
+ * Inlined with constant prod. */
+static inline __attribute__((always_inline)) int inverse_first(const float *restrict hr, const float *restrict hi,
+                                                               const v8f *restrict zr, const v8f *restrict zi,
+                                                               v8f *restrict re, v8f *restrict im, int n, int prod)
+{
+#define FB_PROD(m, r, i)                                                                                         \
+    const v8f r = prod ? zr[m] * hr[m] - zi[m] * hi[m] : re[m], i = prod ? zr[m] * hi[m] + zi[m] * hr[m] : im[m]
+    if (__builtin_ctz((unsigned)n) & 1) { /* a radix-2 stage first */
+        for (int j0 = 0; j0 < n; j0 += 2) {
+            FB_PROD(j0, ar, ai);
+            FB_PROD(j0 + 1, br, bi);
+            re[j0] = ar + br, im[j0] = ai + bi;
+            re[j0 + 1] = ar - br, im[j0 + 1] = ai - bi;
+        }
+        return 8;
+    }
+    for (int i0 = 0; i0 < n; i0 += 4) { /* a radix-4 stage of length 4: every twiddle 1 */
+        FB_PROD(i0, u0r, u0i);
+        FB_PROD(i0 + 1, v1r, v1i);
+        FB_PROD(i0 + 2, v2r, v2i);
+        FB_PROD(i0 + 3, v3r, v3i);
+        const v8f s0r = u0r + v1r, s0i = u0i + v1i, d0r = u0r - v1r, d0i = u0i - v1i;
+        const v8f s1r = v2r + v3r, s1i = v2i + v3i, d1r = v3i - v2i, d1i = v2r - v3r;
+        re[i0] = s0r + s1r, im[i0] = s0i + s1i;
+        re[i0 + 2] = s0r - s1r, im[i0 + 2] = s0i - s1i;
+        re[i0 + 1] = d0r + d1r, im[i0 + 1] = d0i + d1i;
+        re[i0 + 3] = d0r - d1r, im[i0 + 3] = d0i - d1i;
+    }
+    return 16;
+#undef FB_PROD
+}
+
 /* Filter p's outputs of the tile whose spectrum (fft_dif's order) is (zr,
  * zi), into y's rows p: the product with the filter's spectrum, then the
  * inverse transform (bit-reversed in, natural out: fft_dif's stages
@@ -159,36 +194,20 @@ BS_VECTORIZED static void filter_out(const bs_firbank *fb, int p, const v8f *res
 {
     const int n = fb->n;
     const float *hr = fb->h + (size_t)p * 2 * n, *hi = hr + n;
-    int len;
-#define FB_PROD(m, r, i)                                                                                         \
-    const v8f r = zr[m] * hr[m] - zi[m] * hi[m], i = zr[m] * hi[m] + zi[m] * hr[m]
-    if (__builtin_ctz((unsigned)n) & 1) { /* a radix-2 stage first */
-        for (int j0 = 0; j0 < n; j0 += 2) {
-            FB_PROD(j0, ar, ai);
-            FB_PROD(j0 + 1, br, bi);
-            re[j0] = ar + br, im[j0] = ai + bi;
-            re[j0 + 1] = ar - br, im[j0 + 1] = ai - bi;
-        }
-        len = 8;
-    } else { /* a radix-4 stage of length 4: every twiddle 1 */
-        for (int i0 = 0; i0 < n; i0 += 4) {
-            FB_PROD(i0, u0r, u0i);
-            FB_PROD(i0 + 1, v1r, v1i);
-            FB_PROD(i0 + 2, v2r, v2i);
-            FB_PROD(i0 + 3, v3r, v3i);
-            const v8f s0r = u0r + v1r, s0i = u0i + v1i, d0r = u0r - v1r, d0i = u0i - v1i;
-            const v8f s1r = v2r + v3r, s1i = v2i + v3i, d1r = v3i - v2i, d1i = v2r - v3r;
-            re[i0] = s0r + s1r, im[i0] = s0i + s1i;
-            re[i0 + 2] = s0r - s1r, im[i0 + 2] = s0i - s1i;
-            re[i0 + 1] = d0r + d1r, im[i0 + 1] = d0i + d1i;
-            re[i0 + 3] = d0r - d1r, im[i0 + 3] = d0i - d1i;
-        }
-        len = 16;
-    }
-#undef FB_PROD
+    int len = inverse_first(hr, hi, zr, zi, re, im, n, 1);
     for (; len < n; len <<= 2)
         dit_stage(re, im, n, len, fb->tw, 0, 0, NULL);
     dit_stage(re, im, n, n, fb->tw, 1, fb->nt - 1, y + (size_t)p * fb->T * BS_FIRBANK_LANES);
+}
+
+BS_VECTORIZED void bs_firbank_inverse(const bs_firbank *fb, float *spec, float *y)
+{
+    const int n = fb->n;
+    v8f *re = (v8f *)spec, *im = re + n;
+    int len = inverse_first(NULL, NULL, NULL, NULL, re, im, n, 0);
+    for (; len < n; len <<= 2)
+        dit_stage(re, im, n, len, fb->tw, 0, 0, NULL);
+    dit_stage(re, im, n, n, fb->tw, 1, fb->nt - 1, y);
 }
 
 bs_status bs_firbank_init(bs_firbank *fb, const char *tag, const float *w, int P, int nt)
@@ -258,11 +277,11 @@ __attribute__((target("avx2"))) static int64_t pack8_avx2(const float *x, size_t
 }
 #endif
 
-void bs_firbank_tile(const bs_firbank *fb, const float *x, size_t ldx, int nch, int64_t first, int64_t n_x, float *y,
-                     float *scratch)
+void bs_firbank_forward(const bs_firbank *fb, const float *x, size_t ldx, int nch, int64_t first, int64_t n_x,
+                        float *scratch)
 {
     const int n = fb->n;
-    v8f *zr = (v8f *)scratch, *zi = zr + n, *tr = zi + n, *ti = tr + n;
+    v8f *zr = (v8f *)scratch, *zi = zr + n;
     memset(zr, 0, 2 * (size_t)n * sizeof(v8f));
     /* the tile's samples [first, first + n) of each channel, 0 outside [0, n_x) */
     const int64_t a = first < 0 ? 0 : first, b = first + n < n_x ? first + n : n_x;
@@ -282,6 +301,14 @@ void bs_firbank_tile(const bs_firbank *fb, const float *x, size_t ldx, int nch, 
         }
     }
     fft_dif(zr, zi, n, fb->tw);
+}
+
+void bs_firbank_tile(const bs_firbank *fb, const float *x, size_t ldx, int nch, int64_t first, int64_t n_x, float *y,
+                     float *scratch)
+{
+    const int n = fb->n;
+    v8f *zr = (v8f *)scratch, *zi = zr + n, *tr = zi + n, *ti = tr + n;
+    bs_firbank_forward(fb, x, ldx, nch, first, n_x, scratch);
     for (int p = 0; p < fb->P; p++)
         filter_out(fb, p, zr, zi, tr, ti, y);
 }

@@ -75,4 +75,27 @@ int bs_firbank_n(int nt);
 void bs_firbank_tile(const bs_firbank *fb, const float *x, size_t ldx, int nch, int64_t first, int64_t n_x, float *y,
                      float *scratch);
 
+/*
+ * The two halves of bs_firbank_tile, for callers that combine spectra
+ * themselves (matching: each template's channels weighted in frequency,
+ * src/match/templates.c).
+ *
+ * bs_firbank_forward: the tile's transform, into scratch: n vectors of 8
+ * real parts, then n of imaginary parts, of Z = x_0..7 + i x_8..15 (lane l
+ * of the vectors is the pair of channels l and l + 8), bin k at index
+ * bit-reverse(k) (log2 n bits). Its bin k is Z_k = sum_j z_j e^{-2 pi i jk/n}.
+ *
+ * bs_firbank_inverse: spec (n vectors of real parts, then n of imaginary
+ * parts, bin k at index bit-reverse(k), as the forward leaves them) is
+ * transformed back in place, unscaled (z_j = sum_k Z_k e^{2 pi i jk/n}:
+ * spectra scaled by 1/n give the signal back), and its samples m >= nt - 1
+ * written to y[(m - nt + 1) * 16 + l], lanes 0-7 the real parts and 8-15
+ * the imaginary ones. bs_firbank_tile is the forward, then for each filter
+ * the product with its spectrum (h: scaled by 1/n, the filter reversed)
+ * and this inverse.
+ */
+void bs_firbank_forward(const bs_firbank *fb, const float *x, size_t ldx, int nch, int64_t first, int64_t n_x,
+                        float *scratch);
+void bs_firbank_inverse(const bs_firbank *fb, float *spec, float *y);
+
 #endif

@@ -18,13 +18,14 @@
  * X + c*ldx, n_t samples. Samples outside [0, n_t) count as zero.
  *
  * Scores: B[k, t] = sum_{i} sum_s W_k[i, s] * X[S_k[i], t + s - nt_before],
- * computed as (1) the projection of every channel on the temporal basis
- * (direct convolution, Bp[c, p, t]) then (2) one matrix product per block of <= 32
- * templates whose supports fit in a window of <= 1.5 n_sup consecutive
- * channels: B[block, t] = U_block (nb x w*P, zero off each support) *
- * Bp[window, :, t] (w*P x L). Work is tiled over time in fixed tiles of
- * BS_MATCH_TILE samples, so scores are the same bits whatever template range
- * ("chunks over templates") or buffer is asked for.
+ * computed in frequency over tiles of the basis's filter bank (templates.c):
+ * each channel's spectrum of a tile, each template's spectrum as the sum over
+ * its support of the channel's spectrum times the template's waveform there
+ * in frequency (its weights on the basis filters' spectra), and one inverse
+ * transform per 16 templates. Tiles lie on a fixed grid of the window and the
+ * templates go through the inverse transforms in fixed groups of 16, so scores
+ * are the same bits whatever template range ("chunks over templates") or
+ * thread count is used.
  *
  * Pair table: for templates j, k and lag d in [-(nt-1), nt-1],
  *     UtU[j, k, d] = sum_{c in S_j and S_k} sum_s W_j[c, s] * W_k[c, s + d]
@@ -58,8 +59,6 @@
 
 #define BS_MATCH_MAX_SUP 64     /* channels per template support, at most */
 #define BS_MATCH_MAX_PC 16      /* temporal components, at most */
-#define BS_MATCH_BLOCK 32       /* templates per score block, at most */
-#define BS_MATCH_TILE 1024      /* samples per score tile */
 
 /* ---------------------------------------------------------------- templates */
 
@@ -75,22 +74,12 @@ typedef struct {
     int32_t *support;  /* K x n_sup channel indices, ascending per template */
     float *U;          /* K x n_sup x P spatial weights, scaled so ||W_k|| = 1 */
     float *norm_in;    /* K: ||W_k|| of the weights as given (before scaling) */
-    /* score blocks (templates.c): up to BS_MATCH_BLOCK templates whose
-     * supports fit in one window of channels [c0, c0 + w), weights padded to
-     * the window; or one wide template whose rows are gathered (c0 = -1) */
-    int n_blocks;
-    int32_t *block_start;   /* K + 1 (n_blocks + 1 used): offsets into block_members */
-    int32_t *block_members; /* K template ids */
-    int32_t *block_of;      /* K: block of each template */
-    int32_t *block_c0;      /* first channel of the window, -1 for a gather block */
-    int32_t *block_w;       /* window width, channels (n_sup for a gather block) */
-    int64_t *block_woff;    /* offset of the block's weights in bw, floats */
-    float *bw;              /* block weights: members x w x P, row-major */
-    bs_firbank fir;         /* the basis as a filter bank (the projection, templates.c) */
+    bs_firbank fir;    /* the basis as a filter bank (its transforms, templates.c) */
+    float *hspec;      /* P x n: the basis filters' spectra / 2n in slots (templates.c), n = fir.n */
 } bs_match_templates;
 
 /* Bytes held by a template set of this shape (all its tagged buffers). */
-size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup);
+size_t bs_match_templates_bytes(int nt, int n_pc, int K, int n_sup);
 
 /* Copy and validate: basis (P x nt), support (K x n_sup, ascending, unique,
  * in [0, n_chan)), U (K x n_sup x P, non-zero). U is rescaled to unit-norm
@@ -140,11 +129,12 @@ size_t bs_match_scores_bytes(int K, int64_t n_t);
 size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads);
 
 typedef struct {
-    int n_threads;  /* threads over the score blocks */
-    float *proj;    /* C x P x (sub-tile) projection of one sub-tile of a tile (templates.c) */
-    float *gather;  /* per thread: n_sup*P x (sub-tile) rows of one support */
-    float *blk;     /* per thread: BS_MATCH_BLOCK x (sub-tile) block product output */
-    float *fft;     /* per thread: the filter bank's scratch and output tile (templates.c) */
+    int n_threads; /* threads */
+    float *X;      /* 4 sub-tiles x C channels x n: the channels' spectra (templates.c) */
+    float *S;      /* up to 256 templates x 4 sub-tiles x n: the templates' spectra */
+    float *G;      /* per thread: n_sup x n, one template's weights in frequency */
+    float *fft;    /* per thread: the filter bank's scratch and output tile */
+    int32_t *bin;  /* n: where the transforms hold each bin */
 } bs_match_scores_ws;
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws);

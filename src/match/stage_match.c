@@ -289,7 +289,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     shape.nt = pl->nt;
     shape.n_pc = pl->n_pc;
     shape.n_sup = pl->n_sup;
-    size_t tpl = bs_match_templates_bytes(pl->n_chan, pl->nt, pl->n_pc, pl->K, pl->n_sup);
+    size_t tpl = bs_match_templates_bytes(pl->nt, pl->n_pc, pl->K, pl->n_sup);
     size_t ws = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, pl->n_threads);
     size_t max_spikes = (size_t)bs_peel_max_spikes(pl->peel_n_t, pl->nt, pl->max_iter, pl->batch_samples);
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;

@@ -6,38 +6,31 @@
  * supports must be ascending unique channel lists, the weights are rescaled so
  * every waveform W_k = U_k * basis has unit L2 norm (the norm is computed as
  * sum_i U_k[i,:] G U_k[i,:]^T with G = basis basis^T, in double), and the
- * lagged basis products WtW used by the pair table are tabulated. Templates
- * are grouped into score blocks (build_blocks): sorted by lowest support
- * channel, up to BS_MATCH_BLOCK consecutive templates whose supports fit in a
- * window of 1.5 n_sup consecutive channels share one product, with weights
- * stored padded to the window (exact zeros off each support, so the scores
- * are those of the sparse templates).
+ * lagged basis products WtW used by the pair table are tabulated, and the
+ * basis filters' spectra kept in slots (pack_spectra) for the scores.
  *
- * Scores are computed tile by tile over time (BS_MATCH_TILE samples), each
- * tile in sub-tiles of the filter bank's output length (whole panels; 192
- * samples for 61-sample waveforms) on a fixed grid from the tile's start:
- *   1. projection of every channel on the basis,
- *      proj[(c*P + p)][u] = sum_s basis[p, s] * X[c, t0 + u + s - nt_before],
- *      by the basis's filter bank (src/common/firbank.h: one transform of
- *      16 channels per sub-tile), stored in panels of PANEL samples (PIDX
- *      below) (zero outside the window), parallel over channel groups (each
- *      value comes from one transform, so bits do not depend on the thread
- *      count);
- *   2. per block one matrix product, blk (nb x L) = Wpad (nb x w*P) * proj
- *      rows of the window (w*P x L, contiguous: rows c*P + p), by
- *      block_scores (blocks hold 1-2 templates on average, too few for a
- *      BLAS GEMM to repay packing its operands); a template too wide for a
- *      window has its support's rows gathered first. Rows of templates inside
- *      the requested range are written into B in place, the others into a
- *      scratch row.
- * A sub-tile's projection (1.8 MB for 384 channels) is still in the cache
- * when the products read it; a whole tile's (9.4 MB) was not, and writing it
- * cost nearly as much as computing it.
- * The block products are the same whatever range is requested, so any split of
- * the templates into chunks reproduces the all-at-once scores bit for bit.
- * Cost per sample: about C*160 FLOP (projection by FFT at P = 6, nt = 61:
- * P + 1 transforms of 256 points per tile of 196 outputs and channel pair;
- * C*P*nt*2 = C*732 directly) + about K*w*P*2 FLOP (products, w <= 1.5 n_sup).
+ * Scores, per sub-tile of T columns (the basis's filter bank, 192 columns for
+ * 61-sample waveforms) on a fixed grid from the window's first sample, four
+ * sub-tiles at a time:
+ *   1. each channel's spectrum of the sub-tile (the filter bank's forward
+ *      transform of 16 channels, the pairs of channels that share a lane
+ *      separated by conjugate symmetry), parallel over channel groups;
+ *   2. each template's spectrum, S_k = sum_j G_kj X_{S_k[j]}, with G_kj =
+ *      sum_p U_k[j, p] H_p its waveform on support channel j in frequency
+ *      (H_p: basis filter p's spectrum), computed once for the four
+ *      sub-tiles, parallel over templates;
+ *   3. the scores: 16 templates per inverse transform (8 as its real part, 8
+ *      as its imaginary part, their spectra extended by conjugate symmetry),
+ *      parallel over groups and sub-tiles.
+ * Per template and sample this is about 4 n_sup (n/2) / T multiply-adds in
+ * the products (n = 256, T = 192: 2.7 n_sup) and P n_sup n / (4 T) forming G
+ * (2 n_sup), against P n_sup or more (6 n_sup) for a product of the weights
+ * with the channels' projections on the basis; per channel and sample, a
+ * forward transform instead of a forward and P inverse ones. Each value is a fixed sequence of float
+ * multiplies and adds (lane-wise, -ffp-contract=off), so no CPU, vector width
+ * or thread count changes the bits; templates are grouped by index (k / 16),
+ * so a range of templates is computed with its whole groups and gives the
+ * bits of the all-at-once scores.
  */
 #include <math.h>
 #include <omp.h>
@@ -45,19 +38,10 @@
 #include <string.h>
 
 #include "common/simd.h"
-#include "common/transpose8.h"
 #include "match/match.h"
 #include "mem/mem.h"
 
-/* Widest channel window of a block: 1.5 supports (the slack lets templates
- * with nearby supports share one product). */
-static int window_max(int n_chan, int n_sup)
-{
-    int w = n_sup + n_sup / 2;
-    return w < n_chan ? w : n_chan;
-}
-
-size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup)
+size_t bs_match_templates_bytes(int nt, int n_pc, int K, int n_sup)
 {
     size_t k = (size_t)K;
     size_t b = 0;
@@ -66,10 +50,7 @@ size_t bs_match_templates_bytes(int n_chan, int nt, int n_pc, int K, int n_sup)
     b += sizeof(int32_t) * k * (size_t)n_sup;                                 /* support */
     b += sizeof(float) * k * (size_t)n_sup * (size_t)n_pc;                    /* U */
     b += sizeof(float) * k;                                                   /* norm_in */
-    b += sizeof(int32_t) * (k + 1);                                           /* block_start (K + 1, the most blocks) */
-    b += sizeof(int32_t) * k * 4;                                             /* members, of, c0, w */
-    b += sizeof(int64_t) * k;                                                 /* block_woff */
-    b += sizeof(float) * k * (size_t)window_max(n_chan, n_sup) * (size_t)n_pc; /* bw (the most) */
+    b += sizeof(float) * (size_t)n_pc * (size_t)bs_firbank_n(nt);              /* hspec */
     b += bs_firbank_bytes(n_pc, nt);                                          /* the projection's filter bank */
     return b;
 }
@@ -84,118 +65,12 @@ void bs_match_templates_free(bs_match_templates *t)
     bs_mem_free(t->support);
     bs_mem_free(t->U);
     bs_mem_free(t->norm_in);
-    bs_mem_free(t->block_start);
-    bs_mem_free(t->block_members);
-    bs_mem_free(t->block_of);
-    bs_mem_free(t->block_c0);
-    bs_mem_free(t->block_w);
-    bs_mem_free(t->block_woff);
-    bs_mem_free(t->bw);
+    bs_mem_free(t->hspec);
     memset(t, 0, sizeof *t);
 }
 
 
-typedef struct {
-    int32_t lo, k;
-} lo_key;
-
-static int cmp_lo(const void *a, const void *b)
-{
-    const lo_key *x = a, *y = b;
-    if (x->lo != y->lo)
-        return x->lo < y->lo ? -1 : 1;
-    return (x->k > y->k) - (x->k < y->k);
-}
-
-/*
- * Blocks: templates sorted by their lowest support channel (then id); a block
- * takes consecutive templates while they fit in a window of at most
- * window_max channels starting at the block's lowest channel, up to
- * BS_MATCH_BLOCK templates. Its weights are stored padded to the window
- * (zeros on channels outside a member's support), so its scores are one product
- * on contiguous projection rows. A template whose support spans more than
- * window_max channels gets a block of its own that gathers its rows.
- */
-static bs_status build_blocks(bs_match_templates *t)
-{
-    const int K = t->K, ns = t->n_sup, P = t->n_pc, wmax = window_max(t->n_chan, ns);
-    lo_key *keys = bs_mem_alloc("match/templates_scratch", sizeof(lo_key) * (size_t)K);
-    uint8_t *placed = bs_mem_calloc("match/templates_scratch", (size_t)K, 1);
-    if (!keys || !placed) {
-        bs_mem_free(keys);
-        bs_mem_free(placed);
-        return BS_ERR_MEMORY;
-    }
-    for (int k = 0; k < K; k++) {
-        keys[k].lo = t->support[(size_t)k * ns];
-        keys[k].k = k;
-    }
-    qsort(keys, (size_t)K, sizeof(lo_key), cmp_lo);
-#define HI_OF(i) (t->support[(size_t)keys[i].k * ns + ns - 1])
-#define WIDE(i) (HI_OF(i) - keys[i].lo + 1 > wmax)
-    int nb = 0, m = 0;
-    int64_t woff = 0;
-    /* windowed blocks, in order of lowest channel */
-    for (int i = 0; i < K; i++) {
-        if (placed[i] || WIDE(i))
-            continue;
-        const int c0 = keys[i].lo;
-        int hi = HI_OF(i), cnt = 0, members[BS_MATCH_BLOCK];
-        for (int j = i; j < K && cnt < BS_MATCH_BLOCK; j++) {
-            if (placed[j] || WIDE(j))
-                continue;
-            int h = HI_OF(j) > hi ? HI_OF(j) : hi;
-            if (h - c0 + 1 > wmax)
-                break;
-            hi = h;
-            members[cnt++] = keys[j].k;
-            placed[j] = 1;
-        }
-        const int w = hi - c0 + 1;
-        t->block_start[nb] = m;
-        t->block_woff[nb] = woff;
-        t->block_c0[nb] = c0;
-        t->block_w[nb] = w;
-        float *bw = t->bw + woff;
-        memset(bw, 0, sizeof(float) * (size_t)cnt * w * P);
-        for (int q = 0; q < cnt; q++) {
-            const int kk = members[q];
-            t->block_members[m++] = kk;
-            const int32_t *sq = t->support + (size_t)kk * ns;
-            for (int ci = 0; ci < ns; ci++)
-                memcpy(bw + ((size_t)q * w + (sq[ci] - c0)) * P, t->U + ((size_t)kk * ns + ci) * P,
-                       sizeof(float) * (size_t)P);
-        }
-        woff += (int64_t)cnt * w * P;
-        nb++;
-    }
-    /* templates wider than a window: one gather block each */
-    for (int i = 0; i < K; i++) {
-        if (!WIDE(i))
-            continue;
-        const int k = keys[i].k;
-        t->block_start[nb] = m;
-        t->block_woff[nb] = woff;
-        t->block_c0[nb] = -1;
-        t->block_w[nb] = ns;
-        t->block_members[m++] = k;
-        memcpy(t->bw + woff, t->U + (size_t)k * ns * P, sizeof(float) * (size_t)ns * P);
-        woff += (int64_t)ns * P;
-        nb++;
-    }
-#undef HI_OF
-#undef WIDE
-    t->n_blocks = nb;
-    t->block_start[nb] = m;
-    bs_mem_free(keys);
-    bs_mem_free(placed);
-    if (m != K)
-        return bs_error(BS_ERR_INTERNAL, "match templates: %d of %d templates placed in blocks", m, K);
-    for (int b = 0; b < nb; b++)
-        for (int q = t->block_start[b]; q < t->block_start[b + 1]; q++)
-            t->block_of[t->block_members[q]] = b;
-    return BS_OK;
-}
+static void pack_spectra(bs_match_templates *t);
 
 bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt_before, int n_pc,
                                     const float *basis, int K, int n_sup, const int32_t *support,
@@ -250,15 +125,8 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
     out->support = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K * n_sup);
     out->U = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K * n_sup * P);
     out->norm_in = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K);
-    out->block_members = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
-    out->block_of = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
-    out->block_start = bs_mem_alloc("match/templates", sizeof(int32_t) * ((size_t)K + 1));
-    out->block_c0 = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
-    out->block_w = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)K);
-    out->block_woff = bs_mem_alloc("match/templates", sizeof(int64_t) * (size_t)K);
-    out->bw = bs_mem_alloc("match/templates", sizeof(float) * (size_t)K * window_max(n_chan, n_sup) * n_pc);
-    if (!out->basis || !out->wtw || !out->support || !out->U || !out->norm_in || !out->block_members ||
-        !out->block_of || !out->block_start || !out->block_c0 || !out->block_w || !out->block_woff || !out->bw) {
+    out->hspec = bs_mem_alloc("match/templates", sizeof(float) * (size_t)P * bs_firbank_n(nt));
+    if (!out->basis || !out->wtw || !out->support || !out->U || !out->norm_in || !out->hspec) {
         bs_match_templates_free(out);
         return BS_ERR_MEMORY;
     }
@@ -306,10 +174,8 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
             dst[i] = (float)(u[i] * inv);
     }
 
-    bs_status st = build_blocks(out);
-    if (st != BS_OK)
-        bs_match_templates_free(out);
-    return st;
+    pack_spectra(out);
+    return BS_OK;
 }
 
 void bs_match_template_waveform(const bs_match_templates *t, int k, float *w)
@@ -330,200 +196,296 @@ size_t bs_match_scores_bytes(int K, int64_t n_t)
     return sizeof(float) * (size_t)K * (size_t)n_t;
 }
 
-/* The projection of a sub-tile is stored in panels of PANEL columns: panel
- * u / PANEL holds every row (c*P + p) of its columns side by side,
- * proj[(u / PANEL) * rows * PANEL + (c*P + p) * PANEL + u % PANEL], so the
- * rows of a block's channel window are one contiguous run of each panel
- * (read from L1 by every template of the block, block_scores) and a
- * channel's outputs for PANEL samples are written together. PIDX is the
- * offset of (row, u) from the sub-tile's start with `pstride` = rows * PANEL. */
-#define PANEL 16
-#define PIDX(row, u, pstride) ((size_t)((u) / PANEL) * (pstride) + (size_t)(row) * PANEL + (size_t)((u) % PANEL))
+/*
+ * Scores in frequency (the header's mechanism). Sub-tiles of sub_cols
+ * columns on a fixed grid from the window's first sample, TILES of them at a
+ * time: each channel's spectrum of each sub-tile (spectra_of_group, into
+ * ws->X), then every template's spectrum of each (template_spectra, into
+ * ws->S, KCHUNK templates at a time), then the scores of SCORE_GROUP
+ * templates per inverse transform (group_scores). Slots: a spectrum of
+ * n real samples is held as n floats, slot s < n/2 holding bin s (real part
+ * at s, imaginary at n/2 + s), except slot 0, which holds the two real bins 0
+ * and n/2 (at 0 and n/2).
+ */
+#define SCORE_GROUP 16 /* templates per inverse transform: the filter bank's 16 lanes */
+#define TILES 4        /* sub-tiles whose spectra are held at once (a template's weights reused over them) */
+#define KCHUNK 256     /* templates whose spectra are held at once, a multiple of SCORE_GROUP */
 
-/* One thread's filter-bank scratch and output tile, floats (whole vectors of 16). */
-static size_t fft_floats(const bs_match_templates *t)
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v16f __attribute__((vector_size(64)));
+
+/* Bit reversal of i in log2 n bits: where the filter bank's transforms hold bin i (firbank.h). */
+static int bin_index(int i, int n)
 {
-    return bs_firbank_scratch_floats(t->nt) + (size_t)t->n_pc * t->fir.T * BS_FIRBANK_LANES;
+    int r = 0;
+    for (int m = n >> 1; m > 0; m >>= 1, i >>= 1)
+        r = (r << 1) | (i & 1);
+    return r;
 }
 
-/* Columns of a score sub-tile: whole panels, at most the filter bank's T
- * (the projection, gather and product buffers hold one sub-tile). */
-static size_t sub_cols(const bs_match_templates *t) { return (size_t)t->fir.T / PANEL * PANEL; }
+static void pack_spectra(bs_match_templates *t)
+{
+    const int n = t->fir.n, h = n / 2;
+    for (int p = 0; p < t->n_pc; p++) {
+        const float *hr = t->fir.h + (size_t)p * 2 * n, *hi = hr + n;
+        float *d = t->hspec + (size_t)p * n;
+        for (int s = 1; s < h; s++) {
+            d[s] = 0.5f * hr[bin_index(s, n)];
+            d[h + s] = 0.5f * hi[bin_index(s, n)];
+        }
+        d[0] = 0.5f * hr[0];
+        d[h] = 0.5f * hr[bin_index(h, n)];
+    }
+}
+
+/* Columns of a score sub-tile: the filter bank's T, whole vectors of 8. */
+static int sub_cols(const bs_match_templates *t) { return t->fir.T / 8 * 8; }
+
+/* One thread's filter-bank scratch and inverse output, floats (whole vectors of 16). */
+static size_t fft_floats(const bs_match_templates *t)
+{
+    return bs_firbank_scratch_floats(t->nt) + (size_t)t->fir.T * BS_FIRBANK_LANES;
+}
+
+/* Templates whose spectra ws->S holds. */
+static size_t chunk_templates(const bs_match_templates *t)
+{
+    size_t k = ((size_t)t->K + SCORE_GROUP - 1) / SCORE_GROUP * SCORE_GROUP;
+    return k < KCHUNK ? k : KCHUNK;
+}
 
 size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 {
-    size_t L = sub_cols(t);
-    return sizeof(float) * L *
-               ((size_t)t->n_chan * t->n_pc + (size_t)n_threads * ((size_t)t->n_sup * t->n_pc + BS_MATCH_BLOCK)) +
-           sizeof(float) * fft_floats(t) * (size_t)n_threads;
+    const size_t n = (size_t)t->fir.n;
+    return sizeof(float) * (TILES * (size_t)t->n_chan * n + chunk_templates(t) * TILES * n +
+                            (size_t)n_threads * ((size_t)t->n_sup * n + fft_floats(t))) +
+           sizeof(int32_t) * n;
 }
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws)
 {
-    size_t L = sub_cols(t);
+    const size_t n = (size_t)t->fir.n;
     ws->n_threads = n_threads;
-    ws->proj = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_chan * t->n_pc);
-    ws->gather = bs_mem_alloc("match/score_ws", sizeof(float) * L * (size_t)t->n_sup * t->n_pc * n_threads);
-    ws->blk = bs_mem_alloc("match/score_ws", sizeof(float) * L * BS_MATCH_BLOCK * n_threads);
+    ws->X = bs_mem_alloc("match/score_ws", sizeof(float) * TILES * (size_t)t->n_chan * n);
+    ws->S = bs_mem_alloc("match/score_ws", sizeof(float) * chunk_templates(t) * TILES * n);
+    ws->G = bs_mem_alloc("match/score_ws", sizeof(float) * (size_t)t->n_sup * n * n_threads);
     ws->fft = bs_mem_alloc("match/score_ws", sizeof(float) * fft_floats(t) * n_threads);
-    if (!ws->proj || !ws->gather || !ws->blk || !ws->fft) {
+    ws->bin = bs_mem_alloc("match/score_ws", sizeof(int32_t) * n);
+    if (!ws->X || !ws->S || !ws->G || !ws->fft || !ws->bin) {
         bs_match_scores_ws_free(ws);
         return BS_ERR_MEMORY;
     }
+    for (int i = 0; i < (int)n; i++)
+        ws->bin[i] = bin_index(i, (int)n);
     return BS_OK;
 }
 
 void bs_match_scores_ws_free(bs_match_scores_ws *ws)
 {
-    bs_mem_free(ws->proj);
-    bs_mem_free(ws->gather);
-    bs_mem_free(ws->blk);
+    bs_mem_free(ws->X);
+    bs_mem_free(ws->S);
+    bs_mem_free(ws->G);
     bs_mem_free(ws->fft);
-    ws->proj = ws->gather = ws->blk = ws->fft = NULL;
+    bs_mem_free(ws->bin);
+    ws->X = ws->S = ws->G = ws->fft = NULL;
+    ws->bin = NULL;
 }
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-/* Rows [0, MM) of one block's scores over L columns: C[m][u] = Σ_r A[m][r] *
- * Bm[r][u], r ascending from 0, a multiply then an add for every term. Bm is
- * in panels (PIDX; its rows kd consecutive rows of each panel, panel stride
- * pstride), so one panel's kd x PANEL values are contiguous and stay in L1
- * while the block's templates go over them SCORE_ROWS at a time. Each column
- * is its own fixed-order sum, so vector width and CPU do not change the bits.
- * Inlined with constant MM. */
-#define SCORE_ROWS 4   /* templates per pass over a panel */
-#define SCORE_PANELS 4 /* panels at once: with blocks of 1-2 templates, enough sums in flight */
-typedef float v16f __attribute__((vector_size(64)));
-_Static_assert(PANEL == 16 && BS_MATCH_TILE % PANEL == 0, "one vector of 16 columns per panel, whole panels per tile");
-/* Columns [u, u + NQ PANEL) of block_rows: NQ panels' MM x NQ chains of sums at once. */
-static inline __attribute__((always_inline)) void panels_rows(const float *restrict A, int MM, int NQ, int kd,
-                                                             const float *restrict Bm, size_t pstride, int u,
-                                                             float *const *C)
+/* a[q] (row q) -> a[q] (column q) of an 8 x 8 tile, in generic vector
+ * shuffles (so the functions using it can be cloned per vector ISA): the
+ * usual unpack, shuffle and 128-bit swap rounds (vunpck, vshufps, vperm2f128
+ * under AVX). Exact. */
+static inline __attribute__((always_inline)) void tr8(v8f *a)
 {
-    const float *pan = Bm + (size_t)(u / PANEL) * pstride;
-    v16f acc[SCORE_ROWS][SCORE_PANELS];
-    for (int m = 0; m < MM; m++)
-        for (int q = 0; q < NQ; q++)
-            acc[m][q] = (v16f){0};
-    for (int r = 0; r < kd; r++)
-        for (int q = 0; q < NQ; q++) {
-            v16f b;
-            memcpy(&b, pan + (size_t)q * pstride + (size_t)r * PANEL, sizeof b);
-            for (int m = 0; m < MM; m++)
-                acc[m][q] += A[(size_t)m * kd + r] * b;
-        }
-    for (int m = 0; m < MM; m++)
-        for (int q = 0; q < NQ; q++)
-            memcpy(C[m] + u + q * PANEL, &acc[m][q], sizeof(v16f));
+    v8f t[8];
+    for (int q = 0; q < 8; q += 2) {
+        t[q] = __builtin_shuffle(a[q], a[q + 1], (v8i){0, 8, 1, 9, 4, 12, 5, 13});
+        t[q + 1] = __builtin_shuffle(a[q], a[q + 1], (v8i){2, 10, 3, 11, 6, 14, 7, 15});
+    }
+    for (int q = 0; q < 8; q += 4) {
+        a[q] = __builtin_shuffle(t[q], t[q + 2], (v8i){0, 1, 8, 9, 4, 5, 12, 13});
+        a[q + 1] = __builtin_shuffle(t[q], t[q + 2], (v8i){2, 3, 10, 11, 6, 7, 14, 15});
+        a[q + 2] = __builtin_shuffle(t[q + 1], t[q + 3], (v8i){0, 1, 8, 9, 4, 5, 12, 13});
+        a[q + 3] = __builtin_shuffle(t[q + 1], t[q + 3], (v8i){2, 3, 10, 11, 6, 7, 14, 15});
+    }
+    for (int q = 0; q < 4; q++) {
+        t[q] = __builtin_shuffle(a[q], a[q + 4], (v8i){0, 1, 2, 3, 8, 9, 10, 11});
+        t[q + 4] = __builtin_shuffle(a[q], a[q + 4], (v8i){4, 5, 6, 7, 12, 13, 14, 15});
+    }
+    for (int q = 0; q < 8; q++)
+        a[q] = t[q];
 }
 
-static inline __attribute__((always_inline)) void block_rows(const float *restrict A, int MM, int kd,
-                                                            const float *restrict Bm, size_t pstride, int L,
-                                                            float *const *C)
+/* Rows l in [l0, l1) (row l at dst + (l - l0) * ld) get lane l of the eight vectors v[0..7] (v is overwritten). */
+static inline __attribute__((always_inline)) void put_cols(v8f *v, int l0, int l1, float *dst, size_t ld)
 {
-    int u = 0;
-    for (; u + SCORE_PANELS * PANEL <= L; u += SCORE_PANELS * PANEL)
-        panels_rows(A, MM, SCORE_PANELS, kd, Bm, pstride, u, C);
-    for (; u + PANEL <= L; u += PANEL)
-        panels_rows(A, MM, 1, kd, Bm, pstride, u, C);
-    for (; u < L; u++)
-        for (int m = 0; m < MM; m++) {
-            float acc = 0.0f;
-            for (int r = 0; r < kd; r++)
-                acc += A[(size_t)m * kd + r] * Bm[PIDX(r, u, pstride)];
-            C[m][u] = acc;
-        }
+    tr8(v);
+    for (int l = l0; l < l1; l++)
+        memcpy(dst + (size_t)(l - l0) * ld, &v[l], sizeof v[l]);
 }
 
-/* C (nbk rows of L, row m at C[m]) = A (nbk x kd) * Bm (kd rows in
- * panels): block_rows for SCORE_ROWS templates at a time, SCORE_PANELS
- * panels at a time. */
-BS_VECTORIZED static void block_scores(const float *restrict A, int nbk, int kd, const float *restrict Bm,
-                                       size_t pstride, int L, float *const *C)
+/* Lane l of v[i] = src[l * ld + i] for rows l < nl, 0 for the others (i < 8). */
+static inline __attribute__((always_inline)) void get_cols(const float *src, size_t ld, int nl, v8f *v)
 {
-    for (int u = 0; u < L; u += SCORE_PANELS * PANEL) { /* every template over the panels while they are in L1 */
-        const int n = L - u < SCORE_PANELS * PANEL ? L - u : SCORE_PANELS * PANEL;
-        const float *pan = Bm + (size_t)(u / PANEL) * pstride;
-        for (int m0 = 0; m0 < nbk; m0 += SCORE_ROWS) {
-            const float *a = A + (size_t)m0 * kd;
-            float *c[SCORE_ROWS];
-            for (int m = 0; m < SCORE_ROWS && m0 + m < nbk; m++)
-                c[m] = C[m0 + m] + u;
-            switch (nbk - m0) {
-            case 1: block_rows(a, 1, kd, pan, pstride, n, c); break;
-            case 2: block_rows(a, 2, kd, pan, pstride, n, c); break;
-            case 3: block_rows(a, 3, kd, pan, pstride, n, c); break;
-            default: block_rows(a, 4, kd, pan, pstride, n, c); break;
+    for (int l = 0; l < 8; l++) {
+        v[l] = (v8f){0};
+        if (l < nl)
+            memcpy(&v[l], src + (size_t)l * ld, sizeof v[l]);
+    }
+    tr8(v);
+}
+
+/* Channels [c0, c0 + nch) (nch <= 16) of the sub-tile whose first sample
+ * (the tile's, a template's start) is `first`: their spectra, in slots, at
+ * xs + c * n. Times 2: the factor 1/2 of separating the pair of channels
+ * that share a lane of the transform is in hspec. */
+BS_VECTORIZED static void spectra_of_group(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t first,
+                             int c0, int nch, float *scratch, const int32_t *bin, float *xs)
+{
+    const int n = t->fir.n, h = n / 2;
+    bs_firbank_forward(&t->fir, X + (size_t)c0 * ldx, ldx, nch, first, n_t, scratch);
+    const v8f *zr = (const v8f *)scratch, *zi = zr + n;
+    const int na = nch < 8 ? nch : 8, nb = nch - na;
+    for (int s0 = 0; s0 < h; s0 += 8) {
+        v8f ar[8], ai[8], br[8], bi[8]; /* lanes: the channel pairs (c0 + l, c0 + 8 + l) */
+        for (int i = 0; i < 8; i++) {
+            const int s = s0 + i;
+            if (s == 0) { /* bins 0 and n/2: real for each channel */
+                const int r = bin[h];
+                ar[0] = zr[0] + zr[0], ai[0] = zr[r] + zr[r];
+                br[0] = zi[0] + zi[0], bi[0] = zi[r] + zi[r];
+                continue;
             }
+            /* Z_s + conj Z_{n-s} and -i (Z_s - conj Z_{n-s}): twice the two channels' bins s */
+            const int i1 = bin[s], i2 = bin[n - s];
+            ar[i] = zr[i1] + zr[i2], ai[i] = zi[i1] - zi[i2];
+            br[i] = zi[i1] + zi[i2], bi[i] = zr[i2] - zr[i1];
+        }
+        put_cols(ar, 0, na, xs + (size_t)c0 * n + s0, (size_t)n);
+        put_cols(ai, 0, na, xs + (size_t)c0 * n + h + s0, (size_t)n);
+        if (nb > 0) {
+            put_cols(br, 0, nb, xs + (size_t)(c0 + 8) * n + s0, (size_t)n);
+            put_cols(bi, 0, nb, xs + (size_t)(c0 + 8) * n + h + s0, (size_t)n);
         }
     }
 }
 
-#ifdef BS_HAVE_TRANSPOSE8
-/* emit_tile's columns [0, returned) of all 16 lanes, a panel's 16 columns of
- * eight channels at a time (u0 a multiple of PANEL): two 8 x 8 transposes,
- * then each channel's row of the panel written whole. */
-__attribute__((target("avx2"))) static int emit_tile_avx2(const float *y, int T, int P, int nu, float *proj,
-                                                          size_t pstride, int c0, int u0)
+/* Template k's spectra of the nq sub-tiles whose channel spectra are in X
+ * (TILES sub-tiles of C channels), into S + q * n: its weight on each
+ * support channel in frequency, g_j = sum_p U[k, j, p] hspec_p (into G), then
+ * for every slot sum_j g_j x_{S_k[j]}, j ascending (slot 0: bins 0 and n/2
+ * as the real products they are). */
+BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, const float *X, int nq, float *G,
+                                           float *S)
 {
-    int i = 0;
-    for (; i + PANEL <= nu; i += PANEL)
-        for (int p = 0; p < P; p++)
-            for (int h = 0; h < 2; h++) {
-                __m256 r[8], r2[8];
-                for (int j = 0; j < 8; j++) {
-                    r[j] = _mm256_loadu_ps(y + ((size_t)p * T + i + j) * BS_FIRBANK_LANES + 8 * h);
-                    r2[j] = _mm256_loadu_ps(y + ((size_t)p * T + i + 8 + j) * BS_FIRBANK_LANES + 8 * h);
+    const int n = t->fir.n, h = n / 2, ns = t->n_sup, P = t->n_pc;
+    const float *u = t->U + (size_t)k * ns * P;
+    const int32_t *sup = t->support + (size_t)k * ns;
+    for (int j = 0; j < ns; j++)
+        for (int v0 = 0; v0 < n; v0 += 64) { /* n is a multiple of 64 */
+            v16f acc[4];
+            for (int w = 0; w < 4; w++) {
+                memcpy(&acc[w], t->hspec + v0 + 16 * w, sizeof acc[w]);
+                acc[w] *= u[j * P];
+            }
+            for (int p = 1; p < P; p++)
+                for (int w = 0; w < 4; w++) {
+                    v16f hp;
+                    memcpy(&hp, t->hspec + (size_t)p * n + v0 + 16 * w, sizeof hp);
+                    acc[w] += u[j * P + p] * hp;
                 }
-                bs_transpose8(r);
-                bs_transpose8(r2);
-                for (int l = 0; l < 8; l++) {
-                    float *d = proj + PIDX((size_t)(c0 + 8 * h + l) * P + p, u0 + i, pstride);
-                    _mm256_storeu_ps(d, r[l]);
-                    _mm256_storeu_ps(d + 8, r2[l]);
+            for (int w = 0; w < 4; w++)
+                memcpy(G + (size_t)j * n + v0 + 16 * w, &acc[w], sizeof acc[w]);
+        }
+    for (int q = 0; q < nq; q++) {
+        const float *xq = X + (size_t)q * t->n_chan * n;
+        float *sr = S + (size_t)q * n, *si = sr + h;
+        v16f e = {0}, f = {0}; /* slot 0: the real products of bins 0 and n/2 (lane 0) */
+        for (int v0 = 0; v0 < h; v0 += 128) { /* h is a multiple of 128: n >= 256 */
+            v16f ar[8] = {0}, ai[8] = {0};
+            for (int j = 0; j < ns; j++) {
+                const float *gr = G + (size_t)j * n + v0, *gi = gr + h;
+                const float *xr = xq + (size_t)sup[j] * n + v0, *xi = xr + h;
+                for (int w = 0; w < 8; w++) {
+                    v16f a, b, c, d;
+                    memcpy(&a, gr + 16 * w, sizeof a);
+                    memcpy(&b, gi + 16 * w, sizeof b);
+                    memcpy(&c, xr + 16 * w, sizeof c);
+                    memcpy(&d, xi + 16 * w, sizeof d);
+                    const v16f ac = a * c, bd = b * d;
+                    ar[w] += ac;
+                    ar[w] -= bd;
+                    ai[w] += a * d;
+                    ai[w] += b * c;
+                    if (v0 == 0 && w == 0) {
+                        e += ac;
+                        f += bd;
+                    }
                 }
             }
-    return i;
-}
-#endif
-
-/* proj[PIDX((c0 + l) * P + p, u0 + i)] = y[(p * T + i) * 16 + l] for l < nch,
- * p < P, i < nu (the filter bank's output tile, channels in lanes, into
- * the panels): 8 x 8 transposes where the CPU has AVX2, element by element
- * past them (the same values either way). */
-static void emit_tile(const float *y, int T, int P, int nch, int nu, float *proj, size_t pstride, int c0, int u0)
-{
-    int i0 = 0;
-#ifdef BS_HAVE_TRANSPOSE8
-    if (nch == BS_FIRBANK_LANES && __builtin_cpu_supports("avx2"))
-        i0 = emit_tile_avx2(y, T, P, nu, proj, pstride, c0, u0);
-#endif
-    for (int p = 0; p < P; p++)
-        for (int l = 0; l < nch; l++)
-            for (int i = i0; i < nu; i++)
-                proj[PIDX((size_t)(c0 + l) * P + p, u0 + i, pstride)] = y[((size_t)p * T + i) * BS_FIRBANK_LANES + l];
+            for (int w = 0; w < 8; w++) {
+                memcpy(sr + v0 + 16 * w, &ar[w], sizeof ar[w]);
+                memcpy(si + v0 + 16 * w, &ai[w], sizeof ai[w]);
+            }
+        }
+        sr[0] = e[0];
+        si[0] = f[0];
+    }
 }
 
-/* proj rows (c*P + p) of the sub-tile of columns [u0, u0 + nu) of the tile
- * starting at window sample t0, into proj's panels from its start: the
- * basis's filter bank over groups of 16 channels (nu at most the bank's T,
- * u0 on the tile's grid of sub-tiles, so a column is always computed in the
- * same transform, whatever the thread count). Samples outside the window
- * count as 0. */
-static void project_sub(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t t0, int u0,
-                        int nu, const bs_match_scores_ws *ws)
+/* The scores of templates [g0, g0 + 16) (those under K) on sub-tile q, whose
+ * first column is window column `col` (nu columns kept): their spectra (S,
+ * template k at S + ((k - kc0) * TILES + q) * n) as one transform, the real
+ * parts templates g0..g0+7 and the imaginary parts g0+8..g0+15 (each
+ * extended by conjugate symmetry to the n bins), back to samples; the rows
+ * of templates in [k0, k1) written to B. */
+BS_VECTORIZED static void group_scores(const bs_match_templates *t, const float *S, int kc0, int g0, int q, int64_t col, int nu,
+                         const int32_t *bin, float *scratch, float *B, size_t ldb, int k0, int k1)
 {
-    const int P = t->n_pc, nb = t->nt_before, C = t->n_chan, T = t->fir.T;
-    const int n_grp = (C + BS_FIRBANK_LANES - 1) / BS_FIRBANK_LANES;
-    const size_t pstride = (size_t)C * P * PANEL;
-#pragma omp parallel for schedule(static) num_threads(ws->n_threads)
-    for (int g = 0; g < n_grp; g++) {
-        const int c0 = g * BS_FIRBANK_LANES, nch = C - c0 < BS_FIRBANK_LANES ? C - c0 : BS_FIRBANK_LANES;
-        float *scratch = ws->fft + (size_t)omp_get_thread_num() * fft_floats(t);
-        float *y = scratch + bs_firbank_scratch_floats(t->nt);
-        bs_firbank_tile(&t->fir, X + (size_t)c0 * ldx, ldx, nch, t0 + u0 - nb, n_t, y, scratch);
-        emit_tile(y, T, P, nch, nu, ws->proj, pstride, c0, 0);
+    const int n = t->fir.n, h = n / 2;
+    v8f *re = (v8f *)scratch, *im = re + n;
+    const int na = t->K - g0 < 8 ? t->K - g0 : 8, nb = t->K - g0 - 8 < 0 ? 0 : (t->K - g0 - 8 < 8 ? t->K - g0 - 8 : 8);
+    const size_t ld = (size_t)TILES * n;
+    const float *sa = S + ((size_t)(g0 - kc0) * TILES + q) * n, *sb = sa + 8 * ld;
+    for (int s0 = 0; s0 < h; s0 += 8) {
+        v8f ar[8], ai[8], br[8], bi[8];
+        get_cols(sa + s0, ld, na, ar);
+        get_cols(sa + h + s0, ld, na, ai);
+        get_cols(sb + s0, ld, nb, br);
+        get_cols(sb + h + s0, ld, nb, bi);
+        for (int i = 0; i < 8; i++) {
+            const int s = s0 + i;
+            if (s == 0) {
+                re[0] = ar[0], im[0] = br[0];
+                re[bin[h]] = ai[0], im[bin[h]] = bi[0];
+                continue;
+            }
+            re[bin[s]] = ar[i] - bi[i], im[bin[s]] = ai[i] + br[i];
+            re[bin[n - s]] = ar[i] + bi[i], im[bin[n - s]] = br[i] - ai[i];
+        }
+    }
+    float *y = scratch + bs_firbank_scratch_floats(t->nt);
+    bs_firbank_inverse(&t->fir, scratch, y);
+    for (int hh = 0; hh < 2; hh++) {
+        const int base = g0 + 8 * hh;
+        const int la = k0 - base > 0 ? k0 - base : 0;
+        int lb = (k1 < t->K ? k1 : t->K) - base;
+        lb = lb < 8 ? lb : 8;
+        if (la >= lb)
+            continue;
+        float *row = B + (size_t)(base + la - k0) * ldb + col;
+        int i = 0;
+        for (; i + 8 <= nu; i += 8) {
+            v8f v[8];
+            for (int j = 0; j < 8; j++)
+                memcpy(&v[j], y + (size_t)(i + j) * BS_FIRBANK_LANES + 8 * hh, sizeof v[j]);
+            put_cols(v, la, lb, row + i, ldb);
+        }
+        for (; i < nu; i++)
+            for (int l = la; l < lb; l++)
+                row[(size_t)(l - la) * ldb + i] = y[(size_t)i * BS_FIRBANK_LANES + 8 * hh + l];
     }
 }
 
@@ -535,52 +497,38 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
                         (long long)n_t);
     if (k0 == k1 || n_t == 0)
         return BS_OK;
-    const int P = t->n_pc, ns = t->n_sup;
-    const size_t pstride = (size_t)t->n_chan * P * PANEL;
-    const int step = (int)sub_cols(t);
-    for (int64_t t0 = 0; t0 < n_t; t0 += BS_MATCH_TILE) {
-        const int L = (int)(n_t - t0 < BS_MATCH_TILE ? n_t - t0 : BS_MATCH_TILE);
-        for (int u0 = 0; u0 < L; u0 += step) { /* a sub-tile's projection, then every block's product on it */
-            const int nu = L - u0 < step ? L - u0 : step;
-            project_sub(t, X, ldx, n_t, t0, u0, nu, ws);
-            /* blocks write disjoint rows of B: one thread per block, each with its
-             * own gather and product buffers */
+    const int n = t->fir.n, C = t->n_chan, step = sub_cols(t), nb = t->nt_before;
+    const int n_grp = (C + BS_FIRBANK_LANES - 1) / BS_FIRBANK_LANES;
+    const int kch = (int)chunk_templates(t);
+    /* whole groups of SCORE_GROUP templates: a template's bits depend on its partner in the transform */
+    const int g_lo = k0 / SCORE_GROUP * SCORE_GROUP;
+    const int g_hi = (k1 + SCORE_GROUP - 1) / SCORE_GROUP * SCORE_GROUP < t->K
+                         ? (k1 + SCORE_GROUP - 1) / SCORE_GROUP * SCORE_GROUP
+                         : t->K;
+    for (int64_t u0 = 0; u0 < n_t; u0 += (int64_t)TILES * step) {
+        const int nq = (int)((n_t - u0 + step - 1) / step < TILES ? (n_t - u0 + step - 1) / step : TILES);
+#pragma omp parallel for schedule(static) num_threads(ws->n_threads)
+        for (int it = 0; it < nq * n_grp; it++) {
+            const int q = it / n_grp, c0 = (it % n_grp) * BS_FIRBANK_LANES;
+            const int nch = C - c0 < BS_FIRBANK_LANES ? C - c0 : BS_FIRBANK_LANES;
+            float *scratch = ws->fft + (size_t)omp_get_thread_num() * fft_floats(t);
+            spectra_of_group(t, X, ldx, n_t, u0 + (int64_t)q * step - nb, c0, nch, scratch, ws->bin,
+                             ws->X + (size_t)q * C * n);
+        }
+        for (int kc0 = g_lo; kc0 < g_hi; kc0 += kch) {
+            const int kc1 = kc0 + kch < g_hi ? kc0 + kch : g_hi;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
-            for (int b = 0; b < t->n_blocks; b++) {
-                int m0 = t->block_start[b], m1 = t->block_start[b + 1];
-                int need = 0;
-                for (int m = m0; m < m1; m++)
-                    if (t->block_members[m] >= k0 && t->block_members[m] < k1)
-                        need = 1;
-                if (!need)
-                    continue;
-                int tid = omp_get_thread_num();
-                float *gather = ws->gather + (size_t)tid * ns * P * step;
-                float *blk = ws->blk + (size_t)tid * BS_MATCH_BLOCK * step;
-                const int nbk = m1 - m0, c0 = t->block_c0[b];
-                const float *A = t->bw + t->block_woff[b], *Bm;
-                int kd;
-                size_t bstride = pstride;
-                if (c0 >= 0) { /* windowed: contiguous projection rows */
-                    kd = t->block_w[b] * P;
-                    Bm = ws->proj + (size_t)c0 * P * PANEL;
-                } else { /* gather the support's rows, in panels of their own */
-                    const int32_t *sup = t->support + (size_t)t->block_members[m0] * ns;
-                    bstride = (size_t)ns * P * PANEL;
-                    for (int u = 0; u < nu; u += PANEL)
-                        for (int i = 0; i < ns; i++)
-                            memcpy(gather + PIDX(i * P, u, bstride), ws->proj + PIDX(sup[i] * P, u, pstride),
-                                   sizeof(float) * P * PANEL);
-                    kd = ns * P;
-                    Bm = gather;
-                }
-                /* rows of templates in the requested range straight into B, the others into blk */
-                float *rows[BS_MATCH_BLOCK];
-                for (int m = 0; m < nbk; m++) {
-                    int k = t->block_members[m0 + m];
-                    rows[m] = k >= k0 && k < k1 ? B + (size_t)(k - k0) * ldb + t0 + u0 : blk + (size_t)m * step;
-                }
-                block_scores(A, nbk, kd, Bm, bstride, nu, rows);
+            for (int k = kc0; k < kc1; k++)
+                template_spectra(t, k, ws->X, nq, ws->G + (size_t)omp_get_thread_num() * t->n_sup * n,
+                                 ws->S + (size_t)(k - kc0) * TILES * n);
+            const int ng = (kc1 - kc0 + SCORE_GROUP - 1) / SCORE_GROUP;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
+            for (int it = 0; it < ng * nq; it++) {
+                const int q = it % nq, g0 = kc0 + (it / nq) * SCORE_GROUP;
+                const int64_t col = u0 + (int64_t)q * step;
+                const int nu = (int)(n_t - col < step ? n_t - col : step);
+                group_scores(t, ws->S, kc0, g0, q, col, nu, ws->bin,
+                             ws->fft + (size_t)omp_get_thread_num() * fft_floats(t), B, ldb, k0, k1);
             }
         }
     }

@@ -7,7 +7,10 @@
  * the 256-point transform (nt = 61, radix 4 only) and the 512-point one
  * (nt = 100: a radix-2 stage too). Outputs agree to float rounding of the
  * tile's largest values; the same call gives the same bits again; the
- * tables hold bs_firbank_bytes under the caller's tag.
+ * tables hold bs_firbank_bytes under the caller's tag. The two halves
+ * (bs_firbank_forward, bs_firbank_inverse): the forward's bins against the
+ * DFT in double at their bit-reversed places, and the inverse of the bins / n
+ * gives the samples back.
  */
 #include "test.h"
 
@@ -68,6 +71,43 @@ static void check_bank(int P, int nt, int nch, uint64_t seed)
     }
     printf("firbank: %d filters of %d taps, n %d, %d channels: max error %.3g of values up to %.3g\n", P, nt,
            fb.n, nch, max_err, max_val);
+    /* the two halves: the forward transform's bins (at their bit-reversed index) against the DFT in
+     * double, then the inverse of the bins / n gives the tile's samples back */
+    {
+        const int n = fb.n, lb = __builtin_ctz((unsigned)n);
+        const int64_t first = 100;
+        bs_firbank_forward(&fb, x, ldx, nch, first, n_x, scratch);
+        double dft_err = 0, dft_max = 0, back_err = 0;
+        for (int k = 0; k < n; k += 7) {
+            int idx = 0;
+            for (int b = 0; b < lb; b++)
+                idx |= ((k >> b) & 1) << (lb - 1 - b);
+            for (int l = 0; l < 8 && l < nch; l++) {
+                double pr = 0, pi = 0; /* bin k of x_l + i x_{l+8}: lane l */
+                for (int j = 0; j < n; j++) {
+                    const double a = -2.0 * M_PI * (double)j * k / n, v = x[(size_t)l * ldx + first + j];
+                    const double u = l + 8 < nch ? x[(size_t)(l + 8) * ldx + first + j] : 0.0;
+                    pr += v * cos(a) - u * sin(a);
+                    pi += v * sin(a) + u * cos(a);
+                }
+                const float gr = scratch[(size_t)idx * 8 + l], gi = scratch[((size_t)n + idx) * 8 + l];
+                dft_err = fmax(dft_err, fmax(fabs(gr - pr), fabs(gi - pi)));
+                dft_max = fmax(dft_max, fmax(fabs(pr), fabs(pi)));
+            }
+        }
+        bs_firbank_forward(&fb, x, ldx, nch, first, n_x, scratch);
+        for (size_t i = 0; i < 2 * (size_t)n * 8; i++)
+            scratch[i] /= (float)n;
+        bs_firbank_inverse(&fb, scratch, y);
+        for (int i = 0; i < fb.T; i++)
+            for (int l = 0; l < nch; l++)
+                back_err = fmax(back_err, fabs(y[(size_t)i * BS_FIRBANK_LANES + l] -
+                                               x[(size_t)l * ldx + first + nt - 1 + i]));
+        printf("firbank: forward bins against the DFT %.3g of up to %.3g; inverse(forward / n) - x %.3g\n", dft_err,
+               dft_max, back_err);
+        CHECK(dft_err < 1e-5 * dft_max && dft_max > 100);
+        CHECK(back_err < 1e-4);
+    }
     CHECK_MSG(max_err < 2e-6 * max_val, "error %g", max_err);
     CHECK(max_val > 100);
     CHECK(max_spare < 2e-6 * max_val);
