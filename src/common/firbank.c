@@ -200,14 +200,21 @@ BS_VECTORIZED static void filter_out(const bs_firbank *fb, int p, const v8f *res
     dit_stage(re, im, n, n, fb->tw, 1, fb->nt - 1, y + (size_t)p * fb->T * BS_FIRBANK_LANES);
 }
 
-BS_VECTORIZED void bs_firbank_inverse(const bs_firbank *fb, float *spec, float *y)
+/* bs_firbank_inverse's transform (cloned per vector ISA: the callers in
+ * other files call the plain function). */
+BS_VECTORIZED static void inverse_of(const bs_firbank *fb, v8f *restrict re, v8f *restrict im, float *restrict y)
 {
     const int n = fb->n;
-    v8f *re = (v8f *)spec, *im = re + n;
     int len = inverse_first(NULL, NULL, NULL, NULL, re, im, n, 0);
     for (; len < n; len <<= 2)
         dit_stage(re, im, n, len, fb->tw, 0, 0, NULL);
     dit_stage(re, im, n, n, fb->tw, 1, fb->nt - 1, y);
+}
+
+void bs_firbank_inverse(const bs_firbank *fb, float *spec, float *y)
+{
+    v8f *re = (v8f *)spec;
+    inverse_of(fb, re, re + fb->n, y);
 }
 
 bs_status bs_firbank_init(bs_firbank *fb, const char *tag, const float *w, int P, int nt)

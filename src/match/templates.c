@@ -291,28 +291,26 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
     ws->bin = NULL;
 }
 
-typedef int32_t v8i __attribute__((vector_size(32)));
-
 /* a[q] (row q) -> a[q] (column q) of an 8 x 8 tile, in generic vector
- * shuffles (so the functions using it can be cloned per vector ISA): the
+ * shuffles (GCC >= 12, clang; so the functions using it can be cloned per vector ISA): the
  * usual unpack, shuffle and 128-bit swap rounds (vunpck, vshufps, vperm2f128
  * under AVX). Exact. */
 static inline __attribute__((always_inline)) void tr8(v8f *a)
 {
     v8f t[8];
     for (int q = 0; q < 8; q += 2) {
-        t[q] = __builtin_shuffle(a[q], a[q + 1], (v8i){0, 8, 1, 9, 4, 12, 5, 13});
-        t[q + 1] = __builtin_shuffle(a[q], a[q + 1], (v8i){2, 10, 3, 11, 6, 14, 7, 15});
+        t[q] = __builtin_shufflevector(a[q], a[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[q + 1] = __builtin_shufflevector(a[q], a[q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
     }
     for (int q = 0; q < 8; q += 4) {
-        a[q] = __builtin_shuffle(t[q], t[q + 2], (v8i){0, 1, 8, 9, 4, 5, 12, 13});
-        a[q + 1] = __builtin_shuffle(t[q], t[q + 2], (v8i){2, 3, 10, 11, 6, 7, 14, 15});
-        a[q + 2] = __builtin_shuffle(t[q + 1], t[q + 3], (v8i){0, 1, 8, 9, 4, 5, 12, 13});
-        a[q + 3] = __builtin_shuffle(t[q + 1], t[q + 3], (v8i){2, 3, 10, 11, 6, 7, 14, 15});
+        a[q] = __builtin_shufflevector(t[q], t[q + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        a[q + 1] = __builtin_shufflevector(t[q], t[q + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        a[q + 2] = __builtin_shufflevector(t[q + 1], t[q + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        a[q + 3] = __builtin_shufflevector(t[q + 1], t[q + 3], 2, 3, 10, 11, 6, 7, 14, 15);
     }
     for (int q = 0; q < 4; q++) {
-        t[q] = __builtin_shuffle(a[q], a[q + 4], (v8i){0, 1, 2, 3, 8, 9, 10, 11});
-        t[q + 4] = __builtin_shuffle(a[q], a[q + 4], (v8i){4, 5, 6, 7, 12, 13, 14, 15});
+        t[q] = __builtin_shufflevector(a[q], a[q + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        t[q + 4] = __builtin_shufflevector(a[q], a[q + 4], 4, 5, 6, 7, 12, 13, 14, 15);
     }
     for (int q = 0; q < 8; q++)
         a[q] = t[q];
