@@ -90,11 +90,11 @@ int main(void)
     }
 #endif
 
-    /* the transposing conversions (half_tiles.h) against the scalar ones, for 21 channels x 203 samples (neither
-       a multiple of 8), values of every kind: random bits (NaN and infinities among them), ±65520, subnormal
+    /* the transposing conversions (half_tiles.h) against the scalar ones, for 21 channels x 1203 samples (neither
+       a multiple of 8; the float16 rows in three tiles of rows), values of every kind: random bits (NaN and infinities among them), ±65520, subnormal
        halves, ±0 */
     {
-        enum { C = 21, T = 203, LD = 211 };
+        enum { C = 21, T = 1203, LD = 1211 };
         static float x[C * LD], back[C * LD];
         static uint16_t rows[T * C];
         uint64_t s = 0x2545f4914f6cdd1dull;
@@ -114,7 +114,7 @@ int main(void)
                 bad += rows[k * C + c] != bs_float_to_half(x[c * LD + k]);
         CHECK_MSG(bad == 0, "%d values of bs_floats_to_half_rows differ from bs_float_to_half (hardware path %d)", bad,
                   bs_half_tiles_hw());
-        bs_half_rows_to_floats((const unsigned char *)rows, 2 * C, C, 2, T, back, LD); /* 201 rows: 25 x 8 + 1 */
+        bs_half_rows_to_floats((const unsigned char *)rows, 2 * C, C, 2, T, back, LD); /* 1201 rows: 150 x 8 + 1 */
         bad = 0;
         for (int k = 2; k < T; k++)
             for (int c = 0; c < C; c++) {
