@@ -147,6 +147,17 @@ static bs_status blank_from_counts(const bs_artifact_params *ap, double fs_hz, f
                                    const int32_t *count, int need, int need_ext, bs_artifact_period *periods,
                                    int max_periods, int *n_periods);
 
+BS_VECTORIZED static void count_row(int32_t *restrict count, const float *restrict v, int64_t len, float thr)
+{
+    for (int64_t i = 0; i < len; i++)
+        count[i] += !(fabsf(v[i]) < thr);
+}
+
+void bs_artifact_count_row(int32_t *count, const float *v, int64_t len, float thr)
+{
+    count_row(count, v, len, thr);
+}
+
 bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
                             const float *inv_scale, int32_t *count, bs_artifact_period *periods, int max_periods,
                             int *n_periods)
@@ -164,8 +175,7 @@ bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x
         for (int c = 0; c < n_chan; c++) {
             const float *row = x + (size_t)c * (size_t)n_t;
             const float th = inv_scale ? (inv_scale[c] > 0 ? thr / inv_scale[c] : INFINITY) : thr;
-            for (int64_t t = t0; t < t1; t++)
-                count[t] += !(fabsf(row[t]) < th); /* NaN counts as crossing */
+            count_row(count + t0, row + t0, t1 - t0, th); /* NaN counts as crossing */
         }
     }
     return blank_from_counts(ap, fs_hz, x, n_chan, n_t, count, need, need_ext, periods, max_periods, n_periods);

@@ -425,6 +425,9 @@ int bs_artifact_max_periods(const bs_artifact_params *ap, double fs_hz, int64_t 
 bs_status bs_artifact_blank(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,
                             const float *inv_scale, int32_t *count, bs_artifact_period *periods, int max_periods,
                             int *n_periods);
+/* count[i] += 1 where !(|v[i]| < thr), i < len (a NaN counts): one row's crossings, as
+ * bs_artifact_blank counts them. */
+void bs_artifact_count_row(int32_t *count, const float *v, int64_t len, float thr);
 /* bs_artifact_blank of a whitened window whose crossings of ap->threshold are already in count
  * (bs_whiten_apply_count). */
 bs_status bs_artifact_blank_counted(const bs_artifact_params *ap, double fs_hz, float *x, int n_chan, int64_t n_t,

@@ -498,14 +498,6 @@ static void whiten_row_best(float *restrict acc, const float *restrict buf, size
     whiten_row(acc, buf, tile, nb, w, n, len);
 }
 
-/* count[i] += 1 where !(|v[i]| < thr) (a NaN counts), i < len. */
-BS_VECTORIZED
-static void count_row(int32_t *restrict count, const float *restrict v, int len, float thr)
-{
-    for (int i = 0; i < len; i++)
-        count[i] += !(fabsf(v[i]) < thr);
-}
-
 bs_status bs_whiten_apply_count(const bs_whitener *wh, float *x, int64_t n_t, void *scratch, size_t scratch_bytes,
                                 float thr, int32_t *count)
 {
@@ -536,7 +528,7 @@ bs_status bs_whiten_apply_count(const bs_whitener *wh, float *x, int64_t n_t, vo
                 whiten_row_best(acc, buf, (size_t)tile, nb, w, wh->n_nbr[c], len);
                 memcpy(x + (size_t)c * (size_t)n_t + t0, acc, (size_t)len * sizeof(float));
                 if (count) /* while the row is in cache: the artifact detector's crossings */
-                    count_row(count + t0, acc, len, thr);
+                    bs_artifact_count_row(count + t0, acc, len, thr);
             }
         }
     }
