@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include "../common/samples.h"
+#include "../common/simd.h"
 #include "../mem/mem.h"
 #include "drift.h"
 
@@ -321,6 +322,37 @@ static float peak_depth(const bs_drift_detector *d, const float *x, int64_t n_t,
     return (float)(yc + vy * R);
 }
 
+#ifdef BS_X86_KERNELS
+__attribute__((target("avx512f"))) static int64_t next_at_most_avx512(const float *row, int64_t a, int64_t b,
+                                                                      float lim)
+{
+    const __m512 l = _mm512_set1_ps(lim);
+    for (; a + 16 <= b; a += 16) {
+        const __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + a), l, _CMP_LE_OQ);
+        if (m)
+            return a + __builtin_ctz(m);
+    }
+    for (; a < b; a++)
+        if (row[a] <= lim)
+            return a;
+    return b;
+}
+#endif
+
+/* The first t in [a, b) with row[t] <= lim (a NaN is not), else b: sixteen
+ * samples a compare where the CPU has AVX-512 (the scan of every sample for
+ * the rare crossings is most of the detector's time). */
+static int64_t next_at_most(const float *row, int64_t a, int64_t b, float lim)
+{
+#ifdef BS_X86_KERNELS
+    if (__builtin_cpu_supports("avx512f"))
+        return next_at_most_avx512(row, a, b, lim);
+#endif
+    while (a < b && !(row[a] <= lim))
+        a++;
+    return a;
+}
+
 typedef struct {
     bs_drift_spike *s;
     int64_t n, cap;
@@ -352,9 +384,7 @@ static void tile_peaks(const bs_drift_detector *d, const float *x, int64_t n_t, 
         if (!(sc > 0))
             continue;
         const float lim = -th / sc; /* v >= th  <=>  x <= lim */
-        for (int64_t t = a; t < b; t++) {
-            if (!(row[t] <= lim))
-                continue;
+        for (int64_t t = next_at_most(row, a, b, lim); t < b; t = next_at_most(row, t + 1, b, lim)) {
             float v = -row[t] * sc;
             if (!(v >= th) || !is_peak(d, x, n_t, c, t, v))
                 continue;
