@@ -9,9 +9,9 @@
  * lagged basis products WtW used by the pair table are tabulated, and the
  * basis filters' spectra kept in slots (pack_spectra) for the scores.
  *
- * Scores, per sub-tile of T columns (the basis's filter bank, 192 columns for
- * 61-sample waveforms) on a fixed grid from the window's first sample, four
- * sub-tiles at a time:
+ * Scores, per sub-tile of the filter bank's T columns rounded down to whole
+ * vectors of 8 (192 columns for 61-sample waveforms) on a fixed grid from
+ * the window's first sample, four sub-tiles at a time:
  *   1. each channel's spectrum of the sub-tile (the filter bank's forward
  *      transform of 16 channels, the pairs of channels that share a lane
  *      separated by conjugate symmetry), parallel over channel groups;
@@ -26,9 +26,9 @@
  * the products (n = 256, T = 192: 2.7 n_sup) and P n_sup n / (4 T) forming G
  * (2 n_sup), against P n_sup or more (6 n_sup) for a product of the weights
  * with the channels' projections on the basis; per channel and sample, a
- * forward transform instead of a forward and P inverse ones. Each value is a fixed sequence of float
- * multiplies and adds (lane-wise, -ffp-contract=off), so no CPU, vector width
- * or thread count changes the bits; templates are grouped by index (k / 16),
+ * forward transform instead of a forward and P inverse ones. Each value is a
+ * fixed sequence of float multiplies and adds (lane-wise, -ffp-contract=off),
+ * so no CPU, vector width or thread count changes the bits; templates are grouped by index (k / 16),
  * so a range of templates is computed with its whole groups and gives the
  * bits of the all-at-once scores.
  */
@@ -339,8 +339,9 @@ static inline __attribute__((always_inline)) void get_cols(const float *src, siz
  * (the tile's, a template's start) is `first`: their spectra, in slots, at
  * xs + c * n. Times 2: the factor 1/2 of separating the pair of channels
  * that share a lane of the transform is in hspec. */
-BS_VECTORIZED static void spectra_of_group(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t, int64_t first,
-                             int c0, int nch, float *scratch, const int32_t *bin, float *xs)
+BS_VECTORIZED static void spectra_of_group(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t,
+                                           int64_t first, int c0, int nch, float *scratch, const int32_t *bin,
+                                           float *xs)
 {
     const int n = t->fir.n, h = n / 2;
     bs_firbank_forward(&t->fir, X + (size_t)c0 * ldx, ldx, nch, first, n_t, scratch);
@@ -439,8 +440,9 @@ BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, c
  * parts templates g0..g0+7 and the imaginary parts g0+8..g0+15 (each
  * extended by conjugate symmetry to the n bins), back to samples; the rows
  * of templates in [k0, k1) written to B. */
-BS_VECTORIZED static void group_scores(const bs_match_templates *t, const float *S, int kc0, int g0, int q, int64_t col, int nu,
-                         const int32_t *bin, float *scratch, float *B, size_t ldb, int k0, int k1)
+BS_VECTORIZED static void group_scores(const bs_match_templates *t, const float *S, int kc0, int g0, int q,
+                                       int64_t col, int nu, const int32_t *bin, float *scratch, float *B, size_t ldb,
+                                       int k0, int k1)
 {
     const int n = t->fir.n, h = n / 2;
     v8f *re = (v8f *)scratch, *im = re + n;

@@ -90,9 +90,9 @@ int main(void)
     }
 #endif
 
-    /* the transposing conversions (half_tiles.h) against the scalar ones, for 21 channels x 1203 samples (neither
-       a multiple of 8; the float16 rows in three tiles of rows), values of every kind: random bits (NaN and infinities among them), ±65520, subnormal
-       halves, ±0 */
+    /* the transposing conversions (half_tiles.h) against the scalar ones, for 21 channels x 1203 samples
+       (neither a multiple of 8; the float16 rows in three tiles of rows), values of every kind: random bits
+       (NaN and infinities among them), ±65520, subnormal halves, ±0 */
     {
         enum { C = 21, T = 1203, LD = 1211 };
         static float x[C * LD], back[C * LD];
