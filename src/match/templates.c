@@ -292,11 +292,25 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
 }
 
 /* a[q] (row q) -> a[q] (column q) of an 8 x 8 tile, in generic vector
- * shuffles (GCC >= 12, clang; so the functions using it can be cloned per vector ISA): the
+ * shuffles (so the functions using it can be cloned per vector ISA): the
  * usual unpack, shuffle and 128-bit swap rounds (vunpck, vshufps, vperm2f128
- * under AVX). Exact. */
+ * under AVX). Compilers without __builtin_shufflevector (GCC before 12) move
+ * the lanes one by one. Exact either way. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define HAVE_SHUFFLEVECTOR 1
+#endif
+#endif
 static inline __attribute__((always_inline)) void tr8(v8f *a)
 {
+#ifndef HAVE_SHUFFLEVECTOR
+    v8f c[8];
+    for (int q = 0; q < 8; q++)
+        for (int l = 0; l < 8; l++)
+            c[l][q] = a[q][l];
+    for (int q = 0; q < 8; q++)
+        a[q] = c[q];
+#else
     v8f t[8];
     for (int q = 0; q < 8; q += 2) {
         t[q] = __builtin_shufflevector(a[q], a[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -314,6 +328,7 @@ static inline __attribute__((always_inline)) void tr8(v8f *a)
     }
     for (int q = 0; q < 8; q++)
         a[q] = t[q];
+#endif
 }
 
 /* Rows l in [l0, l1) (row l at dst + (l - l0) * ld) get lane l of the eight vectors v[0..7] (v is overwritten). */
