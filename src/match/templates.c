@@ -51,7 +51,7 @@ size_t bs_match_templates_bytes(int nt, int n_pc, int K, int n_sup)
     b += sizeof(float) * k * (size_t)n_sup * (size_t)n_pc;                    /* U */
     b += sizeof(float) * k;                                                   /* norm_in */
     b += sizeof(float) * (size_t)n_pc * (size_t)bs_firbank_n(nt);              /* hspec */
-    b += bs_firbank_bytes(n_pc, nt);                                          /* the projection's filter bank */
+    b += bs_firbank_bytes(n_pc, nt);                                          /* the basis's filter bank (its transforms) */
     return b;
 }
 
