@@ -31,7 +31,8 @@ int bs_firbank_n(int nt)
 size_t bs_firbank_bytes(int P, int nt)
 {
     size_t n = (size_t)bs_firbank_n(nt);
-    return (2 * n + 2 * n * (size_t)P + 16 * n) * sizeof(float); /* twiddles, spectra, the spectra's transform */
+    /* twiddles, spectra, the spectra's transform; the bins' places */
+    return (2 * n + 2 * n * (size_t)P + 16 * n) * sizeof(float) + n * sizeof(int32_t);
 }
 
 size_t bs_firbank_scratch_floats(int nt) { return 4 * (size_t)bs_firbank_n(nt) * 8; }
@@ -231,6 +232,13 @@ bs_status bs_firbank_init(bs_firbank *fb, const char *tag, const float *w, int P
     if (!fb->tw)
         return BS_ERR_MEMORY;
     fb->h = fb->tw + 2 * n;
+    fb->bin = (int32_t *)(fb->h + 2 * (size_t)n * P + 16 * (size_t)n);
+    for (int k = 0; k < n; k++) {
+        int r = 0;
+        for (int m = n >> 1, i = k; m > 0; m >>= 1, i >>= 1)
+            r = (r << 1) | (i & 1);
+        fb->bin[k] = r;
+    }
     const double pi = 3.14159265358979323846;
     for (int j = 0; j <= n / 2; j++) { /* the second half by symmetry: cos(2 pi - a) = cos a, sin(2 pi - a) = -sin a */
         double c, s;

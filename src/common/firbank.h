@@ -50,6 +50,7 @@ typedef struct {
     float *tw;   /* twiddles: cos then -sin of 2 pi j / n, j < n (2 x n floats) */
     float *h;    /* filter spectra / n, in the forward transform's (bit-reversed) order: P x (re[n], im[n]);
                     then room for their transform (2 n vectors of 8) */
+    int32_t *bin; /* n: where the transforms hold bin k, the bit reversal of k in log2 n bits */
 } bs_firbank;
 
 /* Spectra of the P filters w[p * nt + u]; the bank owns its tables,

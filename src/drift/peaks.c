@@ -332,10 +332,7 @@ __attribute__((target("avx512f"))) static int64_t next_at_most_avx512(const floa
         if (m)
             return a + __builtin_ctz(m);
     }
-    for (; a < b; a++)
-        if (row[a] <= lim)
-            return a;
-    return b;
+    return a; /* no crossing before a, and fewer than 16 samples after it */
 }
 #endif
 
@@ -345,8 +342,8 @@ __attribute__((target("avx512f"))) static int64_t next_at_most_avx512(const floa
 static int64_t next_at_most(const float *row, int64_t a, int64_t b, float lim)
 {
 #ifdef BS_X86_KERNELS
-    if (__builtin_cpu_supports("avx512f"))
-        return next_at_most_avx512(row, a, b, lim);
+    if (__builtin_cpu_supports("avx512f")) /* a crossing, or the last 0-15 samples for the loop below */
+        a = next_at_most_avx512(row, a, b, lim);
 #endif
     while (a < b && !(row[a] <= lim))
         a++;

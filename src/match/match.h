@@ -134,7 +134,6 @@ typedef struct {
     float *S;      /* up to 256 templates x 4 sub-tiles x n: the templates' spectra */
     float *G;      /* per thread: n_sup x n, one template's weights in frequency */
     float *fft;    /* per thread: the filter bank's scratch and output tile */
-    int32_t *bin;  /* n: where the transforms hold each bin */
 } bs_match_scores_ws;
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws);

@@ -214,15 +214,6 @@ size_t bs_match_scores_bytes(int K, int64_t n_t)
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v16f __attribute__((vector_size(64)));
 
-/* Bit reversal of i in log2 n bits: where the filter bank's transforms hold bin i (firbank.h). */
-static int bin_index(int i, int n)
-{
-    int r = 0;
-    for (int m = n >> 1; m > 0; m >>= 1, i >>= 1)
-        r = (r << 1) | (i & 1);
-    return r;
-}
-
 static void pack_spectra(bs_match_templates *t)
 {
     const int n = t->fir.n, h = n / 2;
@@ -230,11 +221,11 @@ static void pack_spectra(bs_match_templates *t)
         const float *hr = t->fir.h + (size_t)p * 2 * n, *hi = hr + n;
         float *d = t->hspec + (size_t)p * n;
         for (int s = 1; s < h; s++) {
-            d[s] = 0.5f * hr[bin_index(s, n)];
-            d[h + s] = 0.5f * hi[bin_index(s, n)];
+            d[s] = 0.5f * hr[t->fir.bin[s]];
+            d[h + s] = 0.5f * hi[t->fir.bin[s]];
         }
         d[0] = 0.5f * hr[0];
-        d[h] = 0.5f * hr[bin_index(h, n)];
+        d[h] = 0.5f * hr[t->fir.bin[h]];
     }
 }
 
@@ -258,8 +249,7 @@ size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 {
     const size_t n = (size_t)t->fir.n;
     return sizeof(float) * (TILES * (size_t)t->n_chan * n + chunk_templates(t) * TILES * n +
-                            (size_t)n_threads * ((size_t)t->n_sup * n + fft_floats(t))) +
-           sizeof(int32_t) * n;
+                            (size_t)n_threads * ((size_t)t->n_sup * n + fft_floats(t)));
 }
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws)
@@ -270,13 +260,10 @@ bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, b
     ws->S = bs_mem_alloc("match/score_ws", sizeof(float) * chunk_templates(t) * TILES * n);
     ws->G = bs_mem_alloc("match/score_ws", sizeof(float) * (size_t)t->n_sup * n * n_threads);
     ws->fft = bs_mem_alloc("match/score_ws", sizeof(float) * fft_floats(t) * n_threads);
-    ws->bin = bs_mem_alloc("match/score_ws", sizeof(int32_t) * n);
-    if (!ws->X || !ws->S || !ws->G || !ws->fft || !ws->bin) {
+    if (!ws->X || !ws->S || !ws->G || !ws->fft) {
         bs_match_scores_ws_free(ws);
         return BS_ERR_MEMORY;
     }
-    for (int i = 0; i < (int)n; i++)
-        ws->bin[i] = bin_index(i, (int)n);
     return BS_OK;
 }
 
@@ -286,9 +273,7 @@ void bs_match_scores_ws_free(bs_match_scores_ws *ws)
     bs_mem_free(ws->S);
     bs_mem_free(ws->G);
     bs_mem_free(ws->fft);
-    bs_mem_free(ws->bin);
     ws->X = ws->S = ws->G = ws->fft = NULL;
-    ws->bin = NULL;
 }
 
 /* a[q] (row q) -> a[q] (column q) of an 8 x 8 tile, in generic vector
@@ -355,10 +340,10 @@ static inline __attribute__((always_inline)) void get_cols(const float *src, siz
  * xs + c * n. Times 2: the factor 1/2 of separating the pair of channels
  * that share a lane of the transform is in hspec. */
 BS_VECTORIZED static void spectra_of_group(const bs_match_templates *t, const float *X, size_t ldx, int64_t n_t,
-                                           int64_t first, int c0, int nch, float *scratch, const int32_t *bin,
-                                           float *xs)
+                                           int64_t first, int c0, int nch, float *scratch, float *xs)
 {
     const int n = t->fir.n, h = n / 2;
+    const int32_t *bin = t->fir.bin;
     bs_firbank_forward(&t->fir, X + (size_t)c0 * ldx, ldx, nch, first, n_t, scratch);
     const v8f *zr = (const v8f *)scratch, *zi = zr + n;
     const int na = nch < 8 ? nch : 8, nb = nch - na;
@@ -416,7 +401,12 @@ BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, c
     for (int q = 0; q < nq; q++) {
         const float *xq = X + (size_t)q * t->n_chan * n;
         float *sr = S + (size_t)q * n, *si = sr + h;
-        v16f e = {0}, f = {0}; /* slot 0: the real products of bins 0 and n/2 (lane 0) */
+        float e = 0, f = 0; /* slot 0: the real products of bins 0 and n/2, summed over the support in order */
+        for (int j = 0; j < ns; j++) {
+            const float *gj = G + (size_t)j * n, *xj = xq + (size_t)sup[j] * n;
+            e += gj[0] * xj[0];
+            f += gj[h] * xj[h];
+        }
         for (int v0 = 0; v0 < h; v0 += 128) { /* h is a multiple of 128: n >= 256 */
             v16f ar[8] = {0}, ai[8] = {0};
             for (int j = 0; j < ns; j++) {
@@ -428,15 +418,10 @@ BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, c
                     memcpy(&b, gi + 16 * w, sizeof b);
                     memcpy(&c, xr + 16 * w, sizeof c);
                     memcpy(&d, xi + 16 * w, sizeof d);
-                    const v16f ac = a * c, bd = b * d;
-                    ar[w] += ac;
-                    ar[w] -= bd;
+                    ar[w] += a * c;
+                    ar[w] -= b * d;
                     ai[w] += a * d;
                     ai[w] += b * c;
-                    if (v0 == 0 && w == 0) {
-                        e += ac;
-                        f += bd;
-                    }
                 }
             }
             for (int w = 0; w < 8; w++) {
@@ -444,8 +429,8 @@ BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, c
                 memcpy(si + v0 + 16 * w, &ai[w], sizeof ai[w]);
             }
         }
-        sr[0] = e[0];
-        si[0] = f[0];
+        sr[0] = e;
+        si[0] = f;
     }
 }
 
@@ -456,10 +441,10 @@ BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, c
  * extended by conjugate symmetry to the n bins), back to samples; the rows
  * of templates in [k0, k1) written to B. */
 BS_VECTORIZED static void group_scores(const bs_match_templates *t, const float *S, int kc0, int g0, int q,
-                                       int64_t col, int nu, const int32_t *bin, float *scratch, float *B, size_t ldb,
-                                       int k0, int k1)
+                                       int64_t col, int nu, float *scratch, float *B, size_t ldb, int k0, int k1)
 {
     const int n = t->fir.n, h = n / 2;
+    const int32_t *bin = t->fir.bin;
     v8f *re = (v8f *)scratch, *im = re + n;
     const int na = t->K - g0 < 8 ? t->K - g0 : 8, nb = t->K - g0 - 8 < 0 ? 0 : (t->K - g0 - 8 < 8 ? t->K - g0 - 8 : 8);
     const size_t ld = (size_t)TILES * n;
@@ -527,7 +512,7 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
             const int q = it / n_grp, c0 = (it % n_grp) * BS_FIRBANK_LANES;
             const int nch = C - c0 < BS_FIRBANK_LANES ? C - c0 : BS_FIRBANK_LANES;
             float *scratch = ws->fft + (size_t)omp_get_thread_num() * fft_floats(t);
-            spectra_of_group(t, X, ldx, n_t, u0 + (int64_t)q * step - nb, c0, nch, scratch, ws->bin,
+            spectra_of_group(t, X, ldx, n_t, u0 + (int64_t)q * step - nb, c0, nch, scratch,
                              ws->X + (size_t)q * C * n);
         }
         for (int kc0 = g_lo; kc0 < g_hi; kc0 += kch) {
@@ -542,7 +527,7 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
                 const int q = it % nq, g0 = kc0 + (it / nq) * SCORE_GROUP;
                 const int64_t col = u0 + (int64_t)q * step;
                 const int nu = (int)(n_t - col < step ? n_t - col : step);
-                group_scores(t, ws->S, kc0, g0, q, col, nu, ws->bin,
+                group_scores(t, ws->S, kc0, g0, q, col, nu,
                              ws->fft + (size_t)omp_get_thread_num() * fft_floats(t), B, ldb, k0, k1);
             }
         }

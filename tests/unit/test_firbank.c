@@ -9,8 +9,9 @@
  * tile's largest values; the same call gives the same bits again; the
  * tables hold bs_firbank_bytes under the caller's tag. The two halves
  * (bs_firbank_forward, bs_firbank_inverse): the forward's bins against the
- * DFT in double at their bit-reversed places, and the inverse of the bins / n
- * gives the samples back.
+ * DFT in double at their bit-reversed places (the bank's table of them, fb.bin,
+ * against its own reversal), and the inverse of the bins / n gives the
+ * samples back.
  */
 #include "test.h"
 
@@ -78,10 +79,16 @@ static void check_bank(int P, int nt, int nch, uint64_t seed)
         const int64_t first = 100;
         bs_firbank_forward(&fb, x, ldx, nch, first, n_x, scratch);
         double dft_err = 0, dft_max = 0, back_err = 0;
-        for (int k = 0; k < n; k += 7) {
+        int bins_ok = 1; /* the bank's table of places (fb.bin) is the bit reversal */
+        for (int k = 0; k < n; k++) {
             int idx = 0;
             for (int b = 0; b < lb; b++)
                 idx |= ((k >> b) & 1) << (lb - 1 - b);
+            bins_ok &= fb.bin[k] == idx;
+        }
+        CHECK(bins_ok);
+        for (int k = 0; k < n; k += 7) {
+            const int idx = fb.bin[k];
             for (int l = 0; l < 8 && l < nch; l++) {
                 double pr = 0, pi = 0; /* bin k of x_l + i x_{l+8}: lane l */
                 for (int j = 0; j < n; j++) {
