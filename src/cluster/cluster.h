@@ -12,6 +12,15 @@
  *      ‖x‖² + ‖l‖² − 2·x·l in float32, the dot products from sgemm on blocks
  *      of spikes so that scratch stays bounded); ties go to the smaller
  *      landmark index;
+ *    - orphan landmarks (a center of at most orphan_max_landmarks regular
+ *      ones): a unit of fewer spikes than a few strides has no landmark of
+ *      its own, and its spikes would join other units' landmarks. A spike
+ *      whose k-th nearest landmark is over orphan_factor times the
+ *      center's median of that distance is an orphan; the first orphans in
+ *      spike order (as many as the regular landmarks, at most) that have at
+ *      least orphan_min_group others closer than half their own k-th
+ *      distance (a compact group, not a big unit's scattered tail) are
+ *      appended to the landmarks, and the kNN is done again;
  *    - bipartite graph spike→landmark (a landmark's edge to its own spike is
  *      ignored for the degrees m, ki, kj and the tree);
  *    - greedy k-means++-like initialisation into ≤ n_init clusters (seeded;
@@ -116,6 +125,11 @@ typedef struct {
     uint64_t seed;          /* initialisation seed (5) */
     double dmin_um;         /* vertical contact spacing, µm (0 = median spacing of the probe) */
     double x_step_um;       /* horizontal spacing of x-centers on wide shanks, µm (200) */
+    double orphan_factor;   /* a spike whose k-th nearest landmark is farther than this times the center's
+                               median of that distance is an orphan (2; 0: no orphan landmarks) */
+    int orphan_min_group;   /* an orphan with at least this many other orphans closer than half its k-th
+                               landmark distance becomes a landmark (12) */
+    int64_t orphan_max_landmarks; /* only centers with at most this many regular landmarks get them (80) */
     int64_t par_min_work;   /* loops of fewer operations run on one thread (2^20); results never
                                depend on it nor on the thread count (tests set 0 to force threads) */
 } bs_cluster_params;

@@ -26,6 +26,7 @@
 
 #include "cluster.h"
 #include "common/rng.h"
+#include "common/select.h"
 #include "common/simd.h"
 #include "mem/mem.h"
 
@@ -53,6 +54,9 @@ void bs_cluster_default_params(bs_cluster_params *p)
     p->seed = 5;
     p->dmin_um = 0;
     p->x_step_um = 200.0;
+    p->orphan_factor = 2.0;
+    p->orphan_min_group = 12;
+    p->orphan_max_landmarks = 80;
     p->par_min_work = (int64_t)1 << 20;
 }
 
@@ -80,8 +84,12 @@ size_t bs_cluster_knn_scratch_bytes(int64_t n, int64_t m, int D)
 
 /* ---------------------------------------------------------------- kNN */
 
+/* kn: each spike's k nearest landmarks; dist (if not NULL): their squared
+ * distances; dk (if not NULL): the k-th one's alone. scr: the caller's
+ * scratch of bs_cluster_knn_scratch_bytes(n, m, D) at least, or NULL (then
+ * its own, tagged "cluster/knn"). */
 static bs_status knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn, float *dist,
-                     int64_t par_min)
+                     float *dk, float *scr_in, int64_t par_min)
 {
     if (k < 1 || k > m || D < 1)
         return bs_error(BS_ERR_INTERNAL, "cluster kNN: k = %d must be in 1..%lld landmarks", k, (long long)m);
@@ -90,7 +98,7 @@ static bs_status knn(const float *X, int64_t n, int D, const float *L, int64_t m
     int64_t B = bs_cluster_knn_block_rows(m);
     if (B > n)
         B = n;
-    float *scr = bs_mem_alloc("cluster/knn", bs_cluster_knn_scratch_bytes(n, m, D));
+    float *scr = scr_in ? scr_in : bs_mem_alloc("cluster/knn", bs_cluster_knn_scratch_bytes(n, m, D));
     if (!scr)
         return BS_ERR_MEMORY;
     float *G = scr, *ln = scr + B * m;
@@ -142,24 +150,27 @@ static bs_status knn(const float *X, int64_t n, int D, const float *L, int64_t m
                 if (dist)
                     dist[(r0 + r) * k + q] = bdp[q];
             }
+            if (dk)
+                dk[r0 + r] = bdp[k - 1];
             free(bdh);
             free(bih);
         }
     }
-    bs_mem_free(scr);
+    if (!scr_in)
+        bs_mem_free(scr);
     return BS_OK;
 }
 
 bs_status bs_cluster_knn(const float *X, int64_t n, int D, const float *L, int64_t m, int k, int32_t *kn,
                          float *dist)
 {
-    return knn(X, n, D, L, m, k, kn, dist, (int64_t)1 << 20);
+    return knn(X, n, D, L, m, k, kn, dist, NULL, NULL, (int64_t)1 << 20);
 }
 
 /* ---------------------------------------------------------------- layout */
 
 typedef struct {
-    int64_t n, m;
+    int64_t n, m, m_cap; /* landmarks (regular, then with the orphans'), and room for them */
     int D, k, nc, C;
     /* persistent, byte offsets */
     size_t o_lmk, o_L, o_kn, o_roff, o_ridx, o_ki, o_kj, o_isub, o_scratch;
@@ -175,6 +186,25 @@ typedef struct {
 
 static size_t al(size_t x) { return (x + 63) & ~(size_t)63; }
 
+/* The kNN scratch of a center's graph: for m landmarks, or, with room for orphans (m_cap > m), enough for
+ * any count up to m_cap (a block's dot products are at most max(KNN_BLOCK_FLOATS, m) and n·m floats). */
+static size_t knn_room_bytes(int64_t n, int64_t m, int64_t m_cap, int D)
+{
+    if (m_cap <= m)
+        return bs_cluster_knn_scratch_bytes(n, m, D);
+    int64_t g = m_cap > KNN_BLOCK_FLOATS ? m_cap : KNN_BLOCK_FLOATS;
+    g = n * m_cap < g ? n * m_cap : g;
+    return (size_t)(g + m_cap) * sizeof(float);
+}
+
+/* Landmarks the orphans may add to m regular ones of n spikes: as many again, within the spikes. */
+static int64_t orphan_room(const bs_cluster_params *p, int64_t n, int64_t m)
+{
+    if (!(p->orphan_factor > 0) || m > p->orphan_max_landmarks)
+        return 0;
+    return n - m < m ? n - m : m;
+}
+
 static void make_layout(layout *l, int64_t n, int D, const bs_cluster_params *p)
 {
     memset(l, 0, sizeof *l);
@@ -182,9 +212,10 @@ static void make_layout(layout *l, int64_t n, int D, const bs_cluster_params *p)
     l->D = D;
     l->m = bs_cluster_n_landmarks(n, p);
     l->k = p->n_neighbors < l->m ? p->n_neighbors : (int)l->m;
+    l->m_cap = l->m + orphan_room(p, n, l->m);
     l->nc = p->n_init > 1 ? p->n_init : 1;
     l->C = p->n_init_candidates > 0 ? p->n_init_candidates : 1;
-    int64_t m = l->m, k = l->k, nc = l->nc, C = l->C;
+    int64_t m = l->m_cap, k = l->k, nc = l->nc, C = l->C;
     size_t o = 0;
     l->o_lmk = o; o += al((size_t)m * 8);
     l->o_L = o; o += al((size_t)m * D * 4);
@@ -243,7 +274,47 @@ size_t bs_cluster_graph_bytes(int64_t n, int D, const bs_cluster_params *p)
         return 0;
     layout l;
     make_layout(&l, n, D, p);
-    return l.total + bs_cluster_knn_scratch_bytes(n, l.m, D);
+    return l.total + knn_room_bytes(n, l.m, l.m_cap, D);
+}
+
+/* ---------------------------------------------------------------- orphan landmarks */
+
+/* The orphans of m regular landmarks lmk / L (rows of D floats) that become landmarks too, appended to
+ * lmk and L (room for `room` more); dk: each spike's squared distance to its k-th nearest landmark;
+ * score: room floats of scratch, sel: n floats. Returns how many were appended. */
+static int64_t add_orphans(const bs_cluster_params *p, const float *X, int64_t n, int D, const float *dk, int64_t m,
+                           int64_t room, int64_t *lmk, float *L, float *score, float *sel)
+{
+    memcpy(sel, dk, (size_t)n * sizeof *sel);
+    const float lim = (float)(p->orphan_factor * p->orphan_factor) * bs_select_f(sel, n, n / 2);
+    int64_t no = 0; /* the first orphans, in spike order, as candidates */
+    for (int64_t i = 0; i < n && no < room; i++)
+        if (dk[i] > lim)
+            lmk[m + no++] = i;
+    /* each one's orphans closer than half its own k-th distance (a quarter of the square) */
+    for (int64_t a = 0; a < no; a++) {
+        const float *xa = X + lmk[m + a] * D;
+        int close = 0;
+        for (int64_t b = 0; b < no; b++) {
+            if (b == a)
+                continue;
+            const float *xb = X + lmk[m + b] * D;
+            float d2 = 0;
+            for (int d = 0; d < D; d++)
+                d2 += (xa[d] - xb[d]) * (xa[d] - xb[d]);
+            close += d2 < 0.25f * dk[lmk[m + a]];
+        }
+        score[a] = (float)close;
+    }
+    int64_t added = 0;
+    for (int64_t a = 0; a < no; a++)
+        if (score[a] >= p->orphan_min_group) {
+            int64_t i = lmk[m + a];
+            lmk[m + added] = i;
+            memcpy(L + (m + added) * D, X + i * D, (size_t)D * sizeof *L);
+            added++;
+        }
+    return added;
 }
 
 /* ---------------------------------------------------------------- bimodality */
@@ -681,8 +752,20 @@ bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n
         memcpy(L + q * D, X + j * ds * D, (size_t)D * sizeof *L);
         q++;
     }
-    /* 2. kNN */
-    st = knn(X, n, D, L, m, k, kn, NULL, p->par_min_work);
+    /* 2. kNN; with orphans that become landmarks, again with them */
+    const int64_t room = l.m_cap - m;
+    float *dk = (float *)(scr + l.i_vexp), *sel = (float *)(scr + l.i_vtot), *score = (float *)(scr + l.i_cum);
+    float *kscr = bs_mem_alloc("cluster/knn", knn_room_bytes(n, m, l.m_cap, D)); /* for both passes */
+    st = kscr ? knn(X, n, D, L, m, k, kn, NULL, room > 0 ? dk : NULL, kscr, p->par_min_work) : BS_ERR_MEMORY;
+    if (st == BS_OK && room > 0) {
+        int64_t added = add_orphans(p, X, n, D, dk, m, room, lmk, L, score, sel);
+        if (added) {
+            m += added;
+            l.m = m;
+            st = knn(X, n, D, L, m, k, kn, NULL, NULL, kscr, p->par_min_work);
+        }
+    }
+    bs_mem_free(kscr);
     if (st != BS_OK)
         goto done;
     /* 3. reverse lists and degrees (self-edges excluded from degrees) */

@@ -31,7 +31,11 @@
  *      min_template_spikes spikes and its mean waveform's norm (the norm of
  *      its mean features: the PC basis is orthonormal) is at least
  *      min_template_norm × match_threshold; a weaker template would mostly
- *      catch noise crossings that it happens to fit.
+ *      catch noise crossings that it happens to fit. A cluster of fewer
+ *      spikes, down to small_template_spikes, makes one when its norm is at
+ *      least small_template_norm × match_threshold: a unit that large and
+ *      rare (a few spikes a minute) is no noise crossing, and the orphan
+ *      landmarks (cluster.h) give it a cluster of its own.
  *   4. The template's support: its n_sup channels of largest mean-feature
  *      norm, padded with the channels nearest its peak channel (same shank
  *      first, zero weight) when the center has fewer, ascending.
@@ -91,6 +95,17 @@ static double centroid_norm(const bs_center_templates *ct, int j, int P)
     for (int i = 0; i < ct->n_chans * P; i++)
         e += (double)f[i] * f[i];
     return sqrt(e);
+}
+
+/* 1 if cluster j makes a template (acceptance, above): enough spikes, or fewer (down to
+ * small_template_spikes) with a mean waveform too large to be noise crossings, and a norm over the floor. */
+static int makes_template(const bs_sort_params *p, const bs_center_templates *ct, int j, int P)
+{
+    const double norm = centroid_norm(ct, j, P), thr = p->match_threshold;
+    const int enough = ct->n_spikes[j] >= p->min_template_spikes ||
+                       (p->small_template_norm > 0 && ct->n_spikes[j] >= p->small_template_spikes &&
+                        norm >= p->small_template_norm * thr);
+    return enough && norm >= p->min_template_norm * thr;
 }
 
 /* Append cluster j of a center as a template: its n_sup channels with the
@@ -236,7 +251,8 @@ typedef struct {
 
 /* What every center's clustering reads (shared, read-only: the files by pread). */
 typedef struct {
-    const bs_cluster_params *cp;
+    const bs_cluster_params *cp;     /* the high tier's (all spikes', with one tier) */
+    const bs_cluster_params *cp_low; /* the low tier's: no orphan landmarks (cluster.h) */
     const bs_cluster_centers *centers;
     const bs_detect_grid *grid;
     const bs_temporal_basis *basis;
@@ -262,9 +278,9 @@ typedef struct {
 } center_result;
 
 /* The m spikes sel[] (grid positions pos_of[]) of center k, their times and features gathered, clustered
- * into *ct. */
-static bs_status cluster_sel(const center_src *c, int k, const int64_t *sel, const int32_t *pos_of, int64_t m,
-                             bs_center_templates *ct)
+ * with cp into *ct. */
+static bs_status cluster_sel(const center_src *c, const bs_cluster_params *cp, int k, const int64_t *sel,
+                             const int32_t *pos_of, int64_t m, bs_center_templates *ct)
 {
     memset(ct, 0, sizeof *ct);
     if (m == 0)
@@ -281,7 +297,7 @@ static bs_status cluster_sel(const center_src *c, int k, const int64_t *sel, con
             spk[i].t = times[i];
             spk[i].pos = pos_of[i];
         }
-        st = bs_cluster_center(c->cp, c->centers, k, c->grid, c->basis, spk, feat, m, labels, ct);
+        st = bs_cluster_center(cp, c->centers, k, c->grid, c->basis, spk, feat, m, labels, ct);
     }
     bs_mem_free(spk);
     bs_mem_free(times);
@@ -368,9 +384,9 @@ static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct
         bs_mem_free(pos2);
     }
     if (st == BS_OK)
-        st = cluster_sel(c, k, sel, pos_of, nh, ct);
+        st = cluster_sel(c, c->cp, k, sel, pos_of, nh, ct);
     if (st == BS_OK && nh < m) {
-        st = cluster_sel(c, k, sel + nh, pos_of + nh, m - nh, lo);
+        st = cluster_sel(c, c->cp_low, k, sel + nh, pos_of + nh, m - nh, lo);
         if (st == BS_OK && ct->n_clusters > 0 && lo->n_clusters > 0)
             drop_low_tier_copies(ct, lo, c->max_cos);
     }
@@ -456,7 +472,10 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     }
     if (st == BS_OK) { /* the real counts: re-plan this stage before the centers are read */
         int64_t largest = 0, k_bound = 0, max_l = 0;
-        const int64_t mts = ctx->p->min_template_spikes > 1 ? ctx->p->min_template_spikes : 1;
+        int64_t mts = ctx->p->min_template_spikes; /* the fewest spikes a template is learned from */
+        if (ctx->p->small_template_norm > 0 && ctx->p->small_template_spikes < mts)
+            mts = ctx->p->small_template_spikes;
+        mts = mts > 1 ? mts : 1;
         const int tiers = bs_detect_low_tier(&ctx->p->detect) ? 2 : 1; /* each tier's clusters bounded alike */
         for (int k = 0; k < centers.n_centers; k++) {
             if (count[k] > largest)
@@ -472,7 +491,9 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     }
     lt->n_sup = probe->n_chan < 32 ? probe->n_chan : 32;
     lt->P = basis->n_pcs;
-    const center_src src = {&cp, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
+    bs_cluster_params cp_low = cp;
+    cp_low.orphan_factor = 0;
+    const center_src src = {&cp, &cp_low, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
                             bs_detect_low_tier(&ctx->p->detect) ? ctx->p->detect.th_universal : 0, ctx->p->low_tier_max_cos};
     int W = plan->cluster_width > 0 ? plan->cluster_width : 1, Q = queue_len(W);
     center_result *res = bs_mem_calloc("sort/center-results", (size_t)Q, sizeof *res);
@@ -500,8 +521,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
             for (int tier = 0; tier < 2; tier++) {
                 const bs_center_templates *ct = tier ? &res[w].lo : &res[w].ct;
                 for (int j = 0; j < ct->n_clusters && st == BS_OK; j++)
-                    if (ct->n_spikes[j] >= ctx->p->min_template_spikes &&
-                        centroid_norm(ct, j, lt->P) >= ctx->p->min_template_norm * ctx->p->match_threshold)
+                    if (makes_template(ctx->p, ct, j, lt->P))
                         st = append_template(lt, probe, ct, j, tier);
             }
             bs_center_templates_free(&res[w].ct);

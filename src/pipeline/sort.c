@@ -31,6 +31,8 @@ void bs_sort_default_params(bs_sort_params *p)
     bs_bad_channel_default_params(&p->bad);
     bs_detect_default_params(&p->detect);
     p->min_template_spikes = 20;
+    p->small_template_spikes = 10;
+    p->small_template_norm = 12.0;
     p->min_template_norm = 0.75;
     bs_sum_template_params_default(&p->sum);
     p->match_threshold = 8.0f;

@@ -96,7 +96,10 @@ typedef struct {
     bs_bad_channel_params bad; /* dead, noisy and out-of-brain channels: found, then interpolated or dropped
                                   (--bad-channels, --max-bad-channel-fraction; bad_channels.h) */
     bs_detect_params detect;
-    int min_template_spikes;   /* clusters with fewer spikes make no template */
+    int min_template_spikes;   /* clusters with fewer spikes make no template (but see small_template_*) */
+    int small_template_spikes; /* ...down to this many when their mean waveform's norm is at least
+                                  small_template_norm x match_threshold (10) */
+    double small_template_norm; /* (12): a unit that large is not the threshold's noise crossings */
     double min_template_norm;  /* clusters whose mean waveform's norm is under this fraction of
                                   match_threshold make no template (0.75) */
     bs_sum_template_params sum; /* templates that are the sum of two others, removed before matching

@@ -5,8 +5,9 @@
  * the bimodality score, two well-separated clouds whose spike times come
  * from one refractory unit are collapsed by the refractory test (and kept
  * apart without it or with independent trains), small centers, identical
- * labels for 1 and 2 threads, and the memory peak equal to the size
- * function.
+ * labels for 1 and 2 threads, the memory peak equal to the size
+ * function, and a rare unit of 15 spikes clustered apart by the orphan
+ * landmarks.
  */
 #include "test.h"
 
@@ -83,6 +84,22 @@ static double agreement(const int32_t *truth, const int32_t *lab, int64_t n, int
 }
 
 /* n spikes against m landmarks; with m = 4000 the sgemm runs in two blocks */
+/* 1 if the spikes of unit u all carry one label that no other spike carries. */
+static int rare_alone(const int32_t *truth, const int32_t *lab, int64_t n, int u)
+{
+    int32_t l = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (truth[i] == u) {
+            if (l >= 0 && lab[i] != l)
+                return 0;
+            l = lab[i];
+        }
+    for (int64_t i = 0; i < n; i++)
+        if (truth[i] != u && lab[i] == l)
+            return 0;
+    return l >= 0;
+}
+
 static void test_knn(int n, int m)
 {
     /* integer-valued features: every float operation is exact, so ties are real ties */
@@ -240,6 +257,45 @@ int main(void)
         all0 &= lab[i] == 0;
     CHECK(L == 1 && all0);
     CHECK(bs_cluster_graph_bytes(n_small, D, &p) == 0);
+
+    /* 6. orphan landmarks: a rare, large unit (15 spikes beside 585 of three common ones: 30 landmarks, so
+     * it has none of its own) is a cluster of its own, within the size function's memory, with the
+     * same labels on 2 threads */
+    {
+        const int64_t n6 = 600;
+        bs_rng_seed(&r, 16);
+        clouds(&r, 3, 10.0, n6, X, truth);
+        for (int64_t i = 7; i < n6; i += 40) { /* 15 spikes of unit 3, far along its own axis, none of them
+                                                   a regular landmark (every 20th spike) */
+            truth[i] = 3;
+            for (int d = 0; d < D; d++)
+                X[i * D + d] = (float)((d == 3 ? 30.0 : 0.0) + (d == D - 1 ? 3.0 : 0.0) + bs_rng_normal(&r));
+        }
+        unit_times(&r, truth, n6, 4, t);
+        bs_cluster_params po = p, p0 = p;
+        p0.orphan_factor = 0;
+        CHECK(bs_cluster_graph(&p0, X, n6, D, t, lab, &L) == BS_OK);
+        int own0 = rare_alone(truth, lab, n6, 3);
+        omp_set_num_threads(1);
+        bs_mem_reset_peaks();
+        CHECK(bs_cluster_graph(&po, X, n6, D, t, lab, &L) == BS_OK);
+        size_t pk = bs_mem_tag_peak("cluster/graph", BS_DEV_HOST) + bs_mem_tag_peak("cluster/knn", BS_DEV_HOST);
+        CHECK_MSG(pk == bs_cluster_graph_bytes(n6, D, &po), "peak %zu, planned %zu", pk,
+                  bs_cluster_graph_bytes(n6, D, &po)); /* room for as many orphans as landmarks */
+        CHECK(bs_cluster_graph_bytes(n6, D, &po) > bs_cluster_graph_bytes(n6, D, &p0));
+        int own = rare_alone(truth, lab, n6, 3);
+        printf("a rare unit of 15 spikes (none a regular landmark): its own cluster %s orphan landmarks (%d "
+               "labels), %s without\n", own ? "with" : "NOT with", L, own0 ? "also" : "not");
+        CHECK(own && !own0 && L == 4);
+        CHECK(agreement(truth, lab, n6, 3, L) >= 0.95);
+        omp_set_num_threads(2);
+        po.par_min_work = 0;
+        CHECK(bs_cluster_graph(&po, X, n6, D, t, lab1, &L2) == BS_OK);
+        CHECK(L2 == L && memcmp(lab, lab1, (size_t)n6 * sizeof *lab) == 0);
+        /* a center of more regular landmarks than orphan_max_landmarks gets none: the plan says so too */
+        po.orphan_max_landmarks = 29;
+        CHECK(bs_cluster_graph_bytes(n6, D, &po) == bs_cluster_graph_bytes(n6, D, &p0));
+    }
 
     free(X);
     free(truth);
