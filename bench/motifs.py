@@ -89,6 +89,19 @@ def event_parts(st, stt, amp, tm, tpeak, i, j, window):
     return chans, [(q, e) for q, _, e in parts], share
 
 
+def union_find():
+    """A disjoint-set forest: its parent map and its find (path halving); union is parent[find(a)] = find(b)."""
+    parent = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    return parent, find
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", help="a boundsort (Phy) output folder")
@@ -138,15 +151,8 @@ def main():
             motifs.append(evs)
 
     # candidate units: events that share spikes are one event; motifs that share spikes one unit
-    parent = {}
-
-    def find(x):
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    event_of, energy = {}, {}
+    parent, find = union_find()
+    energy = {}
     for m, evs in enumerate(motifs):
         for parts in evs:
             qs = [q for q, _ in parts]
@@ -157,13 +163,7 @@ def main():
     new_times, new_units, unit_of_root = [], [], {}
     next_unit = int(sc.max()) + 1
     # one event per set of spikes linked by events alone (motifs link the events into units)
-    ev_parent = {}
-
-    def efind(x):
-        while ev_parent.setdefault(x, x) != x:
-            ev_parent[x] = ev_parent[ev_parent[x]]
-            x = ev_parent[x]
-        return x
+    ev_parent, efind = union_find()
 
     for evs in motifs:
         for parts in evs:
