@@ -240,6 +240,9 @@ typedef struct {
                                           the baseline's (0.45; on the bench cases one unit's pieces with a few
                                           other cells' spikes reached 0.34, two units 0.58) */
     const double *amp;    /* [K] mean spike amplitude per template (any unit, e.g. whitened); NULL: that rule off */
+    double max_amp_ratio; /* with amp: a pair whose mean amplitudes differ by more than this factor does not
+                             merge on its cross-correlogram (3; 0: no bound): matching masks a small unit's
+                             spikes under a large one's, a dip that is not refractoriness */
     double max_time_overlap; /* two trains whose spike times overlap at most this much (histogram intersection
                                 over 20 bins of their common span) merge at r_thresh_underpowered whatever
                                 their correlogram and amplitudes: pieces of one unit split by drift state fire

@@ -203,7 +203,9 @@ void bs_pair_row(const bs_match_templates *t, int j, int k, float *out);
 typedef struct {
     float threshold; /* whitened units; a spike needs B[k,t] > threshold (default 8) */
     int max_iter;    /* peeling iterations per batch (default 50) */
-    const float *tmpl_threshold; /* K per-template thresholds (whitened units, each <= threshold), or NULL */
+    const float *tmpl_threshold; /* K per-template thresholds (whitened units, each <= threshold), or NULL;
+                                    with them a template under its own threshold at a sample loses the choice
+                                    of template there to any template over its own (bs_peel_batch, step 2) */
     const float *amp_mu; /* K typical amplitudes a_k (whitened units), or NULL: no amplitude prior */
     float amp_prior;     /* weight w of the amplitude prior, [0, 1): a template's score B counts as
                             B^2 - w (B - a_k)^2 in the choice of template and against threshold^2 (the cost
@@ -244,6 +246,7 @@ typedef struct {
     int n_threads;
     const float *amp_mu; /* the window's amplitude prior (bs_peel_params), NULL without one */
     float amp_prior;
+    const float *thk;    /* the window's per-template thresholds (bs_peel_params), NULL without them */
     bs_match_scores_ws sws;
     struct bs_gpu_scorer *gpu; /* set by the caller (src/gpu/gpu.h): step 1's scores are computed there
                                   instead of by bs_match_scores; not owned by the workspace */

@@ -9,7 +9,16 @@
  *      is reduced in the same order whatever the thread count. With the
  *      amplitude prior (weight w > 0, amplitudes a_k) each score counts as
  *      e = B^2 - w (B - a_k)^2 (B where B <= 0), and step 3 compares e with
- *      squared thresholds; the amplitude kept is B itself.
+ *      squared thresholds; the amplitude kept is B itself. With per-template
+ *      thresholds th_k a score not over its own template's threshold counts
+ *      as UNDER_OWN (scan_rows_own), so that a template over its own
+ *      threshold wins the column from any template under its own: a low-tier
+ *      unit's spike, which scores 6-8 on its own template, is taken where a
+ *      larger unit's template fits the same samples at, say, 7.5 against its
+ *      threshold of 8 (without this the column's best template is the larger
+ *      unit's, under its threshold, and the sample is passed over). Such a
+ *      column then suppresses no neighbour either (step 3): only scores over
+ *      their own thresholds compete.
  *   3. Accept every valid t with bmax[t] > threshold that is the maximum in
  *      [t - nt, t + nt] (strict towards earlier samples, non-strict towards
  *      later ones). Accepted spikes are then more than nt apart, so their
@@ -46,6 +55,7 @@
  * could be reported twice or not at all; the tests place spikes at, before,
  * after and across borders and get each exactly once.
  */
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -67,6 +77,11 @@
  * the best template of a column is the same (lowest k on ties; scores are
  * finite: the data and the templates are). */
 #define PEEL_GROUP 64
+/* What a score under its own template's threshold counts as in the column
+ * scan (with per-template thresholds): below any score over its own threshold
+ * (thresholds are positive), and finite, as the group scan needs; which of
+ * several such templates a column keeps is never used. */
+#define UNDER_OWN (-FLT_MAX)
 #define PEEL_GROUP_MIN_K 2048
 
 static int forced_group_rows; /* bs_peel_force_groups (tests) */
@@ -235,11 +250,36 @@ static void scan_rows_prior(const float *restrict B, int k0, int k1, int64_t n_t
     }
 }
 
-/* scan_rows, or scan_rows_prior when the window has an amplitude prior */
+/* scan_rows with per-template thresholds th (squared when sq: the amplitude
+ * prior's scale): a score v (B, or the prior's e when sq) counts as v where it
+ * is over its template's threshold, UNDER_OWN where not. */
+BS_VECTORIZED
+static void scan_rows_own(const float *restrict B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi,
+                          float *restrict best, int32_t *restrict ibest, const float *restrict th,
+                          const float *restrict mu, float w)
+{
+    for (int k = k0; k < k1; k++) {
+        const float *restrict row = B + (size_t)k * n_t;
+        const float m = mu ? mu[k] : 0.0f, t = mu ? th[k] * th[k] : th[k];
+        for (int64_t c = lo; c < hi; c++) {
+            const float b = row[c], d = b - m;
+            const float v = mu && b > 0.0f ? b * b - w * d * d : b;
+            const float e = v > t ? v : UNDER_OWN;
+            const int gt = k == k0 || e > best[c];
+            best[c] = gt ? e : best[c];
+            ibest[c] = gt ? k : ibest[c];
+        }
+    }
+}
+
+/* scan_rows, or scan_rows_prior when the window has an amplitude prior, or
+ * scan_rows_own when it has per-template thresholds */
 static void scan_rows_ws(const float *B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi, float *best,
                          int32_t *ibest, const bs_peel_ws *ws)
 {
-    if (ws->amp_mu)
+    if (ws->thk)
+        scan_rows_own(B, k0, k1, n_t, lo, hi, best, ibest, ws->thk, ws->amp_mu, ws->amp_prior);
+    else if (ws->amp_mu)
         scan_rows_prior(B, k0, k1, n_t, lo, hi, best, ibest, ws->amp_mu, ws->amp_prior);
     else
         scan_rows(B, k0, k1, n_t, lo, hi, best, ibest);
@@ -645,6 +685,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
     /* with the amplitude prior bmax holds e (scan_rows_prior), compared with squared thresholds */
     ws->amp_mu = p->amp_mu && p->amp_prior > 0 ? p->amp_mu : NULL;
     ws->amp_prior = p->amp_prior;
+    ws->thk = thk;
     const int sq = ws->amp_mu != NULL;
     const float th_lo_c = on_scale(th_lo, sq);
     float *B = ws->B;

@@ -60,6 +60,7 @@ static void one_shape_pair(bs_sparse_templates *T)
 
 static double g_max_time_overlap = -1; /* >= 0: merge.max_time_overlap for merges_of; < 0: the default */
 static double g_ccg_under = -1;        /* >= 0: merge.ccg_threshold_underpowered for merges_of; < 0: the default */
+static double g_max_amp_ratio = -1;    /* >= 0: merge.max_amp_ratio for merges_of; < 0: the default */
 
 /* bs_merge_ccg's merges of the spikes (t, clu) with the default parameters and mean amplitudes amp (or none). */
 static int merges_of(bs_sparse_templates *T, int64_t *t, int32_t *clu, int64_t n, const double *amp)
@@ -71,6 +72,8 @@ static int merges_of(bs_sparse_templates *T, int64_t *t, int32_t *clu, int64_t n
         mp.max_time_overlap = g_max_time_overlap;
     if (g_ccg_under >= 0)
         mp.ccg_threshold_underpowered = g_ccg_under;
+    if (g_max_amp_ratio >= 0)
+        mp.max_amp_ratio = g_max_amp_ratio;
     int merges = 0;
     CHECK(bs_merge_ccg(&mp, t, clu, n, T, &merges) == BS_OK);
     return merges;
@@ -249,8 +252,54 @@ static int contaminated_split_merges(int extra, double *r12, double *q12)
     return merges;
 }
 
+/* One refractory unit at 12 Hz for 60 s whose spikes went to two clusters at
+ * random (3:1), both firing throughout, templates of one shape: a clean,
+ * significant dip in their cross-correlogram. Mean amplitudes 10 and amp1
+ * (<= 0: none given). Returns the merges. */
+static int clean_split_merges(double amp1)
+{
+    bs_sparse_templates T;
+    one_shape_pair(&T);
+    bs_rng r;
+    bs_rng_seed(&r, 23);
+    static int64_t t[1200], t0[1200], t1[1200];
+    static int32_t clu[1200];
+    int64_t n = refractory_train(&r, 12, 60, 2.0, t), n0 = 0, n1 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        clu[i] = bs_rng_uniform(&r) < 0.25;
+        if (clu[i])
+            t1[n1++] = t[i];
+        else
+            t0[n0++] = t[i];
+    }
+    bs_ccg_metrics m;
+    CHECK(bs_ccg_cross_refractory(t0, n0, t1, n1, 30000.0, 0.25, &m));
+    CHECK_MSG(m.Q12 < 0.05, "Q12 %g: the dip is not significant", m.Q12);
+    double amp[2] = {10.0, amp1};
+    int merges = merges_of(&T, t, clu, n, amp1 > 0 ? amp : NULL);
+    bs_sparse_templates_free(&T);
+    return merges;
+}
+
 int main(void)
 {
+    /* two templates of one shape with a clean, significant dip between their trains: merged on the
+       cross-correlogram when their mean amplitudes are within merge.max_amp_ratio (3) of each other or
+       unknown; not when one is over 3 times the other (a small unit whose spikes matching hides under a
+       large one's), unless that bound is off */
+    {
+        CHECK(clean_split_merges(9.5) == 1);
+        CHECK(clean_split_merges(3.4) == 1);
+        CHECK(clean_split_merges(0) == 1);
+        CHECK(clean_split_merges(3.2) == 0);
+        g_max_amp_ratio = 0;
+        CHECK(clean_split_merges(3.2) == 1);
+        g_max_amp_ratio = 4;
+        CHECK(clean_split_merges(3.2) == 1);
+        CHECK(clean_split_merges(2.4) == 0);
+        g_max_amp_ratio = -1;
+    }
+
     /* a unit learned as two templates, a few foreign spikes in one: no significant dip, the central window
        at 0.25-0.45 of the baseline; merged by the underpowered rule's own bound, not by the cross-refractory
        bound (0.25, the rule's bound before), not with more violations */

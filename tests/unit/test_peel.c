@@ -264,6 +264,54 @@ int main(void)
         free(X0);
     }
 
+    /* --- per-template thresholds choose the template too: a noise-free spike of template k at
+     * amplitude 7.5, under k's threshold of 8, scores at most b_j on its best other template j
+     * (b_j < 7.5). With every threshold 8 nothing is taken; with j's own threshold under b_j, j
+     * (over its own threshold) wins the columns from k (under its own): one spike of j, at j's
+     * largest score near the spike, its least-squares amplitude */
+    {
+        const int64_t n_t = 600, t0 = 300;
+        const int k = 12;
+        float *X = calloc((size_t)C * n_t, sizeof(float)), *X0 = malloc(sizeof(float) * (size_t)C * n_t);
+        float *B = malloc(sizeof(float) * (size_t)K * n_t);
+        synth_add_spike(&t, X, n_t, k, t0, 7.5f);
+        memcpy(X0, X, sizeof(float) * (size_t)C * n_t);
+        bs_match_scores_ws sws;
+        CHECK(bs_match_scores_ws_alloc(&t, 1, &sws) == BS_OK);
+        CHECK(bs_match_scores(&t, X, (size_t)n_t, n_t, 0, K, B, (size_t)n_t, &sws) == BS_OK);
+        bs_match_scores_ws_free(&sws);
+        int j = -1;
+        int64_t tj = 0;
+        for (int q = 0; q < K; q++)
+            for (int64_t u = NB; q != k && u <= n_t - NT + NB; u++)
+                if (j < 0 || B[(size_t)q * n_t + u] > B[(size_t)j * n_t + tj])
+                    j = q, tj = u;
+        const float bj = B[(size_t)j * n_t + tj];
+        printf("own thresholds: template %d's spike scores at most %.3f on template %d (sample %lld)\n", k,
+               (double)bj, j, (long long)tj);
+        CHECK(bj > 2.0f && bj < 7.5f);
+        float thk[K];
+        for (int q = 0; q < K; q++)
+            thk[q] = 8.0f;
+        bs_spike *sp;
+        int64_t n = 0;
+        CHECK(peel_thk(&t, &pt, X, n_t, 0, 0, n_t, 8.0f, thk, 1, &sp, &n) >= 0 && n == 0);
+        free(sp);
+        thk[j] = bj - 1.0f;
+        for (int nth = 1; nth <= 2; nth++) {
+            memcpy(X, X0, sizeof(float) * (size_t)C * n_t);
+            CHECK(peel_thk(&t, &pt, X, n_t, 0, 0, n_t, 8.0f, thk, nth, &sp, &n) >= 0);
+            CHECK(n >= 1 && sp[0].tmpl == j && sp[0].time == tj);
+            CHECK(n >= 1 && fabsf(sp[0].amp - bj) < 1e-4f);
+            for (int64_t i = 1; i < n; i++) /* whatever else is taken is j's too, over its threshold */
+                CHECK(sp[i].tmpl == j && sp[i].amp > thk[j]);
+            free(sp);
+        }
+        free(B);
+        free(X);
+        free(X0);
+    }
+
     /* --- the amplitude prior: a noise-free spike of template k at amplitude 10, whose best other
      * template j scores B_j < 10 there. Without the prior (or at weight 0) k takes it; with a_k = 30
      * and a_j = B_j at weight 0.5 (k: 100 - 0.5 * 400 < 0, j: B_j^2) j takes it, at its own
