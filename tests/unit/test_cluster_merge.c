@@ -217,9 +217,9 @@ static int small_unit_merges(double amp1, int violation, int *acg_weak)
  * random (3:1), both firing throughout, as a unit learned as two templates
  * does, with `extra` more spikes in cluster 1, each 1 ms after one of cluster
  * 0's (a split unit's few spikes of other cells). Templates of one shape,
- * mean amplitudes 10 and 9.5. Returns the merges; *r12 and *q12 are the
- * cross-correlogram's. */
-static int contaminated_split_merges(int extra, double *r12, double *q12)
+ * mean amplitudes 10 and amp1 (<= 0: none given). Returns the merges; *m is
+ * the cross-correlogram's metrics, *refractory its cross-refractory test. */
+static int split_unit_merges(int extra, double amp1, bs_ccg_metrics *m, int *refractory)
 {
     bs_sparse_templates T;
     one_shape_pair(&T);
@@ -242,42 +242,34 @@ static int contaminated_split_merges(int extra, double *r12, double *q12)
             t1[n1++] = t[i];
         else
             t0[n0++] = t[i];
-    bs_ccg_metrics m;
-    CHECK(!bs_ccg_cross_refractory(t0, n0, t1, n1, 30000.0, 0.25, &m));
-    *r12 = m.R12;
-    *q12 = m.Q12;
-    double amp[2] = {10.0, 9.5};
-    int merges = merges_of(&T, t, clu, n, amp);
+    *refractory = bs_ccg_cross_refractory(t0, n0, t1, n1, 30000.0, 0.25, m);
+    double amp[2] = {10.0, amp1};
+    int merges = merges_of(&T, t, clu, n, amp1 > 0 ? amp : NULL);
     bs_sparse_templates_free(&T);
     return merges;
 }
 
-/* One refractory unit at 12 Hz for 60 s whose spikes went to two clusters at
- * random (3:1), both firing throughout, templates of one shape: a clean,
- * significant dip in their cross-correlogram. Mean amplitudes 10 and amp1
- * (<= 0: none given). Returns the merges. */
+/* split_unit_merges with `extra` foreign spikes (amplitudes 10 and 9.5), whose correlogram is not
+ * cross-refractory: its R12 and Q12 in *r12, *q12 */
+static int contaminated_split_merges(int extra, double *r12, double *q12)
+{
+    bs_ccg_metrics m;
+    int refractory;
+    int merges = split_unit_merges(extra, 9.5, &m, &refractory);
+    CHECK(!refractory);
+    *r12 = m.R12;
+    *q12 = m.Q12;
+    return merges;
+}
+
+/* split_unit_merges without foreign spikes: a clean, significant dip; mean amplitudes 10 and amp1 */
 static int clean_split_merges(double amp1)
 {
-    bs_sparse_templates T;
-    one_shape_pair(&T);
-    bs_rng r;
-    bs_rng_seed(&r, 23);
-    static int64_t t[1200], t0[1200], t1[1200];
-    static int32_t clu[1200];
-    int64_t n = refractory_train(&r, 12, 60, 2.0, t), n0 = 0, n1 = 0;
-    for (int64_t i = 0; i < n; i++) {
-        clu[i] = bs_rng_uniform(&r) < 0.25;
-        if (clu[i])
-            t1[n1++] = t[i];
-        else
-            t0[n0++] = t[i];
-    }
     bs_ccg_metrics m;
-    CHECK(bs_ccg_cross_refractory(t0, n0, t1, n1, 30000.0, 0.25, &m));
+    int refractory;
+    int merges = split_unit_merges(0, amp1, &m, &refractory);
+    CHECK(refractory);
     CHECK_MSG(m.Q12 < 0.05, "Q12 %g: the dip is not significant", m.Q12);
-    double amp[2] = {10.0, amp1};
-    int merges = merges_of(&T, t, clu, n, amp1 > 0 ? amp : NULL);
-    bs_sparse_templates_free(&T);
     return merges;
 }
 

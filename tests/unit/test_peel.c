@@ -113,6 +113,22 @@ static int peel(const bs_match_templates *t, const bs_pair_table *pt, float *X, 
     return peel_thk(t, pt, X, n_t, t0, cb, ce, th, NULL, n_threads, out, n_out);
 }
 
+/* A window of n_t samples holding one noise-free spike of template k at t0 and amplitude a: *X the
+ * data, *X0 a copy, *B every template's scores (K x n_t) */
+static void one_spike(const bs_match_templates *t, int k, int64_t t0, float a, int64_t n_t, float **X, float **X0,
+                      float **B)
+{
+    *X = calloc((size_t)C * n_t, sizeof(float));
+    *X0 = malloc(sizeof(float) * (size_t)C * n_t);
+    *B = malloc(sizeof(float) * (size_t)t->K * n_t);
+    synth_add_spike(t, *X, n_t, k, t0, a);
+    memcpy(*X0, *X, sizeof(float) * (size_t)C * n_t);
+    bs_match_scores_ws sws;
+    CHECK(bs_match_scores_ws_alloc(t, 1, &sws) == BS_OK);
+    CHECK(bs_match_scores(t, *X, (size_t)n_t, n_t, 0, t->K, *B, (size_t)n_t, &sws) == BS_OK);
+    bs_match_scores_ws_free(&sws);
+}
+
 /* Scores against a naive matched filter; chunked = all at once, bit for bit;
  * every thread count the same bits. */
 static void test_scores(const bs_match_templates *t)
@@ -272,14 +288,8 @@ int main(void)
     {
         const int64_t n_t = 600, t0 = 300;
         const int k = 12;
-        float *X = calloc((size_t)C * n_t, sizeof(float)), *X0 = malloc(sizeof(float) * (size_t)C * n_t);
-        float *B = malloc(sizeof(float) * (size_t)K * n_t);
-        synth_add_spike(&t, X, n_t, k, t0, 7.5f);
-        memcpy(X0, X, sizeof(float) * (size_t)C * n_t);
-        bs_match_scores_ws sws;
-        CHECK(bs_match_scores_ws_alloc(&t, 1, &sws) == BS_OK);
-        CHECK(bs_match_scores(&t, X, (size_t)n_t, n_t, 0, K, B, (size_t)n_t, &sws) == BS_OK);
-        bs_match_scores_ws_free(&sws);
+        float *X, *X0, *B;
+        one_spike(&t, k, t0, 7.5f, n_t, &X, &X0, &B);
         int j = -1;
         int64_t tj = 0;
         for (int q = 0; q < K; q++)
@@ -320,14 +330,8 @@ int main(void)
     {
         const int64_t n_t = 600, t0 = 300;
         const int k = 12;
-        float *X = calloc((size_t)C * n_t, sizeof(float)), *X0 = malloc(sizeof(float) * (size_t)C * n_t);
-        float *B = malloc(sizeof(float) * (size_t)K * n_t);
-        synth_add_spike(&t, X, n_t, k, t0, 10.0f);
-        memcpy(X0, X, sizeof(float) * (size_t)C * n_t);
-        bs_match_scores_ws sws;
-        CHECK(bs_match_scores_ws_alloc(&t, 1, &sws) == BS_OK);
-        CHECK(bs_match_scores(&t, X, (size_t)n_t, n_t, 0, K, B, (size_t)n_t, &sws) == BS_OK);
-        bs_match_scores_ws_free(&sws);
+        float *X, *X0, *B;
+        one_spike(&t, k, t0, 10.0f, n_t, &X, &X0, &B);
         int j = -1;
         for (int q = 0; q < K; q++)
             if (q != k && (j < 0 || B[(size_t)q * n_t + t0] > B[(size_t)j * n_t + t0]))
