@@ -260,10 +260,20 @@ static void scan_rows_own(const float *restrict B, int k0, int k1, int64_t n_t, 
 {
     for (int k = k0; k < k1; k++) {
         const float *restrict row = B + (size_t)k * n_t;
-        const float m = mu ? mu[k] : 0.0f, t = mu ? th[k] * th[k] : th[k];
+        if (!mu) {
+            const float t = th[k];
+            for (int64_t c = lo; c < hi; c++) {
+                const float e = row[c] > t ? row[c] : UNDER_OWN;
+                const int gt = k == k0 || e > best[c];
+                best[c] = gt ? e : best[c];
+                ibest[c] = gt ? k : ibest[c];
+            }
+            continue;
+        }
+        const float m = mu[k], t = th[k] * th[k];
         for (int64_t c = lo; c < hi; c++) {
             const float b = row[c], d = b - m;
-            const float v = mu && b > 0.0f ? b * b - w * d * d : b;
+            const float v = b > 0.0f ? b * b - w * d * d : b;
             const float e = v > t ? v : UNDER_OWN;
             const int gt = k == k0 || e > best[c];
             best[c] = gt ? e : best[c];
