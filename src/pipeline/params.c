@@ -257,9 +257,9 @@ const bs_param_field bs_sort_param_fields[] = {
     F64("merge", "ccg_threshold_underpowered", finish.merge.ccg_threshold_underpowered, 0, 10, NULL,
         "refractory bound of the cross-correlogram when it shows no significant dip (merges at "
         "r_thresh_underpowered with mean amplitudes within 20 %)"),
-    F64("merge", "max_amp_ratio", finish.merge.max_amp_ratio, 0, 1000, NULL,
-        "templates whose mean amplitudes differ by more than this factor do not merge on their "
-        "cross-correlogram: matching hides a small unit's spikes under a large one's (0: no bound)"),
+    F64Z("merge", "max_amp_ratio", finish.merge.max_amp_ratio, 1, 1000, NULL,
+         "templates whose mean amplitudes differ by more than this factor do not merge on their "
+         "cross-correlogram: matching hides a small unit's spikes under a large one's (0: no bound)"),
     F64("merge", "max_time_overlap", finish.merge.max_time_overlap, 0, 1, NULL,
         "trains whose spike times overlap at most this much (histogram intersection over 20 bins) merge at "
         "r_thresh_underpowered whatever their correlogram and amplitudes: pieces of one unit split by drift "
