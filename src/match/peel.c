@@ -232,17 +232,20 @@ static void scan_rows(const float *restrict B, int k0, int k1, int64_t n_t, int6
 
 /* scan_rows with the amplitude prior: each score B is compared as
  * e = B^2 - w (B - mu_k)^2 where B > 0, B itself otherwise (never above a
- * positive threshold's square). */
+ * positive threshold's square); with per-template thresholds th (or NULL),
+ * e counts as UNDER_OWN where it is not over th_k^2 (scan_rows_own). */
 BS_VECTORIZED
 static void scan_rows_prior(const float *restrict B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi,
-                            float *restrict best, int32_t *restrict ibest, const float *restrict mu, float w)
+                            float *restrict best, int32_t *restrict ibest, const float *restrict mu, float w,
+                            const float *restrict th)
 {
     for (int k = k0; k < k1; k++) {
         const float *restrict row = B + (size_t)k * n_t;
-        const float m = mu[k];
+        const float m = mu[k], t = th ? th[k] * th[k] : -FLT_MAX; /* -FLT_MAX: every finite e stays */
         for (int64_t c = lo; c < hi; c++) {
             const float v = row[c], d = v - m;
-            const float e = v > 0.0f ? v * v - w * d * d : v;
+            const float e0 = v > 0.0f ? v * v - w * d * d : v;
+            const float e = e0 > t ? e0 : UNDER_OWN;
             const int gt = k == k0 || e > best[c];
             best[c] = gt ? e : best[c];
             ibest[c] = gt ? k : ibest[c];
@@ -250,31 +253,17 @@ static void scan_rows_prior(const float *restrict B, int k0, int k1, int64_t n_t
     }
 }
 
-/* scan_rows with per-template thresholds th (squared when sq: the amplitude
- * prior's scale): a score v (B, or the prior's e when sq) counts as v where it
- * is over its template's threshold, UNDER_OWN where not. */
+/* scan_rows with per-template thresholds th: a score counts as itself where
+ * it is over its template's threshold, UNDER_OWN where not. */
 BS_VECTORIZED
 static void scan_rows_own(const float *restrict B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi,
-                          float *restrict best, int32_t *restrict ibest, const float *restrict th,
-                          const float *restrict mu, float w)
+                          float *restrict best, int32_t *restrict ibest, const float *restrict th)
 {
     for (int k = k0; k < k1; k++) {
         const float *restrict row = B + (size_t)k * n_t;
-        if (!mu) {
-            const float t = th[k];
-            for (int64_t c = lo; c < hi; c++) {
-                const float e = row[c] > t ? row[c] : UNDER_OWN;
-                const int gt = k == k0 || e > best[c];
-                best[c] = gt ? e : best[c];
-                ibest[c] = gt ? k : ibest[c];
-            }
-            continue;
-        }
-        const float m = mu[k], t = th[k] * th[k];
+        const float t = th[k];
         for (int64_t c = lo; c < hi; c++) {
-            const float b = row[c], d = b - m;
-            const float v = b > 0.0f ? b * b - w * d * d : b;
-            const float e = v > t ? v : UNDER_OWN;
+            const float e = row[c] > t ? row[c] : UNDER_OWN;
             const int gt = k == k0 || e > best[c];
             best[c] = gt ? e : best[c];
             ibest[c] = gt ? k : ibest[c];
@@ -282,15 +271,16 @@ static void scan_rows_own(const float *restrict B, int k0, int k1, int64_t n_t, 
     }
 }
 
-/* scan_rows, or scan_rows_prior when the window has an amplitude prior, or
- * scan_rows_own when it has per-template thresholds */
+/* scan_rows, or scan_rows_prior when the window has an amplitude prior (with
+ * its per-template thresholds, if any), or scan_rows_own when it has only
+ * per-template thresholds */
 static void scan_rows_ws(const float *B, int k0, int k1, int64_t n_t, int64_t lo, int64_t hi, float *best,
                          int32_t *ibest, const bs_peel_ws *ws)
 {
-    if (ws->thk)
-        scan_rows_own(B, k0, k1, n_t, lo, hi, best, ibest, ws->thk, ws->amp_mu, ws->amp_prior);
-    else if (ws->amp_mu)
-        scan_rows_prior(B, k0, k1, n_t, lo, hi, best, ibest, ws->amp_mu, ws->amp_prior);
+    if (ws->amp_mu)
+        scan_rows_prior(B, k0, k1, n_t, lo, hi, best, ibest, ws->amp_mu, ws->amp_prior, ws->thk);
+    else if (ws->thk)
+        scan_rows_own(B, k0, k1, n_t, lo, hi, best, ibest, ws->thk);
     else
         scan_rows(B, k0, k1, n_t, lo, hi, best, ibest);
 }
