@@ -374,6 +374,9 @@ typedef struct {
                                     windows that chance would put there, and at least 3 (4) */
     double feature_min_dprime;   /* separation of the two parts along the spikes' first principal axis of
                                     features that splits a template no amplitude split took (5; 0: off) */
+    double pile_ratio;           /* a low-tier unit's amplitudes pile at its own threshold when a valley
+                                    between the threshold and their mode is this many times under both:
+                                    its spikes under the valley are removed (bs_threshold_pile; 1.5; 0: off) */
 } bs_split_params;
 
 void bs_split_default_params(bs_split_params *p);
@@ -389,6 +392,21 @@ size_t bs_split_bytes_per_spike(void);
  * scored). work holds n × bs_split_bytes_per_spike() bytes. */
 int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, int64_t n, void *work, float *thr,
                  double *dprime);
+
+/* A low-tier unit's noise crossings (docs/ALGORITHM.md §9.9): its amplitudes
+ * counted in sixteenths of its matching threshold th, from th to 3 th.
+ * bs_pile_count adds n amplitudes to c (BS_PILE_BINS counts). */
+#define BS_PILE_BINS 32
+void bs_pile_count(const float *amp, int64_t n, float th, int64_t *c);
+
+/* 1 when those counts c pile up at th: the first sixteenth c[0] and the
+ * highest later one (the mode) are each at least p->pile_ratio times the
+ * lowest sixteenth between them (the valley), by at least three standard
+ * deviations of the two counts (|c - c_valley| >= 3 sqrt(c + c_valley)), and
+ * c[0] holds at least p->min_spikes. *cut is then the valley's lower edge:
+ * the amplitudes under it are the threshold's noise crossings, those over it
+ * the unit's. 0 with p->pile_ratio 0. */
+int bs_threshold_pile(const bs_split_params *p, const int64_t *c, float th, float *cut);
 
 /* A spike's feature vector f (D values) projected on the axis v: the one
  * computation the split and the finish stage's stream both use, so that a

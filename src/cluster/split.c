@@ -88,6 +88,7 @@ void bs_split_default_params(bs_split_params *p)
     p->feature_min_dprime = 5.0;
     p->noise_cut = 1;
     p->high_own = 0;
+    p->pile_ratio = 1.5;
 }
 
 typedef struct {
@@ -191,6 +192,39 @@ int bs_amp_split(const bs_split_params *p, const float *amp, const int64_t *t, i
                  double *dprime)
 {
     return cut_split(p, p->min_dprime, amp, t, n, 1, p->min_low_amp, work, thr, dprime);
+}
+
+/* |a - b| at least three standard deviations of two counts: (a - b)^2 >= 9 (a + b). */
+static int counts_differ(int64_t a, int64_t b) { return (double)(a - b) * (double)(a - b) >= 9.0 * (double)(a + b); }
+
+void bs_pile_count(const float *amp, int64_t n, float th, int64_t *c)
+{
+    for (int64_t i = 0; th > 0 && i < n; i++) {
+        double b = ((double)amp[i] / (double)th - 1.0) * 16.0;
+        if (b >= 0 && b < BS_PILE_BINS)
+            c[(int)b]++;
+    }
+}
+
+int bs_threshold_pile(const bs_split_params *p, const int64_t *c, float th, float *cut)
+{
+    if (!(p->pile_ratio > 0) || !(th > 0))
+        return 0;
+    int mode = 1, valley = -1;
+    for (int j = 2; j < BS_PILE_BINS; j++)
+        if (c[j] > c[mode])
+            mode = j;
+    for (int j = 1; j < mode; j++)
+        if (valley < 0 || c[j] < c[valley])
+            valley = j;
+    if (valley < 0 || c[0] < p->min_spikes)
+        return 0;
+    double r = p->pile_ratio, v = (double)c[valley];
+    if ((double)c[0] < r * v || (double)c[mode] < r * v || !counts_differ(c[0], c[valley]) ||
+        !counts_differ(c[mode], c[valley]))
+        return 0;
+    *cut = (float)((double)th * (1.0 + valley / 16.0));
+    return 1;
 }
 
 float bs_feature_projection(const float *f, const float *v, int D)

@@ -428,6 +428,7 @@ static bs_status split_templates(disk_store *d, const bs_npy_rows *r_a, const bs
 typedef struct {
     int64_t ta, i; /* final time (time + template shift), spike index */
     int32_t k;     /* template (0..K1: after the amplitude and feature splits) */
+    float a;       /* amplitude, whitened units */
 } rec_t;
 
 static int rec_cmp(const void *x, const void *y)
@@ -480,6 +481,8 @@ typedef struct {
     const uint8_t *shadow_whole; /* [K2] 1: a shadow unit with too few spikes left, removed whole */
     const int32_t *collision_of; /* [K2] the neighbour a collision unit was found beside, -1: none */
     const uint8_t *noise;        /* [K2] 1: a noise unit (find_noise_units) */
+    const float *pile_cut;       /* [K2] a low-tier unit's spikes under this amplitude are its threshold's
+                                    pile of noise crossings (find_noise_units; 0: none) */
     int half_width;  /* shadow lag window half-width, samples */
     /* template shadows, found before the merges (per template, K1) */
     int K1, n_rounds;            /* templates after the splits; rounds of template shadows */
@@ -493,7 +496,7 @@ typedef struct {
     int64_t n_blk, *ts, *ix;
     int32_t *bk, *cs;
     float *ba, *bf, *bxy, *btf;
-    int64_t n_out, n_dup, n_shadow, n_collision, n_noise, n_blocks;
+    int64_t n_out, n_dup, n_shadow, n_collision, n_noise, n_pile, n_blocks;
 } export_state;
 
 static bs_status flush_block(export_state *e)
@@ -597,6 +600,10 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
         e->n_noise++;
         return BS_OK;
     }
+    if (r->a < e->pile_cut[u]) {
+        e->n_pile++;
+        return BS_OK;
+    }
     int64_t b = e->n_blk++;
     e->ts[b] = r->ta;
     e->ix[b] = r->i;
@@ -660,7 +667,7 @@ static bs_status stream_spikes(export_state *e, const bs_npy_rows *r_t, const bs
             prev_t = bt[i];
             int32_t k0 = bk[i];
             int32_t k = bs_split_rules_walk(R, k0, bt[i], ba[i], any_feat ? bf + (size_t)i * D : NULL, D);
-            buf[len++] = (rec_t){bt[i] + shift[k], s0 + i, k};
+            buf[len++] = (rec_t){bt[i] + shift[k], s0 + i, k, ba[i]};
         }
         if (st != BS_OK)
             break;
@@ -955,14 +962,20 @@ static bs_status find_collisions(disk_store *d, const bs_sparse_templates *T, co
  * spike amplitude is under fp->noise_median_of_threshold · th and, when fp->noise_edge_ratio > 0, whose
  * amplitudes in [th, th·17/16) outnumber those in [th·17/16, th·18/16) by more than that ratio
  * (th = fp->noise_threshold): its amplitudes pile up against the threshold. They are read back by index, in
- * blocks. noise[u] = 1 for those, else 0. */
+ * blocks. noise[u] = 1 for those, else 0. A unit exempt as a low-tier one is tested instead for a pile at
+ * its own threshold (the lowest thk[matching[k]] of its low-tier templates; bs_threshold_pile with
+ * fp->split.pile_ratio): pile_cut[u] is then the valley's amplitude, under which its spikes are removed,
+ * else 0 (*n_pile: units with a cut). */
 static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2, int K1, const int32_t *root,
                                   const int32_t *final_id, const int32_t *matching, const uint8_t *low_tier,
-                                  const int32_t *collision_of, const uint8_t *noise_part, const bs_finish_params *fp,
-                                  uint8_t *noise, int *n_noise)
+                                  const int32_t *collision_of, const uint8_t *noise_part, const float *thk,
+                                  const bs_finish_params *fp, uint8_t *noise, int *n_noise, float *pile_cut,
+                                  int *n_pile)
 {
-    *n_noise = 0;
+    *n_noise = *n_pile = 0;
     memset(noise, 0, (size_t)K2);
+    for (int u = 0; u < K2; u++)
+        pile_cut[u] = 0;
     for (int k = 0; k < K1; k++) /* a noise part no merge joined to another template (nor a collision unit) */
         if (noise_part[k] && collision_of[final_id[k]] < 0)
             noise[final_id[k]] = 3;
@@ -973,31 +986,45 @@ static bs_status find_noise_units(disk_store *d, const bs_npy_rows *r_a, int K2,
         if (noise[u] == 3)
             noise[u] = 1, (*n_noise)++;
     double th = fp->noise_threshold, max_median = fp->noise_median_of_threshold * th;
-    if (!(max_median > 0))
+    if (!(max_median > 0) && !(thk && fp->split.pile_ratio > 0))
         return BS_OK;
     for (int k = 0; low_tier && k < K1; k++) /* 2: exempt, a unit holding a low-tier template's spikes */
-        if (low_tier[matching[k]] && noise[final_id[k]] != 1)
-            noise[final_id[k]] = 2;
+        if (low_tier[matching[k]] && noise[final_id[k]] != 1) {
+            int u = final_id[k];
+            float t_k = thk ? thk[matching[k]] : 0;
+            pile_cut[u] = noise[u] == 2 && pile_cut[u] < t_k ? pile_cut[u] : t_k; /* its lowest threshold, for now */
+            noise[u] = 2;
+        }
     float *a = bs_mem_alloc("finish/noise", NOISE_BLOCK * sizeof *a);
     if (!a)
         return BS_ERR_MEMORY;
     double e1 = th * 17.0 / 16.0, e2 = th * 18.0 / 16.0;
     bs_status st = BS_OK;
     for (int u = 0; u < K2 && st == BS_OK; u++) {
-        if (noise[u] || root[u] < 0 || collision_of[u] >= 0)
+        float th_u = pile_cut[u];
+        pile_cut[u] = 0;
+        int lowt = noise[u] == 2 && th_u > 0;
+        if ((noise[u] && !lowt) || root[u] < 0 || collision_of[u] >= 0)
             continue;
         const int64_t *t, *idx;
-        int64_t n, low = 0, n1 = 0, n2 = 0;
+        int64_t n, low = 0, n1 = 0, n2 = 0, c16[BS_PILE_BINS] = {0};
         if ((st = store_get(d, root[u], 0, &t, &idx, &n)) != BS_OK)
             break;
         for (int64_t s = 0; s < n && st == BS_OK; s += NOISE_BLOCK) {
             int64_t c = n - s < NOISE_BLOCK ? n - s : NOISE_BLOCK;
             st = bs_npy_rows_gather(r_a, idx + s, c, a);
+            if (lowt)
+                bs_pile_count(a, c, th_u, c16);
             for (int64_t i = 0; i < c && st == BS_OK; i++) {
                 low += a[i] < max_median;
                 n1 += a[i] >= th && a[i] < e1;
                 n2 += a[i] >= e1 && a[i] < e2;
             }
+        }
+        if (lowt) {
+            if (st == BS_OK && bs_threshold_pile(&fp->split, c16, th_u, &pile_cut[u]))
+                (*n_pile)++;
+            continue;
         }
         if (st == BS_OK && n > 0 && 2 * low > n &&
             (!(fp->noise_edge_ratio > 0) || (double)n1 > fp->noise_edge_ratio * (double)n2)) {
@@ -1030,9 +1057,8 @@ size_t bs_finish_bytes(int K, int K1, int nt, int n_sup, int n_chan, int n_pc, i
                                                                                peak, index */
     b += 2 * k * (size_t)n_sup * sizeof(int32_t) + (C + 1) * sizeof(int32_t) + C; /* units by support channel,
                                                                                      one unit's support flags */
-    b += (k1 + 1) * (sizeof(int32_t) + 16 + 1) + NOISE_BLOCK * sizeof(float); /* collisions: partner, visiting
-                                                                                 order; noise units: flags,
-                                                                                 amplitudes */
+    b += (k1 + 1) * (sizeof(int32_t) + 16 + 1 + sizeof(float)) + NOISE_BLOCK * sizeof(float); /* collisions:
+                                                  partner, visiting order; noise units: flags, pile cuts, amplitudes */
     b += bs_bucket_bytes(K, sizeof(tpair), TRAIN_BUF_BYTES); /* train write buffers */
     b += 4 * (size_t)READ_BLOCK * sizeof(rec_t) + (size_t)READ_BLOCK * 12; /* reorder buffer (may double), reads */
     b += (size_t)READ_BLOCK * n_pc * n_pc_chan * sizeof(float); /* the reads' features, for the feature splits */
@@ -1239,8 +1265,9 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     uint8_t *shadow_whole = bs_mem_alloc("finish/shadows", (size_t)K2 + 1);
     int32_t *collision_of = bs_mem_alloc("finish/collisions", ((size_t)K2 + 1) * sizeof *collision_of);
     uint8_t *noise = bs_mem_alloc("finish/noise", (size_t)K2 + 1);
-    int n_shadowed = 0, n_whole = 0, n_noise = 0;
-    if (st == BS_OK && !(shadow_of && shadow_lag && shadow_whole && collision_of && noise && root && peak))
+    float *pile_cut = bs_mem_alloc("finish/noise", ((size_t)K2 + 1) * sizeof *pile_cut);
+    int n_shadowed = 0, n_whole = 0, n_noise = 0, n_pile = 0;
+    if (st == BS_OK && !(shadow_of && shadow_lag && shadow_whole && collision_of && noise && pile_cut && root && peak))
         st = BS_ERR_MEMORY;
     if (st == BS_OK) {
         unit_roots_peaks(&ds, &T, K1, final_id, root, peak);
@@ -1254,7 +1281,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
                              &n_collisions);
     if (st == BS_OK)
         st = find_noise_units(&ds, &r_a, K2, K1, root, final_id, matching, in->low_tier, collision_of, noise_part,
-                              in->fp, noise, &n_noise);
+                              in->threshold, in->fp, noise, &n_noise, pile_cut, &n_pile);
     bs_sparse_templates_free(&T);
     store_close(&ds);
 
@@ -1263,7 +1290,7 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
     memset(&e, 0, sizeof e);
     e.in = in, e.r_a = &r_a, e.r_f = &r_f, e.K = K, e.K2 = K2, e.P = P, e.npc = npc, e.matching = matching;
     e.shadow_of = shadow_of, e.shadow_lag = shadow_lag, e.shadow_whole = shadow_whole, e.half_width = sp.half_width;
-    e.collision_of = collision_of, e.noise = noise;
+    e.collision_of = collision_of, e.noise = noise, e.pile_cut = pile_cut;
     e.K1 = K1, e.n_rounds = n_rounds;
     e.tshadow_of = tshadow_of, e.tshadow_lag = tshadow_lag, e.tshadow_whole = tshadow_whole, e.shift = shift;
     e.tlast = tlast;
@@ -1373,10 +1400,10 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_log_info("%d templates, %d split by amplitude (%d of them noise cuts) and %d by features, %d merges, "
                     "%d units, %lld spikes (%lld duplicates removed; %lld shadow spikes of %d templates and %d units "
                     "removed, %d and %d of them whole; %d collision units of %lld spikes and %d noise units of %lld "
-                    "removed)",
+                    "removed; %d low-tier units' piles at their thresholds, %lld spikes, removed)",
                     K, K1 - K - n_fsplit, n_ncut, n_fsplit, n_merges, n_rows, (long long)e.n_out, (long long)e.n_dup,
                     (long long)e.n_shadow, n_tshadowed, n_shadowed, n_twhole, n_whole, n_collisions,
-                    (long long)e.n_collision, n_noise, (long long)e.n_noise);
+                    (long long)e.n_collision, n_noise, (long long)e.n_noise, n_pile, (long long)e.n_pile);
     for (int u = 0; u <= K2 && e.acg; u++)
         bs_acg_stream_free(&e.acg[u]);
     bs_mem_free(e.amp_sum), bs_mem_free(e.amp_n), bs_mem_free(e.acg), bs_mem_free(e.last);
@@ -1384,8 +1411,8 @@ bs_status bs_finish_run(const bs_finish_input *in, int *n_units, int64_t *n_spik
         bs_mem_free(e.bf), bs_mem_free(e.bxy), bs_mem_free(e.btf), bs_mem_free(tf_ind);
     bs_mem_free(shift), bs_mem_free(final_id), bs_mem_free(amp_mean), bs_mem_free(shadow_of), bs_mem_free(shadow_lag),
         bs_mem_free(shadow_whole);
-    bs_mem_free(collision_of), bs_mem_free(noise), bs_mem_free(root), bs_mem_free(peak), bs_mem_free(tshadow_of),
-        bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
+    bs_mem_free(collision_of), bs_mem_free(noise), bs_mem_free(pile_cut), bs_mem_free(root), bs_mem_free(peak),
+        bs_mem_free(tshadow_of), bs_mem_free(tshadow_lag), bs_mem_free(tshadow_whole), bs_mem_free(tlast),
         bs_mem_free(moff0), bs_mem_free(len0), bs_mem_free(matching), bs_mem_free(depth), bs_mem_free(noise_part);
     bs_mem_free(R.first), bs_mem_free(R.next), bs_mem_free(R.thr), bs_mem_free(R.kind), bs_mem_free(R.fv),
         bs_mem_free(R.fmean), bs_mem_free(R.noise), bs_mem_free(R.last_hi);
@@ -1506,6 +1533,13 @@ static bs_status run(bs_run_ctx *c)
     bs_finish_params fp = c->p->finish;
     fp.split.min_low_amp = fp.split.low_amp_of_threshold * c->p->match_threshold;
     fp.noise_threshold = c->p->match_threshold;
+    float *thk = NULL;
+    if (c->lt.low_tier) {
+        if (!(thk = bs_mem_alloc("finish/thresholds", (size_t)c->mt.K * sizeof *thk)))
+            return BS_ERR_MEMORY;
+        bs_match_thresholds(&c->mt, c->lt.low_tier, c->p->match_threshold, c->p->match_threshold_of_amp,
+                            c->p->match_threshold_floor, thk);
+    }
     bs_finish_input fin = {.rec = c->rec,
                            .stage_dir = c->stage_dir,
                            .out_dir = c->p->out_dir,
@@ -1515,10 +1549,13 @@ static bs_status run(bs_run_ctx *c)
                            .n_pc_chan = c->n_pc_chan,
                            .fp = &fp,
                            .low_tier = c->lt.low_tier,
+                           .threshold = thk,
                            .quiet = c->p->quiet,
                            .splits_done = splits_done,
                            .splits_arg = c};
-    BS_TRY(bs_finish_run(&fin, &c->n_units, &c->n_final));
+    bs_status st = bs_finish_run(&fin, &c->n_units, &c->n_final);
+    bs_mem_free(thk);
+    BS_TRY(st);
     int64_t n_periods, n_blanked;
     BS_TRY(publish_artifacts(c, &n_periods, &n_blanked));
     bs_run_summary *r = c->summary;

@@ -124,6 +124,9 @@ typedef struct {
     const bs_finish_params *fp;   /* merges, shadows, duplicates, labels */
     const uint8_t *low_tier;      /* K: 1 for a template of the low tier, whose own matching threshold is
                                      lower: its units are not tested as noise units (NULL: none) */
+    const float *threshold;       /* K: each template's matching threshold, whitened units (bs_match_thresholds;
+                                     NULL: none of the low tier); a low-tier unit whose amplitudes pile at
+                                     its own loses the pile as noise (bs_threshold_pile) */
     int quiet;
     /* called once the splits ran, with the template count after them, before the templates' waveforms
        (which it sizes) are allocated: the caller re-plans (NULL: none) */

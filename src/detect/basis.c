@@ -21,7 +21,7 @@ void bs_detect_default_params(bs_detect_params *p)
     p->n_shapes = 6;
     p->th_single_ch = 6.0f;
     p->th_universal = 9.0f;
-    p->th_low = 7.0f;
+    p->th_low = 6.75f;
     p->low_stride = 3;
     p->n_chans = 10;
     p->n_sizes = 5;

@@ -90,6 +90,14 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
                                     const float *U, bs_match_templates *out);
 void bs_match_templates_free(bs_match_templates *t);
 
+/* Each template's matching threshold, whitened units, into thk (K): threshold for a template of the high
+ * tier; for one of the low tier (low_tier[k], docs/ALGORITHM.md §8.4) of_amp times its amplitude
+ * norm_in[k], at least floor and at most threshold. The match stage peels with them, the finish stage
+ * reads a low-tier template's amplitudes against its own. Returns the low-tier templates (0 with of_amp 0
+ * or low_tier NULL: then thk is every template's threshold). */
+int bs_match_thresholds(const bs_match_templates *t, const uint8_t *low_tier, float threshold, double of_amp,
+                        float floor, float *thk);
+
 /* Expand template k's waveform into w (n_sup x nt floats). */
 void bs_match_template_waveform(const bs_match_templates *t, int k, float *w);
 

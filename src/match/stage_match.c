@@ -221,21 +221,14 @@ static bs_status run(bs_run_ctx *ctx)
         pp.amp_mu = mt->norm_in;
         pp.amp_prior = ctx->p->match_amp_prior;
     }
-    int n_low = 0; /* without low-tier templates every threshold is pp.threshold: the peeler needs none */
-    for (int k = 0; ctx->lt.low_tier && k < mt->K; k++)
-        n_low += ctx->lt.low_tier[k] != 0;
-    if (ctx->p->match_threshold_of_amp > 0 && n_low > 0) {
+    /* without low-tier templates every threshold is pp.threshold: the peeler needs none */
+    if (ctx->lt.low_tier) {
         thk = bs_mem_alloc("match/thresholds", (size_t)mt->K * sizeof *thk);
         if (!thk)
             return BS_ERR_MEMORY;
-        for (int k = 0; k < mt->K; k++) {
-            float v = (float)(ctx->p->match_threshold_of_amp * mt->norm_in[k]);
-            if (!ctx->lt.low_tier[k])
-                v = pp.threshold;
-            v = v < ctx->p->match_threshold_floor ? ctx->p->match_threshold_floor : v;
-            thk[k] = v < pp.threshold ? v : pp.threshold;
-        }
-        pp.tmpl_threshold = thk;
+        if (bs_match_thresholds(mt, ctx->lt.low_tier, pp.threshold, ctx->p->match_threshold_of_amp,
+                                ctx->p->match_threshold_floor, thk) > 0)
+            pp.tmpl_threshold = thk;
     }
     bs_npy_set files = {.n_open = 0};
     match_lane *lanes = calloc((size_t)L, sizeof *lanes);

@@ -178,6 +178,22 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
     return BS_OK;
 }
 
+int bs_match_thresholds(const bs_match_templates *t, const uint8_t *low_tier, float threshold, double of_amp,
+                        float floor, float *thk)
+{
+    int n_low = 0;
+    for (int k = 0; k < t->K; k++) {
+        thk[k] = threshold;
+        if (!low_tier || !low_tier[k] || !(of_amp > 0))
+            continue;
+        n_low++;
+        float v = (float)(of_amp * t->norm_in[k]);
+        v = v < floor ? floor : v;
+        thk[k] = v < threshold ? v : threshold;
+    }
+    return n_low;
+}
+
 void bs_match_template_waveform(const bs_match_templates *t, int k, float *w)
 {
     const int P = t->n_pc, nt = t->nt;

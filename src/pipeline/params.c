@@ -246,6 +246,9 @@ const bs_param_field bs_sort_param_fields[] = {
     F64("split", "feature_min_dprime", finish.split.feature_min_dprime, 0, 1000, NULL,
         "a template no amplitude split took splits when its spikes' features separate by this d' along their "
         "first principal axis (0: off)"),
+    F64Z("split", "pile_ratio", finish.split.pile_ratio, 1, 1000, NULL,
+         "a low-tier unit's amplitudes pile at its own threshold when a valley between the threshold's sixteenth "
+         "and their mode is this many times under both: its spikes under the valley are removed as noise (0: off)"),
     /* merges */
     F64("merge", "r_thresh", finish.merge.r_thresh, 0, 1, NULL, "template similarity needed to test a merge"),
     F64("merge", "acg_threshold", finish.merge.acg_threshold, 0, 10, "acg_threshold",

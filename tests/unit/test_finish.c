@@ -25,7 +25,8 @@
  * per-spike files, cluster tables and templates are compared with the
  * reference built in RAM; then, on the same trains, noise units, a noise cut
  * and an amplitude split refined by features (their planted spikes removed
- * or moved, every other spike where the reference put it). Also: the
+ * or moved, every other spike where the reference put it), and a low-tier unit's pile of noise crossings
+ * at its own threshold (the spikes under one cut in the valley removed, nothing else). Also: the
  * streamed autocorrelogram equals
  * bs_ccg_counts on random trains. And bs_finish_shadow_params: the lags in
  * samples, and a lag the shadow test cannot examine refused (not silently
@@ -443,6 +444,95 @@ static void run_case(const char *root, double rate_hz, double seconds, uint64_t 
                   (long long)q2);
         CHECK_MSG(n_units2 == T.K - (pass == 0 ? 2 : pass == 2), "pass %d: %d units left of %d", pass, n_units2, T.K);
         bs_mem_free(wt), bs_mem_free(wk);
+    }
+
+    /* a low-tier unit's pile at its own threshold (docs/ALGORITHM.md §9.9): template 6 (low tier, its
+     * threshold 4) gets a cell's amplitudes, 7 + 0.7 z, on 70 % of its spikes and crossings piled at 4,
+     * 4 + exponential(0.3), on the others. Without its threshold given (threshold NULL, the run X) nothing
+     * of it goes; with it (Y) Y is X less template 6's spikes under one cut, which lies in the valley
+     * (4.25-6), takes most of the pile and little of the cell; with split.pile_ratio 0 Y is X again. */
+    if (rate_hz <= 100) {
+        float *amp0 = malloc(sizeof(float) * n), thk[K];
+        memcpy(amp0, amp, sizeof(float) * n);
+        int64_t n_pile = 0, n_cell = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (k0[i] != 6)
+                continue;
+            if (synth_uniform(&r) < 0.3) {
+                amp[i] = (float)(4 - 0.3 * log(1 - synth_uniform(&r))), n_pile++;
+            } else {
+                double a;
+                do
+                    a = 7 + 0.7 * synth_normal(&r);
+                while (a < 4);
+                amp[i] = (float)a, n_cell++;
+            }
+        }
+        snprintf(path, sizeof path, "%s/amplitudes.npy", mdir);
+        CHECK(bs_npy_save(path, BS_NPY_F32, 1, s1, amp) == BS_OK);
+        for (int k = 0; k < K; k++)
+            thk[k] = k == 6 ? 4 : 8;
+        low_tier[6] = 1;
+        int64_t nx = 0, ny = 0, nxk = 0, nyk = 0, nxa = 0, nya = 0;
+        int32_t *xk = NULL, *yk = NULL;
+        int64_t *xt = NULL, *yt = NULL;
+        float *xa = NULL, *ya = NULL;
+        for (int run = 0; run < 3; run++) { /* X, Y, Y with pile_ratio 0 */
+            in.threshold = run ? thk : NULL;
+            fp.split.pile_ratio = run == 2 ? 0 : 1.5;
+            snprintf(out2, sizeof out2, "%s_pile%d", out, run);
+            st = bs_finish_run(&in, &n_units2, &n_out2);
+            CHECK_MSG(st == BS_OK, "finish (pile %d): %s", run, bs_last_error());
+            bs_mem_free(yt), bs_mem_free(yk), bs_mem_free(ya);
+            yt = load(out2, "spike_times.npy", BS_NPY_I64, 1, &ny);
+            yk = load(out2, "spike_templates.npy", BS_NPY_I32, 1, &nyk);
+            ya = load(out2, "amplitudes.npy", BS_NPY_F32, 1, &nya);
+            CHECK(yt && yk && ya && ny == nyk && ny == nya);
+            if (run == 0) {
+                xt = yt, xk = yk, xa = ya, nx = ny, nxk = nyk, nxa = nya;
+                yt = NULL, yk = NULL, ya = NULL;
+                continue;
+            }
+            /* Y walks X: every spike of X stays but template 6's under the cut */
+            float cut_lo = 0, cut_hi = 1e30f; /* the highest removed, the lowest kept of template 6 */
+            int64_t q3 = 0, gone = 0, gone_under5 = 0, x_under5 = 0;
+            int sub = xt && yt && nx == nxk && nx == nxa;
+            for (int64_t i = 0; sub && i < nx; i++) {
+                int kept = q3 < ny && yt[q3] == xt[i] && yk[q3] == xk[i];
+                if (xk[i] == 6)
+                    x_under5 += xa[i] < 5;
+                if (kept) {
+                    q3++;
+                    if (xk[i] == 6 && xa[i] < cut_hi)
+                        cut_hi = xa[i];
+                } else if (xk[i] == 6) {
+                    gone++, gone_under5 += xa[i] < 5;
+                    if (xa[i] > cut_lo)
+                        cut_lo = xa[i];
+                } else {
+                    sub = 0;
+                }
+            }
+            CHECK_MSG(sub && q3 == ny, "pile %d: a spike of another template went, or a new one came", run);
+            if (run == 2) {
+                CHECK_MSG(gone == 0, "pile_ratio 0: %lld spikes removed", (long long)gone);
+                continue;
+            }
+            printf("pile %d: %lld spikes of template 6 removed (%lld of its %lld under 5), cut in (%g, %g]\n", run,
+                   (long long)gone, (long long)gone_under5, (long long)x_under5, cut_lo, cut_hi);
+            CHECK_MSG(cut_lo < cut_hi && cut_lo >= 4.0f && cut_hi >= 4.25f && cut_lo < 6.0f,
+                      "pile: removed up to %g, kept from %g", cut_lo, cut_hi);
+            CHECK_MSG(gone_under5 >= x_under5 * 9 / 10 && gone - gone_under5 <= n_cell / 10,
+                      "pile: %lld of the %lld spikes under 5 removed, %lld over it (planted %lld pile, %lld cell)",
+                      (long long)gone_under5, (long long)x_under5, (long long)(gone - gone_under5),
+                      (long long)n_pile, (long long)n_cell);
+        }
+        bs_mem_free(xt), bs_mem_free(xk), bs_mem_free(xa), bs_mem_free(yt), bs_mem_free(yk), bs_mem_free(ya);
+        memcpy(amp, amp0, sizeof(float) * n);
+        free(amp0);
+        CHECK(bs_npy_save(path, BS_NPY_F32, 1, s1, amp) == BS_OK);
+        in.threshold = NULL;
+        fp.split.pile_ratio = 1.5;
     }
     in.low_tier = NULL;
     fp.noise_threshold = 0;

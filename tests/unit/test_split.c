@@ -22,6 +22,13 @@
  *     the features as given and negated (the axis turned round either way);
  *   - one cell's 700 spikes do not, nor two cells firing in different halves
  *     of the recording, nor with feature_min_dprime 0.
+ * And a low-tier unit's pile of noise crossings at its threshold
+ * (bs_threshold_pile, threshold 5): a cell at amplitude 7 (1,600 spikes,
+ * spread 0.8, cut at the threshold) with 700 crossings whose density falls
+ * from the threshold (exponential, scale 0.4) is cut between the two, which
+ * removes most crossings and few of the cell's spikes; the cell alone, a cell
+ * whose mode is at the threshold, a shallow valley, a valley of too few
+ * spikes and pile_ratio 0 are not cut.
  */
 #include "test.h"
 
@@ -413,9 +420,61 @@ static void test_time_overlap(void)
     CHECK(bs_time_overlap(a, 0, b, 200) == 1.0);
 }
 
+/* n amplitudes of a cell (normal: mean mu, sd) at or over th, then m crossings th + exponential(scale). */
+static int pile_make(synth_rng *r, double mu, double sd, int n, int m, double scale, float th)
+{
+    int k = 0;
+    while (k < n) {
+        double a = mu + sd * synth_normal(r);
+        if (a >= th)
+            amp[k++] = (float)a;
+    }
+    for (int i = 0; i < m; i++)
+        amp[k++] = (float)(th - scale * log(1.0 - synth_uniform(r)));
+    return k;
+}
+
+static int pile_of(const bs_split_params *p, int n, float th, float *cut)
+{
+    int64_t c[BS_PILE_BINS] = {0};
+    bs_pile_count(amp, n / 2, th, c); /* in two calls, as the stage adds blocks */
+    bs_pile_count(amp + n / 2, n - n / 2, th, c);
+    return bs_threshold_pile(p, c, th, cut);
+}
+
+static void test_pile(void)
+{
+    bs_split_params p = defaults();
+    synth_rng r = {17};
+    const float th = 5;
+    float cut = 0;
+    int n = pile_make(&r, 7.0, 0.8, 1600, 700, 0.4, th);
+    CHECK(pile_of(&p, n, th, &cut) == 1);
+    CHECK(cut > 5.4f && cut < 6.6f);
+    int cell_under = 0, cross_under = 0;
+    for (int i = 0; i < n; i++)
+        (i < 1600 ? &cell_under : &cross_under)[0] += amp[i] < cut;
+    CHECK(cross_under >= 560); /* at least 80 % of the crossings removed */
+    CHECK(cell_under <= 240);  /* at most 15 % of the cell's spikes */
+    CHECK(pile_of(&p, 1600, th, &cut) == 0); /* the cell alone: its density rises to its mode */
+    n = pile_make(&r, 5.0, 1.0, 1600, 0, 0.4, th); /* a cell whose mode is at the threshold */
+    CHECK(pile_of(&p, n, th, &cut) == 0);
+    n = pile_make(&r, 7.0, 0.8, 1600, 150, 0.4, th); /* a shallow valley: fewer crossings than 1.5 x it */
+    CHECK(pile_of(&p, n, th, &cut) == 0);
+    int64_t c[BS_PILE_BINS] = {12, 6, 5, 6, 12, 14, 9}; /* ratios over 2, under three standard deviations */
+    CHECK(bs_threshold_pile(&p, c, th, &cut) == 0);
+    for (int j = 0; j < 7; j++)
+        c[j] *= 10; /* the same shape, ten times the spikes */
+    CHECK(bs_threshold_pile(&p, c, th, &cut) == 1);
+    CHECK(cut == th * (1.0f + 2.0f / 16.0f)); /* the lowest sixteenth between the edge and the mode */
+    p.pile_ratio = 0;
+    CHECK(bs_threshold_pile(&p, c, th, &cut) == 0);
+}
+
 int main(void)
 {
     test_time_overlap();
+    test_pile();
     test_two_cells();
     test_one_cell();
     test_guards();
