@@ -600,7 +600,7 @@ static bs_status emit(export_state *e, const rec_t *r, const rec_t *next, int64_
         e->n_noise++;
         return BS_OK;
     }
-    if (r->a < e->pile_cut[u]) {
+    if (e->pile_cut[u] > 0 && r->a < e->pile_cut[u]) {
         e->n_pile++;
         return BS_OK;
     }
