@@ -24,9 +24,14 @@
  *      clustered first, as without it, then those scoring at most
  *      th_universal apart; a low-tier cluster whose mean features are like a
  *      high-tier cluster's of the center (cosine >= low_tier_max_cos) is that
- *      unit's low amplitudes and makes no template. The rest are units seen
- *      only under th_universal: their templates follow the center's others,
- *      flagged low_tier (the matcher's per-template thresholds apply to them).
+ *      unit's low amplitudes and makes no template, unless it holds at least
+ *      low_tier_majority times that cluster's spikes and a mean waveform
+ *      that passes the acceptance rule's norm (3.): the unit then lives
+ *      mostly under th_universal, and the low-tier cluster makes its template
+ *      instead of the high-tier one (a weaker one is a cloud of crossings
+ *      whose mean only leans towards the unit's shape). The rest are units seen only under
+ *      th_universal: their templates follow the center's others, flagged
+ *      low_tier (the matcher's per-template thresholds apply to them).
  *   3. Acceptance: a cluster makes a template when it has at least
  *      min_template_spikes spikes and its mean waveform's norm (the norm of
  *      its mean features: the PC basis is orthonormal) is at least
@@ -262,6 +267,9 @@ typedef struct {
     int64_t cap;          /* max_center_spikes (0: none) */
     float score_min;      /* with a low tier (detect.th_low), th_universal: the two tiers' bound (0: one tier) */
     double max_cos;       /* low_tier_max_cos */
+    double majority;      /* low_tier_majority */
+    double majority_min_norm; /* min_template_norm x match_threshold: the norm a low-tier cluster that takes
+                                 the unit's template needs (it must pass the acceptance rule) */
 } center_src;
 
 /* Centers per wave when W are clustered at once: CENTER_QUEUE a thread, so that a thread done with its
@@ -306,9 +314,9 @@ static bs_status cluster_sel(const center_src *c, const bs_cluster_params *cp, i
     return st;
 }
 
-/* A low-tier cluster like a high-tier one (cosine of the mean features >= max_cos) is the tail of that
- * unit's amplitudes: its spike count is set to 0, so that it makes no template. */
-static void drop_low_tier_copies(const bs_center_templates *hi, bs_center_templates *lo, double max_cos)
+/* (stage_cluster.h) */
+void bs_drop_low_tier_copies(bs_center_templates *hi, bs_center_templates *lo, double max_cos, double majority,
+                             double min_norm)
 {
     int D = lo->n_chans * lo->n_pcs;
     for (int j = 0; j < lo->n_clusters; j++) {
@@ -321,7 +329,12 @@ static void drop_low_tier_copies(const bs_center_templates *hi, bs_center_templa
             double ab = 0, nb = 0;
             for (int d = 0; d < D; d++)
                 ab += (double)a[d] * b[d], nb += (double)b[d] * b[d];
-            if (na > 0 && nb > 0 && ab >= max_cos * sqrt(na * nb))
+            if (!(na > 0 && nb > 0 && ab >= max_cos * sqrt(na * nb)))
+                continue;
+            if (majority > 0 && (double)lo->n_spikes[j] >= majority * (double)hi->n_spikes[i] &&
+                na >= min_norm * min_norm)
+                hi->n_spikes[i] = 0;
+            else
                 lo->n_spikes[j] = 0;
         }
     }
@@ -388,7 +401,7 @@ static bs_status cluster_one(const center_src *c, int k, bs_center_templates *ct
     if (st == BS_OK && nh < m) {
         st = cluster_sel(c, c->cp_low, k, sel + nh, pos_of + nh, m - nh, lo);
         if (st == BS_OK && ct->n_clusters > 0 && lo->n_clusters > 0)
-            drop_low_tier_copies(ct, lo, c->max_cos);
+            bs_drop_low_tier_copies(ct, lo, c->max_cos, c->majority, c->majority_min_norm);
     }
     bs_mem_free(sel);
     bs_mem_free(pos_of);
@@ -494,7 +507,9 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     bs_cluster_params cp_low = cp;
     cp_low.orphan_factor = 0;
     const center_src src = {&cp, &cp_low, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
-                            bs_detect_low_tier(&ctx->p->detect) ? ctx->p->detect.th_universal : 0, ctx->p->low_tier_max_cos};
+                            bs_detect_low_tier(&ctx->p->detect) ? ctx->p->detect.th_universal : 0,
+                            ctx->p->low_tier_max_cos, ctx->p->low_tier_majority,
+                            ctx->p->min_template_norm * ctx->p->match_threshold};
     int W = plan->cluster_width > 0 ? plan->cluster_width : 1, Q = queue_len(W);
     center_result *res = bs_mem_calloc("sort/center-results", (size_t)Q, sizeof *res);
     if (st == BS_OK && !res)

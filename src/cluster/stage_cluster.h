@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "cluster.h"
+
 /* Learned templates for matching: channel-sparse, low-rank on the temporal
  * basis (match.h). */
 typedef struct {
@@ -23,5 +25,14 @@ typedef struct {
 } bs_learned_templates;
 
 void bs_learned_templates_free(bs_learned_templates *lt);
+
+/* The two tiers' clusters of one center (docs/ALGORITHM.md §7.7): a low-tier cluster like a high-tier one
+ * (cosine of the mean features >= max_cos) is the tail of that unit's amplitudes: its spike count is set to
+ * 0, so that it makes no template. When it holds at least majority times the high-tier cluster's spikes
+ * (majority > 0) and its mean features' norm is at least min_norm (whitened units: the acceptance rule's
+ * floor, so that it can make a template), the unit is mostly under th_universal and the high-tier cluster's
+ * count is set to 0 instead: the unit's template is the low tier's. */
+void bs_drop_low_tier_copies(bs_center_templates *hi, bs_center_templates *lo, double max_cos, double majority,
+                             double min_norm);
 
 #endif

@@ -194,6 +194,10 @@ const bs_param_field bs_sort_param_fields[] = {
         "only centers with at most this many regular landmarks get orphan landmarks"),
     F64("cluster", "low_tier_max_cos", low_tier_max_cos, -1, 1, NULL,
         "a low-tier cluster this similar (cosine of mean features) to a high-tier one of its center makes no template"),
+    F64Z("cluster", "low_tier_majority", low_tier_majority, 1, 1e9, NULL,
+         "...unless it holds at least this many times that cluster's spikes and its mean waveform passes the "
+         "acceptance floor (min_template_norm_of_threshold): the low-tier cluster then makes the unit's template "
+         "and the high-tier one none (0: never)"),
     F64("cluster", "min_template_norm_of_threshold", min_template_norm, 0, 100, NULL,
         "clusters whose mean waveform's norm is under this fraction of the matching threshold make no template"),
     F64("cluster", "sum_max_residual", sum.max_resid, 0, 1, NULL,

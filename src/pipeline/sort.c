@@ -38,6 +38,7 @@ void bs_sort_default_params(bs_sort_params *p)
     p->match_threshold = 8.0f;
     p->match_threshold_of_amp = 0.7;
     p->low_tier_max_cos = 0.8;
+    p->low_tier_majority = 2.0;
     p->match_threshold_floor = 5.0f;
     p->match_amp_prior = 0.0f;
     p->match_max_iter = 50;

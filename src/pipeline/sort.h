@@ -120,6 +120,9 @@ typedef struct {
     int64_t max_center_spikes; /* spikes clustered per center: more are subsampled evenly (200000) */
     double low_tier_max_cos;   /* with a low tier (detect.th_low): a low-tier cluster whose mean features have
                                   at least this cosine with a high-tier cluster of its center makes no template */
+    double low_tier_majority;  /* ...unless it holds at least this many times that cluster's spikes and its
+                                  mean features' norm is at least min_template_norm x match_threshold: then the
+                                  high-tier cluster makes none and the low-tier one the unit's (2; 0: never) */
     size_t mem_budget;         /* bytes of tracked host memory the accountant was set to (0: unlimited);
                                   never changes the result */
     const char *mem_trace;     /* path of the JSON-lines allocation trace being recorded, or NULL */

@@ -7,13 +7,18 @@
  * apart without it or with independent trains), small centers, identical
  * labels for 1 and 2 threads, the memory peak equal to the size
  * function, and a rare unit of 15 spikes clustered apart by the orphan
- * landmarks.
+ * landmarks. And the two tiers of a center (bs_drop_low_tier_copies): a
+ * low-tier cluster like a high-tier one makes no template, unless it holds
+ * at least low_tier_majority times its spikes and a mean waveform that can
+ * make a template, when the high-tier one makes none; a low-tier cluster like
+ * none stays.
  */
 #include "test.h"
 
 #include <omp.h>
 
 #include "cluster/cluster.h"
+#include "cluster/stage_cluster.h"
 #include "common/rng.h"
 #include "mem/mem.h"
 
@@ -146,8 +151,38 @@ static void test_knn(int n, int m)
     free(dist);
 }
 
+/* One high-tier cluster of 93 spikes along feature 0; low-tier clusters of n_like spikes at cosine 0.95 with
+ * it and of 50 along feature 1 (cosine 0). Returns the counts left: hi, like, other. */
+static void tiers(int64_t n_like, double majority, float like_norm, int64_t *out)
+{
+    float a = like_norm, fh[4] = {10, 0, 0, 0}, fl[8] = {0.95f * a, 0.3122f * a, 0, 0, 0, 5, 0, 0};
+    int64_t nh[1] = {93}, nl[2] = {n_like, 50};
+    bs_center_templates hi = {.n_clusters = 1, .n_chans = 2, .n_pcs = 2, .n_spikes = nh, .feat = fh};
+    bs_center_templates lo = {.n_clusters = 2, .n_chans = 2, .n_pcs = 2, .n_spikes = nl, .feat = fl};
+    bs_drop_low_tier_copies(&hi, &lo, 0.8, majority, 6);
+    out[0] = nh[0], out[1] = nl[0], out[2] = nl[1];
+}
+
+static void test_tiers(void)
+{
+    int64_t c[3];
+    tiers(255, 2, 8, c); /* the unit mostly under th_universal: its low-tier cluster makes the template */
+    CHECK(c[0] == 0 && c[1] == 255 && c[2] == 50);
+    tiers(186, 2, 8, c); /* exactly twice */
+    CHECK(c[0] == 0 && c[1] == 186 && c[2] == 50);
+    tiers(185, 2, 8, c); /* under twice: the low-tier cluster is the unit's tail */
+    CHECK(c[0] == 93 && c[1] == 0 && c[2] == 50);
+    tiers(255, 0, 8, c); /* majority 0: never */
+    CHECK(c[0] == 93 && c[1] == 0 && c[2] == 50);
+    tiers(7000, 2, 5.9f, c); /* many low-tier crossings whose mean leans to the unit's shape, under the norm 6 */
+    CHECK(c[0] == 93 && c[1] == 0 && c[2] == 50);
+    tiers(255, 2, 6.1f, c); /* just over it */
+    CHECK(c[0] == 0 && c[1] == 255 && c[2] == 50);
+}
+
 int main(void)
 {
+    test_tiers();
     test_knn(500, 60);
     CHECK(bs_cluster_knn_block_rows(4000) < 1100);
     test_knn(1100, 4000);
