@@ -29,9 +29,10 @@
  *      that passes the acceptance rule's norm (3.): the unit then lives
  *      mostly under th_universal, and the low-tier cluster makes its template
  *      instead of the high-tier one (a weaker one is a cloud of crossings
- *      whose mean only leans towards the unit's shape). The rest are units seen only under
- *      th_universal: their templates follow the center's others, flagged
- *      low_tier (the matcher's per-template thresholds apply to them).
+ *      whose mean only leans towards the unit's shape). The rest are units
+ *      seen only under th_universal: their templates follow the center's
+ *      others, flagged low_tier (the matcher's per-template thresholds apply
+ *      to them).
  *   3. Acceptance: a cluster makes a template when it has at least
  *      min_template_spikes spikes and its mean waveform's norm (the norm of
  *      its mean features: the PC basis is orthonormal) is at least
