@@ -249,9 +249,17 @@ static void pack_spectra(bs_match_templates *t)
 static int sub_cols(const bs_match_templates *t) { return t->fir.T / 8 * 8; }
 
 /* One thread's filter-bank scratch and inverse output, floats (whole vectors of 16). */
+/* The filter bank's transform length and its scratch floats, from nt alone (bs_firbank_init makes the same
+ * n and T = n - nt + 1), so that a template set of shape only (the memory plan's, whose bank is not made)
+ * sizes the workspace as the real one does. */
+static size_t fir_n(const bs_match_templates *t)
+{
+    return (size_t)bs_firbank_n(t->nt);
+}
+
 static size_t fft_floats(const bs_match_templates *t)
 {
-    return bs_firbank_scratch_floats(t->nt) + (size_t)t->fir.T * BS_FIRBANK_LANES;
+    return bs_firbank_scratch_floats(t->nt) + (fir_n(t) - (size_t)t->nt + 1) * BS_FIRBANK_LANES;
 }
 
 /* Templates whose spectra ws->S holds. */
@@ -263,14 +271,14 @@ static size_t chunk_templates(const bs_match_templates *t)
 
 size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 {
-    const size_t n = (size_t)t->fir.n;
+    const size_t n = fir_n(t);
     return sizeof(float) * (TILES * (size_t)t->n_chan * n + chunk_templates(t) * TILES * n +
                             (size_t)n_threads * ((size_t)t->n_sup * n + fft_floats(t)));
 }
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws)
 {
-    const size_t n = (size_t)t->fir.n;
+    const size_t n = fir_n(t);
     ws->n_threads = n_threads;
     ws->X = bs_mem_alloc("match/score_ws", sizeof(float) * TILES * (size_t)t->n_chan * n);
     ws->S = bs_mem_alloc("match/score_ws", sizeof(float) * chunk_templates(t) * TILES * n);

@@ -405,6 +405,10 @@ int main(void)
         size_t peak_peel = bs_mem_tag_peak("match/peel", BS_DEV_HOST) + bs_mem_tag_peak("match/scores", BS_DEV_HOST) +
                            bs_mem_tag_peak("match/score_ws", BS_DEV_HOST);
         CHECK(peak_peel == bs_peel_ws_bytes(&t, n_t, 50, 1));
+        /* the memory plan sizes it from the shape alone (stage_match.c: no filter bank made) */
+        bs_match_templates shape = {.K = t.K, .n_chan = t.n_chan, .nt = t.nt, .n_pc = t.n_pc, .n_sup = t.n_sup};
+        CHECK(bs_peel_ws_bytes(&shape, n_t, 50, 1) == peak_peel);
+        CHECK(bs_match_scores_ws_bytes(&shape, 2) == bs_match_scores_ws_bytes(&t, 2));
         CHECK(bs_mem_tag_peak("match/scores", BS_DEV_HOST) == bs_match_scores_bytes(K, n_t));
         omp_set_num_threads(2);
         int it2 = peel(&t, &pt, X2, n_t, 0, 0, n_t, 6.0f, 2, &s2, &n2);
