@@ -103,6 +103,12 @@ static double centroid_norm(const bs_center_templates *ct, int j, int P)
     return sqrt(e);
 }
 
+/* The acceptance rule's floor on a cluster's mean-waveform norm, whitened units. */
+static double template_norm_floor(const bs_sort_params *p)
+{
+    return p->min_template_norm * p->match_threshold;
+}
+
 /* 1 if cluster j makes a template (acceptance, above): enough spikes, or fewer (down to
  * small_template_spikes) with a mean waveform too large to be noise crossings, and a norm over the floor. */
 static int makes_template(const bs_sort_params *p, const bs_center_templates *ct, int j, int P)
@@ -111,7 +117,7 @@ static int makes_template(const bs_sort_params *p, const bs_center_templates *ct
     const int enough = ct->n_spikes[j] >= p->min_template_spikes ||
                        (p->small_template_norm > 0 && ct->n_spikes[j] >= p->small_template_spikes &&
                         norm >= p->small_template_norm * thr);
-    return enough && norm >= p->min_template_norm * thr;
+    return enough && norm >= template_norm_floor(p);
 }
 
 /* Append cluster j of a center as a template: its n_sup channels with the
@@ -269,8 +275,8 @@ typedef struct {
     float score_min;      /* with a low tier (detect.th_low), th_universal: the two tiers' bound (0: one tier) */
     double max_cos;       /* low_tier_max_cos */
     double majority;      /* low_tier_majority */
-    double majority_min_norm; /* min_template_norm x match_threshold: the norm a low-tier cluster that takes
-                                 the unit's template needs (it must pass the acceptance rule) */
+    double majority_min_norm; /* template_norm_floor: the norm a low-tier cluster that takes the unit's
+                                 template needs (it must pass the acceptance rule) */
 } center_src;
 
 /* Centers per wave when W are clustered at once: CENTER_QUEUE a thread, so that a thread done with its
@@ -510,7 +516,7 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     const center_src src = {&cp, &cp_low, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
                             bs_detect_low_tier(&ctx->p->detect) ? ctx->p->detect.th_universal : 0,
                             ctx->p->low_tier_max_cos, ctx->p->low_tier_majority,
-                            ctx->p->min_template_norm * ctx->p->match_threshold};
+                            template_norm_floor(ctx->p)};
     int W = plan->cluster_width > 0 ? plan->cluster_width : 1, Q = queue_len(W);
     center_result *res = bs_mem_calloc("sort/center-results", (size_t)Q, sizeof *res);
     if (st == BS_OK && !res)

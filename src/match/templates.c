@@ -248,15 +248,15 @@ static void pack_spectra(bs_match_templates *t)
 /* Columns of a score sub-tile: the filter bank's T, whole vectors of 8. */
 static int sub_cols(const bs_match_templates *t) { return t->fir.T / 8 * 8; }
 
-/* One thread's filter-bank scratch and inverse output, floats (whole vectors of 16). */
-/* The filter bank's transform length and its scratch floats, from nt alone (bs_firbank_init makes the same
- * n and T = n - nt + 1), so that a template set of shape only (the memory plan's, whose bank is not made)
- * sizes the workspace as the real one does. */
+/* The filter bank's transform length, from nt alone (bs_firbank_init makes the same n, and T = n - nt + 1),
+ * so that a template set of shape only (the memory plan's, whose bank is not made) sizes the workspace as
+ * the real one does. */
 static size_t fir_n(const bs_match_templates *t)
 {
     return (size_t)bs_firbank_n(t->nt);
 }
 
+/* One thread's filter-bank scratch and inverse output, floats (whole vectors of 16). */
 static size_t fft_floats(const bs_match_templates *t)
 {
     return bs_firbank_scratch_floats(t->nt) + (fir_n(t) - (size_t)t->nt + 1) * BS_FIRBANK_LANES;
