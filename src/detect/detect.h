@@ -39,7 +39,9 @@
  *    is skipped. The looser bound is computed for 64 columns at a time over
  *    every position (vectorised over time, from the per-channel maxima);
  *    the tighter one is computed before the exact score, from the same
- *    filter outputs (kept with the shapes of a column side by side). The
+ *    filter outputs (kept with the shapes of a column side by side); with
+ *    AVX-512, a per-position bound from the plane nearest its envelopes
+ *    (grid.c's subspace_bound, `sub`) prunes further before the score. The
  *    result is identical to the exhaustive evaluation (a test checks this),
  *    at a small fraction of the cost, because spikes are sparse.
  *
@@ -153,7 +155,13 @@ typedef struct {
     int *set_chans;   /* [n_sets × n_chans] each set's channels, ascending */
     int *set_start;   /* [n_sets + 1] its positions are set_pos[set_start[s] .. set_start[s + 1]) */
     int *set_pos;     /* [n_pos] positions grouped by set, ascending within a set */
+    /* each position's subspace bound (universal.c): [n_pos × BS_GRID_SUB_FLOATS(n_chans, n_sizes)], the two
+       orthonormal directions over its channels (ascending: its set's order) nearest its envelopes (2 × n_chans), then per
+       size the envelope's two coordinates on them and the norm of its remainder, rounded up (3 × n_sizes) */
+    float *sub;
 } bs_detect_grid;
+
+#define BS_GRID_SUB_FLOATS(n_chans, n_sizes) (2 * (n_chans) + 3 * (n_sizes))
 
 bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_detect_grid *g);
 void bs_grid_free(bs_detect_grid *g);

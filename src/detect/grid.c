@@ -2,12 +2,14 @@
  * grid.c - the grid of candidate spike positions and their channel
  * neighbourhoods and spatial envelopes (see detect.h, part 2), and the
  * positions grouped by their set of channels (build_sets: positions of one
- * set share their score bounds in universal.c).
+ * set share their score bounds in universal.c), and each position's
+ * subspace bound (subspace_bound).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/eigen.h"
 #include "../io/probe.h"
 #include "../mem/mem.h"
 #include "detect.h"
@@ -51,6 +53,7 @@ void bs_grid_free(bs_detect_grid *g)
     bs_mem_free(g->set_chans);
     bs_mem_free(g->set_start);
     bs_mem_free(g->set_pos);
+    bs_mem_free(g->sub);
     memset(g, 0, sizeof *g);
 }
 
@@ -116,6 +119,56 @@ static bs_status build_sets(bs_detect_grid *g)
     free(sorted);
     free(order);
     return BS_OK;
+}
+
+/*
+ * The subspace bound of a position with envelopes w_s (S unit vectors over
+ * its nC channels): q1, q2, the top two eigenvectors of Σ_s w_s w_sᵀ, and per
+ * size a_s = (w_s·q1, w_s·q2) and r_s >= |w_s - a_s1 q1 - a_s2 q2|. For any
+ * vector b of filter outputs on those channels, with p = (b·q1, b·q2),
+ *     |w_s·b| <= |a_s·p| + r_s sqrt(|b|² - |p|²)
+ * (Cauchy–Schwarz on the part of w_s outside the plane). Envelopes of one
+ * centre and growing widths lie close to such a plane, so the bound is far
+ * below |b| where b does not look like them (noise, a spike of another
+ * position). out: BS_GRID_SUB_FLOATS(nC, S) floats, computed in double;
+ * r_s is rounded up, by more than the float rounding of q and a.
+ */
+static bs_status subspace_bound(const float *w, int S, int nC, float *out)
+{
+    double *a = malloc(sizeof(double) * (size_t)nC * nC * 2), *ev = malloc(sizeof(double) * (size_t)nC);
+    if (!a || !ev) {
+        free(a);
+        free(ev);
+        return BS_ERR_MEMORY;
+    }
+    double *vec = a + (size_t)nC * nC;
+    for (int i = 0; i < nC; i++)
+        for (int j = 0; j < nC; j++) {
+            double v = 0;
+            for (int s = 0; s < S; s++)
+                v += (double)w[s * nC + i] * w[s * nC + j];
+            a[i * nC + j] = v;
+        }
+    bs_status st = bs_eigh_jacobi(a, nC, ev, vec);
+    for (int d = 0; d < 2 && st == BS_OK; d++)
+        for (int j = 0; j < nC; j++)
+            out[d * nC + j] = d < nC ? (float)vec[d * nC + j] : 0.0f;
+    for (int s = 0; s < S && st == BS_OK; s++) {
+        double c[2] = {0, 0}, r = 0;
+        for (int d = 0; d < 2; d++)
+            for (int j = 0; j < nC; j++)
+                c[d] += (double)w[s * nC + j] * out[d * nC + j];
+        for (int j = 0; j < nC; j++) {
+            double e = w[s * nC + j] - c[0] * out[j] - c[1] * out[nC + j];
+            r += e * e;
+        }
+        out[2 * nC + 3 * s] = (float)c[0];
+        out[2 * nC + 3 * s + 1] = (float)c[1];
+        out[2 * nC + 3 * s + 2] = (float)(sqrt(r) + 1e-6);
+    }
+    free(a);
+    free(ev);
+    return st;
 }
 
 bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_detect_grid *g)
@@ -230,5 +283,27 @@ bs_status bs_grid_build(const bs_probe *probe, const bs_detect_params *p, bs_det
     }
     free(rank);
     free(prank);
+    /* each position's subspace bound, over its channels in ascending order (its set's, build_sets) */
+    const int S = p->n_sizes;
+    const size_t nsub = BS_GRID_SUB_FLOATS(nC, S);
+    g->sub = bs_mem_alloc("detect/grid", (size_t)F * nsub * sizeof(float));
+    ranked *asc = malloc((size_t)nC * sizeof *asc);
+    float *wa = malloc((size_t)S * nC * sizeof *wa);
+    bs_status st = g->sub && asc && wa ? BS_OK : BS_ERR_MEMORY;
+    for (int f = 0; f < F && st == BS_OK; f++) {
+        for (int j = 0; j < nC; j++)
+            asc[j] = (ranked){g->ichan[(size_t)f * nC + j], j};
+        qsort(asc, (size_t)nC, sizeof *asc, ranked_cmp);
+        for (int s = 0; s < S; s++)
+            for (int j = 0; j < nC; j++)
+                wa[s * nC + j] = g->weights[((size_t)f * S + s) * nC + asc[j].idx];
+        st = subspace_bound(wa, S, nC, g->sub + (size_t)f * nsub);
+    }
+    free(asc);
+    free(wa);
+    if (st != BS_OK) {
+        bs_grid_free(g);
+        return st;
+    }
     return build_sets(g);
 }

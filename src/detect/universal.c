@@ -387,40 +387,6 @@ static inline __attribute__((always_inline, target("avx512f"))) void score2_at(c
     }
 }
 
-/* tight_bounds and the test against th2 for one vector of shapes (KP = 8),
- * two columns to a 16-lane vector: keeps, in order and in place, the columns
- * idx[e] whose bound exceeds th2 (some lane of their sums does) and returns
- * their count. Its sums are fused and in another order than tight_at's: the
- * bound only prunes, with a margin far above that rounding. */
-__attribute__((target("avx512f"))) static int tight_keep16(const float *fs, size_t L, const int *ich, int nC, int *idx,
-                                                           int n, float th2)
-{
-    const __m512 t2 = _mm512_set1_ps(th2);
-    int q = 0, e = 0;
-    for (; e < n; e += 2) {
-        const size_t i0 = (size_t)idx[e] * VL, i1 = e + 1 < n ? (size_t)idx[e + 1] * VL : i0;
-        __m512 sq0 = _mm512_setzero_ps(), sq1 = _mm512_setzero_ps();
-        for (int j = 0; j < nC; j++) {
-            const float *fc = fs + (size_t)ich[j] * L * VL;
-            __m512 x = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0));
-            x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(_mm256_loadu_ps(fc + i1)), 1));
-            if (j & 1)
-                sq1 = _mm512_fmadd_ps(x, x, sq1);
-            else
-                sq0 = _mm512_fmadd_ps(x, x, sq0);
-        }
-        __mmask16 pass = _mm512_cmp_ps_mask(_mm512_add_ps(sq0, sq1), t2, _CMP_GT_OQ);
-        const int second = e + 1 < n ? idx[e + 1] : 0;
-        idx[q] = idx[e];
-        q += (pass & 0xff) != 0;
-        if (e + 1 < n) {
-            idx[q] = second;
-            q += (pass >> VL) != 0;
-        }
-    }
-    return q;
-}
-
 /* score_position at columns i0 and i1 (one vector of shapes, 1 to 6 sizes: pairs_ok). */
 static int pairs_ok(const bs_detect_grid *g, int K) { return padded_shapes(K) == VL && g->n_sizes >= 1 && g->n_sizes <= 6; }
 
@@ -439,6 +405,100 @@ __attribute__((target("avx512f"))) static void score_position2(const bs_detect_g
     }
 }
 #endif
+
+#define SUB_GROUP 8 /* positions of a set bounded together (their sums held in registers) */
+
+/*
+ * The tight bound and the subspace bound (grid.c's subspace_bound) of NP
+ * positions of one set together, for one vector of shapes (KP = 8), two
+ * columns to a 16-lane vector: each column idx[e] is loaded once per
+ * channel (the set's channels, ascending: the order of the positions'
+ * directions in g->sub) for its sums of squares |b|² per shape and each
+ * position's p = (b·q1, b·q2). Position k keeps, in order, the columns
+ * where some shape's bound, max over sizes of |a_s·p| + r_s R with R² =
+ * max(|b|² - |p|², 0), exceeds th2: cols[k][0 .. cnt[k]). The bound is at
+ * most the tight bound |b| (|a_s|² + r_s² = |w_s|² = 1), so a pair whose
+ * |b|² does not exceed th2 in any lane stops before the positions' bounds.
+ * Only a prune: the score (score2_at) decides. Margins of
+ * 1e-5 |b|² on R² and 5e-6 (|b|² / th + th) >= 1e-5 |b| on the bound exceed
+ * the float rounding of |b|², p and the projections (about 1e-6 of |b| or
+ * |b|² with 10 to 64 channels), so a column pruned here has a float score
+ * under the threshold th. Inlined with constant NP.
+ */
+static inline __attribute__((always_inline, target("avx512f"))) void
+subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *pos, const float *fs, size_t L,
+                  const int *idx, int n, float th, float th2, int *cnt, int (*cols)[SCORE_BLOCK])
+{
+    const int nC = g->n_chans, S = g->n_sizes;
+    const size_t sub = (size_t)BS_GRID_SUB_FLOATS(nC, S);
+    const float *q[SUB_GROUP];
+    for (int k = 0; k < NP; k++) {
+        q[k] = g->sub + (size_t)pos[k] * sub;
+        cnt[k] = 0;
+    }
+    const __m512 t2 = _mm512_set1_ps(th2), eps = _mm512_set1_ps(1e-5f), zero = _mm512_setzero_ps();
+    const __m512 m1 = _mm512_set1_ps(5e-6f / th), m0 = _mm512_set1_ps(5e-6f * th), up = _mm512_set1_ps(1.0f + 0x1p-12f);
+    for (int e = 0; e < n; e += 2) {
+        const int e1 = e + 1 < n ? e + 1 : e;
+        const size_t i0 = (size_t)idx[e] * VL, i1 = (size_t)idx[e1] * VL;
+        __m512 b2 = zero, p1[SUB_GROUP], p2[SUB_GROUP];
+        for (int k = 0; k < NP; k++)
+            p1[k] = p2[k] = zero;
+        for (int j = 0; j < nC; j++) {
+            const float *fc = fs + (size_t)ich[j] * L * VL;
+            __m512 x = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0));
+            x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(_mm256_loadu_ps(fc + i1)), 1));
+            b2 = _mm512_fmadd_ps(x, x, b2);
+            for (int k = 0; k < NP; k++) {
+                p1[k] = _mm512_fmadd_ps(_mm512_set1_ps(q[k][j]), x, p1[k]);
+                p2[k] = _mm512_fmadd_ps(_mm512_set1_ps(q[k][nC + j]), x, p2[k]);
+            }
+        }
+        if (!_mm512_cmp_ps_mask(b2, t2, _CMP_GT_OQ)) /* the tight bound: no position's column passes */
+            continue;
+        const __m512 margin = _mm512_fmadd_ps(m1, b2, m0);
+        for (int k = 0; k < NP; k++) {
+            const float *coef = q[k] + 2 * nC;
+            __m512 r2 = _mm512_fnmadd_ps(p2[k], p2[k], _mm512_fnmadd_ps(p1[k], p1[k], b2));
+            /* R from the reciprocal root's estimate (relative error under 2^-14), raised by 2^-12: at least
+               the root (0 * inf = NaN where |b|² = 0: max_ps below then keeps 0, and the column has score 0) */
+            r2 = _mm512_fmadd_ps(eps, b2, _mm512_max_ps(r2, zero));
+            const __m512 R = _mm512_mul_ps(_mm512_mul_ps(r2, _mm512_rsqrt14_ps(r2)), up);
+            __m512 best = zero;
+            for (int s = 0; s < S; s++) {
+                const float *c = coef + 3 * s;
+                __m512 a = _mm512_fmadd_ps(_mm512_set1_ps(c[1]), p2[k], _mm512_mul_ps(_mm512_set1_ps(c[0]), p1[k]));
+                best = _mm512_max_ps(_mm512_fmadd_ps(_mm512_set1_ps(c[2]), R, _mm512_abs_ps(a)), best);
+            }
+            best = _mm512_add_ps(margin, best);
+            const __mmask16 pass = _mm512_cmp_ps_mask(_mm512_mul_ps(best, best), t2, _CMP_GT_OQ);
+            cols[k][cnt[k]] = idx[e];
+            cnt[k] += (pass & 0xff) != 0;
+            if (e1 != e) {
+                cols[k][cnt[k]] = idx[e1];
+                cnt[k] += (pass >> VL) != 0;
+            }
+        }
+    }
+}
+
+/* subspace_group_at for np (1 to SUB_GROUP) positions */
+__attribute__((target("avx512f"))) static void subspace_group16(int np, const bs_detect_grid *g, const int *ich,
+                                                               const int *pos, const float *fs, size_t L,
+                                                               const int *idx, int n, float th, float th2, int *cnt,
+                                                               int (*cols)[SCORE_BLOCK])
+{
+    switch (np) {
+    case 1: subspace_group_at(1, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    case 2: subspace_group_at(2, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    case 3: subspace_group_at(3, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    case 4: subspace_group_at(4, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    case 5: subspace_group_at(5, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    case 6: subspace_group_at(6, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    case 7: subspace_group_at(7, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    default: subspace_group_at(SUB_GROUP, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
+    }
+}
 
 /* lb[i] = Σ_j m[ich[j] * stride + i] for i < n, summed in j order. */
 BS_VECTORIZED static void loose_bound(const float *restrict m, size_t stride, const int *ich, int nC, size_t n,
@@ -880,40 +940,50 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const
                         m += lb[i] > th2;
                     }
                 }
-                if (!exhaustive) { /* the columns past the tight bound */
+                const int subspace = 0
 #ifdef BS_HAVE_AVX512_KERNELS
-                    if (pair_scores)
-                        m = tight_keep16(fsb, W, ich, nC, idx, m, th2);
-                    else
+                                     || (pair_scores && !exhaustive)
 #endif
-                    {
-                        tight_bounds(K, fsb, W, ich, nC, idx, m, tb);
-                        int q = 0;
-                        for (int e = 0; e < m; e++) {
-                            idx[q] = idx[e];
-                            q += tb[e] > th2;
-                        }
-                        m = q;
+                    ;
+                if (!exhaustive && !subspace) { /* the columns past the tight bound */
+                    tight_bounds(K, fsb, W, ich, nC, idx, m, tb);
+                    int q = 0;
+                    for (int e = 0; e < m; e++) {
+                        idx[q] = idx[e];
+                        q += tb[e] > th2;
                     }
+                    m = q;
                 }
                 const float bound2 = exhaustive ? -1.0f : th2;
+                int cnt[SUB_GROUP], cols[SUB_GROUP][BL];
                 for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
-                    const int f = g->set_pos[pi];
-                    int e = 0;
+                    const int f = g->set_pos[pi], k = (pi - g->set_start[set]) % SUB_GROUP;
+                    const int *col = idx;
+                    int e = 0, mf = m;
 #ifdef BS_HAVE_AVX512_KERNELS
-                    for (candidate two[2]; pair_scores && e + 1 < m && st == BS_OK; e += 2) {
-                        score_position2(g, K, fsb, W, (size_t)idx[e], (size_t)idx[e + 1], f, bound2, two);
+                    if (subspace) { /* each position's columns past the tight and subspace bounds, SUB_GROUP
+                                       positions of the set at a time */
+                        if (k == 0) {
+                            const int np = g->set_start[set + 1] - pi;
+                            subspace_group16(np < SUB_GROUP ? np : SUB_GROUP, g, ich, g->set_pos + pi, fsb, W, idx, m,
+                                             th, th2, cnt, cols);
+                        }
+                        col = cols[k];
+                        mf = cnt[k];
+                    }
+                    for (candidate two[2]; pair_scores && e + 1 < mf && st == BS_OK; e += 2) {
+                        score_position2(g, K, fsb, W, (size_t)col[e], (size_t)col[e + 1], f, bound2, two);
                         for (int h = 0; h < 2 && st == BS_OK; h++)
                             if (two[h].score > th) {
-                                two[h].t = b0 + idx[e + h];
+                                two[h].t = b0 + col[e + h];
                                 st = cand_push(&found, two[h]);
                             }
                     }
 #endif
-                    for (; e < m && st == BS_OK; e++) {
-                        candidate cd = score_position(g, K, fsb, W, (size_t)idx[e], f, bound2);
+                    for (; e < mf && st == BS_OK; e++) {
+                        candidate cd = score_position(g, K, fsb, W, (size_t)col[e], f, bound2);
                         if (cd.score > th) {
-                            cd.t = b0 + idx[e];
+                            cd.t = b0 + col[e];
                             st = cand_push(&found, cd);
                         }
                     }

@@ -156,7 +156,8 @@ static size_t grid_bytes(const bs_detect_grid *g, int n_sizes)
     size_t F = (size_t)g->n_pos;
     return F * (2 * sizeof(float) + sizeof(int)) + F * (size_t)g->n_chans * sizeof(int) +
            F * (size_t)n_sizes * (size_t)g->n_chans * sizeof(float) + F * (size_t)g->n_neighbors * sizeof(int) +
-           (size_t)g->n_sets * (size_t)g->n_chans * sizeof(int) + ((size_t)g->n_sets + 1 + F) * sizeof(int);
+           (size_t)g->n_sets * (size_t)g->n_chans * sizeof(int) + ((size_t)g->n_sets + 1 + F) * sizeof(int) +
+           F * (size_t)BS_GRID_SUB_FLOATS(g->n_chans, n_sizes) * sizeof(float);
 }
 
 static void finalize(bs_sort_plan *pl)

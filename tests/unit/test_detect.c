@@ -175,6 +175,61 @@ int main(void)
     /* 2 columns 32 µm apart -> 3 grid columns; rows every 10 µm over 300 µm */
     CHECK(grid.n_pos == 3 * 31);
     CHECK(grid.n_chans == 10 && grid.neighbors[0] == 0);
+    /* each position's subspace bound: two orthonormal directions, and for random filter outputs (some along
+       an envelope, some random) max over sizes of |a_s.p| + r_s |b - p| is at least every |w_s.b|, and below
+       |b| where b is noise */
+    {
+        bs_rng rng;
+        bs_rng_seed(&rng, 7);
+        const int nC = grid.n_chans, S = grid.n_sizes;
+        int bad = 0, tighter = 0, n_noise = 0;
+        CHECK(S * nC <= 5 * 10);
+        for (int f = 0; f < grid.n_pos; f++) {
+            const float *q = grid.sub + (size_t)f * BS_GRID_SUB_FLOATS(nC, S), *coef = q + 2 * nC;
+            /* the envelopes over the position's channels in ascending order, the directions' order */
+            float w[5 * 10];
+            for (int j = 0; j < nC; j++) {
+                int rank = 0;
+                for (int i = 0; i < nC; i++)
+                    rank += grid.ichan[(size_t)f * nC + i] < grid.ichan[(size_t)f * nC + j];
+                for (int s = 0; s < S; s++)
+                    w[s * nC + rank] = grid.weights[((size_t)f * S + s) * nC + j];
+            }
+            for (int d = 0; d < 2; d++)
+                for (int e = 0; e < 2; e++) {
+                    double dot = 0;
+                    for (int j = 0; j < nC; j++)
+                        dot += (double)q[d * nC + j] * q[e * nC + j];
+                    bad += fabs(dot - (d == e)) > 1e-6;
+                }
+            for (int trial = 0; trial < 40; trial++) {
+                double b[64], p[2] = {0, 0}, b2 = 0;
+                for (int j = 0; j < nC; j++)
+                    b[j] = bs_rng_normal(&rng) + (trial % 4 == 0 ? 5.0 * w[(trial / 4 % S) * nC + j] : 0.0);
+                for (int j = 0; j < nC; j++) {
+                    p[0] += q[j] * b[j];
+                    p[1] += q[nC + j] * b[j];
+                    b2 += b[j] * b[j];
+                }
+                double R = sqrt(fmax(b2 - p[0] * p[0] - p[1] * p[1], 0)), bound = 0, score = 0;
+                for (int s = 0; s < S; s++) {
+                    double ws = 0;
+                    for (int j = 0; j < nC; j++)
+                        ws += (double)w[s * nC + j] * b[j];
+                    score = fmax(score, fabs(ws));
+                    bound = fmax(bound, fabs(coef[3 * s] * p[0] + coef[3 * s + 1] * p[1]) + coef[3 * s + 2] * R);
+                }
+                bad += bound < score * (1 - 1e-9);
+                if (trial % 4) {
+                    n_noise++;
+                    tighter += bound < 0.8 * sqrt(b2);
+                }
+            }
+        }
+        printf("subspace bound: %d of %d noise vectors under 0.8 |b|\n", tighter, n_noise);
+        CHECK(bad == 0);
+        CHECK(tighter > n_noise / 2);
+    }
 
     bs_detect_output out;
     bs_detect_output_init(&out, grid.n_chans, p.n_pcs);
