@@ -156,8 +156,9 @@ typedef struct {
     int *set_start;   /* [n_sets + 1] its positions are set_pos[set_start[s] .. set_start[s + 1]) */
     int *set_pos;     /* [n_pos] positions grouped by set, ascending within a set */
     /* each position's subspace bound (universal.c): [n_pos × BS_GRID_SUB_FLOATS(n_chans, n_sizes)], the two
-       orthonormal directions over its channels (ascending: its set's order) nearest its envelopes (2 × n_chans), then per
-       size the envelope's two coordinates on them and the norm of its remainder, rounded up (3 × n_sizes) */
+       orthonormal directions over its channels (ascending: its set's order) nearest its envelopes
+       (2 × n_chans), then per size the envelope's two coordinates on them and the norm of its remainder,
+       rounded up (3 × n_sizes) */
     float *sub;
 } bs_detect_grid;
 

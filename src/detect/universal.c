@@ -446,8 +446,9 @@ subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *po
             p1[k] = p2[k] = zero;
         for (int j = 0; j < nC; j++) {
             const float *fc = fs + (size_t)ich[j] * L * VL;
+            const __m256 hi = _mm256_loadu_ps(fc + i1);
             __m512 x = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0));
-            x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(_mm256_loadu_ps(fc + i1)), 1));
+            x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(hi), 1));
             b2 = _mm512_fmadd_ps(x, x, b2);
             for (int k = 0; k < NP; k++) {
                 p1[k] = _mm512_fmadd_ps(_mm512_set1_ps(q[k][j]), x, p1[k]);
