@@ -26,6 +26,7 @@
 #define SCORE_BLOCK 64       /* columns scored together over all positions */
 #define FILTER_TILE 192      /* columns filtered together (3 score blocks; at most a filter bank tile's T) */
 #define WAVE_PER_THREAD 16   /* work items per thread held at once before they are handed on in order */
+#define SUB_GROUP 8          /* positions of a set given the subspace bound together (their sums in registers) */
 
 typedef float vfloat __attribute__((vector_size(VL * sizeof(float))));
 typedef int32_t vint __attribute__((vector_size(VL * sizeof(int32_t))));
@@ -320,6 +321,15 @@ BS_VECTORIZED static candidate score_position(const bs_detect_grid *g, int K, co
 typedef float v16f __attribute__((vector_size(16 * sizeof(float))));
 typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
 
+/* The 8 floats of columns i0 and i1 (element offsets) of one channel's filter outputs fc, as lanes 0-7
+ * and 8-15 of one vector. */
+static inline __attribute__((always_inline, target("avx512f"))) __m512 load_pair16(const float *fc, size_t i0,
+                                                                                  size_t i1)
+{
+    const __m512 lo = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0));
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(lo), _mm256_castps_pd(_mm256_loadu_ps(fc + i1)), 1));
+}
+
 /* score_at for one vector of shapes (KP = 8) at two columns i0 and i1 at
  * once, on AVX-512: lanes 0-7 hold column i0's shapes, lanes 8-15 column
  * i1's, and each weight multiplies both. Every lane does score_at's
@@ -337,9 +347,7 @@ static inline __attribute__((always_inline, target("avx512f"))) void score2_at(c
     for (int s = 0; s < S; s++)
         acc[s] = (v16f){0};
     for (int j = 0; j < nC; j++) {
-        const float *fc = fs + (size_t)ich[j] * L * VL;
-        __m512 x = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0 * VL));
-        x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(_mm256_loadu_ps(fc + i1 * VL)), 1));
+        const __m512 x = load_pair16(fs + (size_t)ich[j] * L * VL, i0 * VL, i1 * VL);
         v16f xv;
         memcpy(&xv, &x, sizeof xv);
         for (int s = 0; s < S; s++)
@@ -404,9 +412,6 @@ __attribute__((target("avx512f"))) static void score_position2(const bs_detect_g
     default: break;
     }
 }
-#endif
-
-#define SUB_GROUP 8 /* positions of a set bounded together (their sums held in registers) */
 
 /*
  * The tight bound and the subspace bound (grid.c's subspace_bound) of NP
@@ -445,10 +450,7 @@ subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *po
         for (int k = 0; k < NP; k++)
             p1[k] = p2[k] = zero;
         for (int j = 0; j < nC; j++) {
-            const float *fc = fs + (size_t)ich[j] * L * VL;
-            const __m256 hi = _mm256_loadu_ps(fc + i1);
-            __m512 x = _mm512_castps256_ps512(_mm256_loadu_ps(fc + i0));
-            x = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(x), _mm256_castps_pd(hi), 1));
+            const __m512 x = load_pair16(fs + (size_t)ich[j] * L * VL, i0, i1);
             b2 = _mm512_fmadd_ps(x, x, b2);
             for (int k = 0; k < NP; k++) {
                 p1[k] = _mm512_fmadd_ps(_mm512_set1_ps(q[k][j]), x, p1[k]);
@@ -500,6 +502,7 @@ __attribute__((target("avx512f"))) static void subspace_group16(int np, const bs
     default: subspace_group_at(SUB_GROUP, g, ich, pos, fs, L, idx, n, th, th2, cnt, cols); break;
     }
 }
+#endif
 
 /* lb[i] = Σ_j m[ich[j] * stride + i] for i < n, summed in j order. */
 BS_VECTORIZED static void loose_bound(const float *restrict m, size_t stride, const int *ich, int nC, size_t n,
@@ -941,11 +944,12 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const
                         m += lb[i] > th2;
                     }
                 }
-                const int subspace = 0
 #ifdef BS_HAVE_AVX512_KERNELS
-                                     || (pair_scores && !exhaustive)
+                const int subspace = pair_scores && !exhaustive;
+                int cnt[SUB_GROUP], cols[SUB_GROUP][BL];
+#else
+                const int subspace = 0;
 #endif
-                    ;
                 if (!exhaustive && !subspace) { /* the columns past the tight bound */
                     tight_bounds(K, fsb, W, ich, nC, idx, m, tb);
                     int q = 0;
@@ -956,14 +960,14 @@ static bs_status detect_chunk(const detect_job *j, int64_t ta, int64_t tb, const
                     m = q;
                 }
                 const float bound2 = exhaustive ? -1.0f : th2;
-                int cnt[SUB_GROUP], cols[SUB_GROUP][BL];
                 for (int pi = g->set_start[set]; pi < g->set_start[set + 1] && st == BS_OK; pi++) {
-                    const int f = g->set_pos[pi], k = (pi - g->set_start[set]) % SUB_GROUP;
+                    const int f = g->set_pos[pi];
                     const int *col = idx;
                     int e = 0, mf = m;
 #ifdef BS_HAVE_AVX512_KERNELS
                     if (subspace) { /* each position's columns past the tight and subspace bounds, SUB_GROUP
                                        positions of the set at a time */
+                        const int k = (pi - g->set_start[set]) % SUB_GROUP;
                         if (k == 0) {
                             const int np = g->set_start[set + 1] - pi;
                             subspace_group16(np < SUB_GROUP ? np : SUB_GROUP, g, ich, g->set_pos + pi, fsb, W, idx, m,
