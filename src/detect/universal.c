@@ -33,8 +33,8 @@ typedef int32_t vint __attribute__((vector_size(VL * sizeof(int32_t))));
 
 static int padded_shapes(int n_shapes) { return (n_shapes + VL - 1) / VL * VL; }
 
-/* The AVX-512 kernels (the tight bound's tight_keep16, the paired scores'
- * score_position2, the loose bound's loose_bound_block512) are compiled
+/* The AVX-512 kernels (the tight and subspace bounds' subspace_group16, the
+ * paired scores' score_position2, the loose bound's loose_bound_block512) are compiled
  * where GCC's vector extensions and target attributes are, and used when
  * the CPU has AVX-512F (and VL for the loose bound's) and the tests have
  * not asked for the portable ones (bs_detect_force_portable). */
