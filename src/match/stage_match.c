@@ -14,12 +14,6 @@
  * spike_times.npy int64 (samples), spike_templates.npy int32,
  * amplitudes.npy float32, pc_features.npy float32 (n, n_pcs, n_pc_chan).
  * These files are the checkpoint; on --resume only their row count is read.
- * The first pass also counts each template's amplitudes (truncated.h); when
- * that finds templates whose threshold truncates their unit, every batch is
- * peeled again with those templates' own, lower thresholds, and the second
- * pass's files replace the first's (the first's are removed before, so that
- * the disk holds one set). The matcher's amplitude prior (match.h) is
- * centred at match.amp_prior_of_amplitude times each template's amplitude.
  * With --device cuda the peeling windows' scores are computed on the GPU
  * (src/gpu/gpu.h), whose buffers the plan lists against --gpu-mem.
  */
