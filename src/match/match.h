@@ -214,11 +214,10 @@ typedef struct {
     const float *tmpl_threshold; /* K per-template thresholds (whitened units, each <= threshold), or NULL;
                                     with them a template under its own threshold at a sample loses the choice
                                     of template there to any template over its own (bs_peel_batch, step 2) */
-    const float *amp_mu; /* K centres mu_k of the amplitude prior, a template's typical amplitude (whitened
-                            units; the match stage's: match.amp_prior_of_amplitude times a_k), or NULL: none */
+    const float *amp_mu; /* K typical amplitudes a_k (whitened units), or NULL: no amplitude prior */
     float amp_prior;     /* weight w of the amplitude prior, [0, 1): a template's score B counts as
-                            B^2 - w (B - mu_k)^2 in the choice of template and against threshold^2 (the cost
-                            saved by the spike under a Gaussian prior on its amplitude centred on mu_k, of
+                            B^2 - w (B - a_k)^2 in the choice of template and against threshold^2 (the cost
+                            saved by the spike under a Gaussian prior on its amplitude centred on a_k, of
                             weight w / (1 - w)); the spike's amplitude stays B (0: off) */
 } bs_peel_params;
 

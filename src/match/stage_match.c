@@ -31,7 +31,6 @@
 #include "../gpu/gpu.h"
 #include "../pipeline/stages.h"
 #include "match.h"
-#include "truncated.h"
 
 /* Output files in .stages/match/. */
 enum { MAT_TIMES, MAT_TEMPLATES, MAT_AMPS, MAT_FEATURES, MAT_N };
@@ -174,7 +173,6 @@ typedef struct {
     match_lane *lanes;
     bs_npy_set *files;
     bs_progress *pb;
-    int32_t *hist; /* the first of two passes: its amplitudes per template (truncated.h), else NULL */
 } lanes_job;
 
 static bs_status lane_work(void *job, int lane, int64_t b)
@@ -189,8 +187,6 @@ static bs_status lane_done(void *job, int lane, int64_t b)
     lanes_job *j = job;
     const match_lane *l = &j->lanes[lane];
     BS_TRY(lane_write(j->files, l));
-    if (j->hist)
-        bs_trunc_hist_add(j->hist, j->pp->threshold, l->tmpl, l->amp, l->n_out);
     j->ctx->n_matched += l->n_out;
     bs_progress_update(j->pb, b + 1);
     bs_checkpoint_test_kill("match", b + 1);
@@ -220,22 +216,16 @@ static bs_status run(bs_run_ctx *ctx)
     bs_peel_params_default(&pp);
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
-    float *thk = NULL, *mu = NULL;
-    if (ctx->p->match_amp_prior > 0) { /* the prior's centres */
-        if (!(mu = bs_mem_alloc("match/prior", (size_t)mt->K * sizeof *mu)))
-            return BS_ERR_MEMORY;
-        for (int k = 0; k < mt->K; k++)
-            mu[k] = (float)(ctx->p->match_amp_prior_of_amp * mt->norm_in[k]);
-        pp.amp_mu = mu;
+    float *thk = NULL;
+    if (ctx->p->match_amp_prior > 0) {
+        pp.amp_mu = mt->norm_in;
         pp.amp_prior = ctx->p->match_amp_prior;
     }
     /* without low-tier templates every threshold is pp.threshold: the peeler needs none */
     if (ctx->lt.low_tier) {
         thk = bs_mem_alloc("match/thresholds", (size_t)mt->K * sizeof *thk);
-        if (!thk) {
-            bs_mem_free(mu);
+        if (!thk)
             return BS_ERR_MEMORY;
-        }
         if (bs_match_thresholds(mt, ctx->lt.low_tier, pp.threshold, ctx->p->match_threshold_of_amp,
                                 ctx->p->match_threshold_floor, thk) > 0)
             pp.tmpl_threshold = thk;
@@ -258,50 +248,16 @@ static bs_status run(bs_run_ctx *ctx)
         {"amplitudes.npy", BS_NPY_F32, 1, {0}},
         {"pc_features.npy", BS_NPY_F32, 3, {P, npc}},
     };
-    /* with the truncation rule, the first pass's amplitudes per template; a second pass when it lowers a
-       template's threshold (truncated.h), whose files replace the first's */
-    int32_t *hist = NULL;
-    if (st == BS_OK && ctx->p->match_trunc.floor > 0 &&
-        !(hist = bs_mem_calloc("match/truncation", (size_t)mt->K * (BS_TRUNC_BINS + 1), sizeof *hist)))
-        st = BS_ERR_MEMORY;
-    for (int pass = 0; pass < 2 && st == BS_OK; pass++) {
-        if (pass == 1) {
-            float *own = bs_mem_alloc("match/thresholds", (size_t)mt->K * sizeof *own);
-            if (!own) {
-                st = BS_ERR_MEMORY;
-                break;
-            }
-            int n = bs_trunc_thresholds(&ctx->p->match_trunc, hist, mt->K, pp.threshold, mt->norm_in, thk, own);
-            if (n == 0) {
-                bs_mem_free(own);
-                break;
-            }
-            if (!ctx->p->quiet)
-                bs_log_info("match: %d templates the threshold truncates, matched again at their own", n);
-            bs_mem_free(thk);
-            thk = own;
-            pp.tmpl_threshold = thk;
-            for (int i = 0; i < MAT_N && st == BS_OK; i++) { /* the first pass's files, so that the disk holds
-                                                               one set at a time */
-                char path[4200];
-                st = bs_path_join(path, sizeof path, ctx->stage_dir, match_files[i]);
-                if (st == BS_OK)
-                    remove(path);
-            }
-            if (st != BS_OK)
-                break;
-        }
+    if (st == BS_OK)
         st = bs_npy_set_open(&files, dir, MAT_N, spec);
-        bs_progress pb;
-        bs_progress_start(&pb, pass ? "match (again)" : "match", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
-        ctx->n_matched = 0;
-        lanes_job job = {ctx, &pt, &pp, lanes, &files, &pb, pass == 0 ? hist : NULL};
-        if (st == BS_OK)
-            st = bs_run_lanes(L, ctx->n_batches, lane_work, lane_done, &job);
-        bs_progress_finish(&pb);
-        st = bs_npy_set_finish(&files, st);
-    }
-    bs_mem_free(hist);
+    bs_progress pb;
+    bs_progress_start(&pb, "match", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
+    ctx->n_matched = 0;
+    lanes_job job = {ctx, &pt, &pp, lanes, &files, &pb};
+    if (st == BS_OK)
+        st = bs_run_lanes(L, ctx->n_batches, lane_work, lane_done, &job);
+    bs_progress_finish(&pb);
+    st = bs_npy_set_finish(&files, st);
     if (L > 1 && ctx->summary) { /* the lanes' reading, as wall time shared by the lanes */
         double r = 0;
         for (int i = 0; i < n_open; i++)
@@ -313,7 +269,6 @@ static bs_status run(bs_run_ctx *ctx)
     free(lanes);
     bs_pair_table_free(&pt);
     bs_mem_free(thk);
-    bs_mem_free(mu);
     return st;
 }
 
@@ -332,10 +287,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     size_t max_spikes = (size_t)bs_peel_max_spikes(pl->peel_n_t, pl->nt, pl->max_iter, pl->batch_samples);
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
     size_t spikes = max_spikes * (sizeof(bs_spike) + 8 + 4 + 4 + (size_t)pl->n_pc * npc * sizeof(float));
-    /* the prior's centres and the thresholds (K floats each, two sets at the second pass), and the first
-       pass's amplitude histograms (truncated.h) */
-    size_t per_k = (size_t)pl->K * 3 * sizeof(float) + (pl->p.match_trunc.floor > 0 ? bs_trunc_hist_bytes(pl->K) : 0);
-    size_t fixed = pl->resident + tpl + ws + spikes + per_k + 2 * BS_PLAN_SMALL_BYTES;
+    size_t fixed = pl->resident + tpl + ws + spikes + 2 * BS_PLAN_SMALL_BYTES;
     static const bs_pair_mode order[3] = {BS_PAIR_FULL, BS_PAIR_HALF, BS_PAIR_ON_THE_FLY};
     static const char *const names[3] = {"pair table full", "pair table half (symmetry)", "pair table on the fly"};
     int pick = 2;
@@ -378,7 +330,6 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, names[pick], pairs);
     if (pl->pair_keep)
         bs_plan_add(s, "the busiest templates' pair rows, kept (at most)", pl->pair_keep);
-    bs_plan_add(s, "per-template thresholds, prior centres, amplitude histograms", per_k);
     bs_plan_add(s, "small buffers", 2 * BS_PLAN_SMALL_BYTES);
     char keep[64] = "";
     if (pl->pair_keep)
