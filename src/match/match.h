@@ -89,6 +89,9 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
                                     const float *basis, int K, int n_sup, const int32_t *support,
                                     const float *U, bs_match_templates *out);
 void bs_match_templates_free(bs_match_templates *t);
+/* The n templates idx[0..n) (ascending) of t as a set of their own: the same basis, supports and weights (the
+ * same bits), their amplitudes norm_in kept. */
+bs_status bs_match_templates_subset(const bs_match_templates *t, const int32_t *idx, int n, bs_match_templates *out);
 
 /* Each template's matching threshold, whitened units, into thk (K): threshold for a template of the high
  * tier; for one of the low tier (low_tier[k], docs/ALGORITHM.md §8.4) of_amp times its amplitude
@@ -214,10 +217,11 @@ typedef struct {
     const float *tmpl_threshold; /* K per-template thresholds (whitened units, each <= threshold), or NULL;
                                     with them a template under its own threshold at a sample loses the choice
                                     of template there to any template over its own (bs_peel_batch, step 2) */
-    const float *amp_mu; /* K typical amplitudes a_k (whitened units), or NULL: no amplitude prior */
+    const float *amp_mu; /* K centres mu_k of the amplitude prior, a template's typical amplitude (whitened
+                            units; the match stage's: match.amp_prior_of_amplitude times a_k), or NULL: none */
     float amp_prior;     /* weight w of the amplitude prior, [0, 1): a template's score B counts as
-                            B^2 - w (B - a_k)^2 in the choice of template and against threshold^2 (the cost
-                            saved by the spike under a Gaussian prior on its amplitude centred on a_k, of
+                            B^2 - w (B - mu_k)^2 in the choice of template and against threshold^2 (the cost
+                            saved by the spike under a Gaussian prior on its amplitude centred on mu_k, of
                             weight w / (1 - w)); the spike's amplitude stays B (0: off) */
 } bs_peel_params;
 
@@ -324,6 +328,9 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
  * thread count.
  */
 #define BS_PEEL_HALO(nt) (2 * (int64_t)(nt))
+/* X[S_k, tc - nt_before + s] -= a W_k[., s] (X: n_chan x n_t, row stride ldx), the samples outside [0, n_t)
+ * left out: a spike found elsewhere, subtracted from a window that holds part of it. */
+void bs_peel_subtract(const bs_match_templates *t, float *X, size_t ldx, int64_t n_t, int k, int64_t tc, float a);
 int64_t bs_peel_window_n_t(int64_t window, int nt);
 /* The most spikes bs_peel_span reports for `span` central samples, with
  * windows of peel_n_t samples (halos included) and max_iter iterations; the

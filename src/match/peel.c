@@ -414,6 +414,31 @@ static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx,
     }
 }
 
+void bs_peel_subtract(const bs_match_templates *t, float *X, size_t ldx, int64_t n_t, int k, int64_t tc, float a)
+{
+    const int nt = t->nt;
+    const int64_t s0 = tc - t->nt_before;
+    if (s0 >= 0 && s0 + nt <= n_t) {
+        subtract_residual(t, X, ldx, k, tc, a);
+        return;
+    }
+    if (s0 + nt <= 0 || s0 >= n_t)
+        return;
+    const int P = t->n_pc, ns = t->n_sup;
+    const float *u = t->U + (size_t)k * ns * P;
+    const int32_t *sup = t->support + (size_t)k * ns;
+    const int lo = s0 < 0 ? (int)-s0 : 0, hi = s0 + nt > n_t ? (int)(n_t - s0) : nt;
+    for (int ci = 0; ci < ns; ci++) {
+        float *x = X + (size_t)sup[ci] * ldx + s0;
+        for (int s = lo; s < hi; s++) {
+            float w = 0.0f;
+            for (int q = 0; q < P; q++)
+                w += u[ci * P + q] * t->basis[(size_t)q * nt + s];
+            x[s] -= a * w;
+        }
+    }
+}
+
 /* One spike's score update, rows in neighbour order (sequential). */
 static void update_one(const bs_match_templates *t, const bs_pair_table *pt, float *B, int64_t n_t, int k,
                        int64_t tc, float a, float *rb)

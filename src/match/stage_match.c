@@ -14,12 +14,24 @@
  * spike_times.npy int64 (samples), spike_templates.npy int32,
  * amplitudes.npy float32, pc_features.npy float32 (n, n_pcs, n_pc_chan).
  * These files are the checkpoint; on --resume only their row count is read.
+ * The first pass also counts each template's amplitudes and each batch's
+ * spikes (truncated.h); when that finds templates whose threshold truncates
+ * their unit, a second pass peels every batch again with only those
+ * templates (at their own, lower thresholds) and the templates sharing a
+ * channel with them, after subtracting the other templates' first-pass
+ * spikes (read back from the first pass's files, renamed first_*.npy and
+ * removed at the end), with the amplitude prior (match.h) centred at
+ * match.amp_prior_of_amplitude times each template's amplitude; its files
+ * replace the first's. The first pass uses the prior only when
+ * match.amp_prior is set.
  * With --device cuda the peeling windows' scores are computed on the GPU
  * (src/gpu/gpu.h), whose buffers the plan lists against --gpu-mem.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/fileio.h"
 #include "../common/log.h"
@@ -31,6 +43,7 @@
 #include "../gpu/gpu.h"
 #include "../pipeline/stages.h"
 #include "match.h"
+#include "truncated.h"
 
 /* Output files in .stages/match/. */
 enum { MAT_TIMES, MAT_TEMPLATES, MAT_AMPS, MAT_FEATURES, MAT_N };
@@ -74,6 +87,9 @@ typedef struct {
     float *amp, *feat;
     int64_t n_out;     /* spikes of the batch last matched */
     double read_s;     /* seconds spent reading its batches */
+    int64_t max_spk;   /* spikes bs_peel_span reports for a batch, at most */
+    bs_spike *keep;    /* second pass: the batch's first-pass spikes of templates not re-peeled (max_spk) */
+    bs_spike *all;     /* second pass: those and the re-peeled ones, merged (2 max_spk; the outputs too) */
 } match_lane;
 
 static bs_status lane_open(bs_run_ctx *ctx, match_lane *l, int i, int n_lanes, int n_threads)
@@ -90,6 +106,7 @@ static bs_status lane_open(bs_run_ctx *ctx, match_lane *l, int i, int n_lanes, i
         l->ws.gpu = l->gpu;
     }
     size_t max_spk = (size_t)bs_peel_span_max_spikes(&l->ws, mt->nt, ctx->nb);
+    l->max_spk = (int64_t)max_spk;
     l->spk = bs_mem_alloc("sort/match-spikes", max_spk * sizeof *l->spk);
     l->times = bs_mem_alloc("sort/match-spikes", max_spk * sizeof *l->times);
     l->tmpl = bs_mem_alloc("sort/match-spikes", max_spk * sizeof *l->tmpl);
@@ -100,6 +117,8 @@ static bs_status lane_open(bs_run_ctx *ctx, match_lane *l, int i, int n_lanes, i
 
 static void lane_close(match_lane *l)
 {
+    bs_mem_free(l->keep);
+    bs_mem_free(l->all);
     bs_mem_free(l->spk);
     bs_mem_free(l->times);
     bs_mem_free(l->tmpl);
@@ -110,28 +129,19 @@ static void lane_close(match_lane *l)
     bs_read_lane_close(&l->own);
 }
 
-/* Batch b read through lane l (or the run's lane, with its read-ahead), peeled,
- * and each spike's PC features (the residual projected on the temporal PCs
- * on the template's pc channels, plus the spike's own fitted template). The
- * result depends on the batch alone, not on the lane or the threads. */
-static bs_status match_batch(bs_run_ctx *ctx, const bs_pair_table *pt, const bs_peel_params *pp, match_lane *l,
-                             int64_t b)
+/* The n spikes spk (sorted) to the lane's outputs, each with its PC features: the residual x (window from
+ * sample t0_abs) projected on the temporal PCs on the template's pc channels, plus the spike's own fitted
+ * template. */
+static void batch_features(const bs_run_ctx *ctx, match_lane *l, const bs_spike *spk, int64_t n, const float *x,
+                           int64_t t0_abs)
 {
     const bs_temporal_basis *basis = &ctx->basis;
     const bs_match_templates *mt = &ctx->mt;
     const int32_t *pc_sup_idx = ctx->pc_idx;
     int P = mt->n_pc, nt = mt->nt, nb = mt->nt_before, npc = ctx->n_pc_chan;
-    float *x;
-    int64_t n_valid, n_out = 0, t0_abs = b * ctx->nb - ctx->halo;
-    l->n_out = 0;
-    double t0 = bs_now_s();
-    BS_TRY(l->rd ? bs_run_read_batch_on(ctx, l->rd, b, &x, &n_valid) : bs_run_read_batch(ctx, b, &x, &n_valid));
-    l->read_s += bs_now_s() - t0;
-    BS_TRY(bs_peel_span(mt, pt, x, (size_t)ctx->width, ctx->width, t0_abs, ctx->halo, ctx->halo + n_valid, pp, &l->ws,
-                        l->spk, &n_out));
 #pragma omp parallel for schedule(static) num_threads(l->ws.n_threads)
-    for (int64_t i = 0; i < n_out; i++) {
-        const bs_spike *sp = &l->spk[i];
+    for (int64_t i = 0; i < n; i++) {
+        const bs_spike *sp = &spk[i];
         int k = sp->tmpl;
         int64_t tw = sp->time - t0_abs - nb;
         l->times[i] = sp->time;
@@ -151,7 +161,111 @@ static bs_status match_batch(bs_run_ctx *ctx, const bs_pair_table *pt, const bs_
             }
         }
     }
+}
+
+/* Batch b read through lane l (or the run's lane, with its read-ahead), peeled,
+ * and each spike's PC features (the residual projected on the temporal PCs
+ * on the template's pc channels, plus the spike's own fitted template). The
+ * result depends on the batch alone, not on the lane or the threads. */
+static bs_status match_batch(bs_run_ctx *ctx, const bs_pair_table *pt, const bs_peel_params *pp, match_lane *l,
+                             int64_t b)
+{
+    const bs_match_templates *mt = &ctx->mt;
+    float *x;
+    int64_t n_valid, n_out = 0, t0_abs = b * ctx->nb - ctx->halo;
+    l->n_out = 0;
+    double t0 = bs_now_s();
+    BS_TRY(l->rd ? bs_run_read_batch_on(ctx, l->rd, b, &x, &n_valid) : bs_run_read_batch(ctx, b, &x, &n_valid));
+    l->read_s += bs_now_s() - t0;
+    BS_TRY(bs_peel_span(mt, pt, x, (size_t)ctx->width, ctx->width, t0_abs, ctx->halo, ctx->halo + n_valid, pp, &l->ws,
+                        l->spk, &n_out));
+    batch_features(ctx, l, l->spk, n_out, x, t0_abs);
     l->n_out = n_out;
+    return BS_OK;
+}
+
+/* The second pass (truncated.h): the templates it re-peels as a set of their own, with their pair table,
+ * thresholds and prior centres, and the first pass's spikes, read back from its files a batch at a time. */
+enum { FIRST_TIMES, FIRST_TEMPLATES, FIRST_AMPS, FIRST_N };
+static const char *const first_files[FIRST_N] = {"match/first_spike_times.npy", "match/first_spike_templates.npy",
+                                                 "match/first_amplitudes.npy"};
+typedef struct {
+    bs_match_templates sub; /* the re-peeled templates */
+    bs_pair_table pt;       /* their pair table */
+    int32_t *of;            /* sub.K: each one's index in the whole set, ascending */
+    uint8_t *in;            /* K: 1 for a re-peeled template */
+    float *thk, *mu;        /* sub.K: their thresholds and prior centres (whitened units) */
+    int64_t *first;         /* n_batches + 1: the first pass's rows of batch b are first[b]..first[b+1]-1 */
+    int fd[FIRST_N];        /* the first pass's times, templates and amplitudes, or -1 */
+    size_t off[FIRST_N];    /* bytes before their data */
+} second_pass;
+
+#define FIRST_CHUNK 1024 /* first-pass rows read at once */
+
+/* Batch b of the second pass: the first pass's spikes of the templates not re-peeled whose waveform reaches
+ * the batch window are subtracted from it (in row order), the window is peeled with the re-peeled
+ * templates only, and the batch's spikes are its first-pass spikes of the others and the new ones, sorted
+ * as bs_peel_span sorts (time, template, amplitude), with PC features from the window's residual. */
+static bs_status match_batch2(bs_run_ctx *ctx, const second_pass *sp2, const bs_peel_params *pp, match_lane *l,
+                              int64_t b)
+{
+    const bs_match_templates *mt = &ctx->mt;
+    float *x;
+    int64_t n_valid, n_s = 0, n_keep = 0, t0_abs = b * ctx->nb - ctx->halo, W = ctx->width;
+    l->n_out = 0;
+    double t0 = bs_now_s();
+    BS_TRY(l->rd ? bs_run_read_batch_on(ctx, l->rd, b, &x, &n_valid) : bs_run_read_batch(ctx, b, &x, &n_valid));
+    l->read_s += bs_now_s() - t0;
+    int64_t lo_t = t0_abs - mt->nt, hi_t = t0_abs + W + mt->nt; /* spikes whose waveform may reach the window */
+    int64_t b0 = lo_t > 0 ? lo_t / ctx->nb : 0, b1 = (hi_t - 1) / ctx->nb;
+    b1 = b1 < ctx->n_batches ? b1 : ctx->n_batches - 1;
+    int64_t times[FIRST_CHUNK];
+    int32_t tmpl[FIRST_CHUNK];
+    float amp[FIRST_CHUNK];
+    for (int64_t r0 = sp2->first[b0]; r0 < sp2->first[b1 + 1]; r0 += FIRST_CHUNK) {
+        int64_t n = sp2->first[b1 + 1] - r0 < FIRST_CHUNK ? sp2->first[b1 + 1] - r0 : FIRST_CHUNK;
+        if (bs_pread_all(sp2->fd[FIRST_TIMES], times, (size_t)n * 8, (off_t)(sp2->off[FIRST_TIMES] + (size_t)r0 * 8)) ||
+            bs_pread_all(sp2->fd[FIRST_TEMPLATES], tmpl, (size_t)n * 4,
+                         (off_t)(sp2->off[FIRST_TEMPLATES] + (size_t)r0 * 4)) ||
+            bs_pread_all(sp2->fd[FIRST_AMPS], amp, (size_t)n * 4, (off_t)(sp2->off[FIRST_AMPS] + (size_t)r0 * 4)))
+            return bs_error(BS_ERR_IO, "match: reading the first pass's spikes back: %s", strerror(errno));
+        for (int64_t i = 0; i < n; i++) {
+            if (tmpl[i] < 0 || tmpl[i] >= mt->K)
+                return bs_error(BS_ERR_INTERNAL, "match: first-pass spike %lld has template %d of %d",
+                                (long long)(r0 + i), tmpl[i], mt->K);
+            if (sp2->in[tmpl[i]])
+                continue;
+            bs_peel_subtract(mt, x, (size_t)W, W, tmpl[i], times[i] - t0_abs, amp[i]);
+            if (r0 + i >= sp2->first[b] && r0 + i < sp2->first[b + 1]) {
+                if (n_keep == l->max_spk)
+                    return bs_error(BS_ERR_INTERNAL, "match: batch %lld had more first-pass spikes than %lld",
+                                    (long long)b, (long long)l->max_spk);
+                l->keep[n_keep++] = (bs_spike){times[i], tmpl[i], amp[i]};
+            }
+        }
+    }
+    BS_TRY(bs_peel_span(&sp2->sub, &sp2->pt, x, (size_t)W, W, t0_abs, ctx->halo, ctx->halo + n_valid, pp, &l->ws,
+                        l->spk, &n_s));
+    /* merge: both lists are sorted, and the re-peeled templates' indices keep their order */
+    int64_t i = 0, j = 0, n = 0;
+    while (i < n_keep || j < n_s) {
+        bs_spike s2 = {0};
+        if (j < n_s)
+            s2 = (bs_spike){l->spk[j].time, sp2->of[l->spk[j].tmpl], l->spk[j].amp};
+        int take1 = j >= n_s;
+        if (!take1 && i < n_keep) {
+            const bs_spike *a = &l->keep[i];
+            take1 = a->time != s2.time ? a->time < s2.time : a->tmpl != s2.tmpl ? a->tmpl < s2.tmpl : a->amp <= s2.amp;
+        }
+        if (take1)
+            l->all[n++] = l->keep[i++];
+        else {
+            l->all[n++] = s2;
+            j++;
+        }
+    }
+    batch_features(ctx, l, l->all, n, x, t0_abs);
+    l->n_out = n;
     return BS_OK;
 }
 
@@ -173,11 +287,16 @@ typedef struct {
     match_lane *lanes;
     bs_npy_set *files;
     bs_progress *pb;
+    int32_t *hist;   /* the first pass: its amplitudes per template (truncated.h), else NULL */
+    int64_t *first;  /* the first pass: each batch's first row (n_batches + 1), else NULL */
+    const second_pass *sp2; /* the second pass, else NULL */
 } lanes_job;
 
 static bs_status lane_work(void *job, int lane, int64_t b)
 {
     lanes_job *j = job;
+    if (j->sp2)
+        return match_batch2(j->ctx, j->sp2, j->pp, &j->lanes[lane], b);
     return match_batch(j->ctx, j->pt, j->pp, &j->lanes[lane], b);
 }
 
@@ -187,10 +306,147 @@ static bs_status lane_done(void *job, int lane, int64_t b)
     lanes_job *j = job;
     const match_lane *l = &j->lanes[lane];
     BS_TRY(lane_write(j->files, l));
+    if (j->hist)
+        bs_trunc_hist_add(j->hist, j->pp->threshold, l->tmpl, l->amp, l->n_out);
+    if (j->first)
+        j->first[b + 1] = j->first[b] + l->n_out;
     j->ctx->n_matched += l->n_out;
     bs_progress_update(j->pb, b + 1);
     bs_checkpoint_test_kill("match", b + 1);
     return BS_OK;
+}
+
+/* A lane's buffers for the second pass: its workspace (and GPU scorer) for the re-peeled templates, and
+ * spike lists for a batch's first-pass spikes and the merged ones. */
+static bs_status lane_second(bs_run_ctx *ctx, match_lane *l, const bs_match_templates *sub)
+{
+    const int64_t n_t = l->ws.n_t;
+    const int n_threads = l->ws.n_threads;
+    bs_peel_ws_free(&l->ws);
+    BS_TRY(bs_peel_ws_alloc(sub, n_t, ctx->p->match_max_iter, n_threads, &l->ws));
+    if (ctx->p->device >= 0) {
+        bs_gpu_scorer_free(l->gpu);
+        l->gpu = NULL;
+        BS_TRY(bs_gpu_scorer_create(ctx->p->device, sub, l->ws.n_t, &l->gpu));
+        l->ws.gpu = l->gpu;
+    }
+    const size_t m = (size_t)l->max_spk, f = (size_t)ctx->mt.n_pc * (size_t)ctx->n_pc_chan;
+    bs_mem_free(l->times);
+    bs_mem_free(l->tmpl);
+    bs_mem_free(l->amp);
+    bs_mem_free(l->feat);
+    l->times = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->times);
+    l->tmpl = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->tmpl);
+    l->amp = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->amp);
+    l->feat = bs_mem_alloc("sort/match-features", 2 * m * f * sizeof *l->feat);
+    l->keep = bs_mem_alloc("sort/match-spikes", m * sizeof *l->keep);
+    l->all = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->all);
+    return l->times && l->tmpl && l->amp && l->feat && l->keep && l->all ? BS_OK : BS_ERR_MEMORY;
+}
+
+static void second_pass_free(second_pass *sp2)
+{
+    for (int i = 0; i < FIRST_N; i++)
+        if (sp2->fd[i] >= 0)
+            close(sp2->fd[i]);
+    bs_match_templates_free(&sp2->sub);
+    bs_pair_table_free(&sp2->pt);
+    bs_mem_free(sp2->of);
+    bs_mem_free(sp2->in);
+    bs_mem_free(sp2->thk);
+    bs_mem_free(sp2->mu);
+}
+
+/* After the first pass (its files written, hist and first filled): the templates the threshold truncates
+ * get their own thresholds (bs_trunc_thresholds); when there are any, they and the templates overlapping
+ * them (bs_trunc_partners) are peeled again over every batch with the others' first-pass spikes
+ * subtracted, with the amplitude prior of match.truncated_amp_prior, and the files are rewritten. The
+ * whole set's pair table *pt is freed before the re-peeled templates' own is built. */
+static bs_status second_pass_run(bs_run_ctx *ctx, bs_pair_table *pt, const bs_peel_params *pp, const float *thk,
+                                 const float *mu, const int32_t *hist, int64_t *first, match_lane *lanes, int L,
+                                 const bs_npy_file_spec *spec)
+{
+    const bs_match_templates *mt = &ctx->mt;
+    const bs_trunc_params *tp = &ctx->p->match_trunc;
+    const int K = mt->K;
+    second_pass sp2 = {.fd = {-1, -1, -1}, .first = first};
+    float *own = bs_mem_alloc("match/thresholds", (size_t)K * sizeof *own);
+    uint8_t *lowered = bs_mem_alloc("match/truncation", (size_t)K);
+    sp2.in = bs_mem_alloc("match/truncation", (size_t)K);
+    bs_status st = own && lowered && sp2.in ? BS_OK : BS_ERR_MEMORY;
+    int n_low = 0, n_sub = 0;
+    if (st == BS_OK) {
+        n_low = bs_trunc_thresholds(tp, hist, K, pp->threshold, mt->norm_in, thk, own);
+        for (int k = 0; k < K; k++)
+            lowered[k] = own[k] < (thk ? thk[k] : pp->threshold);
+        if (n_low > 0 && (n_sub = bs_trunc_partners(mt, pt, lowered, tp->overlap, sp2.in)) < 0)
+            st = BS_ERR_MEMORY;
+    }
+    if (st == BS_OK && n_low > 0) {
+        sp2.of = bs_mem_alloc("match/truncation", (size_t)n_sub * sizeof *sp2.of);
+        sp2.thk = bs_mem_alloc("match/thresholds", (size_t)n_sub * sizeof *sp2.thk);
+        sp2.mu = bs_mem_alloc("match/prior", (size_t)n_sub * sizeof *sp2.mu);
+        st = sp2.of && sp2.thk && sp2.mu ? BS_OK : BS_ERR_MEMORY;
+    }
+    if (st == BS_OK && n_low > 0) {
+        for (int k = 0, i = 0; k < K; k++)
+            if (sp2.in[k]) {
+                sp2.of[i] = k;
+                sp2.thk[i] = own[k];
+                sp2.mu[i++] = mu ? mu[k] : 0.0f;
+            }
+        if (!ctx->p->quiet)
+            bs_log_info("match: %d templates the threshold truncates; they and %d templates overlapping them "
+                        "matched again", n_low, n_sub - n_low);
+        bs_pair_table_free(pt);
+        st = bs_match_templates_subset(mt, sp2.of, n_sub, &sp2.sub);
+        if (st == BS_OK)
+            st = bs_pair_table_build(&sp2.sub, ctx->plan->pair_mode, &sp2.pt);
+    }
+    bs_mem_free(own);
+    bs_mem_free(lowered);
+    if (st != BS_OK || n_low == 0) {
+        second_pass_free(&sp2);
+        return st;
+    }
+    /* the first pass's times, templates and amplitudes renamed to be read back, its features removed */
+    char path[4200], to[4200];
+    for (int i = 0; i < MAT_N && st == BS_OK; i++) {
+        st = bs_path_join(path, sizeof path, ctx->stage_dir, match_files[i]);
+        if (st == BS_OK && i == MAT_FEATURES)
+            remove(path);
+        else if (st == BS_OK && (st = bs_path_join(to, sizeof to, ctx->stage_dir, first_files[i])) == BS_OK &&
+                 rename(path, to) != 0)
+            st = bs_error(BS_ERR_IO, "%s: cannot rename to %s: %s", path, to, strerror(errno));
+        bs_npy_header h;
+        if (st == BS_OK && i != MAT_FEATURES && (st = bs_npy_read_header(to, &h)) == BS_OK) {
+            sp2.off[i] = h.data_offset;
+            st = bs_open_input(to, &sp2.fd[i]);
+        }
+    }
+    for (int i = 0; i < L && st == BS_OK; i++)
+        st = lane_second(ctx, &lanes[i], &sp2.sub);
+    bs_peel_params pp2 = *pp;
+    pp2.tmpl_threshold = sp2.thk;
+    pp2.amp_prior = tp->amp_prior > 0 ? tp->amp_prior : pp->amp_prior;
+    pp2.amp_mu = pp2.amp_prior > 0 && mu ? sp2.mu : NULL;
+    char dir[4200];
+    bs_npy_set files = {.n_open = 0};
+    if (st == BS_OK && (st = bs_path_join(dir, sizeof dir, ctx->stage_dir, "match")) == BS_OK)
+        st = bs_npy_set_open(&files, dir, MAT_N, spec);
+    bs_progress pb;
+    bs_progress_start(&pb, "match (again)", "batches", ctx->p->quiet || st != BS_OK ? 0 : ctx->n_batches);
+    ctx->n_matched = 0;
+    lanes_job job = {ctx, NULL, &pp2, lanes, &files, &pb, NULL, NULL, &sp2};
+    if (st == BS_OK)
+        st = bs_run_lanes(L, ctx->n_batches, lane_work, lane_done, &job);
+    bs_progress_finish(&pb);
+    st = bs_npy_set_finish(&files, st);
+    second_pass_free(&sp2);
+    for (int i = 0; i < FIRST_N; i++)
+        if (bs_path_join(path, sizeof path, ctx->stage_dir, first_files[i]) == BS_OK)
+            remove(path);
+    return st;
 }
 
 /* Peel every batch with the learned templates; spikes and their PC features
@@ -216,16 +472,24 @@ static bs_status run(bs_run_ctx *ctx)
     bs_peel_params_default(&pp);
     pp.threshold = ctx->p->match_threshold;
     pp.max_iter = ctx->p->match_max_iter;
-    float *thk = NULL;
+    float *thk = NULL, *mu = NULL;
+    if (ctx->p->match_amp_prior > 0 || ctx->p->match_trunc.amp_prior > 0) { /* the prior's centres */
+        if (!(mu = bs_mem_alloc("match/prior", (size_t)mt->K * sizeof *mu)))
+            return BS_ERR_MEMORY;
+        for (int k = 0; k < mt->K; k++)
+            mu[k] = (float)(ctx->p->match_amp_prior_of_amp * mt->norm_in[k]);
+    }
     if (ctx->p->match_amp_prior > 0) {
-        pp.amp_mu = mt->norm_in;
+        pp.amp_mu = mu;
         pp.amp_prior = ctx->p->match_amp_prior;
     }
     /* without low-tier templates every threshold is pp.threshold: the peeler needs none */
     if (ctx->lt.low_tier) {
         thk = bs_mem_alloc("match/thresholds", (size_t)mt->K * sizeof *thk);
-        if (!thk)
+        if (!thk) {
+            bs_mem_free(mu);
             return BS_ERR_MEMORY;
+        }
         if (bs_match_thresholds(mt, ctx->lt.low_tier, pp.threshold, ctx->p->match_threshold_of_amp,
                                 ctx->p->match_threshold_floor, thk) > 0)
             pp.tmpl_threshold = thk;
@@ -248,16 +512,28 @@ static bs_status run(bs_run_ctx *ctx)
         {"amplitudes.npy", BS_NPY_F32, 1, {0}},
         {"pc_features.npy", BS_NPY_F32, 3, {P, npc}},
     };
+    /* with the truncation rule, the first pass's amplitudes per template and rows per batch; a second pass
+       when it lowers a template's threshold (truncated.h), whose files replace the first's */
+    int32_t *hist = NULL;
+    int64_t *first = NULL;
+    if (st == BS_OK && ctx->p->match_trunc.floor > 0 &&
+        (!(hist = bs_mem_calloc("match/truncation", (size_t)mt->K * (BS_TRUNC_BINS + 1), sizeof *hist)) ||
+         !(first = bs_mem_calloc("match/truncation", (size_t)ctx->n_batches + 1, sizeof *first))))
+        st = BS_ERR_MEMORY;
     if (st == BS_OK)
         st = bs_npy_set_open(&files, dir, MAT_N, spec);
     bs_progress pb;
     bs_progress_start(&pb, "match", "batches", ctx->p->quiet ? 0 : ctx->n_batches);
     ctx->n_matched = 0;
-    lanes_job job = {ctx, &pt, &pp, lanes, &files, &pb};
+    lanes_job job = {ctx, &pt, &pp, lanes, &files, &pb, hist, first, NULL};
     if (st == BS_OK)
         st = bs_run_lanes(L, ctx->n_batches, lane_work, lane_done, &job);
     bs_progress_finish(&pb);
     st = bs_npy_set_finish(&files, st);
+    if (st == BS_OK && hist)
+        st = second_pass_run(ctx, &pt, &pp, thk, mu, hist, first, lanes, L, spec);
+    bs_mem_free(hist);
+    bs_mem_free(first);
     if (L > 1 && ctx->summary) { /* the lanes' reading, as wall time shared by the lanes */
         double r = 0;
         for (int i = 0; i < n_open; i++)
@@ -269,6 +545,7 @@ static bs_status run(bs_run_ctx *ctx)
     free(lanes);
     bs_pair_table_free(&pt);
     bs_mem_free(thk);
+    bs_mem_free(mu);
     return st;
 }
 
@@ -287,7 +564,21 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     size_t max_spikes = (size_t)bs_peel_max_spikes(pl->peel_n_t, pl->nt, pl->max_iter, pl->batch_samples);
     int npc = pl->n_pc_chan < pl->n_sup ? pl->n_pc_chan : pl->n_sup;
     size_t spikes = max_spikes * (sizeof(bs_spike) + 8 + 4 + 4 + (size_t)pl->n_pc * npc * sizeof(float));
-    size_t fixed = pl->resident + tpl + ws + spikes + 2 * BS_PLAN_SMALL_BYTES;
+    /* the prior's centres and the thresholds (K floats each, two sets at the second pass); with the
+       truncation rule the first pass's amplitude histograms and rows per batch, the second pass's choice of
+       templates (two flags, an index, a threshold and a centre each) and their own set (at most the whole
+       set's bytes, and its supports and weights copied once more while it is made; its pair table replaces
+       the whole set's), and per lane a batch's first-pass spikes and
+       the merged list (bs_spike each) with outputs for twice the spikes */
+    const int two = pl->p.match_trunc.floor > 0;
+    size_t per_k = (size_t)pl->K * 3 * sizeof(float) +
+                   (two ? bs_trunc_hist_bytes(pl->K) + (size_t)(pl->n_batches + 1) * sizeof(int64_t) +
+                              (size_t)pl->K * (2 + 3 * sizeof(float))
+                        : 0);
+    size_t spikes2 = two ? max_spikes * (3 * sizeof(bs_spike) + 8 + 4 + 4 + (size_t)pl->n_pc * npc * sizeof(float))
+                         : 0;
+    size_t tpl2 = two ? tpl + (size_t)pl->K * pl->n_sup * (sizeof(int32_t) + (size_t)pl->n_pc * sizeof(float)) : 0;
+    size_t fixed = pl->resident + tpl + tpl2 + ws + spikes + spikes2 + per_k + 2 * BS_PLAN_SMALL_BYTES;
     static const bs_pair_mode order[3] = {BS_PAIR_FULL, BS_PAIR_HALF, BS_PAIR_ON_THE_FLY};
     static const char *const names[3] = {"pair table full", "pair table half (symmetry)", "pair table on the fly"};
     int pick = 2;
@@ -306,8 +597,8 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     /* batches at once (run()): one per thread, each with a workspace, spike lists, a lane and a GPU scorer of
        its own, as many as the threads, the budget and the GPU budget allow; listed as what they need beyond
        the one-lane buffers (which they replace), like the read-ahead lane they make unnecessary */
-    size_t lane = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, 1) + spikes + pl->read_ahead;
-    size_t credit = ws + spikes + pl->read_ahead; /* lane 0 reads through the run's lane */
+    size_t lane = bs_peel_ws_bytes(&shape, pl->peel_n_t, pl->max_iter, 1) + spikes + spikes2 + pl->read_ahead;
+    size_t credit = ws + spikes + spikes2 + pl->read_ahead; /* lane 0 reads through the run's lane */
     int lanes = s->lanes = bs_plan_lanes(pl, fixed + pairs, lane, credit, gpu1);
     size_t extra = (size_t)lanes * lane > credit ? (size_t)lanes * lane - credit : 0;
     /* on the fly: three quarters of what the budget leaves after the lanes keep the rows of the busiest
@@ -325,11 +616,16 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     bs_plan_add(s, "templates (channel-sparse, low-rank)", tpl);
     bs_plan_add(s, "peeling workspace (K x window scores)", ws);
     bs_plan_add(s, "matched spikes of one batch", spikes);
+    if (two) {
+        bs_plan_add(s, "second pass: a batch's first-pass spikes and the merged ones", spikes2);
+        bs_plan_add(s, "second pass: the templates matched again (at most)", tpl2);
+    }
     if (lanes > 1)
         bs_plan_add(s, "lanes: more batches at once, each read, peeled and its spikes kept on its own", extra);
     bs_plan_add(s, names[pick], pairs);
     if (pl->pair_keep)
         bs_plan_add(s, "the busiest templates' pair rows, kept (at most)", pl->pair_keep);
+    bs_plan_add(s, "per-template thresholds, prior centres, amplitude histograms, rows per batch", per_k);
     bs_plan_add(s, "small buffers", 2 * BS_PLAN_SMALL_BYTES);
     char keep[64] = "";
     if (pl->pair_keep)
@@ -344,9 +640,12 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
     s->reduce = "match.window_samples (the K x window score buffer)";
     if (lanes == 1)
         bs_plan_read_ahead(pl, s, 0);
-    /* match_files: time, template, amplitude and pc features of every matched spike */
-    bs_plan_disk(s, MAT_N, (double)pl->n_spikes * (sizeof(int64_t) + sizeof(int32_t) + sizeof(float) +
-                                                    (double)pl->n_pc * npc * sizeof(float)));
+    /* match_files: time, template, amplitude and pc features of every matched spike; during a second pass
+       also the first pass's times, templates and amplitudes (first_files) */
+    bs_plan_disk(s, two ? MAT_N + FIRST_N : MAT_N,
+                 (double)pl->n_spikes * (sizeof(int64_t) + sizeof(int32_t) + sizeof(float) +
+                                         (double)pl->n_pc * npc * sizeof(float) +
+                                         (two ? sizeof(int64_t) + sizeof(int32_t) + sizeof(float) : 0)));
     s->gpu = (size_t)lanes * gpu1;
     s->gpu_sure = pl->k_assumed ? 0 : s->gpu;
 }

@@ -178,6 +178,30 @@ bs_status bs_match_templates_create(const char *what, int n_chan, int nt, int nt
     return BS_OK;
 }
 
+bs_status bs_match_templates_subset(const bs_match_templates *t, const int32_t *idx, int n, bs_match_templates *out)
+{
+    memset(out, 0, sizeof *out);
+    const int P = t->n_pc, ns = t->n_sup;
+    int32_t *sup = bs_mem_alloc("match/templates", sizeof(int32_t) * (size_t)(n > 0 ? n : 1) * ns);
+    float *U = bs_mem_alloc("match/templates", sizeof(float) * (size_t)(n > 0 ? n : 1) * ns * P);
+    bs_status st = sup && U ? BS_OK : BS_ERR_MEMORY;
+    for (int i = 0; i < n && st == BS_OK; i++) {
+        memcpy(sup + (size_t)i * ns, t->support + (size_t)idx[i] * ns, sizeof(int32_t) * (size_t)ns);
+        memcpy(U + (size_t)i * ns * P, t->U + (size_t)idx[i] * ns * P, sizeof(float) * (size_t)ns * P);
+    }
+    if (st == BS_OK)
+        st = bs_match_templates_create("templates (a subset)", t->n_chan, t->nt, t->nt_before, P, t->basis, n, ns, sup,
+                                       U, out);
+    if (st == BS_OK) /* the set's own weights and amplitudes, not those of its unit-norm copies */
+        for (int i = 0; i < n; i++) {
+            memcpy(out->U + (size_t)i * ns * P, t->U + (size_t)idx[i] * ns * P, sizeof(float) * (size_t)ns * P);
+            out->norm_in[i] = t->norm_in[idx[i]];
+        }
+    bs_mem_free(sup);
+    bs_mem_free(U);
+    return st;
+}
+
 int bs_match_thresholds(const bs_match_templates *t, const uint8_t *low_tier, float threshold, double of_amp,
                         float floor, float *thk)
 {

@@ -41,6 +41,8 @@ void bs_sort_default_params(bs_sort_params *p)
     p->low_tier_majority = 2.0;
     p->match_threshold_floor = 5.0f;
     p->match_amp_prior = 0.0f;
+    p->match_amp_prior_of_amp = 0.8;
+    bs_trunc_params_default(&p->match_trunc);
     p->match_max_iter = 50;
     p->match_window_samples = 4096;
     p->n_pc_chan = 10;

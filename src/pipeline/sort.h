@@ -71,6 +71,7 @@
 #include "../drift/drift.h"
 #include "../io/recording.h"
 #include "../match/sum_templates.h"
+#include "../match/truncated.h"
 #include "../preprocess/bad_channels.h"
 #include "../preprocess/preprocess.h"
 
@@ -108,8 +109,13 @@ typedef struct {
     double match_threshold_of_amp; /* a low-tier template's threshold: this times its amplitude (the norm
                                   of its mean waveform, whitened units) when under match_threshold (0: off) */
     float match_threshold_floor; /* ...but never under this, whitened units */
-    float match_amp_prior;     /* weight w of matching's amplitude prior, [0, 0.99] (0: off): a template's
-                                  score B is compared as B^2 - w (B - a_k)^2, a_k its amplitude (match.h) */
+    float match_amp_prior;     /* weight w of the first matching pass's amplitude prior, [0, 0.99] (0: off; the
+                                  second pass's: match_trunc.amp_prior): a template's
+                                  score B is compared as B^2 - w (B - mu_k)^2 (match.h) */
+    double match_amp_prior_of_amp; /* mu_k: this times a_k (the learned mean waveform's norm, which
+                                  detection's threshold biases high) */
+    bs_trunc_params match_trunc; /* templates the threshold truncates, matched again at their own threshold
+                                  (src/match/truncated.h) */
     int match_max_iter;        /* peeling iterations per peeling window */
     int64_t match_window_samples; /* central samples of a peeling window (match.h, bs_peel_span): the
                                   matcher holds K x (this + 4 nt) scores, whatever the batch length */
