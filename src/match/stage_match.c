@@ -312,7 +312,7 @@ static bs_status lane_done(void *job, int lane, int64_t b)
         j->first[b + 1] = j->first[b] + l->n_out;
     j->ctx->n_matched += l->n_out;
     bs_progress_update(j->pb, b + 1);
-    bs_checkpoint_test_kill("match", b + 1);
+    bs_checkpoint_test_kill(j->sp2 ? "match-again" : "match", b + 1);
     return BS_OK;
 }
 

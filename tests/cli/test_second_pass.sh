@@ -7,6 +7,8 @@
 #     match stage one batch at a time where the default peels two at once; with
 #     match.truncated_overlap 1 only the lowered templates are matched again (no partner overlaps one by
 #     its whole norm), again the same bytes with 1 and 2 threads.
+#   - A sort killed in the second pass (its fourth batch; the first pass's files renamed, the new ones
+#     half written) and resumed gives the same bytes, and leaves none of the first pass's files.
 #   - (normal build) bs-linear32-60s-20u of the bench (linear32, 60 s, 20 units, seed 21): ground-truth
 #     unit 13 (SNR 5.3), whose spikes score about the threshold on its template, is well detected only
 #     with the second pass (measured: accuracy 0.46 without it, 0.84 with it), and every unit with
@@ -41,6 +43,14 @@ run "$T/am" "$T/loose.json" --threads 2 --mem 52M && ok || bad "sort --mem 52M f
 grep -q "^match .*batches at once" "$T/a2.log" && ! grep -q "^match .*batches at once" "$T/am.log" && ok \
   || bad "--mem 52M: the match stage's strategy did not change: $(grep '^match ' "$T/am.log" | tail -1)"
 same "$T/a2" "$T/am" "--mem 52M"
+
+BOUNDSORT_TEST_KILL=match-again:4 run "$T/k" "$T/loose.json" --threads 2; rc=$?
+[ "$rc" = 137 ] && ok || bad "kill in the second pass: exit $rc, expected 137"
+ls "$T/k/.stages/match/" | grep -q "^first_" && ok || bad "killed before the second pass: $(ls "$T/k/.stages/match/")"
+"$BS" sort "$T/sim" -o "$T/k" --params "$T/loose.json" --no-qc --no-report --threads 2 --resume >"$T/k2.log" 2>&1 \
+  && ok || bad "resume after a kill in the second pass failed: $(tail -3 "$T/k2.log")"
+same "$T/a2" "$T/k" "killed in the second pass and resumed"
+! ls "$T/k/.stages/match/" 2>/dev/null | grep -q "^first_" && ok || bad "the first pass's files were left behind"
 
 run "$T/o2" "$T/only.json" --threads 2 && ok || bad "sort (overlap 1) failed"
 grep -q "templates the threshold truncates; they and 0 templates overlapping them" "$T/o2.log" && ok \
