@@ -36,6 +36,7 @@
 #include "../common/fileio.h"
 #include "../common/log.h"
 #include "../common/progress.h"
+#include "../common/samples.h"
 #include "../io/npy.h"
 #include "../mem/mem.h"
 #include "../pipeline/stage.h"
@@ -194,6 +195,9 @@ typedef struct {
     bs_pair_table pt;       /* their pair table */
     int32_t *of;            /* sub.K: each one's index in the whole set, ascending */
     uint8_t *in;            /* K: 1 for a re-peeled template */
+    uint8_t *low;           /* K: 1 for a lowered one */
+    int64_t dup;            /* samples: a lowered template's spike under the threshold this near a larger spike
+                               of another template is dropped (0: none) */
     float *thk, *mu;        /* sub.K: their thresholds and prior centres (whitened units) */
     int64_t *first;         /* n_batches + 1: the first pass's rows of batch b are first[b]..first[b+1]-1 */
     int fd[FIRST_N];        /* the first pass's times, templates and amplitudes, or -1 */
@@ -264,6 +268,8 @@ static bs_status match_batch2(bs_run_ctx *ctx, const second_pass *sp2, const bs_
             j++;
         }
     }
+    if (sp2->dup > 0) /* a lowered template's spikes that are another spike's residual (l->tmpl: scratch) */
+        n = bs_trunc_drop_residuals(l->all, n, sp2->low, pp->threshold, sp2->dup, l->tmpl);
     batch_features(ctx, l, l->all, n, x, t0_abs);
     l->n_out = n;
     return BS_OK;
@@ -353,6 +359,7 @@ static void second_pass_free(second_pass *sp2)
     bs_pair_table_free(&sp2->pt);
     bs_mem_free(sp2->of);
     bs_mem_free(sp2->in);
+    bs_mem_free(sp2->low);
     bs_mem_free(sp2->thk);
     bs_mem_free(sp2->mu);
 }
@@ -371,8 +378,9 @@ static bs_status second_pass_run(bs_run_ctx *ctx, bs_pair_table *pt, const bs_pe
     const int K = mt->K;
     second_pass sp2 = {.fd = {-1, -1, -1}, .first = first};
     float *own = bs_mem_alloc("match/thresholds", (size_t)K * sizeof *own);
-    uint8_t *lowered = bs_mem_alloc("match/truncation", (size_t)K);
+    uint8_t *lowered = sp2.low = bs_mem_alloc("match/truncation", (size_t)K);
     sp2.in = bs_mem_alloc("match/truncation", (size_t)K);
+    sp2.dup = tp->dup_ms > 0 ? bs_seconds_to_samples(tp->dup_ms * 1e-3, ctx->rec->fs_hz) : 0;
     bs_status st = own && lowered && sp2.in ? BS_OK : BS_ERR_MEMORY;
     int n_low = 0, n_sub = 0;
     if (st == BS_OK) {
@@ -404,7 +412,6 @@ static bs_status second_pass_run(bs_run_ctx *ctx, bs_pair_table *pt, const bs_pe
             st = bs_pair_table_build(&sp2.sub, ctx->plan->pair_mode, &sp2.pt);
     }
     bs_mem_free(own);
-    bs_mem_free(lowered);
     if (st != BS_OK || n_low == 0) {
         second_pass_free(&sp2);
         return st;

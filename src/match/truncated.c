@@ -34,6 +34,7 @@ void bs_trunc_params_default(bs_trunc_params *p)
     p->min_drop = 1.5;
     p->overlap = 0.0;
     p->amp_prior = 0.1f;
+    p->dup_ms = 0.2;
 }
 
 size_t bs_trunc_hist_bytes(int K) { return (size_t)(K > 0 ? K : 0) * (BS_TRUNC_BINS + 1) * sizeof(int32_t); }
@@ -141,4 +142,25 @@ int bs_trunc_partners(const bs_match_templates *t, const bs_pair_table *pt, cons
     for (int k = 0; k < t->K; k++)
         n += in[k];
     return n;
+}
+
+int64_t bs_trunc_drop_residuals(bs_spike *s, int64_t n, const uint8_t *lowered, float threshold, int64_t dup,
+                                int32_t *scratch)
+{
+    for (int64_t q = 0; q < n; q++) { /* decided on the whole list first, then compacted */
+        const bs_spike *a = &s[q];
+        int drop = 0;
+        if (lowered[a->tmpl] && a->amp < threshold) {
+            for (int64_t r = q - 1; r >= 0 && a->time - s[r].time <= dup && !drop; r--)
+                drop = s[r].tmpl != a->tmpl && s[r].amp > a->amp;
+            for (int64_t r = q + 1; r < n && s[r].time - a->time <= dup && !drop; r++)
+                drop = s[r].tmpl != a->tmpl && s[r].amp > a->amp;
+        }
+        scratch[q] = drop;
+    }
+    int64_t m = 0;
+    for (int64_t q = 0; q < n; q++)
+        if (!scratch[q])
+            s[m++] = s[q];
+    return m;
 }

@@ -36,9 +36,13 @@ typedef struct {
                              units (1.5) */
     double overlap;       /* the second pass re-peels the lowered templates and every template whose waveform
                              overlaps one of them by at least this (the largest |UtU| over lags, unit-norm
-                             templates: 0.5); the others keep their first-pass spikes */
+                             templates; 0, the default: every template sharing a channel); the others keep
+                             their first-pass spikes */
     float amp_prior;      /* weight of the amplitude prior (match.h) in the second pass, its centres
                              match.amp_prior_of_amplitude times a_k (0.1; 0: none) */
+    double dup_ms;        /* in the second pass a lowered template's spike under the threshold within this of
+                             a larger spike of another template is that spike's residual and is dropped (0.2;
+                             0: none; bs_trunc_drop_residuals) */
 } bs_trunc_params;
 
 void bs_trunc_params_default(bs_trunc_params *p);
@@ -65,5 +69,12 @@ int bs_trunc_thresholds(const bs_trunc_params *p, const int32_t *hist, int K, fl
  * Returns how many (-1: out of memory). */
 int bs_trunc_partners(const bs_match_templates *t, const bs_pair_table *pt, const uint8_t *lowered,
                       double min_overlap, uint8_t *in);
+
+/* Of the n spikes s (sorted by time), those of a lowered template (lowered[tmpl]) with an amplitude under
+ * threshold that lie within dup samples of a spike of another template with a larger amplitude are removed
+ * (the rest keep their order): a lowered threshold lets in the residual a larger spike leaves beside it.
+ * scratch holds n ints. Returns the spikes left. */
+int64_t bs_trunc_drop_residuals(bs_spike *s, int64_t n, const uint8_t *lowered, float threshold, int64_t dup,
+                                int32_t *scratch);
 
 #endif

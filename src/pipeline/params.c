@@ -241,6 +241,9 @@ const bs_param_field bs_sort_param_fields[] = {
         "keep their spikes)"),
     F32("match", "truncated_amp_prior", match_trunc.amp_prior, 0, 0.99, NULL,
         "weight of the amplitude prior in the second pass (0: none)"),
+    F64("match", "truncated_dup_ms", match_trunc.dup_ms, 0, 10, NULL,
+        "a lowered template's spike under threshold_whitened within this of a larger spike of another template is "
+        "dropped (0: none)"),
     INT("match", "max_iter", match_max_iter, 1, 10000, "max_peels", "peeling iterations per window"),
     I64Z("match", "window_samples", match_window_samples, 64, 100000000, NULL,
          "central samples of a peeling window (memory, not the result, when >= 4 waveforms); 0: the batch"),

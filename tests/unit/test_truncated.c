@@ -28,7 +28,12 @@
  *     amplitudes as the templates taken;
  *   - bs_peel_subtract: a spike placed across either edge of a window, or
  *     inside it, is removed from what the window holds (to float rounding),
- *     one wholly outside changes nothing.
+ *     one wholly outside changes nothing;
+ *   - bs_trunc_drop_residuals: a lowered template's spike under the
+ *     threshold goes when a larger spike of another template lies within
+ *     the window (either side, at the window's edge too), and stays when the
+ *     larger spike is its own template's, farther, or smaller, when it is
+ *     over the threshold, or when its template is not lowered.
  */
 #include "test.h"
 
@@ -158,6 +163,24 @@ int main(void)
         CHECK_MSG(worst < 1e-5f, "spike at %lld: %g left", (long long)at[i], worst);
     }
     free(X);
+
+    /* residuals beside larger spikes (template 1 lowered, threshold 8, window 6 samples) */
+    const uint8_t low2[3] = {0, 1, 0};
+    bs_spike sp[9] = {
+        {100, 0, 20.0f}, {104, 1, 7.0f},  /* 4 after a larger spike of template 0: goes */
+        {200, 1, 7.0f},  {206, 2, 9.0f},  /* 6 before a larger one: goes */
+        {300, 0, 20.0f}, {307, 1, 7.0f},  /* 7 after: stays */
+        {400, 1, 7.5f},  {402, 1, 9.0f},  /* beside its own template's larger spike: stays; the 9 (over 8) stays */
+        {500, 2, 6.0f},                   /* template 2 not lowered: stays */
+    };
+    int32_t scratch[9];
+    int64_t left = bs_trunc_drop_residuals(sp, 9, low2, 8.0f, 6, scratch);
+    CHECK_MSG(left == 7, "%lld", (long long)left);
+    const int64_t want_t[7] = {100, 206, 300, 307, 400, 402, 500};
+    for (int i = 0; i < 7 && i < left; i++)
+        CHECK_MSG(sp[i].time == want_t[i], "%d: %lld", i, (long long)sp[i].time);
+    bs_spike sp2[2] = {{10, 1, 7.0f}, {12, 0, 6.5f}}; /* the other spike is smaller: stays */
+    CHECK(bs_trunc_drop_residuals(sp2, 2, low2, 8.0f, 6, scratch) == 2);
     bs_pair_table_free(&pt);
     bs_match_templates_free(&t);
     TEST_MAIN_END();
