@@ -13,6 +13,9 @@
  * gives the same threshold on every machine and thread count. A pile
  * against th with a long upper side pulls mu under th and sigma up; a
  * unit well over th gives mu about its mean and a small sigma.
+ * Also here: which templates the second pass re-peels (bs_trunc_partners:
+ * the lowered ones and their pair-table partners) and its rule for the
+ * residuals a lowered threshold lets in (bs_trunc_drop_residuals).
  */
 #include "truncated.h"
 
