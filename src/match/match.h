@@ -331,6 +331,8 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
 /* X[S_k, tc - nt_before + s] -= a W_k[., s] (X: n_chan x n_t, row stride ldx), the samples outside [0, n_t)
  * left out: a spike found elsewhere, subtracted from a window that holds part of it. */
 void bs_peel_subtract(const bs_match_templates *t, float *X, size_t ldx, int64_t n_t, int k, int64_t tc, float a);
+/* The order of a batch's spikes (qsort's comparator on bs_spike): time, then template, then amplitude. */
+int bs_spike_cmp(const void *a, const void *b);
 int64_t bs_peel_window_n_t(int64_t window, int nt);
 /* The most spikes bs_peel_span reports for `span` central samples, with
  * windows of peel_n_t samples (halos included) and max_iter iterations; the

@@ -347,7 +347,7 @@ static void rescan_after(const bs_pair_table *pt, const float *B, int K, int64_t
     merge_groups(ws->gmax, ws->gimax, ws->n_groups, n_t, lo, hi, ws->bmax, ws->imax);
 }
 
-static int cmp_spike(const void *a, const void *b)
+int bs_spike_cmp(const void *a, const void *b)
 {
     const bs_spike *x = a, *y = b;
     if (x->time != y->time)
@@ -384,13 +384,12 @@ static void update_scores(const bs_match_templates *t, const bs_pair_table *pt, 
     }
 }
 
-/* X[S_k, tc - nt_before + s] -= a W_k[., s], W_k[c, s] = Σ_q U_k[c, q] basis[q, s]
- * summed over q ascending from 0; 64 samples at a time, each sum built
- * across the samples (one component per sweep, the same order), so that it
- * vectorises. */
+/* X[S_k, tc - nt_before + s] -= a W_k[., s] for s in [lo, hi) (of [0, nt)), W_k[c, s] = Σ_q U_k[c, q]
+ * basis[q, s] summed over q ascending from 0; 64 samples at a time, each sum built across the samples (one
+ * component per sweep, the same order), so that it vectorises. */
 #define SUB_CHUNK 64
 BS_VECTORIZED
-static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx, int k, int64_t tc, float a)
+static void subtract_part(const bs_match_templates *t, float *X, size_t ldx, int k, int64_t tc, float a, int lo, int hi)
 {
     const int nt = t->nt, P = t->n_pc, ns = t->n_sup;
     const float *u = t->U + (size_t)k * ns * P;
@@ -398,9 +397,9 @@ static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx,
     const int64_t s0 = tc - t->nt_before;
     float w[SUB_CHUNK];
     for (int ci = 0; ci < ns; ci++) {
-        float *x = X + (size_t)sup[ci] * ldx + s0;
-        for (int c0 = 0; c0 < nt; c0 += SUB_CHUNK) {
-            const int len = nt - c0 < SUB_CHUNK ? nt - c0 : SUB_CHUNK;
+        float *x = X + (size_t)sup[ci] * ldx;
+        for (int c0 = lo; c0 < hi; c0 += SUB_CHUNK) {
+            const int len = hi - c0 < SUB_CHUNK ? hi - c0 : SUB_CHUNK;
             for (int s = 0; s < len; s++)
                 w[s] = 0.0f;
             for (int q = 0; q < P; q++) {
@@ -409,34 +408,24 @@ static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx,
                     w[s] += uq * b[s];
             }
             for (int s = 0; s < len; s++)
-                x[c0 + s] -= a * w[s];
+                x[s0 + c0 + s] -= a * w[s];
         }
     }
+}
+
+/* The whole waveform (it lies inside the window). */
+static void subtract_residual(const bs_match_templates *t, float *X, size_t ldx, int k, int64_t tc, float a)
+{
+    subtract_part(t, X, ldx, k, tc, a, 0, t->nt);
 }
 
 void bs_peel_subtract(const bs_match_templates *t, float *X, size_t ldx, int64_t n_t, int k, int64_t tc, float a)
 {
     const int nt = t->nt;
     const int64_t s0 = tc - t->nt_before;
-    if (s0 >= 0 && s0 + nt <= n_t) {
-        subtract_residual(t, X, ldx, k, tc, a);
-        return;
-    }
     if (s0 + nt <= 0 || s0 >= n_t)
         return;
-    const int P = t->n_pc, ns = t->n_sup;
-    const float *u = t->U + (size_t)k * ns * P;
-    const int32_t *sup = t->support + (size_t)k * ns;
-    const int lo = s0 < 0 ? (int)-s0 : 0, hi = s0 + nt > n_t ? (int)(n_t - s0) : nt;
-    for (int ci = 0; ci < ns; ci++) {
-        float *x = X + (size_t)sup[ci] * ldx + s0;
-        for (int s = lo; s < hi; s++) {
-            float w = 0.0f;
-            for (int q = 0; q < P; q++)
-                w += u[ci * P + q] * t->basis[(size_t)q * nt + s];
-            x[s] -= a * w;
-        }
-    }
+    subtract_part(t, X, ldx, k, tc, a, s0 < 0 ? (int)-s0 : 0, s0 + nt > n_t ? (int)(n_t - s0) : nt);
 }
 
 /* One spike's score update, rows in neighbour order (sequential). */
@@ -616,7 +605,7 @@ static int64_t collision_pass(const bs_match_templates *t, const bs_pair_table *
 {
     const int nt = t->nt, nl = 2 * nt - 1;
     float *rb = ws->rowbuf, *rb2 = ws->rowbuf + nl;
-    qsort(spk, (size_t)*n_spk, sizeof(bs_spike), cmp_spike);
+    qsort(spk, (size_t)*n_spk, sizeof(bs_spike), bs_spike_cmp);
     const int64_t n0 = *n_spk;
     int64_t changed = 0;
     uint8_t *mark = ws->mark;
@@ -841,7 +830,7 @@ bs_status bs_peel_batch(const bs_match_templates *t, const bs_pair_table *pt, fl
             out[n_rep].time += t0_abs;
             n_rep++;
         }
-    qsort(out, (size_t)n_rep, sizeof(bs_spike), cmp_spike);
+    qsort(out, (size_t)n_rep, sizeof(bs_spike), bs_spike_cmp);
     *n_out = n_rep;
     if (n_iter)
         *n_iter = it;

@@ -88,9 +88,13 @@ typedef struct {
     float *amp, *feat;
     int64_t n_out;     /* spikes of the batch last matched */
     double read_s;     /* seconds spent reading its batches */
-    int64_t max_spk;   /* spikes bs_peel_span reports for a batch, at most */
-    bs_spike *keep;    /* second pass: the batch's first-pass spikes of templates not re-peeled (max_spk) */
-    bs_spike *all;     /* second pass: those and the re-peeled ones, merged (2 max_spk; the outputs too) */
+    int64_t max_spk;   /* spikes bs_peel_span reports for a batch, at most (the outputs' rows) */
+    bs_spike *keep;    /* second pass: the batch's first-pass spikes of templates not re-peeled (max_spk; then
+                          the residual rule's scratch, 4 max_spk ints) */
+    bs_spike *all;     /* second pass: those and the re-peeled ones, merged (2 max_spk), given their features
+                          and written max_spk at a time when the batch is written (lane_done) */
+    const float *x;    /* second pass: the batch's residual window until then, from sample t0_abs */
+    int64_t t0_abs;
 } match_lane;
 
 static bs_status lane_open(bs_run_ctx *ctx, match_lane *l, int i, int n_lanes, int n_threads)
@@ -164,6 +168,15 @@ static void batch_features(const bs_run_ctx *ctx, match_lane *l, const bs_spike 
     }
 }
 
+/* Batch b's window through lane l (or the run's lane, with its read-ahead), the time counted. */
+static bs_status read_batch(bs_run_ctx *ctx, match_lane *l, int64_t b, float **x, int64_t *n_valid)
+{
+    double t0 = bs_now_s();
+    BS_TRY(l->rd ? bs_run_read_batch_on(ctx, l->rd, b, x, n_valid) : bs_run_read_batch(ctx, b, x, n_valid));
+    l->read_s += bs_now_s() - t0;
+    return BS_OK;
+}
+
 /* Batch b read through lane l (or the run's lane, with its read-ahead), peeled,
  * and each spike's PC features (the residual projected on the temporal PCs
  * on the template's pc channels, plus the spike's own fitted template). The
@@ -175,9 +188,7 @@ static bs_status match_batch(bs_run_ctx *ctx, const bs_pair_table *pt, const bs_
     float *x;
     int64_t n_valid, n_out = 0, t0_abs = b * ctx->nb - ctx->halo;
     l->n_out = 0;
-    double t0 = bs_now_s();
-    BS_TRY(l->rd ? bs_run_read_batch_on(ctx, l->rd, b, &x, &n_valid) : bs_run_read_batch(ctx, b, &x, &n_valid));
-    l->read_s += bs_now_s() - t0;
+    BS_TRY(read_batch(ctx, l, b, &x, &n_valid));
     BS_TRY(bs_peel_span(mt, pt, x, (size_t)ctx->width, ctx->width, t0_abs, ctx->halo, ctx->halo + n_valid, pp, &l->ws,
                         l->spk, &n_out));
     batch_features(ctx, l, l->spk, n_out, x, t0_abs);
@@ -209,7 +220,8 @@ typedef struct {
 /* Batch b of the second pass: the first pass's spikes of the templates not re-peeled whose waveform reaches
  * the batch window are subtracted from it (in row order), the window is peeled with the re-peeled
  * templates only, and the batch's spikes are its first-pass spikes of the others and the new ones, sorted
- * as bs_peel_span sorts (time, template, amplitude), with PC features from the window's residual. */
+ * as bs_peel_span sorts (bs_spike_cmp), their PC features taken from the window's residual when the batch
+ * is written. */
 static bs_status match_batch2(bs_run_ctx *ctx, const second_pass *sp2, const bs_peel_params *pp, match_lane *l,
                               int64_t b)
 {
@@ -217,9 +229,7 @@ static bs_status match_batch2(bs_run_ctx *ctx, const second_pass *sp2, const bs_
     float *x;
     int64_t n_valid, n_s = 0, n_keep = 0, t0_abs = b * ctx->nb - ctx->halo, W = ctx->width;
     l->n_out = 0;
-    double t0 = bs_now_s();
-    BS_TRY(l->rd ? bs_run_read_batch_on(ctx, l->rd, b, &x, &n_valid) : bs_run_read_batch(ctx, b, &x, &n_valid));
-    l->read_s += bs_now_s() - t0;
+    BS_TRY(read_batch(ctx, l, b, &x, &n_valid));
     int64_t lo_t = t0_abs - mt->nt, hi_t = t0_abs + W + mt->nt; /* spikes whose waveform may reach the window */
     int64_t b0 = lo_t > 0 ? lo_t / ctx->nb : 0, b1 = (hi_t - 1) / ctx->nb;
     b1 = b1 < ctx->n_batches ? b1 : ctx->n_batches - 1;
@@ -256,33 +266,32 @@ static bs_status match_batch2(bs_run_ctx *ctx, const second_pass *sp2, const bs_
         bs_spike s2 = {0};
         if (j < n_s)
             s2 = (bs_spike){l->spk[j].time, sp2->of[l->spk[j].tmpl], l->spk[j].amp};
-        int take1 = j >= n_s;
-        if (!take1 && i < n_keep) {
-            const bs_spike *a = &l->keep[i];
-            take1 = a->time != s2.time ? a->time < s2.time : a->tmpl != s2.tmpl ? a->tmpl < s2.tmpl : a->amp <= s2.amp;
-        }
-        if (take1)
+        if (j >= n_s || (i < n_keep && bs_spike_cmp(&l->keep[i], &s2) <= 0))
             l->all[n++] = l->keep[i++];
         else {
             l->all[n++] = s2;
             j++;
         }
     }
-    if (sp2->dup > 0) /* a lowered template's spikes that are another spike's residual (l->tmpl: scratch) */
-        n = bs_trunc_drop_residuals(l->all, n, sp2->low, pp->threshold, sp2->dup, l->tmpl);
-    batch_features(ctx, l, l->all, n, x, t0_abs);
+    if (sp2->dup > 0) /* a lowered template's spikes that are another spike's residual */
+        n = bs_trunc_drop_residuals(l->all, n, sp2->low, pp->threshold, sp2->dup, (int32_t *)l->keep);
+    l->x = x;
+    l->t0_abs = t0_abs;
     l->n_out = n;
     return BS_OK;
 }
 
-static bs_status lane_write(bs_npy_set *files, const match_lane *l)
+_Static_assert(sizeof(bs_spike) >= 2 * sizeof(int32_t), "a lane's keep list holds twice its rows in ints");
+
+/* The lane's outputs, n rows, to the files. */
+static bs_status lane_write(bs_npy_set *files, const match_lane *l, int64_t n)
 {
-    if (!l->n_out)
+    if (!n)
         return BS_OK;
-    BS_TRY(bs_npy_writer_append(&files->w[MAT_TIMES], l->times, l->n_out));
-    BS_TRY(bs_npy_writer_append(&files->w[MAT_TEMPLATES], l->tmpl, l->n_out));
-    BS_TRY(bs_npy_writer_append(&files->w[MAT_AMPS], l->amp, l->n_out));
-    return bs_npy_writer_append(&files->w[MAT_FEATURES], l->feat, l->n_out);
+    BS_TRY(bs_npy_writer_append(&files->w[MAT_TIMES], l->times, n));
+    BS_TRY(bs_npy_writer_append(&files->w[MAT_TEMPLATES], l->tmpl, n));
+    BS_TRY(bs_npy_writer_append(&files->w[MAT_AMPS], l->amp, n));
+    return bs_npy_writer_append(&files->w[MAT_FEATURES], l->feat, n);
 }
 
 /* The stage's lanes as bs_run_lanes sees them. */
@@ -310,8 +319,15 @@ static bs_status lane_work(void *job, int lane, int64_t b)
 static bs_status lane_done(void *job, int lane, int64_t b)
 {
     lanes_job *j = job;
-    const match_lane *l = &j->lanes[lane];
-    BS_TRY(lane_write(j->files, l));
+    match_lane *l = &j->lanes[lane];
+    if (j->sp2) /* the merged spikes, with their features, max_spk at a time */
+        for (int64_t i = 0; i < l->n_out; i += l->max_spk) {
+            int64_t n = l->n_out - i < l->max_spk ? l->n_out - i : l->max_spk;
+            batch_features(j->ctx, l, l->all + i, n, l->x, l->t0_abs);
+            BS_TRY(lane_write(j->files, l, n));
+        }
+    else
+        BS_TRY(lane_write(j->files, l, l->n_out));
     if (j->hist)
         bs_trunc_hist_add(j->hist, j->pp->threshold, l->tmpl, l->amp, l->n_out);
     if (j->first)
@@ -323,7 +339,7 @@ static bs_status lane_done(void *job, int lane, int64_t b)
 }
 
 /* A lane's buffers for the second pass: its workspace (and GPU scorer) for the re-peeled templates, and
- * spike lists for a batch's first-pass spikes and the merged ones. */
+ * spike lists for a batch's first-pass spikes and the merged ones (the outputs stay as they are). */
 static bs_status lane_second(bs_run_ctx *ctx, match_lane *l, const bs_match_templates *sub)
 {
     const int64_t n_t = l->ws.n_t;
@@ -336,18 +352,10 @@ static bs_status lane_second(bs_run_ctx *ctx, match_lane *l, const bs_match_temp
         BS_TRY(bs_gpu_scorer_create(ctx->p->device, sub, l->ws.n_t, &l->gpu));
         l->ws.gpu = l->gpu;
     }
-    const size_t m = (size_t)l->max_spk, f = (size_t)ctx->mt.n_pc * (size_t)ctx->n_pc_chan;
-    bs_mem_free(l->times);
-    bs_mem_free(l->tmpl);
-    bs_mem_free(l->amp);
-    bs_mem_free(l->feat);
-    l->times = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->times);
-    l->tmpl = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->tmpl);
-    l->amp = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->amp);
-    l->feat = bs_mem_alloc("sort/match-features", 2 * m * f * sizeof *l->feat);
+    const size_t m = (size_t)l->max_spk;
     l->keep = bs_mem_alloc("sort/match-spikes", m * sizeof *l->keep);
     l->all = bs_mem_alloc("sort/match-spikes", 2 * m * sizeof *l->all);
-    return l->times && l->tmpl && l->amp && l->feat && l->keep && l->all ? BS_OK : BS_ERR_MEMORY;
+    return l->keep && l->all ? BS_OK : BS_ERR_MEMORY;
 }
 
 static void second_pass_free(second_pass *sp2)
@@ -582,8 +590,7 @@ static void plan(bs_sort_plan *pl, bs_plan_stage *s)
                    (two ? bs_trunc_hist_bytes(pl->K) + (size_t)(pl->n_batches + 1) * sizeof(int64_t) +
                               (size_t)pl->K * (2 + 3 * sizeof(float))
                         : 0);
-    size_t spikes2 = two ? max_spikes * (3 * sizeof(bs_spike) + 8 + 4 + 4 + (size_t)pl->n_pc * npc * sizeof(float))
-                         : 0;
+    size_t spikes2 = two ? max_spikes * 3 * sizeof(bs_spike) : 0;
     size_t tpl2 = two ? tpl + (size_t)pl->K * pl->n_sup * (sizeof(int32_t) + (size_t)pl->n_pc * sizeof(float)) : 0;
     size_t fixed = pl->resident + tpl + tpl2 + ws + spikes + spikes2 + per_k + 2 * BS_PLAN_SMALL_BYTES;
     static const bs_pair_mode order[3] = {BS_PAIR_FULL, BS_PAIR_HALF, BS_PAIR_ON_THE_FLY};

@@ -192,11 +192,12 @@ bs_status bs_match_templates_subset(const bs_match_templates *t, const int32_t *
     if (st == BS_OK)
         st = bs_match_templates_create("templates (a subset)", t->n_chan, t->nt, t->nt_before, P, t->basis, n, ns, sup,
                                        U, out);
-    if (st == BS_OK) /* the set's own weights and amplitudes, not those of its unit-norm copies */
-        for (int i = 0; i < n; i++) {
-            memcpy(out->U + (size_t)i * ns * P, t->U + (size_t)idx[i] * ns * P, sizeof(float) * (size_t)ns * P);
+    if (st == BS_OK) { /* the set's own weights and amplitudes, not those of its unit-norm copies */
+        if (n > 0)
+            memcpy(out->U, U, sizeof(float) * (size_t)n * ns * P);
+        for (int i = 0; i < n; i++)
             out->norm_in[i] = t->norm_in[idx[i]];
-        }
+    }
     bs_mem_free(sup);
     bs_mem_free(U);
     return st;
