@@ -513,9 +513,13 @@ static bs_status cluster_templates(bs_run_ctx *ctx)
     lt->P = basis->n_pcs;
     bs_cluster_params cp_low = cp;
     cp_low.orphan_factor = 0;
+    const bs_detect_params *dp = &ctx->p->detect;
+    /* the majority rule counts spikes per second of each tier: the low tier's chunks grew apart on a long
+       recording (bs_detect_low_stride) */
+    const double majority = ctx->p->low_tier_majority * dp->low_stride /
+                            bs_detect_low_stride(dp, ctx->rec->n_samples, ctx->rec->fs_hz);
     const center_src src = {&cp, &cp_low, &centers, grid, basis, &bk, &r_t, &r_feat, &r_score, count, cap,
-                            bs_detect_low_tier(&ctx->p->detect) ? ctx->p->detect.th_universal : 0,
-                            ctx->p->low_tier_max_cos, ctx->p->low_tier_majority,
+                            bs_detect_low_tier(dp) ? dp->th_universal : 0, ctx->p->low_tier_max_cos, majority,
                             template_norm_floor(ctx->p)};
     int W = plan->cluster_width > 0 ? plan->cluster_width : 1, Q = queue_len(W);
     center_result *res = bs_mem_calloc("sort/center-results", (size_t)Q, sizeof *res);

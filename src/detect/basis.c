@@ -12,6 +12,15 @@
 
 int bs_detect_low_tier(const bs_detect_params *p) { return p->th_low > 0 && p->th_low < p->th_universal; }
 
+int bs_detect_low_stride(const bs_detect_params *p, int64_t n_samples, double fs_hz)
+{
+    const double cap = p->low_max_s * fs_hz; /* samples */
+    if (!(cap >= 1.0) || (double)n_samples <= cap * p->low_stride)
+        return p->low_stride;
+    const double s = ceil((double)n_samples / cap);
+    return s < 1e9 ? (int)s : 1000000000;
+}
+
 void bs_detect_default_params(bs_detect_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -23,6 +32,7 @@ void bs_detect_default_params(bs_detect_params *p)
     p->th_universal = 9.0f;
     p->th_low = 6.75f;
     p->low_stride = 3;
+    p->low_max_s = 100.0;
     p->n_chans = 10;
     p->n_sizes = 5;
     p->min_template_size_um = 10.0f;

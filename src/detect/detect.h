@@ -85,6 +85,8 @@ typedef struct {
     float th_low;               /* the low tier's threshold in one chunk of 1,024 samples in low_stride, whitened
                                    units (0: none) */
     int low_stride;             /* chunks per low-tier chunk (the first of every low_stride of a batch) */
+    double low_max_s;           /* the low tier covers at most this much of a recording, seconds: on a longer one
+                                   its stride grows (bs_detect_low_stride; 0: no cap) */
     int n_chans;                /* channels per position / features */
     int n_sizes;                /* spatial envelope sizes */
     float min_template_size_um; /* σ of the smallest envelope, µm */
@@ -114,6 +116,12 @@ void bs_detect_default_params(bs_detect_params *p);
 /* 1 when some chunks are detected at th_low, under th_universal (the low tier); the detector, the plan and
  * the clustering all ask this. */
 int bs_detect_low_tier(const bs_detect_params *p);
+
+/* The low tier's stride on a recording of n_samples at fs_hz: low_stride, or, where that would detect more
+ * than low_max_s seconds of it at th_low, ceil(n_samples / (low_max_s fs_hz)) chunks, so that its cost stops
+ * growing with the recording's length (what the detect stage runs with; the clustering scales its majority
+ * rule by low_stride over it: its counts compare the tiers' spikes per second). */
+int bs_detect_low_stride(const bs_detect_params *p, int64_t n_samples, double fs_hz);
 
 /* ---- 1. temporal bases ---- */
 

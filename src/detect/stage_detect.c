@@ -276,6 +276,7 @@ typedef struct {
 /* detect_batches' lanes as bs_run_lanes sees them. */
 typedef struct {
     bs_run_ctx *c;
+    const bs_detect_params *d; /* the sort's, with the low tier's stride for this recording (bs_detect_low_stride) */
     int streamed;     /* 1: one lane, each batch streamed to the files as it is detected */
     detect_lane *lanes;
     bs_npy_set *files;
@@ -298,7 +299,7 @@ static bs_status lane_work(void *job, int lane, int64_t b)
                                : bs_run_read_batch_on(c, l->rd, b, &l->x, &l->n_valid);
     l->read_s += bs_now_s() - t0;
     BS_TRY(st);
-    return bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo, l->n_valid,
+    return bs_detect_batch_on(j->d, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo, l->n_valid,
                               b * c->nb, l->gpu, j->streamed ? detect_files_append : bs_detect_output_append,
                               j->streamed ? (void *)j->files : (void *)&l->out);
 }
@@ -313,7 +314,7 @@ static bs_status lane_done(void *job, int lane, int64_t b)
     detect_lane *l = &j->lanes[lane];
     if (l->out.full) {
         j->n_again++;
-        BS_TRY(bs_detect_batch_on(&c->p->detect, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo,
+        BS_TRY(bs_detect_batch_on(j->d, &c->basis, &c->grid, &c->rec->probe, l->x, c->width, c->halo,
                                   l->n_valid, b * c->nb, l->gpu, detect_files_append, j->files));
     } else if (!j->streamed) {
         BS_TRY(detect_files_append(j->files, &l->out));
@@ -331,7 +332,11 @@ static bs_status lane_done(void *job, int lane, int64_t b)
  * lane or the threads, so the files are the same bytes for any L. */
 static bs_status detect_batches(bs_run_ctx *c, int L, bs_npy_set *files, artifact_writer *aw, bs_progress *pb)
 {
-    const bs_detect_params *d = &c->p->detect;
+    bs_detect_params dp = c->p->detect;
+    dp.low_stride = bs_detect_low_stride(&dp, c->rec->n_samples, c->rec->fs_hz);
+    if (bs_detect_low_tier(&dp) && dp.low_stride != c->p->detect.low_stride && !c->p->quiet)
+        bs_log_info("detect: the low tier in one chunk of %d (detect.low_tier_max_s: %g s of the recording)",
+                    dp.low_stride, dp.low_max_s);
     int64_t cap = lane_cap(c->plan);
     detect_lane *lanes = calloc((size_t)L, sizeof *lanes);
     bs_status st = lanes ? BS_OK : bs_error(BS_ERR_MEMORY, "detect: out of memory");
@@ -342,9 +347,10 @@ static bs_status detect_batches(bs_run_ctx *c, int L, bs_npy_set *files, artifac
         l->out.limit = cap;
         st = bs_run_lane_for(c, n_open, &l->own, &l->rd, "sort/detect-lanes");
         if (st == BS_OK && c->p->device >= 0)
-            st = bs_gpu_detector_create(c->p->device, d, &c->basis, &c->grid, c->rec->probe.n_chan, c->width, &l->gpu);
+            st = bs_gpu_detector_create(c->p->device, &dp, &c->basis, &c->grid, c->rec->probe.n_chan, c->width,
+                                        &l->gpu);
     }
-    lanes_job job = {c, L == 1, lanes, files, aw, pb, 0};
+    lanes_job job = {c, &dp, L == 1, lanes, files, aw, pb, 0};
     if (st == BS_OK)
         st = bs_run_lanes(L, c->n_batches, lane_work, lane_done, &job);
     double read_s = 0;

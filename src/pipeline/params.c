@@ -133,6 +133,8 @@ const bs_param_field bs_sort_param_fields[] = {
     F32Z("detect", "th_low_whitened", detect.th_low, 0.5, 1000, NULL,
          "a lower detection threshold in one chunk of every low_stride_chunks: the low tier of clustering (0: off)"),
     INT("detect", "low_stride_chunks", detect.low_stride, 1, 100000, NULL, "detection chunks (1,024 samples) per low-tier chunk"),
+    F64Z("detect", "low_tier_max_s", detect.low_max_s, 1, 1e9, NULL,
+         "the low tier covers at most this much of a recording, seconds: its stride grows on a longer one (0: no cap)"),
     INT("detect", "n_chans", detect.n_chans, 1, 64, "nearest_chans", "channels per detection position and feature"),
     INT("detect", "n_sizes", detect.n_sizes, 1, 20, "template_sizes", "spatial envelope sizes of detection"),
     F32("detect", "min_template_size_um", detect.min_template_size_um, 1, 1000, "min_template_size",
