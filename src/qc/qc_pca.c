@@ -33,8 +33,10 @@
  *     numpy.arange(0, n - 1, n / max_spikes) when there are more than
  *     max_spikes (as SpikeInterface); squared distances from blocked dgemm
  *     (||x||^2 + ||y||^2 - 2 x.y on mean-centred data), the k + 4 smallest
- *     of each row re-measured exactly and the k nearest kept (the point
- *     itself excluded). Blocks of rows run in parallel (OpenMP, one distance
+ *     of each row (its columns screened 64 at a time against the largest
+ *     kept so far, in one vectorised pass, and only those under it taken in
+ *     order) re-measured exactly and the k nearest kept (the point itself
+ *     excluded). Blocks of rows run in parallel (OpenMP, one distance
  *     block per thread); a row's result does not depend on the thread.
  *   - simplified silhouette: distances to centroids; the other unit whose
  *     centroid is nearest on average.
@@ -45,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/simd.h"
 #include "../mem/mem.h"
 #include "qc.h"
 #include "qc_internal.h"
@@ -348,6 +351,17 @@ bs_status bs_qc_d_prime(const double *X, const int32_t *lab, int64_t n, int d, i
 /* ------------------------------------------------------ nearest neighbours */
 
 #define NN_BLOCK 128
+#define NN_SCAN 64 /* columns of a distance row screened at once against the candidates' largest */
+
+/* Bit l set where not (row[l] + nq) + norm[l] >= thr, l < len <= NN_SCAN: the sum as the scan computes it,
+ * and the scan's test (a NaN is taken, as there). */
+BS_VECTORIZED static uint64_t nn_under(const double *row, double nq, const double *norm, int len, double thr)
+{
+    uint64_t mask = 0;
+    for (int l = 0; l < len; l++)
+        mask |= (uint64_t)!(row[l] + nq + norm[l] >= thr) << l;
+    return mask;
+}
 
 /* Doubles of one thread's nearest-neighbour work: a block of distance rows, kc candidate distances and kc
    candidate indices (int64, the size of a double). */
@@ -433,22 +447,30 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
             for (int64_t r = 0; r < nr; r++) {
                 int64_t q = r0 + r;
                 const double *row = D + r * m;
-                /* the kc smallest approximate distances, excluding q itself */
+                /* the kc smallest approximate distances, excluding q itself: NN_SCAN columns at a time, those
+                   under the list's largest (a mask, in one pass that vectorises) inserted in column order,
+                   each checked again against the list as it is then (so the list is the one-by-one scan's) */
                 int nc = 0;
-                for (int64_t j = 0; j < m; j++) {
-                    if (j == q)
-                        continue;
-                    double v = row[j] + norm[q] + norm[j];
-                    if (nc == kc && v >= cd[kc - 1])
-                        continue;
-                    int p = nc < kc ? nc++ : kc - 1;
-                    while (p > 0 && cd[p - 1] > v) {
-                        cd[p] = cd[p - 1];
-                        cand[p] = cand[p - 1];
-                        p--;
+                for (int64_t j0 = 0; j0 < m; j0 += NN_SCAN) {
+                    const int len = m - j0 < NN_SCAN ? (int)(m - j0) : NN_SCAN;
+                    uint64_t under = nc == kc ? nn_under(row + j0, norm[q], norm + j0, len, cd[kc - 1])
+                                              : (len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1);
+                    for (; under; under &= under - 1) {
+                        int64_t j = j0 + __builtin_ctzll(under);
+                        if (j == q)
+                            continue;
+                        double v = row[j] + norm[q] + norm[j];
+                        if (nc == kc && v >= cd[kc - 1])
+                            continue;
+                        int p = nc < kc ? nc++ : kc - 1;
+                        while (p > 0 && cd[p - 1] > v) {
+                            cd[p] = cd[p - 1];
+                            cand[p] = cand[p - 1];
+                            p--;
+                        }
+                        cd[p] = v;
+                        cand[p] = j;
                     }
-                    cd[p] = v;
-                    cand[p] = j;
                 }
                 /* exact distances of the candidates, k nearest (ties: lower index first) */
                 for (int c = 0; c < nc; c++) {
