@@ -90,7 +90,7 @@ typedef struct {
     double read_s;     /* seconds spent reading its batches */
     int64_t max_spk;   /* spikes bs_peel_span reports for a batch, at most (the outputs' rows) */
     bs_spike *keep;    /* second pass: the batch's first-pass spikes of templates not re-peeled (max_spk; then
-                          the residual rule's scratch, 4 max_spk ints) */
+                          the residual rule's scratch of 2 max_spk ints) */
     bs_spike *all;     /* second pass: those and the re-peeled ones, merged (2 max_spk), given their features
                           and written max_spk at a time when the batch is written (lane_done) */
     const float *x;    /* second pass: the batch's residual window until then, from sample t0_abs */

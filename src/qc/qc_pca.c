@@ -352,6 +352,7 @@ bs_status bs_qc_d_prime(const double *X, const int32_t *lab, int64_t n, int d, i
 
 #define NN_BLOCK 128
 #define NN_SCAN 64 /* columns of a distance row screened at once against the candidates' largest */
+_Static_assert(NN_SCAN == 64, "a screen's columns are the bits of a uint64_t");
 
 /* Bit l set where not (row[l] + nq) + norm[l] >= thr, l < len <= NN_SCAN: the sum as the scan computes it,
  * and the scan's test (a NaN is taken, as there). */
@@ -454,7 +455,7 @@ bs_status bs_qc_nn_rates(const double *X, const int32_t *lab, int64_t n, int d, 
                 for (int64_t j0 = 0; j0 < m; j0 += NN_SCAN) {
                     const int len = m - j0 < NN_SCAN ? (int)(m - j0) : NN_SCAN;
                     uint64_t under = nc == kc ? nn_under(row + j0, norm[q], norm + j0, len, cd[kc - 1])
-                                              : (len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1);
+                                              : (len == NN_SCAN ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1);
                     for (; under; under &= under - 1) {
                         int64_t j = j0 + __builtin_ctzll(under);
                         if (j == q)
