@@ -24,7 +24,9 @@
  *    - bipartite graph spike→landmark (a landmark's edge to its own spike is
  *      ignored for the degrees m, ki, kj and the tree);
  *    - greedy k-means++-like initialisation into ≤ n_init clusters (seeded;
- *      candidate draws from the unexplained variance), then alternating
+ *      candidate draws from the unexplained variance; a candidate's dot
+ *      products with every spike, summed in the order of the features by
+ *      the code's own kernel, are computed once and cached), then alternating
  *      landmark / spike assignment sweeps maximising
  *      edges − (lam/m)·degree·cluster size, until nothing changes or n_iter;
  *    - agglomerative tree over the graph clusters: greedily merge the pair
@@ -132,6 +134,9 @@ typedef struct {
     int64_t orphan_max_landmarks; /* only centers with at most this many regular landmarks get them (80) */
     int64_t par_min_work;   /* loops of fewer operations run on one thread (2^20); results never
                                depend on it nor on the thread count (tests set 0 to force threads) */
+    int64_t init_cache_floats; /* the greedy initialisation keeps the rows of its candidates in at most this
+                                  many floats (8 Mi: 32 MiB; all n·n of a center of up to 2,896 spikes); results
+                                  never depend on it (tests set it small) */
 } bs_cluster_params;
 
 void bs_cluster_default_params(bs_cluster_params *p);

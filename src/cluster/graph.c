@@ -13,6 +13,14 @@
  *   (smallest id on ties), found by walking the labels sorted by landmark
  *   count. Landmarks are scored from their reverse lists with a per-thread
  *   count array. This equals the dense argmax (ties to the smaller label).
+ * - The greedy initialisation draws 100 candidates in each of 200 steps
+ *   from a center's n spikes: the same spikes again and again. Each
+ *   candidate's row of dot products with all spikes is computed once (own
+ *   kernel, terms in feature order: the same bits for any batch of
+ *   candidates) and cached, n·n floats where that fits init_cache_floats,
+ *   otherwise one slot per spike index modulo the rows that fit.
+ * - The planned size grows with n (bs_cluster_graph_bytes), so that a
+ *   stage's plan for its largest center covers every smaller one.
  * - Sweeps stop at a fixed point (the next sweeps would change nothing).
  * - Every floating-point reduction has a fixed order: column sums over rows
  *   in row order, dsyrk/dgemv products per block with blocks added in order.
@@ -31,7 +39,7 @@
 #include "mem/mem.h"
 
 #define KNN_BLOCK_FLOATS ((int64_t)4 << 20) /* 16 MiB of dot products per kNN block */
-#define INIT_BLOCK 8192                      /* spikes per block of the greedy initialisation (cache-sized) */
+#define INIT_BLOCK 8192                      /* spikes per block of the greedy initialisation's sums */
 #define LDA_BLOCK 1024                       /* spikes per block of the discriminant */
 #define HIST_BINS 400
 
@@ -58,6 +66,7 @@ void bs_cluster_default_params(bs_cluster_params *p)
     p->orphan_min_group = 12;
     p->orphan_max_landmarks = 80;
     p->par_min_work = (int64_t)1 << 20;
+    p->init_cache_floats = (int64_t)8 << 20;
 }
 
 int64_t bs_cluster_n_landmarks(int64_t n, const bs_cluster_params *p)
@@ -175,7 +184,8 @@ typedef struct {
     /* persistent, byte offsets */
     size_t o_lmk, o_L, o_kn, o_roff, o_ridx, o_ki, o_kj, o_isub, o_scratch;
     /* init scratch */
-    size_t i_vexp, i_vtot, i_cum, i_cand, i_cf, i_G, i_end;
+    size_t i_vexp, i_vtot, i_cum, i_cand, i_G, i_XT, i_rows, i_tag, i_end;
+    int64_t n16, R; /* the initialisation's row stride (n rounded up to 16) and cached rows */
     /* sweep scratch */
     size_t s_N, s_S, s_order, s_old, s_end;
     /* tree + split scratch */
@@ -186,12 +196,11 @@ typedef struct {
 
 static size_t al(size_t x) { return (x + 63) & ~(size_t)63; }
 
-/* The kNN scratch of a center's graph: for m landmarks, or, with room for orphans (m_cap > m), enough for
- * any count up to m_cap (a block's dot products are at most max(KNN_BLOCK_FLOATS, m) and n·m floats). */
-static size_t knn_room_bytes(int64_t n, int64_t m, int64_t m_cap, int D)
+/* The kNN scratch of a center's graph: for any count of landmarks up to m_cap (with room for orphans, m_cap >
+ * m): a block's dot products are at most max(KNN_BLOCK_FLOATS, m_cap) and n·m_cap floats. This bound, not the
+ * exact block, is allocated: it grows with n (the exact one drops by up to m floats where a block's rows do). */
+static size_t knn_room_bytes(int64_t n, int64_t m_cap)
 {
-    if (m_cap <= m)
-        return bs_cluster_knn_scratch_bytes(n, m, D);
     int64_t g = m_cap > KNN_BLOCK_FLOATS ? m_cap : KNN_BLOCK_FLOATS;
     g = n * m_cap < g ? n * m_cap : g;
     return (size_t)(g + m_cap) * sizeof(float);
@@ -227,13 +236,18 @@ static void make_layout(layout *l, int64_t n, int D, const bs_cluster_params *p)
     l->o_isub = o; o += al((size_t)m * 4);
     l->o_scratch = o;
     size_t s = 0;
-    int64_t ib = n < INIT_BLOCK ? n : INIT_BLOCK;
+    int64_t n16 = (n + 15) / 16 * 16, cf = p->init_cache_floats, cache = n16 * n16 < cf ? n16 * n16 : cf;
+    cache = cache > n16 ? cache : n16;
+    l->n16 = n16;
+    l->R = cache / n16 < n ? cache / n16 : n;
     l->i_vexp = s; s += al((size_t)n * 4);
     l->i_vtot = s; s += al((size_t)n * 4);
     l->i_cum = s; s += al((size_t)n * 8);
     l->i_cand = s; s += al((size_t)C * 8);
-    l->i_cf = s; s += al((size_t)C * D * 4);
-    l->i_G = s; s += al((size_t)ib * C * 4);
+    l->i_G = s; s += al((size_t)n16 * C * 4);
+    l->i_XT = s; s += al((size_t)n16 * D * 4);
+    l->i_rows = s; s += al((size_t)cache * 4); /* monotone in n, and >= R rows of n16 */
+    l->i_tag = s; s += al((size_t)n * 8); /* R <= n */
     l->i_end = s;
     s = 0;
     l->s_N = s; s += al((size_t)nc * 8);
@@ -268,13 +282,43 @@ static void make_layout(layout *l, int64_t n, int D, const bs_cluster_params *p)
     l->total = o + mx;
 }
 
+static size_t graph_bytes_at(int64_t n, int D, const bs_cluster_params *p)
+{
+    layout l;
+    make_layout(&l, n, D, p);
+    return l.total + knn_room_bytes(n, l.m_cap);
+}
+
+/* The most spikes whose landmarks still get room for orphans (0: none has). */
+static int64_t orphan_last_n(const bs_cluster_params *p)
+{
+    if (!(p->orphan_factor > 0))
+        return 0;
+    int64_t lo = 0, hi = (int64_t)1 << 40; /* landmarks grow with n: bisect for the last n with orphan room */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (bs_cluster_n_landmarks(mid, p) <= p->orphan_max_landmarks)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The layout's size drops where a center's landmarks outgrow orphan_max_landmarks (no room for orphans): past
+ * that count of spikes the size is at least the last one with room, so that the size grows with n and the plan
+ * of the largest center covers every smaller one. */
 size_t bs_cluster_graph_bytes(int64_t n, int D, const bs_cluster_params *p)
 {
     if (n < p->min_spikes || n < 2)
         return 0;
-    layout l;
-    make_layout(&l, n, D, p);
-    return l.total + knn_room_bytes(n, l.m, l.m_cap, D);
+    size_t b = graph_bytes_at(n, D, p);
+    int64_t no = orphan_last_n(p);
+    if (no >= 2 && no >= p->min_spikes && n > no) {
+        size_t bo = graph_bytes_at(no, D, p);
+        b = bo > b ? bo : b;
+    }
+    return b;
 }
 
 /* ---------------------------------------------------------------- orphan landmarks */
@@ -607,16 +651,49 @@ BS_VECTORIZED static double relu_sum(const float *restrict g, const float *restr
     return s;
 }
 
+/* o_q[i] = 2 Σ_d XT[d][i]·c_q[d] for q < 4, i < n16 (XT: D rows of stride n16): each element's terms added
+ * in the order of d, one rounding each (no fused multiply-add, simd.h), so an element's bits depend on neither
+ * the vector width nor which other candidates or rows share the call. */
+BS_VECTORIZED static void dot_rows4(const float *restrict XT, int64_t n16, int D, const float *c0, const float *c1,
+                                    const float *c2, const float *c3, float *o0, float *o1, float *o2, float *o3)
+{
+    for (int64_t i0 = 0; i0 < n16; i0 += 16) {
+        float a0[16] = {0}, a1[16] = {0}, a2[16] = {0}, a3[16] = {0};
+        for (int d = 0; d < D; d++) {
+            const float *x = XT + (int64_t)d * n16 + i0;
+            float w0 = c0[d], w1 = c1[d], w2 = c2[d], w3 = c3[d];
+            for (int u = 0; u < 16; u++) {
+                a0[u] += x[u] * w0;
+                a1[u] += x[u] * w1;
+                a2[u] += x[u] * w2;
+                a3[u] += x[u] * w3;
+            }
+        }
+        for (int u = 0; u < 16; u++) {
+            o0[i0 + u] = 2.0f * a0[u];
+            o1[i0 + u] = 2.0f * a1[u];
+            o2[i0 + u] = 2.0f * a2[u];
+            o3[i0 + u] = 2.0f * a3[u];
+        }
+    }
+}
+
+/* The greedy initialisation: n_init steps, each drawing up to C candidate spikes (in proportion to the variance
+ * the chosen ones leave unexplained) and keeping the one whose 2·x_i·x_c row explains most. A candidate's row
+ * is computed once by dot_rows4 and kept in a cache of R rows (slot: the spike's index modulo R; R = n where
+ * n16·n16 floats fit init_cache_floats), so the rows are the same bits whether a candidate was cached or not: the
+ * cache's size changes only the time. */
 static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, int32_t *lab)
 {
     const layout *l = g->l;
-    int64_t n = l->n;
+    int64_t n = l->n, n16 = l->n16, R = l->R;
     int D = l->D, C = l->C;
     float *vexp = (float *)(scr + l->i_vexp), *vtot = (float *)(scr + l->i_vtot);
     double *cum = (double *)(scr + l->i_cum);
-    int64_t *cand = (int64_t *)(scr + l->i_cand);
-    float *cf = (float *)(scr + l->i_cf), *G = (float *)(scr + l->i_G);
-    const float *X = g->X;
+    int64_t *cand = (int64_t *)(scr + l->i_cand), *tag = (int64_t *)(scr + l->i_tag);
+    float *G = (float *)(scr + l->i_G), *XT = (float *)(scr + l->i_XT), *rows = (float *)(scr + l->i_rows);
+    const float *X = g->X, *row[1024];
+    int miss[1024];
     for (int64_t i = 0; i < n; i++) {
         float s = 0;
         for (int d = 0; d < D; d++)
@@ -625,6 +702,14 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
         vexp[i] = 0;
         lab[i] = 0;
     }
+    for (int d = 0; d < D; d++) {
+        for (int64_t i = 0; i < n; i++)
+            XT[(int64_t)d * n16 + i] = X[i * D + d];
+        for (int64_t i = n; i < n16; i++)
+            XT[(int64_t)d * n16 + i] = 0;
+    }
+    for (int64_t s = 0; s < R; s++)
+        tag[s] = -1;
     bs_rng r;
     bs_rng_seed(&r, p->seed);
     double colsum[1024];
@@ -660,27 +745,38 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
         }
         if (nc == 0)
             break;
-        for (int q = 0; q < nc; q++)
-            memcpy(cf + (size_t)q * D, X + cand[q] * D, (size_t)D * sizeof *cf);
-        for (int q = 0; q < nc; q++)
-            colsum[q] = 0;
-        for (int64_t r0 = 0; r0 < n; r0 += INIT_BLOCK) {
-            int64_t nb = n - r0 < INIT_BLOCK ? n - r0 : INIT_BLOCK;
-            /* G (nc × nb) = 2·cand·Xblkᵀ: row q holds the candidate's 2·x_i·x_c */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nc, (int)nb, D, 2.0f, cf, D, X + r0 * D, D, 0.0f,
-                        G, (int)nb);
-#pragma omp parallel for schedule(static) if (nb * nc > g->par_min)
-            for (int q = 0; q < nc; q++)
-                colsum[q] += relu_sum(G + (int64_t)q * nb, vexp + r0, vtot[cand[q]], nb);
+        /* rows: from the cache, or computed into G (four candidates a call) and then cached in candidate order */
+        int nm = 0;
+        for (int q = 0; q < nc; q++) {
+            int64_t s = cand[q] % R;
+            row[q] = tag[s] == cand[q] ? rows + s * n16 : G + (int64_t)q * n16;
+            if (tag[s] != cand[q])
+                miss[nm++] = q;
+        }
+        int ng = (nm + 3) / 4;
+#pragma omp parallel for schedule(static) if ((int64_t)nm * n16 * D > g->par_min)
+        for (int b = 0; b < ng; b++) {
+            int q[4];
+            for (int j = 0; j < 4; j++)
+                q[j] = miss[4 * b + j < nm ? 4 * b + j : nm - 1];
+            dot_rows4(XT, n16, D, X + cand[q[0]] * D, X + cand[q[1]] * D, X + cand[q[2]] * D, X + cand[q[3]] * D,
+                      G + (int64_t)q[0] * n16, G + (int64_t)q[1] * n16, G + (int64_t)q[2] * n16,
+                      G + (int64_t)q[3] * n16);
+        }
+#pragma omp parallel for schedule(static) if ((int64_t)nc * n > g->par_min)
+        for (int q = 0; q < nc; q++) {
+            double cs = 0;
+            for (int64_t r0 = 0; r0 < n; r0 += INIT_BLOCK)
+                cs += relu_sum(row[q] + r0, vexp + r0, vtot[cand[q]], n - r0 < INIT_BLOCK ? n - r0 : INIT_BLOCK);
+            colsum[q] = cs;
         }
         int best = 0;
         for (int q = 1; q < nc; q++)
             if (colsum[q] > colsum[best])
                 best = q;
-        /* gains of the chosen candidate: 2·X·x_c by sgemv into the (free until the next step) cum buffer */
-        const float *xc = cf + (size_t)best * D;
-        float cn = vtot[cand[best]], *g2 = (float *)cum;
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, D, 2.0f, X, D, xc, 1, 0.0f, g2, 1);
+        /* the chosen candidate's gains 2·x_i·x_c - |x_c|^2 */
+        const float *g2 = row[best];
+        float cn = vtot[cand[best]];
 #pragma omp parallel for schedule(static) if (n > g->par_min)
         for (int64_t i = 0; i < n; i++) {
             float gain = g2[i] - cn;
@@ -688,6 +784,11 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
                 vexp[i] = gain;
                 lab[i] = step;
             }
+        }
+        for (int j = 0; j < nm; j++) {
+            int64_t s = cand[miss[j]] % R;
+            memcpy(rows + s * n16, G + (int64_t)miss[j] * n16, (size_t)n16 * sizeof *rows);
+            tag[s] = cand[miss[j]];
         }
     }
 }
@@ -724,7 +825,8 @@ bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n
         return bs_error(BS_ERR_USAGE, "cluster: n_init, candidates <= 1024 and n_neighbors <= 64 required");
     layout l;
     make_layout(&l, n, D, p);
-    char *base = bs_mem_alloc("cluster/graph", l.total);
+    /* the planned size, which can exceed this layout's (bs_cluster_graph_bytes) */
+    char *base = bs_mem_alloc("cluster/graph", bs_cluster_graph_bytes(n, D, p) - knn_room_bytes(n, l.m_cap));
     if (!base)
         return BS_ERR_MEMORY;
     bs_status st = BS_OK;
@@ -755,7 +857,7 @@ bs_status bs_cluster_graph(const bs_cluster_params *p, const float *X, int64_t n
     /* 2. kNN; with orphans that become landmarks, again with them */
     const int64_t room = l.m_cap - m;
     float *dk = (float *)(scr + l.i_vexp), *sel = (float *)(scr + l.i_vtot), *score = (float *)(scr + l.i_cum);
-    float *kscr = bs_mem_alloc("cluster/knn", knn_room_bytes(n, m, l.m_cap, D)); /* for both passes */
+    float *kscr = bs_mem_alloc("cluster/knn", knn_room_bytes(n, l.m_cap)); /* for both passes */
     st = kscr ? knn(X, n, D, L, m, k, kn, NULL, room > 0 ? dk : NULL, kscr, p->par_min_work) : BS_ERR_MEMORY;
     if (st == BS_OK && room > 0) {
         int64_t added = add_orphans(p, X, n, D, dk, m, room, lmk, L, score, sel);

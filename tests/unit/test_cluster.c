@@ -220,6 +220,21 @@ int main(void)
     int L2 = 0;
     CHECK(bs_cluster_graph(&pt, X, n, D, t, lab1, &L2) == BS_OK);
     CHECK(L2 == L && memcmp(lab, lab1, (size_t)n * sizeof *lab) == 0);
+    /* the initialisation's row cache: one row, or 40 rows (slots shared), the same labels as all n rows */
+    for (int64_t cf = 1; cf <= 40 * 2512; cf += 40 * 2512 - 1) {
+        bs_cluster_params pc = p;
+        pc.init_cache_floats = cf;
+        int L3 = 0;
+        CHECK(bs_cluster_graph(&pc, X, n, D, t, lab1, &L3) == BS_OK);
+        CHECK_MSG(L3 == L && memcmp(lab, lab1, (size_t)n * sizeof *lab) == 0, "cache of %lld floats", (long long)cf);
+    }
+    /* the planned size grows with the spike count (the plan of a stage's largest center covers the others),
+       across the count where landmarks outgrow orphan_max_landmarks and the kNN blocks' rows drop */
+    for (int64_t m = p.min_spikes, ok = 1; m <= 24000 && ok; m++) {
+        ok = bs_cluster_graph_bytes(m + 1, D, &p) >= bs_cluster_graph_bytes(m, D, &p);
+        CHECK_MSG(ok, "%lld spikes: %zu bytes, %lld: %zu", (long long)m, bs_cluster_graph_bytes(m, D, &p),
+                  (long long)m + 1, bs_cluster_graph_bytes(m + 1, D, &p));
+    }
 
     /* 2. one anisotropic unimodal cloud is not split (no times: bimodality only) */
     bs_rng_seed(&r, 12);

@@ -129,6 +129,7 @@ int main(void)
     s.quiet = 1;
     s.resume = 1;
     s.cluster.par_min_work = 0;
+    s.cluster.init_cache_floats = 1;
     CHECK(key_of(&rec, &s) == k0);
 
     /* a manifest of the default parameters; resume with a changed clustering, merge or shadow parameter */
