@@ -32,7 +32,7 @@ void bs_detect_default_params(bs_detect_params *p)
     p->th_universal = 9.0f;
     p->th_low = 6.75f;
     p->low_stride = 3;
-    p->low_max_s = 100.0;
+    p->low_max_s = 20.0;
     p->n_chans = 10;
     p->n_sizes = 5;
     p->min_template_size_um = 10.0f;

@@ -131,26 +131,29 @@ static bs_status detect_all(const bs_detect_params *p, const bs_temporal_basis *
     return detect_on(p, b, g, probe, NULL, out);
 }
 
-/* The low tier's stride against the recording's length (detect.low_tier_max_s, 100 s by default): the
- * parameter's up to 3 x 100 s of recording, 5 minutes included (a third of it, exactly the cap), then
- * ceil(duration / 100 s); no cap with 0; a stride the user set larger is kept. */
+/* The low tier's stride against the recording's length (detect.low_tier_max_s, 20 s by default): the
+ * parameter's up to 3 x 20 s of recording, a minute included (a third of it, exactly the cap), then
+ * ceil(duration / 20 s); no cap with 0; a stride the user set larger is kept. */
 static void test_low_stride(void)
 {
     bs_detect_params d;
     bs_detect_default_params(&d);
     const double fs = 30000.0;
-    CHECK(d.low_stride == 3 && d.low_max_s == 100.0);
-    CHECK(bs_detect_low_stride(&d, 120 * 30000, fs) == 3);
-    CHECK(bs_detect_low_stride(&d, 300 * 30000, fs) == 3);
-    CHECK(bs_detect_low_stride(&d, 300 * 30000 + 1, fs) == 4);
-    CHECK(bs_detect_low_stride(&d, 600 * 30000, fs) == 6);
-    CHECK(bs_detect_low_stride(&d, (int64_t)3600 * 30000, fs) == 36);
-    CHECK(bs_detect_low_stride(&d, 601 * 30000, 30000.0) == 7);
+    CHECK(d.low_stride == 3 && d.low_max_s == 20.0);
+    CHECK(bs_detect_low_stride(&d, 20 * 30000, fs) == 3);
+    CHECK(bs_detect_low_stride(&d, 60 * 30000, fs) == 3);
+    CHECK(bs_detect_low_stride(&d, 60 * 30000 + 1, fs) == 4);
+    CHECK(bs_detect_low_stride(&d, 90 * 30000, fs) == 5);
+    CHECK(bs_detect_low_stride(&d, 120 * 30000, fs) == 6);
+    CHECK(bs_detect_low_stride(&d, 300 * 30000, fs) == 15);
+    CHECK(bs_detect_low_stride(&d, 600 * 30000, fs) == 30);
+    CHECK(bs_detect_low_stride(&d, (int64_t)3600 * 30000, fs) == 180);
+    CHECK(bs_detect_low_stride(&d, 121 * 30000, 30000.0) == 7);
     d.low_max_s = 0;
     CHECK(bs_detect_low_stride(&d, (int64_t)3600 * 30000, fs) == 3);
-    d.low_max_s = 100.0;
-    d.low_stride = 50;
-    CHECK(bs_detect_low_stride(&d, (int64_t)3600 * 30000, fs) == 50);
+    d.low_max_s = 20.0;
+    d.low_stride = 500;
+    CHECK(bs_detect_low_stride(&d, (int64_t)3600 * 30000, fs) == 500);
 }
 
 int main(void)
