@@ -40,6 +40,7 @@
 
 #define KNN_BLOCK_FLOATS ((int64_t)4 << 20) /* 16 MiB of dot products per kNN block */
 #define INIT_BLOCK 8192                      /* spikes per block of the greedy initialisation's sums */
+#define INIT_GROUPS 8                        /* kernel calls of four candidate rows the initialisation makes at once */
 #define LDA_BLOCK 1024                       /* spikes per block of the discriminant */
 #define HIST_BINS 400
 
@@ -244,7 +245,7 @@ static void make_layout(layout *l, int64_t n, int D, const bs_cluster_params *p)
     l->i_vtot = s; s += al((size_t)n * 4);
     l->i_cum = s; s += al((size_t)n * 8);
     l->i_cand = s; s += al((size_t)C * 8);
-    l->i_G = s; s += al((size_t)n16 * C * 4);
+    l->i_G = s; s += al((size_t)n16 * 4 * (C < 4 * INIT_GROUPS ? (C + 3) / 4 : INIT_GROUPS) * 4);
     l->i_XT = s; s += al((size_t)n16 * D * 4);
     l->i_rows = s; s += al((size_t)cache * 4); /* monotone in n, and >= R rows of n16 */
     l->i_tag = s; s += al((size_t)n * 8); /* R <= n */
@@ -651,6 +652,15 @@ BS_VECTORIZED static double relu_sum(const float *restrict g, const float *restr
     return s;
 }
 
+/* Σ_i max(0, (g[i] - cn) - v[i]) over n terms: relu_sum on blocks of INIT_BLOCK, added in order. */
+static double row_gain_sum(const float *g, const float *v, float cn, int64_t n)
+{
+    double cs = 0;
+    for (int64_t r0 = 0; r0 < n; r0 += INIT_BLOCK)
+        cs += relu_sum(g + r0, v + r0, cn, n - r0 < INIT_BLOCK ? n - r0 : INIT_BLOCK);
+    return cs;
+}
+
 /* o_q[i] = 2 Σ_d XT[d][i]·c_q[d] for q < 4, i < n16 (XT: D rows of stride n16): each element's terms added
  * in the order of d, one rounding each (no fused multiply-add, simd.h), so an element's bits depend on neither
  * the vector width nor which other candidates or rows share the call. */
@@ -680,9 +690,9 @@ BS_VECTORIZED static void dot_rows4(const float *restrict XT, int64_t n16, int D
 
 /* The greedy initialisation: n_init steps, each drawing up to C candidate spikes (in proportion to the variance
  * the chosen ones leave unexplained) and keeping the one whose 2·x_i·x_c row explains most. A candidate's row
- * is computed once by dot_rows4 and kept in a cache of R rows (slot: the spike's index modulo R; R = n where
- * n16·n16 floats fit init_cache_floats), so the rows are the same bits whether a candidate was cached or not: the
- * cache's size changes only the time. */
+ * is computed by dot_rows4 (into G, at most 4·INIT_GROUPS rows) and kept in a cache of R rows (slot: the spike's
+ * index modulo R; R = n where n16·n16 floats fit init_cache_floats); a row is the same bits whether it was cached
+ * or computed again, so the cache's size changes only the time. */
 static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, int32_t *lab)
 {
     const layout *l = g->l;
@@ -692,8 +702,9 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
     double *cum = (double *)(scr + l->i_cum);
     int64_t *cand = (int64_t *)(scr + l->i_cand), *tag = (int64_t *)(scr + l->i_tag);
     float *G = (float *)(scr + l->i_G), *XT = (float *)(scr + l->i_XT), *rows = (float *)(scr + l->i_rows);
-    const float *X = g->X, *row[1024];
+    const float *X = g->X;
     int miss[1024];
+    char keep[1024];
     for (int64_t i = 0; i < n; i++) {
         float s = 0;
         for (int d = 0; d < D; d++)
@@ -745,37 +756,57 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
         }
         if (nc == 0)
             break;
-        /* rows: from the cache, or computed into G (four candidates a call) and then cached in candidate order */
+        /* the cached candidates' sums first (a miss's row may take a cached one's slot below) */
         int nm = 0;
-        for (int q = 0; q < nc; q++) {
-            int64_t s = cand[q] % R;
-            row[q] = tag[s] == cand[q] ? rows + s * n16 : G + (int64_t)q * n16;
-            if (tag[s] != cand[q])
+        for (int q = 0; q < nc; q++)
+            if (tag[cand[q] % R] != cand[q])
                 miss[nm++] = q;
-        }
-        int ng = (nm + 3) / 4;
-#pragma omp parallel for schedule(static) if ((int64_t)nm * n16 * D > g->par_min)
-        for (int b = 0; b < ng; b++) {
-            int q[4];
-            for (int j = 0; j < 4; j++)
-                q[j] = miss[4 * b + j < nm ? 4 * b + j : nm - 1];
-            dot_rows4(XT, n16, D, X + cand[q[0]] * D, X + cand[q[1]] * D, X + cand[q[2]] * D, X + cand[q[3]] * D,
-                      G + (int64_t)q[0] * n16, G + (int64_t)q[1] * n16, G + (int64_t)q[2] * n16,
-                      G + (int64_t)q[3] * n16);
-        }
 #pragma omp parallel for schedule(static) if ((int64_t)nc * n > g->par_min)
         for (int q = 0; q < nc; q++) {
-            double cs = 0;
-            for (int64_t r0 = 0; r0 < n; r0 += INIT_BLOCK)
-                cs += relu_sum(row[q] + r0, vexp + r0, vtot[cand[q]], n - r0 < INIT_BLOCK ? n - r0 : INIT_BLOCK);
-            colsum[q] = cs;
+            int64_t s = cand[q] % R;
+            if (tag[s] == cand[q])
+                colsum[q] = row_gain_sum(rows + s * n16, vexp, vtot[cand[q]], n);
+        }
+        /* the misses: four a kernel call, INIT_GROUPS calls at once into G; a row is cached when no later miss
+           of the step takes its slot */
+        for (int j = 0; j < nm; j++) {
+            keep[j] = 1;
+            for (int j2 = j + 1; j2 < nm && keep[j]; j2++)
+                keep[j] = cand[miss[j2]] % R != cand[miss[j]] % R;
+        }
+        const int ng = (nm + 3) / 4;
+        for (int b0 = 0; b0 < ng; b0 += INIT_GROUPS) {
+            const int nb = ng - b0 < INIT_GROUPS ? ng - b0 : INIT_GROUPS;
+#pragma omp parallel for schedule(static) if (nb > 1 && (int64_t)nb * 4 * n16 * D > g->par_min)
+            for (int b = 0; b < nb; b++) {
+                int q[4];
+                float *o = G + (int64_t)b * 4 * n16;
+                for (int k = 0; k < 4; k++)
+                    q[k] = miss[4 * (b0 + b) + k < nm ? 4 * (b0 + b) + k : nm - 1];
+                dot_rows4(XT, n16, D, X + cand[q[0]] * D, X + cand[q[1]] * D, X + cand[q[2]] * D,
+                          X + cand[q[3]] * D, o, o + n16, o + 2 * n16, o + 3 * n16);
+                for (int k = 0; k < 4 && 4 * (b0 + b) + k < nm; k++)
+                    colsum[q[k]] = row_gain_sum(o + k * n16, vexp, vtot[cand[q[k]]], n);
+            }
+            for (int j = 4 * b0; j < nm && j < 4 * (b0 + nb); j++)
+                if (keep[j]) {
+                    int64_t s = cand[miss[j]] % R;
+                    memcpy(rows + s * n16, G + (int64_t)(j - 4 * b0) * n16, (size_t)n16 * sizeof *rows);
+                    tag[s] = cand[miss[j]];
+                }
         }
         int best = 0;
         for (int q = 1; q < nc; q++)
             if (colsum[q] > colsum[best])
                 best = q;
+        /* the chosen candidate's row: cached, or (its slot taken in this step) computed again, the same bits */
+        const float *g2 = rows + (cand[best] % R) * n16;
+        if (tag[cand[best] % R] != cand[best]) {
+            const float *xc = X + cand[best] * D;
+            dot_rows4(XT, n16, D, xc, xc, xc, xc, G, G + n16, G + 2 * n16, G + 3 * n16);
+            g2 = G;
+        }
         /* the chosen candidate's gains 2·x_i·x_c - |x_c|^2 */
-        const float *g2 = row[best];
         float cn = vtot[cand[best]];
 #pragma omp parallel for schedule(static) if (n > g->par_min)
         for (int64_t i = 0; i < n; i++) {
@@ -784,11 +815,6 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
                 vexp[i] = gain;
                 lab[i] = step;
             }
-        }
-        for (int j = 0; j < nm; j++) {
-            int64_t s = cand[miss[j]] % R;
-            memcpy(rows + s * n16, G + (int64_t)miss[j] * n16, (size_t)n16 * sizeof *rows);
-            tag[s] = cand[miss[j]];
         }
     }
 }
