@@ -704,7 +704,6 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
     float *G = (float *)(scr + l->i_G), *XT = (float *)(scr + l->i_XT), *rows = (float *)(scr + l->i_rows);
     const float *X = g->X;
     int miss[1024];
-    char keep[1024];
     for (int64_t i = 0; i < n; i++) {
         float s = 0;
         for (int d = 0; d < D; d++)
@@ -767,13 +766,8 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
             if (tag[s] == cand[q])
                 colsum[q] = row_gain_sum(rows + s * n16, vexp, vtot[cand[q]], n);
         }
-        /* the misses: four a kernel call, INIT_GROUPS calls at once into G; a row is cached when no later miss
-           of the step takes its slot */
-        for (int j = 0; j < nm; j++) {
-            keep[j] = 1;
-            for (int j2 = j + 1; j2 < nm && keep[j]; j2++)
-                keep[j] = cand[miss[j2]] % R != cand[miss[j]] % R;
-        }
+        /* the misses: four a kernel call, INIT_GROUPS calls at once into G, then cached in miss order (of two
+           misses with one slot the later stays) */
         const int ng = (nm + 3) / 4;
         for (int b0 = 0; b0 < ng; b0 += INIT_GROUPS) {
             const int nb = ng - b0 < INIT_GROUPS ? ng - b0 : INIT_GROUPS;
@@ -788,12 +782,11 @@ static void greedy_init(const graph *g, const bs_cluster_params *p, char *scr, i
                 for (int k = 0; k < 4 && 4 * (b0 + b) + k < nm; k++)
                     colsum[q[k]] = row_gain_sum(o + k * n16, vexp, vtot[cand[q[k]]], n);
             }
-            for (int j = 4 * b0; j < nm && j < 4 * (b0 + nb); j++)
-                if (keep[j]) {
-                    int64_t s = cand[miss[j]] % R;
-                    memcpy(rows + s * n16, G + (int64_t)(j - 4 * b0) * n16, (size_t)n16 * sizeof *rows);
-                    tag[s] = cand[miss[j]];
-                }
+            for (int j = 4 * b0; j < nm && j < 4 * (b0 + nb); j++) {
+                int64_t s = cand[miss[j]] % R;
+                memcpy(rows + s * n16, G + (int64_t)(j - 4 * b0) * n16, (size_t)n16 * sizeof *rows);
+                tag[s] = cand[miss[j]];
+            }
         }
         int best = 0;
         for (int q = 1; q < nc; q++)
