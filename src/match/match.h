@@ -143,7 +143,7 @@ typedef struct {
     int n_threads; /* threads */
     float *X;      /* 4 sub-tiles x C channels x n: the channels' spectra (templates.c) */
     float *S;      /* up to 256 templates x 4 sub-tiles x n: the templates' spectra */
-    float *G;      /* per thread: n_sup x n, one template's weights in frequency */
+    float *G;      /* up to 256 templates x n_sup x n: the templates' weights in frequency */
     float *fft;    /* per thread: the filter bank's scratch and output tile */
 } bs_match_scores_ws;
 

@@ -242,7 +242,8 @@ size_t bs_match_scores_bytes(int K, int64_t n_t)
  * columns on a fixed grid from the window's first sample, TILES of them at a
  * time: each channel's spectrum of each sub-tile (spectra_of_group, into
  * ws->X), then every template's spectrum of each (template_spectra, into
- * ws->S, KCHUNK templates at a time), then the scores of SCORE_GROUP
+ * ws->S, KCHUNK templates at a time, from their weights in frequency in ws->G,
+ * made once per call where all templates fit one chunk), then the scores of SCORE_GROUP
  * templates per inverse transform (group_scores). Slots: a spectrum of
  * n real samples is held as n floats, slot s < n/2 holding bin s (real part
  * at s, imaginary at n/2 + s), except slot 0, which holds the two real bins 0
@@ -297,8 +298,8 @@ static size_t chunk_templates(const bs_match_templates *t)
 size_t bs_match_scores_ws_bytes(const bs_match_templates *t, int n_threads)
 {
     const size_t n = fir_n(t);
-    return sizeof(float) * (TILES * (size_t)t->n_chan * n + chunk_templates(t) * TILES * n +
-                            (size_t)n_threads * ((size_t)t->n_sup * n + fft_floats(t)));
+    return sizeof(float) * (TILES * (size_t)t->n_chan * n + chunk_templates(t) * (TILES + (size_t)t->n_sup) * n +
+                            (size_t)n_threads * fft_floats(t));
 }
 
 bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, bs_match_scores_ws *ws)
@@ -307,7 +308,7 @@ bs_status bs_match_scores_ws_alloc(const bs_match_templates *t, int n_threads, b
     ws->n_threads = n_threads;
     ws->X = bs_mem_alloc("match/score_ws", sizeof(float) * TILES * (size_t)t->n_chan * n);
     ws->S = bs_mem_alloc("match/score_ws", sizeof(float) * chunk_templates(t) * TILES * n);
-    ws->G = bs_mem_alloc("match/score_ws", sizeof(float) * (size_t)t->n_sup * n * n_threads);
+    ws->G = bs_mem_alloc("match/score_ws", sizeof(float) * chunk_templates(t) * (size_t)t->n_sup * n);
     ws->fft = bs_mem_alloc("match/score_ws", sizeof(float) * fft_floats(t) * n_threads);
     if (!ws->X || !ws->S || !ws->G || !ws->fft) {
         bs_match_scores_ws_free(ws);
@@ -420,17 +421,13 @@ BS_VECTORIZED static void spectra_of_group(const bs_match_templates *t, const fl
     }
 }
 
-/* Template k's spectra of the nq sub-tiles whose channel spectra are in X
- * (TILES sub-tiles of C channels), into S + q * n: its weight on each
- * support channel in frequency, g_j = sum_p U[k, j, p] hspec_p (into G), then
- * for every slot sum_j g_j x_{S_k[j]}, j ascending (slot 0: bins 0 and n/2
- * as the real products they are). */
-BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, const float *X, int nq, float *G,
-                                           float *S)
+/* Template k's weight on each support channel in frequency, g_j = sum_p
+ * U[k, j, p] hspec_p, into G (n_sup x n): the same for every window and
+ * sub-tile, so bs_match_scores computes it once per chunk of templates. */
+BS_VECTORIZED static void template_weights(const bs_match_templates *t, int k, float *G)
 {
-    const int n = t->fir.n, h = n / 2, ns = t->n_sup, P = t->n_pc;
+    const int n = t->fir.n, ns = t->n_sup, P = t->n_pc;
     const float *u = t->U + (size_t)k * ns * P;
-    const int32_t *sup = t->support + (size_t)k * ns;
     for (int j = 0; j < ns; j++)
         for (int v0 = 0; v0 < n; v0 += 64) { /* n is a multiple of 64 */
             v16f acc[4];
@@ -447,6 +444,17 @@ BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, c
             for (int w = 0; w < 4; w++)
                 memcpy(G + (size_t)j * n + v0 + 16 * w, &acc[w], sizeof acc[w]);
         }
+}
+
+/* Template k's spectra of the nq sub-tiles whose channel spectra are in X
+ * (TILES sub-tiles of C channels), into S + q * n, from its weights G
+ * (template_weights): for every slot sum_j g_j x_{S_k[j]}, j ascending
+ * (slot 0: bins 0 and n/2 as the real products they are). */
+BS_VECTORIZED static void template_spectra(const bs_match_templates *t, int k, const float *X, int nq,
+                                           const float *G, float *S)
+{
+    const int n = t->fir.n, h = n / 2, ns = t->n_sup;
+    const int32_t *sup = t->support + (size_t)k * ns;
     for (int q = 0; q < nq; q++) {
         const float *xq = X + (size_t)q * t->n_chan * n;
         float *sr = S + (size_t)q * n, *si = sr + h;
@@ -554,6 +562,7 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
     const int g_hi = (k1 + SCORE_GROUP - 1) / SCORE_GROUP * SCORE_GROUP < t->K
                          ? (k1 + SCORE_GROUP - 1) / SCORE_GROUP * SCORE_GROUP
                          : t->K;
+    int held = -1; /* the chunk of templates (its first) whose weights ws->G holds */
     for (int64_t u0 = 0; u0 < n_t; u0 += (int64_t)TILES * step) {
         const int nq = (int)((n_t - u0 + step - 1) / step < TILES ? (n_t - u0 + step - 1) / step : TILES);
 #pragma omp parallel for schedule(static) num_threads(ws->n_threads)
@@ -566,9 +575,15 @@ bs_status bs_match_scores(const bs_match_templates *t, const float *X, size_t ld
         }
         for (int kc0 = g_lo; kc0 < g_hi; kc0 += kch) {
             const int kc1 = kc0 + kch < g_hi ? kc0 + kch : g_hi;
+            if (held != kc0) { /* once per call when the templates fit one chunk */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
+                for (int k = kc0; k < kc1; k++)
+                    template_weights(t, k, ws->G + (size_t)(k - kc0) * t->n_sup * n);
+                held = kc0;
+            }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
             for (int k = kc0; k < kc1; k++)
-                template_spectra(t, k, ws->X, nq, ws->G + (size_t)omp_get_thread_num() * t->n_sup * n,
+                template_spectra(t, k, ws->X, nq, ws->G + (size_t)(k - kc0) * t->n_sup * n,
                                  ws->S + (size_t)(k - kc0) * TILES * n);
             const int ng = (kc1 - kc0 + SCORE_GROUP - 1) / SCORE_GROUP;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(ws->n_threads)
