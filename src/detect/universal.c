@@ -413,6 +413,42 @@ __attribute__((target("avx512f"))) static void score_position2(const bs_detect_g
     }
 }
 
+/* subspace_group_at's test of one column pair (columns c0 and c1, c1 < 0:
+ * none) whose |b|² and p are summed: each position's bound, and the columns
+ * that pass appended to its list. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+subspace_pass_at(int NP, int S, int nC, const float *const *q, __m512 b2, const __m512 *p1, const __m512 *p2, float th,
+                 float th2, int c0, int c1, int *cnt, int (*cols)[SCORE_BLOCK])
+{
+    const __m512 t2 = _mm512_set1_ps(th2), eps = _mm512_set1_ps(1e-5f), zero = _mm512_setzero_ps();
+    const __m512 m1 = _mm512_set1_ps(5e-6f / th), m0 = _mm512_set1_ps(5e-6f * th), up = _mm512_set1_ps(1.0f + 0x1p-12f);
+    if (!_mm512_cmp_ps_mask(b2, t2, _CMP_GT_OQ)) /* the tight bound: no position's column passes */
+        return;
+    const __m512 margin = _mm512_fmadd_ps(m1, b2, m0);
+    for (int k = 0; k < NP; k++) {
+        const float *coef = q[k] + 2 * nC;
+        __m512 r2 = _mm512_fnmadd_ps(p2[k], p2[k], _mm512_fnmadd_ps(p1[k], p1[k], b2));
+        /* R from the reciprocal root's estimate (relative error under 2^-14), raised by 2^-12: at least
+           the root (0 * inf = NaN where |b|² = 0: max_ps below then keeps 0, and the column has score 0) */
+        r2 = _mm512_fmadd_ps(eps, b2, _mm512_max_ps(r2, zero));
+        const __m512 R = _mm512_mul_ps(_mm512_mul_ps(r2, _mm512_rsqrt14_ps(r2)), up);
+        __m512 best = zero;
+        for (int s = 0; s < S; s++) {
+            const float *c = coef + 3 * s;
+            __m512 a = _mm512_fmadd_ps(_mm512_set1_ps(c[1]), p2[k], _mm512_mul_ps(_mm512_set1_ps(c[0]), p1[k]));
+            best = _mm512_max_ps(_mm512_fmadd_ps(_mm512_set1_ps(c[2]), R, _mm512_abs_ps(a)), best);
+        }
+        best = _mm512_add_ps(margin, best);
+        const __mmask16 pass = _mm512_cmp_ps_mask(_mm512_mul_ps(best, best), t2, _CMP_GT_OQ);
+        cols[k][cnt[k]] = c0;
+        cnt[k] += (pass & 0xff) != 0;
+        if (c1 >= 0) {
+            cols[k][cnt[k]] = c1;
+            cnt[k] += (pass >> VL) != 0;
+        }
+    }
+}
+
 /*
  * The tight bound and the subspace bound (grid.c's subspace_bound) of NP
  * positions of one set together, for one vector of shapes (KP = 8), two
@@ -428,7 +464,10 @@ __attribute__((target("avx512f"))) static void score_position2(const bs_detect_g
  * 1e-5 |b|² on R² and 5e-6 (|b|² / th + th) >= 1e-5 |b| on the bound exceed
  * the float rounding of |b|², p and the projections (about 1e-6 of |b| or
  * |b|² with 10 to 64 channels), so a column pruned here has a float score
- * under the threshold th. Inlined with constant NP.
+ * under the threshold th. With up to 4 positions two column pairs are summed
+ * together (twice the independent chains of multiply-adds: a set has 1.6
+ * positions on average, and one pair's sums alone wait on their latency);
+ * each lane's operations are the same. Inlined with constant NP.
  */
 static inline __attribute__((always_inline, target("avx512f"))) void
 subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *pos, const float *fs, size_t L,
@@ -441,9 +480,31 @@ subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *po
         q[k] = g->sub + (size_t)pos[k] * sub;
         cnt[k] = 0;
     }
-    const __m512 t2 = _mm512_set1_ps(th2), eps = _mm512_set1_ps(1e-5f), zero = _mm512_setzero_ps();
-    const __m512 m1 = _mm512_set1_ps(5e-6f / th), m0 = _mm512_set1_ps(5e-6f * th), up = _mm512_set1_ps(1.0f + 0x1p-12f);
-    for (int e = 0; e < n; e += 2) {
+    const __m512 zero = _mm512_setzero_ps();
+    int e = 0;
+    for (; NP <= 4 && e + 3 < n; e += 4) {
+        const size_t i0 = (size_t)idx[e] * VL, i1 = (size_t)idx[e + 1] * VL;
+        const size_t i2 = (size_t)idx[e + 2] * VL, i3 = (size_t)idx[e + 3] * VL;
+        __m512 b2 = zero, c2 = zero, p1[4], p2[4], r1[4], r2[4];
+        for (int k = 0; k < NP; k++)
+            p1[k] = p2[k] = r1[k] = r2[k] = zero;
+        for (int j = 0; j < nC; j++) {
+            const float *fc = fs + (size_t)ich[j] * L * VL;
+            const __m512 x = load_pair16(fc, i0, i1), y = load_pair16(fc, i2, i3);
+            b2 = _mm512_fmadd_ps(x, x, b2);
+            c2 = _mm512_fmadd_ps(y, y, c2);
+            for (int k = 0; k < NP; k++) {
+                const __m512 u = _mm512_set1_ps(q[k][j]), v = _mm512_set1_ps(q[k][nC + j]);
+                p1[k] = _mm512_fmadd_ps(u, x, p1[k]);
+                p2[k] = _mm512_fmadd_ps(v, x, p2[k]);
+                r1[k] = _mm512_fmadd_ps(u, y, r1[k]);
+                r2[k] = _mm512_fmadd_ps(v, y, r2[k]);
+            }
+        }
+        subspace_pass_at(NP, S, nC, q, b2, p1, p2, th, th2, idx[e], idx[e + 1], cnt, cols);
+        subspace_pass_at(NP, S, nC, q, c2, r1, r2, th, th2, idx[e + 2], idx[e + 3], cnt, cols);
+    }
+    for (; e < n; e += 2) {
         const int e1 = e + 1 < n ? e + 1 : e;
         const size_t i0 = (size_t)idx[e] * VL, i1 = (size_t)idx[e1] * VL;
         __m512 b2 = zero, p1[SUB_GROUP], p2[SUB_GROUP];
@@ -457,31 +518,7 @@ subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *po
                 p2[k] = _mm512_fmadd_ps(_mm512_set1_ps(q[k][nC + j]), x, p2[k]);
             }
         }
-        if (!_mm512_cmp_ps_mask(b2, t2, _CMP_GT_OQ)) /* the tight bound: no position's column passes */
-            continue;
-        const __m512 margin = _mm512_fmadd_ps(m1, b2, m0);
-        for (int k = 0; k < NP; k++) {
-            const float *coef = q[k] + 2 * nC;
-            __m512 r2 = _mm512_fnmadd_ps(p2[k], p2[k], _mm512_fnmadd_ps(p1[k], p1[k], b2));
-            /* R from the reciprocal root's estimate (relative error under 2^-14), raised by 2^-12: at least
-               the root (0 * inf = NaN where |b|² = 0: max_ps below then keeps 0, and the column has score 0) */
-            r2 = _mm512_fmadd_ps(eps, b2, _mm512_max_ps(r2, zero));
-            const __m512 R = _mm512_mul_ps(_mm512_mul_ps(r2, _mm512_rsqrt14_ps(r2)), up);
-            __m512 best = zero;
-            for (int s = 0; s < S; s++) {
-                const float *c = coef + 3 * s;
-                __m512 a = _mm512_fmadd_ps(_mm512_set1_ps(c[1]), p2[k], _mm512_mul_ps(_mm512_set1_ps(c[0]), p1[k]));
-                best = _mm512_max_ps(_mm512_fmadd_ps(_mm512_set1_ps(c[2]), R, _mm512_abs_ps(a)), best);
-            }
-            best = _mm512_add_ps(margin, best);
-            const __mmask16 pass = _mm512_cmp_ps_mask(_mm512_mul_ps(best, best), t2, _CMP_GT_OQ);
-            cols[k][cnt[k]] = idx[e];
-            cnt[k] += (pass & 0xff) != 0;
-            if (e1 != e) {
-                cols[k][cnt[k]] = idx[e1];
-                cnt[k] += (pass >> VL) != 0;
-            }
-        }
+        subspace_pass_at(NP, S, nC, q, b2, p1, p2, th, th2, idx[e], e1 != e ? idx[e1] : -1, cnt, cols);
     }
 }
 
@@ -558,7 +595,7 @@ BS_VECTORIZED static int loose_bound_block(const float *restrict m, size_t strid
 #ifdef BS_HAVE_AVX512_KERNELS
 /* loose_bound_block on AVX-512 (with VL): the same sums in the same order,
  * the sub-blocks that pass taken from a mask, and each one's passing
- * columns compress-stored into idx. The same columns. */
+ * columns compressed into idx. The same columns. */
 __attribute__((target("avx512f,avx512vl"))) static int loose_bound_block512(const float *restrict m, size_t stride,
                                                                            const float *restrict mb, size_t mstride,
                                                                            const int *ich, int nC, float th2, int i0,
@@ -578,7 +615,10 @@ __attribute__((target("avx512f,avx512vl"))) static int loose_bound_block512(cons
         for (int j = 1; j < nC; j++)
             acc = _mm256_add_ps(acc, _mm256_loadu_ps(m + (size_t)ich[j] * stride + (size_t)s * VL));
         const __mmask8 k = _mm256_cmp_ps_mask(acc, t2, _CMP_GT_OQ);
-        _mm256_mask_compressstoreu_epi32(idx + n, k, _mm256_add_epi32(_mm256_set1_epi32(i0 + s * VL), iota));
+        /* compressed in a register, then stored whole: a compressing store to memory is microcoded on
+           some CPUs (about 140 cycles on AMD Zen 4). The 8 lanes fit: n <= 8 s, so n + 8 <= 8 (s + 1) */
+        _mm256_storeu_si256((__m256i *)(idx + n),
+                            _mm256_maskz_compress_epi32(k, _mm256_add_epi32(_mm256_set1_epi32(i0 + s * VL), iota)));
         n += __builtin_popcount(k);
     }
     return n;

@@ -17,7 +17,7 @@
 #ifdef BS_X86_KERNELS
 /* abs_kth's counting pass over whole vectors of 16 values (the values from
  * 0 to the returned index): sixteen |row[i step]| gathered at a time, those
- * in [lo, hi] appended to v in order (a compressing store), those under lo
+ * in [lo, hi] appended to v in order (compressed), those under lo
  * and the NaNs counted: the scalar loop's results exactly. */
 __attribute__((target("avx512f"))) static int64_t bracket_avx512(const float *row, int64_t m, int step, float lo,
                                                                  float hi, float *v, int64_t *below, int64_t *n_in,
@@ -30,7 +30,9 @@ __attribute__((target("avx512f"))) static int64_t bracket_avx512(const float *ro
     for (; i + 16 <= m; i += 16) {
         const __m512 a = _mm512_abs_ps(_mm512_i32gather_ps(idx, row + i * step, 4));
         const __mmask16 in = _mm512_cmp_ps_mask(a, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(a, vhi, _CMP_LE_OQ);
-        _mm512_mask_compressstoreu_ps(v + ni, in, a);
+        /* compressed in a register and stored whole (a compressing store to memory is microcoded on some
+           CPUs: about 140 cycles on AMD Zen 4); the 16 lanes fit: ni <= i and i + 16 <= m */
+        _mm512_storeu_ps(v + ni, _mm512_maskz_compress_ps(in, a));
         ni += __builtin_popcount(in);
         nb += __builtin_popcount(_mm512_cmp_ps_mask(a, vlo, _CMP_LT_OQ));
         nn += __builtin_popcount(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q));
