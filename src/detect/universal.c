@@ -469,9 +469,50 @@ subspace_pass_at(int NP, int S, int nC, const float *const *q, __m512 b2, const 
  * positions on average, and one pair's sums alone wait on their latency);
  * each lane's operations are the same. Inlined with constant NP.
  */
+/* The columns idx[0 .. n) whose tight bound |b|² exceeds th2 in some shape,
+ * in order, into out; returns their count. Two column pairs at a time (their
+ * sums' chains side by side); each lane's sum is subspace_group_at's. */
+static inline __attribute__((always_inline, target("avx512f"))) int
+tight_columns(int nC, const int *ich, const float *fs, size_t L, const int *idx, int n, float th2, int *out)
+{
+    const __m512 t2 = _mm512_set1_ps(th2), zero = _mm512_setzero_ps();
+    int e = 0, m = 0;
+    for (; e + 3 < n; e += 4) {
+        const size_t i0 = (size_t)idx[e] * VL, i1 = (size_t)idx[e + 1] * VL;
+        const size_t i2 = (size_t)idx[e + 2] * VL, i3 = (size_t)idx[e + 3] * VL;
+        __m512 b2 = zero, c2 = zero;
+        for (int j = 0; j < nC; j++) {
+            const float *fc = fs + (size_t)ich[j] * L * VL;
+            const __m512 x = load_pair16(fc, i0, i1), y = load_pair16(fc, i2, i3);
+            b2 = _mm512_fmadd_ps(x, x, b2);
+            c2 = _mm512_fmadd_ps(y, y, c2);
+        }
+        const unsigned a = _mm512_cmp_ps_mask(b2, t2, _CMP_GT_OQ), b = _mm512_cmp_ps_mask(c2, t2, _CMP_GT_OQ);
+        out[m] = idx[e];
+        m += (a & 0xff) != 0;
+        out[m] = idx[e + 1];
+        m += (a >> VL) != 0;
+        out[m] = idx[e + 2];
+        m += (b & 0xff) != 0;
+        out[m] = idx[e + 3];
+        m += (b >> VL) != 0;
+    }
+    for (; e < n; e++) { /* the column in both halves */
+        const size_t i0 = (size_t)idx[e] * VL;
+        __m512 b2 = zero;
+        for (int j = 0; j < nC; j++) {
+            const __m512 x = load_pair16(fs + (size_t)ich[j] * L * VL, i0, i0);
+            b2 = _mm512_fmadd_ps(x, x, b2);
+        }
+        out[m] = idx[e];
+        m += (_mm512_cmp_ps_mask(b2, t2, _CMP_GT_OQ) & 0xff) != 0;
+    }
+    return m;
+}
+
 static inline __attribute__((always_inline, target("avx512f"))) void
 subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *pos, const float *fs, size_t L,
-                  const int *idx, int n, float th, float th2, int *cnt, int (*cols)[SCORE_BLOCK])
+                  const int *all, int n_all, float th, float th2, int *cnt, int (*cols)[SCORE_BLOCK])
 {
     const int nC = g->n_chans, S = g->n_sizes;
     const size_t sub = (size_t)BS_GRID_SUB_FLOATS(nC, S);
@@ -480,6 +521,10 @@ subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *po
         q[k] = g->sub + (size_t)pos[k] * sub;
         cnt[k] = 0;
     }
+    /* the columns past the tight bound first (in the low tier's chunks about half of the loose bound's are
+       not): the projections only for them */
+    int idx[SCORE_BLOCK];
+    const int n = tight_columns(nC, ich, fs, L, all, n_all, th2, idx);
     const __m512 zero = _mm512_setzero_ps();
     int e = 0;
     for (; NP <= 4 && e + 3 < n; e += 4) {
