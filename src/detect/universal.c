@@ -449,26 +449,6 @@ subspace_pass_at(int NP, int S, int nC, const float *const *q, __m512 b2, const 
     }
 }
 
-/*
- * The tight bound and the subspace bound (grid.c's subspace_bound) of NP
- * positions of one set together, for one vector of shapes (KP = 8), two
- * columns to a 16-lane vector: each column idx[e] is loaded once per
- * channel (the set's channels, ascending: the order of the positions'
- * directions in g->sub) for its sums of squares |b|² per shape and each
- * position's p = (b·q1, b·q2). Position k keeps, in order, the columns
- * where some shape's bound, max over sizes of |a_s·p| + r_s R with R² =
- * max(|b|² - |p|², 0), exceeds th2: cols[k][0 .. cnt[k]). The bound is at
- * most the tight bound |b| (|a_s|² + r_s² = |w_s|² = 1), so a pair whose
- * |b|² does not exceed th2 in any lane stops before the positions' bounds.
- * Only a prune: the score (score2_at) decides. Margins of
- * 1e-5 |b|² on R² and 5e-6 (|b|² / th + th) >= 1e-5 |b| on the bound exceed
- * the float rounding of |b|², p and the projections (about 1e-6 of |b| or
- * |b|² with 10 to 64 channels), so a column pruned here has a float score
- * under the threshold th. With up to 4 positions two column pairs are summed
- * together (twice the independent chains of multiply-adds: a set has 1.6
- * positions on average, and one pair's sums alone wait on their latency);
- * each lane's operations are the same. Inlined with constant NP.
- */
 /* The columns idx[0 .. n) whose tight bound |b|² exceeds th2 in some shape,
  * in order, into out; returns their count. Two column pairs at a time (their
  * sums' chains side by side); each lane's sum is subspace_group_at's. */
@@ -510,6 +490,26 @@ tight_columns(int nC, const int *ich, const float *fs, size_t L, const int *idx,
     return m;
 }
 
+/*
+ * The tight bound and the subspace bound (grid.c's subspace_bound) of NP
+ * positions of one set together, for one vector of shapes (KP = 8), two
+ * columns to a 16-lane vector. The columns all[0 .. n_all) whose tight bound
+ * passes (tight_columns) are loaded once per channel (the set's channels,
+ * ascending: the order of the positions' directions in g->sub) for their
+ * sums of squares |b|² per shape and each position's p = (b·q1, b·q2).
+ * Position k keeps, in order, the columns
+ * where some shape's bound, max over sizes of |a_s·p| + r_s R with R² =
+ * max(|b|² - |p|², 0), exceeds th2: cols[k][0 .. cnt[k]). The bound is at
+ * most the tight bound |b| (|a_s|² + r_s² = |w_s|² = 1).
+ * Only a prune: the score (score2_at) decides. Margins of
+ * 1e-5 |b|² on R² and 5e-6 (|b|² / th + th) >= 1e-5 |b| on the bound exceed
+ * the float rounding of |b|², p and the projections (about 1e-6 of |b| or
+ * |b|² with 10 to 64 channels), so a column pruned here has a float score
+ * under the threshold th. With up to 4 positions two column pairs are summed
+ * together (twice the independent chains of multiply-adds: a set has 1.6
+ * positions on average, and one pair's sums alone wait on their latency);
+ * each lane's operations are the same. Inlined with constant NP.
+ */
 static inline __attribute__((always_inline, target("avx512f"))) void
 subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *pos, const float *fs, size_t L,
                   const int *all, int n_all, float th, float th2, int *cnt, int (*cols)[SCORE_BLOCK])
@@ -521,8 +521,8 @@ subspace_group_at(int NP, const bs_detect_grid *g, const int *ich, const int *po
         q[k] = g->sub + (size_t)pos[k] * sub;
         cnt[k] = 0;
     }
-    /* the columns past the tight bound first (in the low tier's chunks about half of the loose bound's are
-       not): the projections only for them */
+    /* the columns past the tight bound first (about half of the loose bound's are not, in either tier's
+       chunks): the projections only for them */
     int idx[SCORE_BLOCK];
     const int n = tight_columns(nC, ich, fs, L, all, n_all, th2, idx);
     const __m512 zero = _mm512_setzero_ps();
